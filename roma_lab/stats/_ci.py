@@ -1,0 +1,127 @@
+"""Task-bootstrap confidence intervals for a mean score, delegated to ``scipy.stats.bootstrap``."""
+
+import dataclasses
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from roma_lab.stats._scores import paired_scores, per_task_scores
+
+# Accepted spellings (lower case) -> the name recorded in ``CI.method``.
+_METHODS = {"percentile": "percentile", "basic": "basic", "bca": "BCa"}
+
+
+@dataclass(frozen=True, slots=True)
+class CI:
+    """A bootstrap confidence interval together with everything needed to recompute it.
+
+    ``method`` records what was actually used: ``"percentile (BCa degenerate)"`` means BCa was
+    asked for but undefined on this sample (e.g. all scores equal), so the percentile interval of
+    the same resamples is reported instead.
+    """
+
+    estimate: float
+    low: float
+    high: float
+    level: float
+    method: str
+    n_resamples: int
+    seed: int
+    n_tasks: int
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def bootstrap_ci(
+    values, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0, method: str = "percentile"
+) -> CI:
+    """Task-bootstrap CI of the mean score over a finite task suite.
+
+    ``values`` holds one score per task (1-D) or ``(n_tasks, n_runs)`` scores, averaged per task
+    first so that tasks, not runs, are resampled. NaN/inf or empty input raises ``ValueError``.
+    """
+    return _task_bootstrap(
+        per_task_scores(values),
+        n_resamples=n_resamples,
+        level=level,
+        seed=seed,
+        method=method,
+    )
+
+
+def paired_bootstrap_ci(
+    a, b, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0, method: str = "percentile"
+) -> CI:
+    """Task-bootstrap CI of ``mean(a - b)`` for two conditions run on the same tasks.
+
+    Resampling task indices jointly for ``a`` and ``b`` is the same as resampling the per-task
+    differences, so that is what is done; ``a`` and ``b`` may have different numbers of runs but
+    must list the same tasks in the same order.
+    """
+    a_scores, b_scores = paired_scores(a, b)
+    return _task_bootstrap(
+        a_scores - b_scores,
+        n_resamples=n_resamples,
+        level=level,
+        seed=seed,
+        method=method,
+    )
+
+
+def _task_bootstrap(scores: np.ndarray, *, n_resamples, level, seed, method) -> CI:
+    from scipy import stats
+
+    method_name = _check_settings(n_resamples=n_resamples, level=level, seed=seed, method=method)
+    if scores.size < 2:
+        raise ValueError(f"a bootstrap needs at least 2 tasks, got {scores.size}")
+
+    def run(chosen_method, n_draws, previous=None):
+        return stats.bootstrap(
+            (scores,),
+            np.mean,
+            n_resamples=n_draws,
+            confidence_level=level,
+            method=chosen_method,
+            vectorized=True,
+            bootstrap_result=previous,
+            rng=np.random.default_rng(seed),
+        )
+
+    # BCa is undefined on degenerate samples (0/0 in its acceleration); we detect the resulting
+    # NaN ourselves and record the fallback, so scipy's warnings would only be noise.
+    with warnings.catch_warnings(), np.errstate(invalid="ignore", divide="ignore"):
+        warnings.simplefilter("ignore", stats.DegenerateDataWarning)
+        result = run(method_name, n_resamples)
+    interval = result.confidence_interval
+    if np.isnan(interval.low) or np.isnan(interval.high):
+        # Reuse the same bootstrap distribution (no new draws) for the percentile interval.
+        interval = run("percentile", 0, previous=result).confidence_interval
+        method_name = f"percentile ({method_name} degenerate)"
+    return CI(
+        estimate=float(np.mean(scores)),
+        low=float(interval.low),
+        high=float(interval.high),
+        level=float(level),
+        method=method_name,
+        n_resamples=int(n_resamples),
+        seed=int(seed),
+        n_tasks=int(scores.size),
+    )
+
+
+def _check_settings(*, n_resamples, level, seed, method) -> str:
+    """Validate bootstrap settings; return the canonical method name."""
+    for name, value in (("n_resamples", n_resamples), ("seed", seed)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"{name} must be an int, got {value!r}")
+    if n_resamples < 1:
+        raise ValueError(f"n_resamples must be >= 1, got {n_resamples}")
+    if seed < 0:
+        raise ValueError(f"seed must be >= 0, got {seed}")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be strictly between 0 and 1, got {level!r}")
+    if not isinstance(method, str) or method.lower() not in _METHODS:
+        raise ValueError(f"method must be one of {sorted(_METHODS.values())}, got {method!r}")
+    return _METHODS[method.lower()]
