@@ -1,0 +1,24 @@
+"""Typed papermill runner: ``experiments/<stem>.toml`` specs -> ``results/<stem>/``.
+
+Command line: ``python -m roma_lab.experiments list`` and
+``python -m roma_lab.experiments run [STEM ...] [--all] [--smoke] [--lm MODEL] [--force]``.
+"""
+
+from ._contract import contract_problems, notebook_problems
+from ._runner import RunOutcome, experiment_status, run_experiment, run_experiments, run_parameters
+from ._spec import ExperimentSpec, SpecError, declared_parameters, load_spec, load_specs
+
+__all__ = [
+    "ExperimentSpec",
+    "RunOutcome",
+    "SpecError",
+    "contract_problems",
+    "declared_parameters",
+    "experiment_status",
+    "load_spec",
+    "load_specs",
+    "notebook_problems",
+    "run_experiment",
+    "run_experiments",
+    "run_parameters",
+]

@@ -1,0 +1,83 @@
+"""Command line: ``list`` the experiments with their status, ``run`` some or all of them."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from roma_lab.results import default_repo_root
+
+from ._runner import experiment_status, run_experiments
+from ._spec import SpecError, load_specs
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m roma_lab.experiments", description=__doc__)
+    parser.add_argument(
+        "--root",
+        type=Path,
+        help="project root holding experiments/ and notebooks/ (default: the checkout roma_lab is installed from)",
+    )
+    shared = argparse.ArgumentParser(add_help=False)
+    shared.add_argument("--smoke", action="store_true", help="apply each spec's [smoke] overrides, SMOKE=True")
+    shared.add_argument("--results", type=Path, help="results folder (default: <root>/results, smoke: <root>/results/smoke)")
+    shared.add_argument(
+        "--lm",
+        default=os.environ.get("ROMA_LAB_LM"),
+        help="model name passed as LM to notebooks that declare it (default: $ROMA_LAB_LM, else the notebook's own)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    commands.add_parser("list", parents=[shared], help="show every experiment and its status")
+    run = commands.add_parser("run", parents=[shared], help="run experiments, skipping completed ones")
+    run.add_argument("stems", nargs="*", metavar="STEM", help="experiments to run, by notebook stem")
+    run.add_argument("--all", action="store_true", help="run every experiment")
+    run.add_argument("--force", action="store_true", help="re-run even when already completed")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.command == "run" and bool(args.stems) == args.all:
+        parser.error("run: name experiments or pass --all (not both)")
+    root = (args.root or default_repo_root()).resolve()
+    try:
+        specs = load_specs(root)
+    except SpecError as exc:
+        hint = "" if args.root else " (install roma_lab editable from its checkout, or pass --root)"
+        print(f"error: {exc}{hint}", file=sys.stderr)
+        return 2
+    results_root = (args.results or (root / "results" / "smoke" if args.smoke else root / "results")).resolve()
+
+    if args.command == "list":
+        rows = [("stem", "paper", "table", "notebook", "status")]
+        rows += [
+            (s.stem, s.paper, s.table, s.notebook.relative_to(root).as_posix(),
+             experiment_status(s, results_root=results_root, smoke=args.smoke, lm=args.lm))
+            for s in specs
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+        for row in rows:
+            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+        print(f"{len(specs)} experiments; results in {results_root}")
+        return 0
+
+    known = {s.stem: s for s in specs}
+    unknown = [stem for stem in args.stems if stem not in known]
+    if unknown:
+        print(f"error: unknown experiment(s) {', '.join(unknown)}; known: {', '.join(known) or '(none)'}", file=sys.stderr)
+        return 2
+    selected = specs if args.all else [known[stem] for stem in dict.fromkeys(args.stems)]
+    try:
+        outcomes = run_experiments(selected, results_root=results_root, smoke=args.smoke, lm=args.lm, force=args.force)
+    except KeyboardInterrupt:
+        print("\ninterrupted: rerun the same command to resume (completed experiments are skipped)", file=sys.stderr)
+        return 130
+    counts = {status: sum(o.status == status for o in outcomes) for status in ("completed", "skipped", "failed")}
+    print(f"{len(outcomes)} experiments: " + ", ".join(f"{n} {status}" for status, n in counts.items()) + f"; results in {results_root}")
+    for outcome in outcomes:
+        if outcome.status == "failed":
+            print(f"FAILED {outcome.stem}: {outcome.error}\n  see {outcome.out_dir}", file=sys.stderr)
+    return 1 if counts["failed"] else 0

@@ -1,0 +1,32 @@
+"""Tidy result tables and the provenance record written next to them.
+
+Every experiment writes long-format CSV tables with :func:`write_table` and one
+``provenance.json`` (a :class:`Provenance`) that says what produced them.
+"""
+
+from ._provenance import (
+    TRACKED_PACKAGES,
+    Provenance,
+    default_repo_root,
+    git_state,
+    package_versions,
+    parameters_hash,
+    read_provenance,
+    sha256_file,
+    write_provenance,
+)
+from ._tables import read_table, write_table
+
+__all__ = [
+    "TRACKED_PACKAGES",
+    "Provenance",
+    "default_repo_root",
+    "git_state",
+    "package_versions",
+    "parameters_hash",
+    "read_provenance",
+    "read_table",
+    "sha256_file",
+    "write_provenance",
+    "write_table",
+]

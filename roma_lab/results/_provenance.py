@@ -1,0 +1,212 @@
+"""provenance.json: what produced a results folder, written once per run and read back.
+
+Pydantic is used here because this record crosses a boundary (it is written to disk and
+validated when read back); everything else in memory stays plain.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
+
+import roma_lab
+
+PROVENANCE_FILE = "provenance.json"
+
+# Distribution names whose versions shape results; looked up in package metadata, never
+# imported (importing dspy or llama_cpp would cost seconds). Missing ones are recorded as None.
+TRACKED_PACKAGES = (
+    "roma_lab",
+    "numpy",
+    "scipy",
+    "pandas",
+    "pyarrow",
+    "pydantic",
+    "matplotlib",
+    "papermill",
+    "ipywidgets",
+    "dspy",
+    "gepa",
+    "bm25s",
+    "llama-cpp-python",
+)
+
+Status = Literal["running", "completed", "failed", "interrupted"]
+
+
+class Provenance(BaseModel):
+    """The record stored as ``provenance.json`` in every results folder."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = 1
+    status: Status
+    error: str | None = None
+    roma_lab_version: str
+    git_commit: str | None
+    git_dirty: bool | None
+    python: str
+    platform: str
+    packages: dict[str, str | None]
+    parameters: dict[str, JsonValue]
+    parameters_hash: str
+    seeds: dict[str, int]
+    model: str | None
+    inputs: dict[str, str]  # path as given -> SHA-256
+    outputs: dict[str, str]  # path relative to the results folder -> SHA-256
+    extra: dict[str, JsonValue]
+    started_at: datetime
+    finished_at: datetime
+
+    @model_validator(mode="after")
+    def _error_matches_status(self) -> Provenance:
+        if self.status == "failed" and not self.error:
+            raise ValueError("a failed run must record its error")
+        if self.status == "completed" and self.error is not None:
+            raise ValueError("a completed run cannot carry an error")
+        return self
+
+
+def sha256_file(path: str | os.PathLike[str]) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks so large data files are fine."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def parameters_hash(parameters: Mapping[str, Any]) -> str:
+    """SHA-256 of the parameters as canonical JSON: equal parameters, equal hash."""
+    try:
+        canonical = json.dumps(dict(parameters), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"parameters must be JSON literals (str, int, float, bool, lists): {exc}") from None
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _git(repo_root: Path, *args: str) -> subprocess.CompletedProcess[str] | None:
+    try:
+        return subprocess.run(
+            ["git", "-C", str(repo_root), *args], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (FileNotFoundError, subprocess.TimeoutExpired):  # no git binary, or a stuck repository
+        return None
+
+
+def git_state(
+    repo_root: str | os.PathLike[str], exclude: Sequence[str] = ("results",)
+) -> tuple[str | None, bool | None]:
+    """(HEAD commit, dirty) of the git work tree at ``repo_root``; (None, None) outside a repo.
+
+    ``exclude`` lists repo-relative paths ignored by the dirty check: results written by a
+    run must not mark the code that produced the next run as modified.
+    """
+    root = Path(repo_root)
+    inside = _git(root, "rev-parse", "--is-inside-work-tree")
+    if inside is None or inside.returncode != 0 or inside.stdout.strip() != "true":
+        return None, None
+    head = _git(root, "rev-parse", "--verify", "--quiet", "HEAD")
+    commit = head.stdout.strip() if head is not None and head.returncode == 0 else None  # None: no commit yet
+    status = _git(root, "status", "--porcelain", "--", ".", *(f":(exclude){p}" for p in exclude))
+    dirty = bool(status.stdout.strip()) if status is not None and status.returncode == 0 else None
+    return commit, dirty
+
+
+def package_versions(names: Sequence[str] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    """Installed versions from package metadata (None when not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def default_repo_root() -> Path:
+    """The directory holding the ``roma_lab`` package: the repository in an editable install."""
+    return Path(roma_lab.__file__).resolve().parent.parent
+
+
+def _hash_outputs(out_dir: Path) -> dict[str, str]:
+    return {
+        p.relative_to(out_dir).as_posix(): sha256_file(p)
+        for p in sorted(out_dir.rglob("*"))
+        if p.is_file() and p.name != PROVENANCE_FILE
+    }
+
+
+def write_provenance(
+    out_dir: str | os.PathLike[str],
+    *,
+    parameters: Mapping[str, Any],
+    seeds: Mapping[str, int] | None = None,
+    model: str | None = None,
+    inputs: Sequence[str | os.PathLike[str]] = (),
+    extra: Mapping[str, Any] | None = None,
+    status: Status = "completed",
+    started_at: datetime | None = None,
+    error: str | None = None,
+    root: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Write ``<out_dir>/provenance.json`` and return its path.
+
+    Relative ``inputs`` are resolved against ``root`` (default: the repository holding
+    roma_lab), which is also where the git state is read. Every file already in ``out_dir``
+    (except provenance.json itself) is hashed, so write the tables first.
+    """
+    out = Path(out_dir)
+    repo = Path(root) if root is not None else default_repo_root()
+    input_hashes = {}
+    for item in inputs:
+        path = Path(item) if Path(item).is_absolute() else repo / item
+        if not path.is_file():
+            raise FileNotFoundError(f"provenance input {str(item)!r} not found (looked for {path})")
+        input_hashes[Path(item).as_posix()] = sha256_file(path)
+    commit, dirty = git_state(repo)
+    now = datetime.now(UTC)
+    record = Provenance(
+        status=status,
+        error=error,
+        roma_lab_version=roma_lab.__version__,
+        git_commit=commit,
+        git_dirty=dirty,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        packages=package_versions(),
+        parameters=dict(parameters),
+        parameters_hash=parameters_hash(parameters),
+        seeds=dict(seeds or {}),
+        model=model,
+        inputs=input_hashes,
+        outputs=_hash_outputs(out) if out.is_dir() else {},
+        extra=dict(extra or {}),
+        started_at=started_at or now,
+        finished_at=now,
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / PROVENANCE_FILE
+    tmp = path.with_name(f".{PROVENANCE_FILE}.tmp")  # atomic: never a half-written record
+    tmp.write_text(record.model_dump_json(indent=2) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def read_provenance(out_dir: str | os.PathLike[str]) -> Provenance:
+    """Read and validate ``<out_dir>/provenance.json``."""
+    path = Path(out_dir) / PROVENANCE_FILE
+    if not path.is_file():
+        raise FileNotFoundError(f"no {PROVENANCE_FILE} in {Path(out_dir)}")
+    return Provenance.model_validate_json(path.read_text())

@@ -1,0 +1,264 @@
+"""roma_lab.experiments: spec validation, the papermill runner and its CLI, on a fixture project.
+
+The fixture project (tests/fixtures/project) holds one notebook whose parameters make it
+fail (FAIL), skip its output (WRITE) or sleep (SLEEP_S); tests copy it and add specs.
+"""
+
+import json
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import roma_lab.experiments._runner as runner
+from roma_lab.experiments import (
+    SpecError,
+    experiment_status,
+    load_spec,
+    load_specs,
+    run_experiment,
+    run_experiments,
+    run_parameters,
+)
+from roma_lab.experiments._cli import main
+from roma_lab.results import read_provenance
+
+FIXTURE = Path(__file__).parent / "fixtures" / "project"
+GOOD = """\
+notebook = "notebooks/{stem}.ipynb"
+paper = "roma"
+table = "Fixture table"
+description = "fixture"
+timeout_s = 60
+inputs = ["data/label.txt"]
+outputs = ["rows.csv"]
+"""
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+def add_experiment(root, stem, spec_text=GOOD, **parameters):
+    """A copy of the fixture notebook under ``stem`` with a spec setting ``parameters``."""
+    shutil.copy(root / "notebooks" / "00_fixture.ipynb", root / "notebooks" / f"{stem}.ipynb")
+    table = "".join(f"{k} = {json.dumps(v)}\n" for k, v in parameters.items())
+    path = root / "experiments" / f"{stem}.toml"
+    path.write_text(spec_text.format(stem=stem) + ("\n[parameters]\n" + table if parameters else ""))
+    return path
+
+
+# --- spec validation -------------------------------------------------------------------------
+
+
+def test_fixture_spec_loads(project):
+    (spec,) = load_specs(project)
+    assert spec.stem == "00_fixture" and spec.notebook == project / "notebooks" / "00_fixture.ipynb"
+    assert dict(spec.parameters) == {"SEED": 7, "N_ROWS": 4} and dict(spec.smoke) == {"N_ROWS": 2}
+    assert spec.outputs == ("rows.csv",) and spec.inputs == ("data/label.txt",) and spec.timeout_s == 60
+    assert "LM" in spec.declared
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda t: t + 'notebok = "x"\n', "unknown keys \\['notebok'\\]"),
+        (lambda t: t.replace('paper = "roma"\n', ""), "'paper' must be a non-empty string"),
+        (lambda t: t.replace("timeout_s = 60", "timeout_s = 0"), "positive integer"),
+        (lambda t: t.replace('outputs = ["rows.csv"]', "outputs = []"), "at least one file"),
+        (lambda t: t.replace('outputs = ["rows.csv"]', 'outputs = ["../up.csv"]'), "relative file paths"),
+        (lambda t: t.replace("data/label.txt", "data/absent.txt"), "input files not found"),
+        (lambda t: t.replace("{stem}.ipynb", "01_other.ipynb"), "must equal the notebook stem"),
+        (lambda t: t.replace("{stem}.ipynb", "absent.ipynb"), "must match"),
+        (lambda t: t + "\n[parameters]\nSEED = {{ a = 1 }}\n", "not a plain literal"),
+        (lambda t: t + "\n[parameters]\nOUT_DIR = 'x'\n", "injected by the runner"),
+        (lambda t: t + "\n[smoke]\nN_RWOS = 1\n", "\\['N_RWOS'\\] are not declared"),
+        (lambda t: t + "\n[parameters\n", "Expected"),  # broken TOML
+    ],
+)
+def test_bad_specs_raise_naming_the_file(project, edit, message):
+    path = add_experiment(project, "01_bad", spec_text=edit(GOOD))
+    with pytest.raises(SpecError, match=message) as info:
+        load_spec(path)
+    assert "01_bad.toml" in str(info.value)
+
+
+def test_notebook_must_declare_runner_parameters(project):
+    nb_path = project / "notebooks" / "00_fixture.ipynb"
+    nb = json.loads(nb_path.read_text())
+    nb["cells"][2]["source"] = ['OUT_DIR = "out"\n', "N_ROWS = 3\n"]
+    nb_path.write_text(json.dumps(nb))
+    with pytest.raises(SpecError, match="must declare \\['SMOKE', 'SEED'\\]"):
+        load_spec(project / "experiments" / "00_fixture.toml")
+
+
+def test_load_specs_reports_every_bad_file_and_sorts(project):
+    add_experiment(project, "02_second")
+    assert [s.stem for s in load_specs(project)] == ["00_fixture", "02_second"]
+    add_experiment(project, "03_bad_a", spec_text=GOOD.replace("timeout_s = 60", "timeout_s = -1"))
+    add_experiment(project, "04_bad_b", spec_text=GOOD + "colour = 'red'\n")
+    with pytest.raises(SpecError) as info:
+        load_specs(project)
+    assert "03_bad_a.toml" in str(info.value) and "04_bad_b.toml" in str(info.value)
+    with pytest.raises(SpecError, match="no experiments/ folder"):
+        load_specs(project / "notebooks")
+
+
+def test_run_parameters_injection(project):
+    (spec,) = load_specs(project)
+    out = project / "results" / spec.stem
+    assert run_parameters(spec, out_dir=out, smoke=False, lm=None) == {
+        "SEED": 7, "N_ROWS": 4, "OUT_DIR": str(out), "SMOKE": False,
+    }
+    assert run_parameters(spec, out_dir=out, smoke=True, lm="m")["N_ROWS"] == 2
+    assert run_parameters(spec, out_dir=out, smoke=True, lm="m")["LM"] == "m"
+    no_lm = replace(spec, declared={k: v for k, v in spec.declared.items() if k != "LM"})
+    assert "LM" not in run_parameters(no_lm, out_dir=out, smoke=False, lm="m")  # only if declared
+
+
+# --- the runner ------------------------------------------------------------------------------
+
+
+def test_completed_then_skipped_then_forced(project, tmp_path):
+    (spec,) = load_specs(project)
+    source_before = spec.notebook.read_bytes()
+    results = tmp_path / "results"
+    outcome = run_experiment(spec, results_root=results, lm="test-model")
+    assert (outcome.status, outcome.error) == ("completed", None)
+    out = results / "00_fixture"
+    rows = pd.read_csv(out / "rows.csv")
+    assert len(rows) == 4 and set(rows["seed"]) == {7} and set(rows["lm"]) == {"test-model"}
+    assert set(rows["label"]) == {"fixture label"}  # read relative to cwd=notebooks/
+    executed = json.loads((out / "00_fixture.ipynb").read_text())
+    assert executed["metadata"]["papermill"]["parameters"]["OUT_DIR"] == str(out)
+    assert spec.notebook.read_bytes() == source_before  # never executed in place
+    record = read_provenance(out)
+    assert record.status == "completed" and record.model == "test-model" and record.seeds == {"SEED": 7}
+    assert record.parameters == {"SEED": 7, "N_ROWS": 4, "SMOKE": False, "LM": "test-model"}
+    assert set(record.inputs) == {"notebooks/00_fixture.ipynb", "data/label.txt"}
+    assert set(record.outputs) == {"rows.csv", "00_fixture.ipynb"}
+
+    assert run_experiment(spec, results_root=results, lm="test-model").status == "skipped"
+    forced = run_experiment(spec, results_root=results, lm="test-model", force=True)
+    assert forced.status == "completed"
+    assert read_provenance(out).started_at > record.started_at
+
+
+def test_changes_make_results_stale_and_rerun(project, tmp_path):
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    assert experiment_status(spec, results_root=results) == "not run"
+    assert run_experiment(spec, results_root=results).status == "completed"
+    assert experiment_status(spec, results_root=results) == "completed"
+    assert read_provenance(results / "00_fixture").model == "local"  # the notebook's default
+    # A different parameter, model, tier, input or notebook each invalidates the record.
+    changed = replace(spec, parameters={**spec.parameters, "N_ROWS": 5})
+    assert experiment_status(changed, results_root=results) == "stale"
+    assert experiment_status(spec, results_root=results, lm="other") == "stale"
+    assert experiment_status(spec, results_root=results, smoke=True) == "stale"
+    (project / "data" / "label.txt").write_text("edited\n")
+    assert experiment_status(spec, results_root=results) == "stale"
+    (project / "data" / "label.txt").write_text("fixture label\n")
+    assert experiment_status(spec, results_root=results) == "completed"
+    (results / "00_fixture" / "rows.csv").unlink()
+    assert experiment_status(spec, results_root=results) == "incomplete"
+
+    assert run_experiment(changed, results_root=results).status == "completed"
+    assert len(pd.read_csv(results / "00_fixture" / "rows.csv")) == 5
+
+
+def test_failure_is_recorded_and_the_batch_goes_on(project, tmp_path):
+    fail = load_spec(add_experiment(project, "01_fail", FAIL=True))
+    (good, _) = load_specs(project)
+    results = tmp_path / "results"
+    outcomes = run_experiments([fail, good], results_root=results, progress=False)
+    assert [o.status for o in outcomes] == ["failed", "completed"]
+    assert "AssertionError: fixture asked to fail" in outcomes[0].error
+    record = read_provenance(results / "01_fail")
+    assert record.status == "failed" and "fixture asked to fail" in record.error
+    assert (results / "01_fail" / "01_fail.ipynb").is_file()  # executed copy kept for the traceback
+    assert experiment_status(fail, results_root=results) == "failed"
+
+
+def test_missing_declared_output_fails_even_with_stale_files(project, tmp_path):
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    assert run_experiment(spec, results_root=results).status == "completed"
+    silent = replace(spec, parameters={**spec.parameters, "WRITE": False})
+    outcome = run_experiment(silent, results_root=results)  # rows.csv from the last run must not count
+    assert outcome.status == "failed"
+    assert outcome.error == "notebook finished without writing declared outputs: rows.csv"
+    assert read_provenance(results / "00_fixture").status == "failed"
+
+
+def test_cell_timeout_fails_instead_of_hanging(project, tmp_path):
+    spec = load_spec(add_experiment(project, "01_slow", GOOD.replace("timeout_s = 60", "timeout_s = 2"), SLEEP_S=60))
+    outcome = run_experiment(spec, results_root=tmp_path / "results")
+    assert outcome.status == "failed" and "timed out" in outcome.error.lower()
+
+
+def test_missing_input_at_run_time_fails_without_running(project, tmp_path, monkeypatch):
+    (spec,) = load_specs(project)
+    (project / "data" / "label.txt").unlink()
+    monkeypatch.setattr(runner, "_execute", lambda *a: pytest.fail("must not execute"))
+    outcome = run_experiment(spec, results_root=tmp_path / "results")
+    assert (outcome.status, outcome.error) == ("failed", "input files missing: data/label.txt")
+
+
+def test_interrupted_run_resumes_where_it_stopped(project, tmp_path, monkeypatch):
+    add_experiment(project, "01_second")
+    specs = load_specs(project)
+    results = tmp_path / "results"
+    real_execute = runner._execute
+
+    def interrupt_second(spec, out_dir, params):
+        if spec.stem == "01_second":
+            raise KeyboardInterrupt
+        real_execute(spec, out_dir, params)
+
+    monkeypatch.setattr(runner, "_execute", interrupt_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiments(specs, results_root=results, progress=False)
+    assert read_provenance(results / "01_second").status == "interrupted"
+    assert experiment_status(specs[1], results_root=results) == "interrupted"
+    monkeypatch.setattr(runner, "_execute", real_execute)
+    outcomes = run_experiments(specs, results_root=results, progress=False)
+    assert [o.status for o in outcomes] == ["skipped", "completed"]
+
+
+# --- command line ----------------------------------------------------------------------------
+
+
+def test_cli_bad_arguments_exit_2(project, capsys):
+    assert main(["--root", str(project), "run", "99_nope"]) == 2
+    assert "known: 00_fixture" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["--root", str(project), "run"])
+    assert info.value.code == 2
+    add_experiment(project, "01_bad", spec_text=GOOD + "colour = 1\n")
+    assert main(["--root", str(project), "list"]) == 2
+    assert "01_bad.toml" in capsys.readouterr().err
+
+
+def test_cli_run_list_and_exit_codes(project, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("ROMA_LAB_LM", "env-model")
+    results = tmp_path / "results"
+    base = ["--root", str(project)]
+    assert main([*base, "list", "--results", str(results)]) == 0
+    assert "not run" in capsys.readouterr().out
+    assert main([*base, "run", "--all", "--smoke", "--results", str(results)]) == 0
+    assert "1 completed" in capsys.readouterr().out
+    record = read_provenance(results / "00_fixture")
+    assert record.model == "env-model" and record.parameters["SMOKE"] is True and record.parameters["N_ROWS"] == 2
+    assert main([*base, "list", "--smoke", "--results", str(results)]) == 0
+    assert "completed" in capsys.readouterr().out
+
+    add_experiment(project, "01_fail", FAIL=True)
+    assert main([*base, "run", "--all", "--smoke", "--results", str(results)]) == 1
+    captured = capsys.readouterr()
+    assert "1 skipped, 1 failed" in captured.out and "FAILED 01_fail: AssertionError" in captured.err

@@ -1,0 +1,169 @@
+"""roma_lab.results: tidy tables, hashes, git state and the provenance record."""
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from roma_lab.results import (
+    Provenance,
+    git_state,
+    package_versions,
+    parameters_hash,
+    read_provenance,
+    read_table,
+    sha256_file,
+    write_provenance,
+    write_table,
+)
+
+
+def test_table_round_trip_is_exact(tmp_path):
+    df = pd.DataFrame(
+        {"task": ["a", "b", "c"], "seed": [0, 1, 2], "value": [0.1 + 0.2, 1 / 3, np.nan], "ok": [True, False, True]}
+    )
+    path = write_table(df, tmp_path / "new" / "dir", "table2")
+    assert path == tmp_path / "new" / "dir" / "table2.csv"
+    back = read_table(tmp_path / "new" / "dir", "table2")
+    pd.testing.assert_frame_equal(back, df)
+    assert [p.name for p in path.parent.iterdir()] == ["table2.csv"]  # no temporary file left
+
+
+def test_meaningful_index_becomes_columns(tmp_path):
+    df = pd.DataFrame({"policy": ["static", "learned"], "success": [0.5, 0.75]}).set_index("policy")
+    back = read_table(write_table(df, tmp_path, "t").parent, "t")
+    assert list(back.columns) == ["policy", "success"]
+    assert back["policy"].tolist() == ["static", "learned"]
+
+
+@pytest.mark.parametrize("name", ["table2.csv", "sub/table", "", "../x"])
+def test_bad_table_names_are_rejected(tmp_path, name):
+    with pytest.raises(ValueError, match="plain file stem"):
+        write_table(pd.DataFrame({"a": [1]}), tmp_path, name)
+
+
+def test_write_table_rejects_non_frames_and_bad_columns(tmp_path):
+    with pytest.raises(TypeError, match="DataFrame"):
+        write_table({"a": [1]}, tmp_path, "t")
+    with pytest.raises(ValueError, match="unique strings"):
+        write_table(pd.DataFrame([[1, 2]], columns=["a", "a"]), tmp_path, "t")
+
+
+def test_read_missing_table_names_it(tmp_path):
+    with pytest.raises(FileNotFoundError, match="'table9'"):
+        read_table(tmp_path, "table9")
+
+
+def test_sha256_file_known_value(tmp_path):
+    (tmp_path / "abc").write_bytes(b"abc")
+    assert sha256_file(tmp_path / "abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_parameters_hash_is_canonical():
+    assert parameters_hash({"a": 1, "b": [1, 2]}) == parameters_hash({"b": [1, 2], "a": 1})
+    assert parameters_hash({"a": 1}) != parameters_hash({"a": 2})
+    assert parameters_hash({"a": 1}) != parameters_hash({"a": True})
+    with pytest.raises(TypeError, match="JSON literals"):
+        parameters_hash({"a": object()})
+    with pytest.raises(TypeError, match="JSON literals"):
+        parameters_hash({"a": float("nan")})
+
+
+def test_provenance_round_trip(tmp_path):
+    root, out = tmp_path / "repo", tmp_path / "repo" / "results" / "exp"
+    (root / "data").mkdir(parents=True)
+    (root / "data" / "in.txt").write_text("input")
+    write_table(pd.DataFrame({"x": [1]}), out, "t")
+    (out / "figs").mkdir()
+    (out / "figs" / "f.txt").write_text("figure")
+    params = {"SEED": 3, "N": 10, "SMOKE": False}
+    path = write_provenance(
+        out, parameters=params, seeds={"SEED": 3}, model="local", inputs=["data/in.txt"],
+        extra={"note": "x"}, root=root,
+    )
+    assert path == out / "provenance.json"
+    record = read_provenance(out)
+    assert record.status == "completed" and record.error is None
+    assert record.parameters == params
+    assert record.parameters_hash == parameters_hash(params)
+    assert record.seeds == {"SEED": 3} and record.model == "local" and record.extra == {"note": "x"}
+    assert record.inputs == {"data/in.txt": hashlib.sha256(b"input").hexdigest()}
+    assert record.outputs == {"figs/f.txt": sha256_file(out / "figs" / "f.txt"), "t.csv": sha256_file(out / "t.csv")}
+    assert record.packages["numpy"] == np.__version__ and record.packages["roma_lab"] is not None
+    assert record.started_at <= record.finished_at and record.started_at.tzinfo is not None
+    assert Provenance.model_validate_json(path.read_text()) == record
+
+
+def test_provenance_rejects_inconsistent_status(tmp_path):
+    with pytest.raises(ValidationError, match="must record its error"):
+        write_provenance(tmp_path, parameters={}, status="failed", root=tmp_path)
+    with pytest.raises(ValidationError, match="cannot carry an error"):
+        write_provenance(tmp_path, parameters={}, status="completed", error="boom", root=tmp_path)
+    path = write_provenance(tmp_path, parameters={}, status="failed", error="boom", root=tmp_path)
+    data = json.loads(path.read_text())
+    data["surprise"] = 1
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValidationError, match="surprise"):
+        read_provenance(tmp_path)
+
+
+def test_provenance_missing_input_is_an_error(tmp_path):
+    with pytest.raises(FileNotFoundError, match="data/absent.csv"):
+        write_provenance(tmp_path / "out", parameters={}, inputs=["data/absent.csv"], root=tmp_path)
+    with pytest.raises(FileNotFoundError, match="provenance.json"):
+        read_provenance(tmp_path / "out")
+
+
+def _git(repo, *args):
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        check=True, capture_output=True,
+    )
+
+
+@pytest.fixture
+def isolated(tmp_path, monkeypatch):
+    # Stop git from finding a repository above tmp_path.
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path))
+    return tmp_path
+
+
+def test_git_state_outside_a_repo(isolated):
+    (isolated / "plain").mkdir()
+    assert git_state(isolated / "plain") == (None, None)
+
+
+def test_git_state_in_a_repo(isolated):
+    repo = isolated / "repo"
+    repo.mkdir()
+    _git(repo, "init", "-q")
+    (repo / "code.py").write_text("x = 1\n")
+    assert git_state(repo) == (None, True)  # a repository without commits yet
+    _git(repo, "add", "code.py")
+    _git(repo, "commit", "-q", "-m", "first")
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert git_state(repo) == (head, False)
+    (repo / "results" / "exp").mkdir(parents=True)
+    (repo / "results" / "exp" / "t.csv").write_text("a\n1\n")
+    assert git_state(repo) == (head, False)  # results written by runs do not dirty the code
+    (repo / "code.py").write_text("x = 2\n")
+    assert git_state(repo) == (head, True)
+
+
+def test_package_versions_marks_missing_packages():
+    versions = package_versions(("numpy", "surely-not-installed-pkg"))
+    assert versions == {"numpy": np.__version__, "surely-not-installed-pkg": None}
+
+
+def test_importing_the_runner_stays_light():
+    code = (
+        "import sys, roma_lab, roma_lab.results, roma_lab.experiments;"
+        "print([m for m in ('pandas', 'papermill', 'dspy', 'llama_cpp', 'matplotlib') if m in sys.modules])"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
