@@ -1,0 +1,195 @@
+"""Resumable graded runs: interruption, errors, timeouts, torn files, summaries."""
+
+import threading
+import warnings
+
+import pytest
+
+from roma_lab import bench
+from roma_lab.bench import Item
+
+
+def items(n=6, benchmark="simpleqa"):
+    return [Item(benchmark=benchmark, item_id=str(i), question=f"q{i}", answer=f"a{i}") for i in range(n)]
+
+
+class Echo:
+    """Answers item i with its gold answer when i is even; counts calls per question."""
+
+    def __init__(self, interrupt_on=None, fail_on=()):
+        self.calls = []
+        self.interrupt_on = interrupt_on
+        self.fail_on = set(fail_on)
+
+    def __call__(self, question):
+        self.calls.append(question)
+        i = int(question[1:])
+        if question == self.interrupt_on:
+            raise KeyboardInterrupt
+        if question in self.fail_on:
+            raise RuntimeError(f"cannot answer {question}")
+        return f"a{i}" if i % 2 == 0 else "no idea"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_interrupted_run_resumes_without_loss_or_repeat(tmp_path, suffix):
+    out = tmp_path / f"run{suffix}"
+    grader = bench.StringMatchGrader()
+    first = Echo(interrupt_on="q3")
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_benchmark(items(), first, grader, out_path=out, system_name="echo", progress=False)
+    assert first.calls == ["q0", "q1", "q2", "q3"]
+    assert list(bench.read_results_df(out)["item_id"]) == ["0", "1", "2"]
+
+    second = Echo()
+    df = bench.run_benchmark(items(), second, grader, out_path=out, system_name="echo", progress=False)
+    assert second.calls == ["q3", "q4", "q5"]  # finished items skipped, interrupted one re-run
+    on_disk = bench.read_results_df(out)
+    assert sorted(on_disk["item_id"]) == [str(i) for i in range(6)]  # each exactly once
+    assert list(df["item_id"]) == [str(i) for i in range(6)]
+    assert list(df["label"]) == ["CORRECT", "INCORRECT"] * 3
+    assert set(df["grader"]) == {bench.STRING_MATCH}
+
+    third = Echo()
+    bench.run_benchmark(items(), third, grader, out_path=out, system_name="echo", progress=False)
+    assert third.calls == []
+
+
+def test_system_errors_and_timeouts_are_rows_and_the_run_goes_on(tmp_path):
+    out = tmp_path / "run.csv"
+    release = threading.Event()
+
+    def system(question):
+        if question == "q1":
+            raise RuntimeError("tool crashed")
+        if question == "q2":
+            release.wait(5)  # hangs past the timeout; released at the end of the test
+        return question.replace("q", "a")
+
+    try:
+        df = bench.run_benchmark(items(4), system, bench.StringMatchGrader(), out_path=out,
+                                 system_name="s", timeout_s=0.2, progress=False)
+    finally:
+        release.set()
+    assert list(df["error_stage"].fillna("")) == ["", "system", "system", ""]
+    assert df.loc[1, "error"] == "RuntimeError: tool crashed"
+    assert df.loc[2, "error"].startswith("TimeoutError")
+    assert df["score"].isna().tolist() == [False, True, True, False]
+    assert list(df["label"].iloc[[0, 3]]) == ["CORRECT", "CORRECT"]
+
+
+def test_grader_errors_are_recorded_with_stage(tmp_path):
+    def judge(prompt, system=None):
+        return "unparseable"
+
+    df = bench.run_benchmark(items(2), lambda q: "x", bench.SimpleQAGrader(judge), out_path=tmp_path / "r.csv",
+                             system_name="s", progress=False)
+    assert set(df["error_stage"]) == {"grader"}
+    assert df["error"].str.startswith("JudgeReplyError").all()
+    assert set(df["grader_raw"]) == {"unparseable"}
+
+
+def test_systems_share_a_file_and_output_objects_are_accepted(tmp_path):
+    out = tmp_path / "r.jsonl"
+
+    class Result:
+        def __init__(self, output):
+            self.output = output
+
+    bench.run_benchmark(items(3), lambda q: Result(q.replace("q", "a")), bench.StringMatchGrader(),
+                        out_path=out, system_name="roma", progress=False)
+    bench.run_benchmark(items(3), lambda q: "wrong", bench.StringMatchGrader(),
+                        out_path=out, system_name="base", progress=False)
+    df = bench.read_results_df(out)
+    assert len(df) == 6
+    assert df.groupby("system")["score"].mean().to_dict() == {"base": 0.0, "roma": 1.0}
+    assert df.loc[df["system"] == "roma", "prediction"].tolist() == ["a0", "a1", "a2"]
+
+
+def test_multiline_predictions_round_trip_in_csv(tmp_path):
+    out = tmp_path / "r.csv"
+    text = 'line one\n"quoted", line two\u2028end'
+    df = bench.run_benchmark(items(1), lambda q: text, bench.StringMatchGrader(), out_path=out,
+                             system_name="s", progress=False)
+    assert df.loc[0, "prediction"] == text
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_torn_last_row_is_dropped_and_rerun(tmp_path, suffix):
+    out = tmp_path / f"r{suffix}"
+    bench.run_benchmark(items(3), lambda q: 'multi\n"line"\nanswer', bench.StringMatchGrader(), out_path=out,
+                        system_name="s", progress=False)
+    data = out.read_bytes()
+    out.write_bytes(data[: len(data) - 15])  # cut inside the last row, as a crash mid-write would
+    with pytest.warns(UserWarning, match="cut mid-write"):
+        assert list(bench.read_results_df(out)["item_id"]) == ["0", "1"]
+    echo = Echo()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        bench.run_benchmark(items(3), echo, bench.StringMatchGrader(), out_path=out, system_name="s", progress=False)
+    assert echo.calls == ["q2"]
+    assert list(bench.read_results_df(out)["item_id"]) == ["0", "1", "2"]
+
+
+def test_bad_arguments_fail_clearly(tmp_path):
+    grader = bench.StringMatchGrader()
+    with pytest.raises(bench.RunFileError, match=".csv or .jsonl"):
+        bench.run_benchmark(items(1), str, grader, out_path=tmp_path / "r.txt", system_name="s")
+    with pytest.raises(ValueError, match="duplicate"):
+        bench.run_benchmark(items(1) * 2, str, grader, out_path=tmp_path / "r.csv", system_name="s")
+    with pytest.raises(ValueError, match="timeout_s"):
+        bench.run_benchmark(items(1), str, grader, out_path=tmp_path / "r.csv", system_name="s", timeout_s=0)
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(bench.RunFileError, match="columns"):
+        bench.run_benchmark(items(1), str, grader, out_path=other, system_name="s")
+
+
+def _two_systems(tmp_path):
+    out = tmp_path / "r.csv"
+    data = items(10)
+    bench.run_benchmark(data, lambda q: q.replace("q", "a"), bench.StringMatchGrader(), out_path=out,
+                        system_name="good", progress=False)
+    bench.run_benchmark(data, Echo(fail_on={"q9"}), bench.StringMatchGrader(), out_path=out,
+                        system_name="half", progress=False)
+    return bench.read_results_df(out)
+
+
+def test_summarize_df_counts_system_errors_as_zero(tmp_path):
+    summary = bench.summarize_df(_two_systems(tmp_path), n_resamples=200).set_index("system")
+    good, half = summary.loc["good"], summary.loc["half"]
+    assert good["mean_score"] == 1.0 and good["ci_low"] == good["ci_high"] == 1.0
+    assert half["n_system_errors"] == 1 and half["n_scored"] == 10
+    assert half["mean_score"] == pytest.approx(0.5)  # items 0,2,4,6,8 right; 9 failed -> 0
+    assert half["ci_low"] < 0.5 < half["ci_high"]
+    assert half["is_not_attempted"] == pytest.approx(0.1)
+    assert half["accuracy_given_attempted"] == pytest.approx(5 / 9)
+    f1 = 2 * (5 / 9) * 0.5 / (5 / 9 + 0.5)
+    assert half["f1"] == pytest.approx(f1)
+    assert half["grader"] == bench.STRING_MATCH
+
+
+def test_summarize_df_excludes_grader_errors(tmp_path):
+    replies = iter(["A", "unparseable", "B"])
+    df = bench.run_benchmark(items(3), str, bench.SimpleQAGrader(lambda p, system=None: next(replies)),
+                             out_path=tmp_path / "r.csv", system_name="s", progress=False)
+    row = bench.summarize_df(df, n_resamples=100).iloc[0]
+    assert row["n_grader_errors"] == 1 and row["n_scored"] == 2 and row["mean_score"] == 0.5
+
+
+def test_compare_df_pairs_items(tmp_path):
+    cmp = bench.compare_df(_two_systems(tmp_path), "good", "half", n_resamples=200).iloc[0]
+    assert cmp["n_paired"] == 10
+    assert cmp["diff"] == pytest.approx(0.5)
+    assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 0, 5)
+    assert cmp["p_value"] == pytest.approx(0.0625)
+    assert cmp["ci_low"] > 0
+
+
+def test_a_raising_custom_grader_is_recorded(tmp_path):
+    def grader(item, prediction):
+        raise KeyError("boom")
+
+    df = bench.run_benchmark(items(2), str, grader, out_path=tmp_path / "r.csv", system_name="s", progress=False)
+    assert list(df["error_stage"]) == ["grader", "grader"]
+    assert df["error"].str.startswith("KeyError").all()
