@@ -1,0 +1,146 @@
+"""Routing policies: the learned router and the paper's seven comparison policies.
+
+A policy is a frozen, callable spec: `policy(task) -> tuple of support operations`. Its fields
+are its parameters, so a run can be re-created from what is recorded. Only the static and oracle
+policies read task metadata (workload, labels); every other policy reads the prompt text alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from typing import Mapping
+
+import numpy as np
+
+from ._model import OperationModel, greedy_route
+from ._ops import SUPPORT_OPS, canonical
+
+#: One route per workload: each solves every family of its workload except retrieval outages.
+STATIC_ROUTES: Mapping[str, tuple[str, ...]] = {
+    "data_analysis": ("D", "T", "C"),
+    "research": ("D", "T", "V"),
+    "document_processing": ("D", "T", "C", "V"),
+}
+
+#: Raw-text rules written from the training templates' vocabulary.
+KEYWORD_RULES: Mapping[str, str] = {
+    "G": r"\b(offline|unavailable|down|specialist|expert|delegate)\b",
+    "D": r"\b(in which city|home city|where|filter|rows where|format|notation)\b",
+    "T": r"\b(table|dataset|record|records|retrieve|look up|laboratory|lab|sources|document store|invoice|contract)\b",
+    "C": r"\b(compute|calculate|sum|summed|total|average|mean|median|percent|percentage|count|normalise|convert)\b",
+    "V": r"\b(verify|confirm|latest|current|conflict|check|outdated|disagree)\b",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Direct:
+    name: str = "direct"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        return ()
+
+
+@dataclass(frozen=True, slots=True)
+class Random:
+    """Zero to three operations, a deterministic function of the task id and seed."""
+
+    seed: int = 0
+    name: str = "random"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        digest = hashlib.sha256(f"{self.seed}:{task.task_id}".encode()).digest()
+        rng = np.random.default_rng(int.from_bytes(digest[:8], "little"))
+        m = int(rng.integers(0, 4))
+        return canonical(SUPPORT_OPS[i] for i in rng.choice(len(SUPPORT_OPS), size=m, replace=False))
+
+
+@dataclass(frozen=True, slots=True)
+class Keyword:
+    rules: Mapping[str, str] = field(default_factory=lambda: dict(KEYWORD_RULES))
+    name: str = "keyword"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        text = task.prompt.lower()
+        hits = {op for op, pattern in self.rules.items() if re.search(pattern, text)}
+        if "G" in hits:   # the rules' one interaction: an outage cue means delegate instead of retrieving
+            hits.discard("T")
+        return canonical(hits)
+
+
+@dataclass(frozen=True, slots=True)
+class StaticWorkload:
+    routes: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: dict(STATIC_ROUTES))
+    name: str = "static"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        return self.routes[task.workload]
+
+
+@dataclass(frozen=True, slots=True)
+class FixedAgent:
+    name: str = "fixed_agent"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        return SUPPORT_OPS
+
+
+@dataclass(frozen=True, slots=True)
+class Learned:
+    """The calibrated compositional router (greedy under M and B)."""
+
+    model: OperationModel
+    name: str = "learned"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        return self.model.route(task.prompt)
+
+
+@dataclass(frozen=True, slots=True)
+class OneShot:
+    """Same calibrated model, at most its single highest-probability operation."""
+
+    model: OperationModel
+    name: str = "one_shot"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        return greedy_route(self.model.probability(task.prompt), self.model.tau,
+                            budget=self.model.budget, max_ops=1)
+
+
+@dataclass(frozen=True, slots=True)
+class Oracle:
+    name: str = "oracle"
+
+    def __call__(self, task) -> tuple[str, ...]:
+        return task.labels
+
+
+@dataclass(frozen=True, slots=True)
+class Hybrid:
+    """Learned router that backs off to the static workload route when its probabilities are unsure.
+
+    Unsure: some operation's calibrated probability lies within `margin` of tau. The margin is
+    chosen on dev only (`select_hybrid_margin`); margin 0 never backs off.
+    """
+
+    model: OperationModel
+    margin: float
+    static: StaticWorkload = field(default_factory=StaticWorkload)
+    name: str = "hybrid"
+
+    def backs_off(self, probs: np.ndarray) -> bool:
+        return bool(np.any(np.abs(probs - self.model.tau) < self.margin))
+
+    def __call__(self, task) -> tuple[str, ...]:
+        probs = self.model.probability(task.prompt)
+        if self.backs_off(probs):
+            return self.static(task)
+        return greedy_route(probs, self.model.tau, budget=self.model.budget, max_ops=self.model.max_ops)
+
+
+def baseline_policies(model: OperationModel, *, seed: int = 0) -> tuple:
+    """The paper's comparison set, in its table order, with the learned router first."""
+    return (Learned(model), Direct(), Random(seed), Keyword(), StaticWorkload(), FixedAgent(),
+            OneShot(model), Oracle())

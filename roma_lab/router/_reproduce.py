@@ -1,0 +1,311 @@
+"""Every table of the meta-routing paper, computed from one fitted study and written tidy.
+
+`RouterStudy.build()` generates the suite, fits on train, calibrates and selects tau on dev (no
+test or challenge label is read for fitting or selection). Each `tableN(study, ...)` is a pure
+function of the study returning DataFrames; `reproduce(out_dir, ...)` runs the requested tables
+once, writes CSVs plus `summary.json`, and puts the paper's reported figure beside each measured one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, replace
+from importlib import resources
+from pathlib import Path
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from ._evaluate import compare_paired, evaluate, summarize
+from ._model import TAU_GRID, OperationModel, TrainingConfig, greedy_route, route_quality
+from ._ops import SUPPORT_OPS, execute, route_cost
+from ._policies import Hybrid, Learned, OneShot, StaticWorkload, baseline_policies
+from ._suite import DEFAULT_SEED, SPLITS, Task, family_table, generate_suite, labels_matrix, split_tasks, suite_hash
+
+TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid")
+TRAINING_SIZES: tuple[int, ...] = (36, 72, 108, 144, 216)
+HYBRID_MARGINS: tuple[float, ...] = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
+
+
+@dataclass(frozen=True)
+class RouterStudy:
+    """The suite and the router fitted on it, with what fitting and selection measured."""
+
+    tasks: tuple[Task, ...]
+    model: OperationModel
+    tau_selection: pd.DataFrame          # dev exact-route / F1 / cost per tau
+    dev_brier: np.ndarray                # per head, after calibration
+    train_seconds: float
+    suite_seed: int
+    training: TrainingConfig
+
+    @classmethod
+    def build(cls, *, suite_seed: int = DEFAULT_SEED, training: TrainingConfig = TrainingConfig(),
+              n_train: int | None = None, selection_seed: int = 0) -> "RouterStudy":
+        tasks = generate_suite(suite_seed)
+        train = split_tasks(tasks, "train")
+        if n_train is not None:
+            train = stratified_subset(train, n_train, seed=selection_seed)
+        dev = split_tasks(tasks, "dev")
+        start = time.perf_counter()
+        model = OperationModel.fit([t.prompt for t in train], labels_matrix(train), training)
+        train_seconds = time.perf_counter() - start
+        dev_texts, dev_labels = [t.prompt for t in dev], labels_matrix(dev)
+        model = model.calibrate(dev_texts, dev_labels)
+        model, rows = model.select_threshold(dev_texts, dev_labels)
+        brier = ((model.probabilities(dev_texts) - dev_labels) ** 2).mean(axis=0)
+        return cls(tasks, model, pd.DataFrame(rows), brier, train_seconds, suite_seed, training)
+
+    def split(self, name: str) -> tuple[Task, ...]:
+        return split_tasks(self.tasks, name)
+
+    def task(self, task_id: str) -> Task:
+        for t in self.tasks:
+            if t.task_id == task_id:
+                return t
+        raise KeyError(f"no task {task_id!r} in the suite")
+
+
+def stratified_subset(tasks: Sequence[Task], n: int, *, seed: int = 0) -> tuple[Task, ...]:
+    """`n` tasks spread as evenly as possible over families (seeded, order preserved)."""
+    if not 0 < n <= len(tasks):
+        raise ValueError(f"training size must be in 1..{len(tasks)}, got {n}")
+    rng = np.random.default_rng(seed)
+    by_family: dict[str, list[Task]] = {}
+    for t in tasks:
+        by_family.setdefault(t.family, []).append(t)
+    queues = {f: [ts[i] for i in rng.permutation(len(ts))] for f, ts in by_family.items()}
+    chosen: list[Task] = []
+    while len(chosen) < n:   # round-robin over families keeps every operation represented
+        for f in by_family:
+            if queues[f] and len(chosen) < n:
+                chosen.append(queues[f].pop())
+    keep = {t.task_id for t in chosen}
+    return tuple(t for t in tasks if t.task_id in keep)
+
+
+# --------------------------------------------------------------------------- paper figures
+def paper_reported_df() -> pd.DataFrame:
+    """Figures stated in the paper's text (its table bodies are not in the seed), with sources."""
+    with resources.files(__package__).joinpath("paper_reported.csv").open() as f:
+        return pd.read_csv(f)
+
+
+def beside_paper(ours: pd.DataFrame, artefact: str, *, keys=("split", "policy")) -> pd.DataFrame:
+    """Long table: every metric the paper reports for `artefact`, paper value beside ours."""
+    paper = paper_reported_df().query("artefact == @artefact")
+    rows = []
+    for _, p in paper.iterrows():
+        match = ours
+        for k in keys:
+            match = match[match[k] == p[k]]
+        found = len(match) > 0 and p["metric"] in match
+        value = match[p["metric"]].iloc[0] if found else np.nan
+        # success carries its task-bootstrap interval beside the point estimate
+        with_ci = found and p["metric"] == "success" and "ci_low" in match
+        rows.append({"artefact": artefact, "split": p["split"], "policy": p["policy"], "metric": p["metric"],
+                     "paper": p["value"], "paper_derived": bool(p["derived"]), "ours": value,
+                     "ours_ci_low": match["ci_low"].iloc[0] if with_ci else np.nan,
+                     "ours_ci_high": match["ci_high"].iloc[0] if with_ci else np.nan,
+                     "difference": value - p["value"] if found else np.nan, "paper_source": p["source"]})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- tables
+def table1(study: RouterStudy) -> dict[str, pd.DataFrame]:
+    counts = (pd.DataFrame([{"family": t.family, "split": t.split} for t in study.tasks])
+              .value_counts().unstack(fill_value=0).reindex(columns=list(SPLITS)).reset_index())
+    return {"table1_families": family_table().merge(counts, on="family")}
+
+
+def _compare(study: RouterStudy, split: str, *, n_resamples: int, seed: int, repeats: int, artefact: str):
+    results = evaluate(baseline_policies(study.model, seed=seed), study.split(split), repeats=repeats)
+    summary = summarize(results, n_resamples=n_resamples, seed=seed)
+    paired = pd.concat([compare_paired(results, "learned", other, n_resamples=n_resamples, seed=seed)
+                        for other in ("static", "one_shot")], ignore_index=True)
+    paired = paired.rename(columns={"comparison": "policy"})
+    beside = beside_paper(pd.concat([summary, paired], ignore_index=True), artefact)
+    return {f"{artefact}_tasks": results, f"{artefact}_summary": summary, f"{artefact}_paired": paired,
+            f"{artefact}_vs_paper": beside}
+
+
+def table2(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
+    """Held-out standard test: every policy, success CI, cost, latency, compliance, route quality."""
+    return _compare(study, "test", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table2")
+
+
+def table3(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
+    """Locked lexical-shift challenge split, same protocol as Table 2."""
+    return _compare(study, "challenge", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table3")
+
+
+def ablation_models(study: RouterStudy) -> dict[str, OperationModel]:
+    """Full router and its ablations. Only the removed part changes: the word-only model is refitted,
+    recalibrated and re-thresholded on dev (its probabilities differ); the others keep the full tau."""
+    word_only = RouterStudy.build(suite_seed=study.suite_seed, training=replace(study.training, chars=False)).model
+    return {"full": study.model, "no_char_features": word_only,
+            "no_calibration": replace(study.model, temperatures=np.ones(len(SUPPORT_OPS))),
+            "no_budget": replace(study.model, budget=None, max_ops=None)}
+
+
+def table4(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
+    models = ablation_models(study)
+    policies = [replace(Learned(m), name=name) for name, m in models.items()]
+    policies.append(replace(OneShot(study.model), name="one_operation"))
+    results = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
+    summary = summarize(results, n_resamples=n_resamples, seed=seed)
+    summary["tau"] = summary["policy"].map({**{k: m.tau for k, m in models.items()}, "one_operation": study.model.tau})
+    summary["n_features"] = summary["policy"].map(
+        {**{k: m.featurizer.n_features for k, m in models.items()}, "one_operation": study.model.featurizer.n_features})
+    return {"table4_ablations": summary, "table4_vs_paper": beside_paper(summary, "table4")}
+
+
+def sweep_threshold(model: OperationModel, tasks: Sequence[Task], taus: Sequence[float] = TAU_GRID) -> pd.DataFrame:
+    """Success, cost and route quality per tau without refitting (probabilities computed once)."""
+    probs = model.probabilities([t.prompt for t in tasks])
+    labels = labels_matrix(tasks)
+    rows = []
+    for tau in taus:
+        routes = [greedy_route(p, tau, budget=model.budget, max_ops=model.max_ops) for p in probs]
+        success = [execute(t, r).success for t, r in zip(tasks, routes)]
+        rows.append({"tau": float(tau), "success": float(np.mean(success)),
+                     "mean_cost": float(np.mean([route_cost(r) for r in routes])), **route_quality(routes, labels)})
+    return pd.DataFrame(rows)
+
+
+def table5(study: RouterStudy, *, taus: Sequence[float] = TAU_GRID):
+    sweep = pd.concat([sweep_threshold(study.model, study.split(s), taus).assign(split=s)
+                       for s in ("test", "challenge")], ignore_index=True)
+    sweep["policy"] = sweep["tau"].map(lambda t: f"learned@{t:.2f}")
+    sweep["selected"] = np.isclose(sweep["tau"], study.model.tau)
+    return {"table5_threshold": sweep, "table5_vs_paper": beside_paper(sweep, "table5")}
+
+
+def training_size_curve(study: RouterStudy, *, sizes: Sequence[int] = TRAINING_SIZES, seed: int = 0):
+    rows = []
+    for n in sizes:
+        sub = RouterStudy.build(suite_seed=study.suite_seed, training=study.training, n_train=n, selection_seed=seed)
+        for split in ("test", "challenge"):
+            tasks = sub.split(split)
+            results = evaluate([Learned(sub.model)], tasks, repeats=1)
+            rows.append({"n_train": n, "split": split, "success": results["success"].mean(),
+                         "mean_cost": results["cost"].mean(), "tau": sub.model.tau,
+                         "n_features": sub.model.featurizer.n_features})
+    curve = pd.DataFrame(rows)
+    return {"training_size": curve}
+
+
+def failure_analysis(study: RouterStudy, split: str = "challenge"):
+    """Learned-router misses per family, with the family's mean per-operation probabilities.
+
+    Every family of the split is listed (zero misses included), so the operations a family keeps
+    above tau are visible beside the ones it loses."""
+    tasks = study.split(split)
+    results = evaluate([Learned(study.model)], tasks, repeats=1)
+    probs = pd.DataFrame(study.model.probabilities([t.prompt for t in tasks]), columns=[f"p_{o}" for o in SUPPORT_OPS])
+    probs["task_id"] = [t.task_id for t in tasks]
+    rows = results.merge(probs, on="task_id")
+    rows["failed"] = ~rows["success"]
+    by_family = (rows.groupby(["family", "labels"], sort=False)
+                 .agg(n_tasks=("task_id", "size"), n_failures=("failed", "sum"),
+                      typical_route=("route", lambda r: r.mode().iat[0]),
+                      **{f"p_{o}": (f"p_{o}", "mean") for o in SUPPORT_OPS},
+                      incorrect=("status", lambda s: int((s == "incorrect_answer").sum())),
+                      no_answer=("status", lambda s: int((s == "no_answer").sum())),
+                      unavailable=("status", lambda s: int((s == "unavailable_component").sum())))
+                 .reset_index().rename(columns={"labels": "minimum_route"}))
+    by_family.insert(0, "split", split)
+    beside = beside_paper(by_family.assign(policy=by_family["family"]), "failures")
+    return {"failures_by_family": by_family, "failures_tasks": rows[rows["failed"]].drop(columns="failed"),
+            "failures_vs_paper": beside}
+
+
+def select_hybrid_margin(study: RouterStudy, margins: Sequence[float] = HYBRID_MARGINS) -> tuple[float, pd.DataFrame]:
+    """Gate chosen on dev only: highest dev success, then lower dev cost, then the smaller margin."""
+    dev = study.split("dev")
+    rows = []
+    for m in margins:
+        res = evaluate([Hybrid(study.model, m)], dev, repeats=1)
+        rows.append({"margin": m, "dev_success": res["success"].mean(), "dev_mean_cost": res["cost"].mean()})
+    table = pd.DataFrame(rows)
+    best = table.sort_values(["dev_success", "dev_mean_cost", "margin"], ascending=[False, True, True]).iloc[0]
+    return float(best["margin"]), table
+
+
+def hybrid(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
+    """Beyond the paper: back off to the static route when probabilities sit near tau (dev-selected)."""
+    margin, selection = select_hybrid_margin(study)
+    policies = [Hybrid(study.model, margin), Learned(study.model), StaticWorkload()]
+    results = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
+    summary = summarize(results, n_resamples=n_resamples, seed=seed)
+    summary["margin"] = margin
+    paired = pd.concat([compare_paired(results, "hybrid", other, n_resamples=n_resamples, seed=seed)
+                        for other in ("learned", "static")], ignore_index=True)
+    probs = study.model.probabilities([t.prompt for t in study.split("challenge")])
+    backoff = float(np.mean([Hybrid(study.model, margin).backs_off(p) for p in probs]))
+    summary["challenge_backoff_rate"] = backoff
+    return {"hybrid_selection": selection, "hybrid_summary": summary, "hybrid_paired": paired}
+
+
+# --------------------------------------------------------------------------- driver
+def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dict:
+    summary: dict = {
+        "suite_seed": study.suite_seed, "suite_hash": suite_hash(study.tasks),
+        "split_sizes": {s: len(study.split(s)) for s in SPLITS},
+        "tau": study.model.tau, "n_features": study.model.featurizer.n_features,
+        "temperatures": dict(zip(SUPPORT_OPS, map(float, study.model.temperatures))),
+        "dev_brier": dict(zip(SUPPORT_OPS, map(float, study.dev_brier))),
+        "train_seconds": study.train_seconds,
+    }
+    policies: dict = {}
+    for key in ("table2_summary", "table3_summary"):
+        if key in tables:
+            for _, r in tables[key].iterrows():
+                policies.setdefault(r["split"], {})[r["policy"]] = {
+                    k: float(r[k]) for k in ("success", "ci_low", "ci_high", "mean_cost", "budget_compliance",
+                                             "exact_route", "f1", "latency_ms")}
+    if policies:
+        summary["policies"] = policies
+    if "failures_by_family" in tables:
+        summary["challenge_failures_by_family"] = {
+            r["family"]: int(r["n_failures"]) for _, r in tables["failures_by_family"].iterrows() if r["n_failures"]}
+    if "hybrid_summary" in tables:
+        h = tables["hybrid_summary"]
+        summary["hybrid"] = {"margin": float(h["margin"].iat[0]),
+                             "success": {r["split"]: float(r["success"]) for _, r in h[h.policy == "hybrid"].iterrows()}}
+    return summary
+
+
+def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABLES, suite_seed: int = DEFAULT_SEED,
+              seed: int = 0, n_resamples: int = 2000, repeats: int = 5,
+              training_sizes: Sequence[int] = TRAINING_SIZES) -> dict[str, pd.DataFrame]:
+    """Fit once, compute the requested tables, write `<name>.csv` and `summary.json` into out_dir."""
+    unknown = set(tables) - set(TABLES)
+    if unknown:
+        raise ValueError(f"unknown table(s) {sorted(unknown)}; expected some of {TABLES}")
+    if n_resamples < 1 or repeats < 1:
+        raise ValueError("n_resamples and repeats must be >= 1")
+    study = RouterStudy.build(suite_seed=suite_seed)
+    producers = {
+        "table1": lambda: table1(study),
+        "table2": lambda: table2(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
+        "table3": lambda: table3(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
+        "table4": lambda: table4(study, n_resamples=n_resamples, seed=seed),
+        "table5": lambda: table5(study),
+        "training_size": lambda: training_size_curve(study, sizes=training_sizes, seed=seed),
+        "failures": lambda: failure_analysis(study),
+        "hybrid": lambda: hybrid(study, n_resamples=n_resamples, seed=seed),
+    }
+    out: dict[str, pd.DataFrame] = {"tau_selection": study.tau_selection}
+    for name in TABLES:
+        if name in tables:
+            out.update(producers[name]())
+    if out_dir is not None:
+        from ..results import write_table
+
+        for name, df in out.items():
+            write_table(df, out_dir, name)
+        Path(out_dir, "summary.json").write_text(json.dumps(_summary_json(study, out), indent=2, sort_keys=True))
+    return out

@@ -1,0 +1,323 @@
+"""roma_lab.router: operation semantics, suite determinism, evaluator, router, policies, tables."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import sparse
+
+from roma_lab import router
+from roma_lab.router import _model
+from roma_lab.router.__main__ import main as router_cli
+
+
+@pytest.fixture(scope="module")
+def suite():
+    return router.generate_suite()
+
+
+@pytest.fixture(scope="module")
+def study():
+    return router.RouterStudy.build()
+
+
+def first(suite, family, split="test"):
+    return next(t for t in suite if t.family == family and t.split == split)
+
+
+# ----------------------------------------------------------------------------- suite
+def test_suite_sizes_and_workload_balance(suite):
+    assert len(suite) == 504
+    for split, size in {"train": 216, "dev": 72, "test": 108, "challenge": 108}.items():
+        tasks = router.split_tasks(suite, split)
+        assert len(tasks) == size
+        per_workload = {w: sum(t.workload == w for t in tasks) for w in router.WORKLOADS}
+        assert set(per_workload.values()) == {size // 3}
+    assert len({t.task_id for t in suite}) == 504
+
+
+def test_same_seed_same_hash_other_seed_other_hash(suite):
+    assert router.suite_hash(router.generate_suite()) == router.suite_hash(suite)
+    assert router.suite_hash(router.generate_suite(1)) != router.suite_hash(suite)
+
+
+def test_templates_disjoint_across_splits():
+    for family in router.FAMILIES.values():
+        assert len(set(family.templates.values())) == 4, family.name
+
+
+def test_every_family_kind_is_present_in_every_split(suite):
+    for split in router.SPLITS:
+        kinds = {t.kind for t in router.split_tasks(suite, split)}
+        assert kinds == {"literal", "selection", "composition", "conflict", "availability"}
+
+
+def test_only_literal_prompts_carry_a_quoted_answer(suite):
+    # otherwise the direct-answer parser could succeed without the operations the task needs
+    for t in suite:
+        assert ('"' in t.prompt) == (t.kind == "literal"), t.task_id
+
+
+def test_family_table_documents_each_minimum_route():
+    table = router.family_table()
+    assert len(table) == len(router.FAMILIES)
+    assert dict(zip(table.family, table.minimum_route))["invoice_reconciliation"] == "TCV"
+
+
+def test_unknown_split_is_a_clear_error(suite):
+    with pytest.raises(ValueError, match="unknown split 'validation'"):
+        router.split_tasks(suite, "validation")
+
+
+# ----------------------------------------------------------------------------- operations
+def test_oracle_route_solves_every_task_and_direct_only_literals(suite):
+    for t in suite:
+        assert router.execute(t, t.labels).success, t.task_id
+        assert router.execute(t, ()).success == (t.kind == "literal")
+
+
+def test_execution_is_order_sensitive(suite):
+    t = first(suite, "filtered_computation")
+    assert router.execute(t, ("D", "T", "C")).success
+    out = router.execute(t, ("T", "D", "C"))   # retrieval ran before the filter existed
+    assert out.status == "incorrect_answer"
+    assert router.execute(t, ("D", "C", "T")).status == "no_answer"
+
+
+def test_missing_prerequisite_changes_the_artifact(suite):
+    hop = first(suite, "multi_hop")
+    out = router.execute(hop, ("T",))
+    assert out.status == "incorrect_answer" and out.answer == hop.payload["lab"]
+    locale = first(suite, "locale_normalisation")
+    assert not router.execute(locale, ("C",)).success
+
+
+def test_verification_needs_its_prerequisite(suite):
+    inv = first(suite, "invoice_reconciliation")
+    stated = f"{inv.payload['stated_total']:.2f}"
+    assert router.execute(inv, ("T", "V")).answer == stated          # nothing recomputed to verify against
+    assert router.execute(inv, ("T", "V", "C")).answer == stated     # verify ran before the code
+    assert router.execute(inv, ("T", "C", "V")).success
+    conflict = first(suite, "conflicting_sources")
+    assert router.execute(conflict, ("V", "T")).status == "incorrect_answer"
+    assert router.execute(conflict, ("T", "V")).success
+
+
+def test_unavailable_component_stops_with_a_typed_failure(suite):
+    t = first(suite, "retrieval_outage")
+    out = router.execute(t, ("T", "G"))
+    assert out.status == "unavailable_component" and out.answer is None
+    assert [s.op for s in out.trace] == ["T"]                         # G never ran
+    assert out.cost == pytest.approx(1.0)
+    assert router.execute(t, ("G",)).success
+
+
+def test_irrelevant_operation_costs_but_does_not_change_the_answer(suite):
+    t = first(suite, "record_lookup")
+    base, extra = router.execute(t, ("T",)), router.execute(t, ("T", "G"))
+    assert base.answer == extra.answer and extra.success
+    assert extra.cost == pytest.approx(base.cost + router.COSTS["G"])
+
+
+def test_labels_never_grant_success(suite):
+    t = first(suite, "filtered_computation")
+    relabelled = replace(t, labels=("T",))
+    assert not router.execute(relabelled, ("T",)).success
+    assert router.execute(relabelled, ("D", "T", "C")).success
+
+
+def test_evaluator_is_exact(suite):
+    t = first(suite, "locale_normalisation")
+    assert router._ops.evaluate(t, t.answer) and router._ops.evaluate(t, f" {t.answer}\n")
+    assert not router._ops.evaluate(t, t.answer.replace(",", ""))
+    assert not router._ops.evaluate(t, None)
+
+
+def test_unknown_operation_is_an_error(suite):
+    with pytest.raises(ValueError, match="unknown operation"):
+        router.execute(suite[0], ("X",))
+    with pytest.raises(ValueError, match="unknown operation"):
+        router.canonical(["T", "Q"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(index=st.integers(0, 503), route=st.lists(st.sampled_from(router.SUPPORT_OPS), max_size=6))
+def test_any_route_ends_in_a_typed_outcome(suite, index, route):
+    out = router.execute(suite[index], route)
+    assert out.status in router.OUTCOMES
+    assert out.cost <= router.route_cost(tuple(route)) + 1e-9
+    assert out.trace[-1].op == "A" or out.status == "unavailable_component"
+
+
+# ----------------------------------------------------------------------------- model
+def test_distinct_column_training_equals_plain_gradient_descent(suite):
+    train = router.stratified_subset(router.split_tasks(suite, "train"), 40)
+    feats = router.Featurizer.fit([t.prompt for t in train])
+    X, Y = feats.transform([t.prompt for t in train]), router.labels_matrix(train)
+    config = router.TrainingConfig(steps=60)
+    W, b = _model.train_heads(X, Y, config)
+    # reference: the textbook update on every feature column
+    n = X.shape[0]
+    pos = Y.sum(axis=0)
+    weights = np.where(Y == 1, n / (2 * pos), n / (2 * (n - pos)))
+    W0, b0 = np.zeros((X.shape[1], 5)), np.zeros(5)
+    for epoch in range(config.steps):
+        lr = config.lr0 / np.sqrt(1 + epoch / 50)
+        r = weights * (_model._sigmoid(X @ W0 + b0) - Y) / n
+        W0 -= lr * (X.T @ r + config.l2 * W0)
+        b0 -= lr * r.sum(axis=0)
+    np.testing.assert_allclose(W, W0, atol=1e-10)
+    np.testing.assert_allclose(b, b0, atol=1e-10)
+
+
+def test_featurizer_min_df_and_binary_values():
+    feats = router.Featurizer.fit(["alpha beta", "alpha gamma", "delta"], chars=False, min_df=2)
+    assert set(feats.vocabulary) == {"\nalpha"}
+    X = feats.transform(["alpha alpha", "zeta"])
+    assert isinstance(X, sparse.csr_matrix) and X.toarray().tolist() == [[1.0], [0.0]]
+
+
+def test_router_fit_is_reproducible(study):
+    again = router.RouterStudy.build()
+    np.testing.assert_array_equal(again.model.weights, study.model.weights)
+    assert again.model.tau == study.model.tau
+    assert np.array_equal(again.model.temperatures, study.model.temperatures)
+
+
+def test_tau_and_temperatures_come_from_their_grids(study):
+    assert study.model.tau in router.TAU_GRID
+    assert set(study.model.temperatures) <= set(router.TEMPERATURE_GRID)
+    assert len(study.tau_selection) == len(router.TAU_GRID)
+
+
+def test_single_and_batch_probabilities_agree(study, suite):
+    texts = [t.prompt for t in suite[:20]]
+    batch = study.model.probabilities(texts)
+    for text, row in zip(texts, batch):
+        np.testing.assert_allclose(study.model.probability(text), row, atol=1e-12)
+
+
+def test_greedy_route_respects_budget_and_action_count():
+    ones = np.ones(5)
+    route = router.greedy_route(ones, 0.5)
+    assert len(route) <= router.MAX_SUPPORT_OPS and router.is_feasible(route)
+    assert route == ("D", "V", "T") or router.canonical(route) == route   # canonical order
+    assert router.greedy_route(ones, 0.5, budget=None, max_ops=None) == router.SUPPORT_OPS
+    # ranked by (p - tau)/c: cheap V beats expensive G at equal probability
+    assert router.greedy_route(np.array([0, 0, 0, 0.9, 0.9]), 0.5, max_ops=1) == ("V",)
+    # an operation that would break the budget is skipped, a cheaper one still fits
+    assert "G" not in router.greedy_route(np.array([0.9, 0.9, 0.9, 0.95, 0.9]), 0.5, budget=3.0, max_ops=5)
+
+
+@pytest.mark.parametrize("tau", [-0.1, 1.5])
+def test_threshold_outside_unit_interval_is_rejected(study, tau):
+    with pytest.raises(ValueError, match=r"tau must lie in \[0, 1\]"):
+        study.model.with_threshold(tau)
+    with pytest.raises(ValueError, match="tau"):
+        router.greedy_route(np.zeros(5), tau)
+
+
+def test_negative_budget_is_rejected(study, suite):
+    with pytest.raises(ValueError, match="budget must be >= 0"):
+        router.evaluate([router.Direct()], suite[:3], budget=-1)
+
+
+# ----------------------------------------------------------------------------- policies
+def test_random_policy_is_deterministic_and_bounded(suite):
+    policy = router.Random(seed=3)
+    routes = [policy(t) for t in suite]
+    assert routes == [router.Random(seed=3)(t) for t in suite]
+    assert {len(r) for r in routes} == {0, 1, 2, 3}
+    assert routes != [router.Random(seed=4)(t) for t in suite]
+
+
+def test_static_and_fixed_fail_exactly_the_outages(suite):
+    test = router.split_tasks(suite, "test")
+    for policy in (router.StaticWorkload(), router.FixedAgent()):
+        failed = {t.family for t in test if not router.execute(t, policy(t)).success}
+        assert failed == {"retrieval_outage"}
+
+
+def test_one_shot_uses_at_most_one_operation(study, suite):
+    assert all(len(router.OneShot(study.model)(t)) <= 1 for t in suite)
+
+
+def test_hybrid_with_zero_margin_is_the_learned_router(study, suite):
+    hybrid, learned = router.Hybrid(study.model, 0.0), router.Learned(study.model)
+    assert all(hybrid(t) == learned(t) for t in router.split_tasks(suite, "challenge"))
+    always = router.Hybrid(study.model, 1.0)
+    assert all(always(t) == router.STATIC_ROUTES[t.workload] for t in router.split_tasks(suite, "dev"))
+
+
+# ----------------------------------------------------------------------------- tables
+def test_summary_metrics_on_a_known_table(study, suite):
+    test = router.split_tasks(suite, "test")
+    results = router.evaluate([router.StaticWorkload(), router.FixedAgent(), router.Oracle()], test, repeats=1)
+    s = router.summarize(results, n_resamples=200).set_index("policy")
+    assert s.loc["static", "budget_compliance"] == pytest.approx(2 / 3)
+    assert s.loc["fixed_agent", "budget_compliance"] == 0
+    assert s.loc["fixed_agent", "mean_cost"] == pytest.approx(4.95)
+    assert s.loc["oracle", "success"] == 1 and s.loc["oracle", "ci_low"] == 1
+    assert s.loc["oracle", "exact_route"] == 1 and s.loc["oracle", "f1"] == 1
+    outages = sum(t.family == "retrieval_outage" for t in test)
+    assert s.loc["static", "n_unavailable"] == outages
+    paired = router.compare_paired(results, "oracle", "static", n_resamples=200).iloc[0]
+    assert (paired.wins, paired.losses) == (outages, 0)
+    assert paired.sign_test_p == pytest.approx(2 * 0.5 ** outages)
+    with pytest.raises(ValueError, match="not in results"):
+        router.compare_paired(results, "learned", "static")
+
+
+def test_reproduce_writes_tables_and_summary(tmp_path):
+    out = router.reproduce(tmp_path, tables=["table2", "failures"], n_resamples=50, repeats=1)
+    assert {"table2_summary", "table2_paired", "table2_vs_paper", "failures_by_family"} <= set(out)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["split_sizes"] == {"train": 216, "dev": 72, "test": 108, "challenge": 108}
+    learned = summary["policies"]["test"]["learned"]
+    assert {"success", "ci_low", "ci_high", "mean_cost", "budget_compliance"} <= set(learned)
+    assert learned["ci_low"] <= learned["success"] <= learned["ci_high"]
+    assert summary["n_features"] > 0 and 0 <= summary["tau"] <= 1
+    assert (tmp_path / "table2_vs_paper.csv").exists()
+    beside = out["table2_vs_paper"]
+    assert beside["paper"].notna().all() and {"ours", "paper_source"} <= set(beside.columns)
+
+
+def test_paper_reported_figures_are_data_with_sources():
+    paper = router.paper_reported_df()
+    assert paper["source"].str.len().min() > 5
+    assert set(paper["artefact"]) >= {"table2", "table3", "table4", "table5", "failures"}
+
+
+def test_reproduce_rejects_bad_arguments():
+    with pytest.raises(ValueError, match="unknown table"):
+        router.reproduce(None, tables=["table9"])
+    with pytest.raises(ValueError, match="n_resamples"):
+        router.reproduce(None, tables=["table1"], n_resamples=0)
+
+
+def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
+    assert router_cli(["reproduce", "--out", str(tmp_path), "--tables", "table1", "--n-resamples", "20",
+                       "--repeats", "1"]) == 0
+    record = json.loads((tmp_path / "provenance.json").read_text())
+    assert record["parameters"]["tables"] == ["table1"] and "table1_families.csv" in record["outputs"]
+    assert router_cli(["reproduce", "--out", str(tmp_path), "--n-resamples", "0"]) == 2
+    assert "n_resamples" in capsys.readouterr().err
+
+
+def test_training_subsets_are_stratified(suite):
+    train = router.split_tasks(suite, "train")
+    sub = router.stratified_subset(train, 36)
+    assert len(sub) == 36 and len({t.family for t in sub}) == len(router.FAMILIES)
+    with pytest.raises(ValueError, match="training size"):
+        router.stratified_subset(train, 0)
+
+
+def test_route_inspector_record(study):
+    info = router.inspect_route(study, "challenge-multi_hop-000")
+    assert info["minimum_route"] == "DT" and set(info["probabilities"]) == set(router.SUPPORT_OPS)
+    assert info["trace"][-1]["op"] == "A" and info["status"] in router.OUTCOMES
+    with pytest.raises(KeyError):
+        router.inspect_route(study, "nope")

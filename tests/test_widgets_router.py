@@ -1,0 +1,36 @@
+"""roma_lab.widgets router views: state built and driven without a browser."""
+
+import pytest
+
+from roma_lab import router, widgets
+
+
+@pytest.fixture(scope="module")
+def study():
+    return router.RouterStudy.build()
+
+
+def test_threshold_explorer_redraws_on_slider_change(study):
+    explorer = widgets.ThresholdExplorer(study, taus=(0.3, 0.5, 0.7))
+    assert explorer.slider.value == pytest.approx(study.model.tau)
+    low = explorer.at(0.3)["challenge"]
+    high = explorer.at(0.7)["challenge"]
+    assert high["mean_cost"] <= low["mean_cost"]          # a higher threshold never adds operations
+    explorer.slider.value = 0.7                           # as the browser would
+    assert "tau = 0.70" in explorer.readout.value
+    assert f"{high['success']:.3f}" in explorer.readout.value
+    assert "tau = 0.70" in explorer._repr_html_()
+
+
+def test_route_inspector_follows_the_picker(study):
+    inspector = widgets.RouteInspector(study, "challenge", failures_only=True)
+    assert inspector.picker.options
+    target = inspector.picker.options[-1]
+    inspector.picker.value = target
+    assert target in inspector.view.value and "expected" in inspector.view.value
+    assert inspector._repr_html_() == inspector.view.value
+
+
+def test_render_route_html_escapes_text(study):
+    info = router.inspect_route(study, "test-data_literal-000") | {"prompt": "<script>x</script>"}
+    assert "<script>" not in widgets.render_route_html(info)
