@@ -78,6 +78,36 @@ def test_system_errors_and_timeouts_are_rows_and_the_run_goes_on(tmp_path):
     assert list(df["label"].iloc[[0, 3]]) == ["CORRECT", "CORRECT"]
 
 
+def test_rerun_retries_error_rows_and_keeps_the_latest(tmp_path):
+    out = tmp_path / "run.csv"
+    grader = bench.StringMatchGrader()
+    bench.run_benchmark(items(4), Echo(fail_on={"q1"}), grader, out_path=out, system_name="e", progress=False)
+    kept = Echo(fail_on={"q1"})
+    bench.run_benchmark(items(4), kept, grader, out_path=out, system_name="e", progress=False, retry_errors=False)
+    assert kept.calls == []
+    retry = Echo()
+    df = bench.run_benchmark(items(4), retry, grader, out_path=out, system_name="e", progress=False)
+    assert retry.calls == ["q1"]                             # only the failed item runs again
+    assert df["error"].isna().all() and len(bench.read_results_df(out)) == 4
+
+
+def test_a_stuck_system_stops_the_run_instead_of_starving_it(tmp_path):
+    out = tmp_path / "run.csv"
+    release = threading.Event()
+
+    def stuck(question):
+        release.wait(5)
+        return "late"
+
+    try:
+        with pytest.raises(bench.SystemStalledError, match="2 timeouts in a row"):
+            bench.run_benchmark(items(5), stuck, bench.StringMatchGrader(), out_path=out, system_name="s",
+                                timeout_s=0.1, max_consecutive_timeouts=2, progress=False)
+    finally:
+        release.set()
+    assert list(bench.read_results_df(out)["item_id"]) == ["0", "1"]   # finished rows kept
+
+
 def test_grader_errors_are_recorded_with_stage(tmp_path):
     def judge(prompt, system=None):
         return "unparseable"

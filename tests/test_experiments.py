@@ -165,6 +165,9 @@ def test_changes_make_results_stale_and_rerun(project, tmp_path):
     assert experiment_status(spec, results_root=results) == "stale"
     (project / "data" / "label.txt").write_text("fixture label\n")
     assert experiment_status(spec, results_root=results) == "completed"
+    with pytest.MonkeyPatch.context() as mp:  # the package's code changed since the run
+        mp.setattr("roma_lab.experiments._runner.package_source_hash", lambda: "0" * 64)
+        assert experiment_status(spec, results_root=results) == "stale"
     (results / "00_fixture" / "rows.csv").unlink()
     assert experiment_status(spec, results_root=results) == "incomplete"
 

@@ -5,6 +5,7 @@ import json
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from roma_lab.experiments import contract_problems, load_spec, run_experiment
@@ -56,7 +57,12 @@ def test_smoke_tier(spec_path, tmp_path):
     outcome = run_experiment(spec, results_root=tmp_path, smoke=True)
     assert outcome.status == "completed", outcome.error
     for name in spec.outputs:
-        assert (outcome.out_dir / name).stat().st_size > 0, f"{name} is empty"
+        path = outcome.out_dir / name
+        assert path.stat().st_size > 0, f"{name} is empty"
+        if path.suffix == ".csv":
+            assert len(pd.read_csv(path)) > 0, f"{name} has a header but no rows"
+        if path.suffix == ".json":
+            assert json.loads(path.read_text()), f"{name} is an empty JSON document"
     record = read_provenance(outcome.out_dir)
     assert record.status == "completed" and record.parameters["SMOKE"] is True
     assert set(spec.outputs) <= set(record.outputs)

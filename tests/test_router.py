@@ -44,9 +44,24 @@ def test_same_seed_same_hash_other_seed_other_hash(suite):
     assert router.suite_hash(router.generate_suite(1)) != router.suite_hash(suite)
 
 
-def test_templates_disjoint_across_splits():
+def _skeleton_words(template):
+    import re
+
+    return set(re.findall(r"[a-z]+", re.sub(r"\{[a-z0-9_]+\}", " ", template.lower())))
+
+
+def test_templates_disjoint_across_splits_and_challenge_more_distant():
     for family in router.FAMILIES.values():
-        assert len(set(family.templates.values())) == 4, family.name
+        t = family.templates
+        assert len(set(t.values())) == 4, family.name
+        train = _skeleton_words(t["train"])
+
+        def overlap(split):
+            words = _skeleton_words(t[split])
+            return len(words & train) / len(words | train)
+
+        # challenge paraphrases share fewer template words with train than the standard test does
+        assert overlap("challenge") < overlap("test"), family.name
 
 
 def test_every_family_kind_is_present_in_every_split(suite):
@@ -202,14 +217,14 @@ def test_single_and_batch_probabilities_agree(study, suite):
 
 def test_greedy_route_respects_budget_and_action_count():
     ones = np.ones(5)
-    route = router.greedy_route(ones, 0.5)
-    assert len(route) <= router.MAX_SUPPORT_OPS and router.is_feasible(route)
-    assert route == ("D", "V", "T") or router.canonical(route) == route   # canonical order
+    # equal probabilities: the three cheapest (D .45, V .65, T 1.0) win, placed in canonical order
+    assert router.greedy_route(ones, 0.5) == ("D", "T", "V")
     assert router.greedy_route(ones, 0.5, budget=None, max_ops=None) == router.SUPPORT_OPS
     # ranked by (p - tau)/c: cheap V beats expensive G at equal probability
     assert router.greedy_route(np.array([0, 0, 0, 0.9, 0.9]), 0.5, max_ops=1) == ("V",)
-    # an operation that would break the budget is skipped, a cheaper one still fits
-    assert "G" not in router.greedy_route(np.array([0.9, 0.9, 0.9, 0.95, 0.9]), 0.5, budget=3.0, max_ops=5)
+    # G ranks first but no longer fits once T and C are in; the cheaper V still does (skip, not stop)
+    probs = np.array([0.0, 0.99, 0.99, 0.55, 0.6])
+    assert router.greedy_route(probs, 0.5, budget=3.2, max_ops=5) == ("T", "C", "V")
 
 
 @pytest.mark.parametrize("tau", [-0.1, 1.5])
@@ -241,8 +256,24 @@ def test_static_and_fixed_fail_exactly_the_outages(suite):
         assert failed == {"retrieval_outage"}
 
 
-def test_one_shot_uses_at_most_one_operation(study, suite):
-    assert all(len(router.OneShot(study.model)(t)) <= 1 for t in suite)
+def test_one_shot_takes_the_highest_probability_operation(study, suite):
+    one_shot = router.OneShot(study.model)
+    for t in suite:
+        probs = study.model.probability(t.prompt)
+        best = int(np.argmax(probs))
+        expected = (router.SUPPORT_OPS[best],) if probs[best] >= study.model.tau else ()
+        assert one_shot(t) == expected
+
+
+def test_beside_paper_never_drops_a_metric_silently(study):
+    import pandas as pd
+
+    with pytest.raises(ValueError, match="no column for paper metric"):
+        router.beside_paper(pd.DataFrame({"split": ["test"], "policy": ["learned"], "success": [1.0]}), "table2")
+    table = router.model_vs_paper(study)
+    assert set(table["metric"]) == {"tau", "n_features", "temperature", "train_seconds"}
+    assert table["ours"].notna().all() and set(table["agreement"]) <= {"matches", "differs"}
+    assert (table.loc[table["agreement"] == "differs", "why"].str.len() > 0).all()
 
 
 def test_hybrid_with_zero_margin_is_the_learned_router(study, suite):
@@ -250,6 +281,19 @@ def test_hybrid_with_zero_margin_is_the_learned_router(study, suite):
     assert all(hybrid(t) == learned(t) for t in router.split_tasks(suite, "challenge"))
     always = router.Hybrid(study.model, 1.0)
     assert all(always(t) == router.STATIC_ROUTES[t.workload] for t in router.split_tasks(suite, "dev"))
+    diffuse = router.Hybrid(study.model, 0.0, max_entropy=0.0)     # any uncertainty at all backs off
+    assert all(diffuse(t) == router.STATIC_ROUTES[t.workload] for t in router.split_tasks(suite, "dev"))
+
+
+def test_hybrid_gate_is_selected_on_dev_only(study, monkeypatch):
+    seen = []
+    real_evaluate = router._reproduce.evaluate
+    monkeypatch.setattr(router._reproduce, "evaluate",
+                        lambda policies, tasks, **kw: seen.extend(t.split for t in tasks) or real_evaluate(policies, tasks, **kw))
+    gate, table = router.select_hybrid_gate(study, margins=(0.0, 0.2), entropies=(None, 0.5))
+    assert set(seen) == {"dev"} and len(table) == 4
+    best = table.sort_values(["dev_success", "dev_mean_cost"], ascending=[False, True]).iloc[0]
+    assert table["dev_success"].max() == best["dev_success"] and gate.margin == best["margin"]
 
 
 # ----------------------------------------------------------------------------- tables
@@ -299,11 +343,18 @@ def test_reproduce_rejects_bad_arguments():
 
 
 def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
-    assert router_cli(["reproduce", "--out", str(tmp_path), "--tables", "table1", "--n-resamples", "20",
+    out = tmp_path / "run"
+    assert router_cli(["reproduce", "--out", str(out), "--tables", "table1", "--n-resamples", "20",
                        "--repeats", "1"]) == 0
-    record = json.loads((tmp_path / "provenance.json").read_text())
+    record = json.loads((out / "provenance.json").read_text())
     assert record["parameters"]["tables"] == ["table1"] and "table1_families.csv" in record["outputs"]
-    assert router_cli(["reproduce", "--out", str(tmp_path), "--n-resamples", "0"]) == 2
+    # a non-empty --out would let this run's provenance claim older files
+    assert router_cli(["reproduce", "--out", str(out), "--tables", "table1"]) == 2
+    assert "not empty" in capsys.readouterr().err
+    (out / "stale.csv").write_text("x\n")
+    assert router_cli(["reproduce", "--out", str(out), "--tables", "table1", "--force", "--repeats", "1"]) == 0
+    assert not (out / "stale.csv").exists()
+    assert router_cli(["reproduce", "--out", str(tmp_path / "bad"), "--n-resamples", "0"]) == 2
     assert "n_resamples" in capsys.readouterr().err
 
 

@@ -31,6 +31,15 @@ def test_route_inspector_follows_the_picker(study):
     assert inspector._repr_html_() == inspector.view.value
 
 
+def test_saved_notebooks_get_static_html_beside_the_widget(study):
+    from IPython.core.formatters import DisplayFormatter
+
+    for view in (widgets.RouteInspector(study, "test"), widgets.ThresholdExplorer(study, taus=(0.3, 0.5))):
+        data, _ = DisplayFormatter().format(view)
+        assert "application/vnd.jupyter.widget-view+json" in data
+        assert data["text/html"] == view._repr_html_()
+
+
 def test_render_route_html_escapes_text(study):
     info = router.inspect_route(study, "test-data_literal-000") | {"prompt": "<script>x</script>"}
     assert "<script>" not in widgets.render_route_html(info)

@@ -58,7 +58,7 @@ from roma_lab.bench._graders import (
     rubric_average,
     squad_normalize,
 )
-from roma_lab.bench._run import COLUMNS, RunFileError, read_results_df, run_benchmark
+from roma_lab.bench._run import COLUMNS, RunFileError, SystemStalledError, read_results_df, run_benchmark
 from roma_lab.bench._summary import compare_df, summarize_df
 
 __all__ = [
@@ -110,6 +110,7 @@ __all__ = [
     "read_results_df",
     "rubric_average",
     "run_benchmark",
+    "SystemStalledError",
     "sample",
     "squad_normalize",
     "summarize_df",

@@ -84,6 +84,10 @@ def _load_finished(path: Path, fmt: str) -> list[dict[str, str]]:
     return records
 
 
+class SystemStalledError(RuntimeError):
+    """A system timed out on too many items in a row; the run stopped, finished rows kept."""
+
+
 def _call_with_timeout(fn: Callable[[str], Any], arg: str, timeout_s: float | None) -> Any:
     if timeout_s is None:
         return fn(arg)
@@ -141,15 +145,20 @@ def run_benchmark(
     system_name: str,
     timeout_s: float | None = None,
     progress: bool = True,
+    retry_errors: bool = True,
+    max_consecutive_timeouts: int = 3,
 ):
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
     ``system(question)`` returns a str or an object with ``.output`` (or what the grader needs,
     e.g. a ``LongformStory``). Rows are flushed as each item finishes; rerunning with the same
-    ``out_path`` and ``system_name`` skips items already recorded. A system exception or timeout
-    becomes a row with ``error_stage="system"``; grader failures have ``error_stage="grader"``.
-    KeyboardInterrupt stops the run with every finished row on disk. Returns this system's rows
-    for ``items`` as a DataFrame (see ``read_results_df``).
+    ``out_path`` and ``system_name`` skips items already recorded without error (with
+    ``retry_errors=False``, skips every recorded item). A system exception or timeout becomes a
+    row with ``error_stage="system"``; grader failures have ``error_stage="grader"``. A system
+    that times out ``max_consecutive_timeouts`` times in a row is stuck (its threads cannot be
+    killed and would starve later items): the run stops with ``SystemStalledError``, every
+    finished row on disk. KeyboardInterrupt stops the run likewise. Returns this system's latest
+    row per item for ``items`` as a DataFrame (see ``read_results_df``).
     """
     from tqdm.auto import tqdm
 
@@ -161,7 +170,10 @@ def run_benchmark(
     if timeout_s is not None and timeout_s <= 0:
         raise ValueError(f"timeout_s must be positive, got {timeout_s}")
     path.parent.mkdir(parents=True, exist_ok=True)
-    done = {(r["benchmark"], r["item_id"]) for r in _load_finished(path, fmt) if r["system"] == system_name}
+    if max_consecutive_timeouts < 1:
+        raise ValueError(f"max_consecutive_timeouts must be >= 1, got {max_consecutive_timeouts}")
+    latest = {(r["benchmark"], r["item_id"]): r for r in _load_finished(path, fmt) if r["system"] == system_name}
+    done = {key for key, r in latest.items() if not (retry_errors and r["error"])}
     todo = [it for it in items if (it.benchmark, it.item_id) not in done]
     new_file = not path.exists() or path.stat().st_size == 0
     with path.open("a", encoding="utf-8", newline="") as f, tqdm(
@@ -170,6 +182,7 @@ def run_benchmark(
         if new_file and fmt == "csv":
             f.write(_serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt))
             f.flush()
+        timeouts_in_a_row = 0
         for item in todo:
             start = time.perf_counter()
             try:
@@ -177,15 +190,21 @@ def run_benchmark(
             except Exception as exc:  # noqa: BLE001 - recorded as an error row, the run goes on
                 row = _row(item, system_name, "", None, f"{type(exc).__name__}: {exc}", "system",
                            time.perf_counter() - start)
+                timeouts_in_a_row = timeouts_in_a_row + 1 if isinstance(exc, TimeoutError) else 0
             else:
                 latency = time.perf_counter() - start
                 # Our graders never raise; guarded() keeps a user-written one from stopping the run.
                 grade = guarded(getattr(grader, "name", type(grader).__name__), lambda: grader(item, result))
                 row = _row(item, system_name, _prediction_for_table(result), grade, grade.error,
                            "grader" if grade.error else "", latency)
+                timeouts_in_a_row = 0
             f.write(_serialize(row, fmt))
             f.flush()
             bar.update(1)
+            if timeouts_in_a_row >= max_consecutive_timeouts:
+                raise SystemStalledError(
+                    f"{system_name}: {timeouts_in_a_row} timeouts in a row; stopped with finished rows in {path} "
+                    "(rerun to resume once the system answers again)")
     table = read_results_df(path)
     mine = table[table["system"] == system_name].set_index(["benchmark", "item_id"])
     return mine.loc[keys].reset_index()[list(COLUMNS)]
@@ -204,4 +223,5 @@ def read_results_df(path: str | os.PathLike[str]):
     for col in ("label", "grader", "error"):
         df[col] = df[col].replace("", None)
     df["item_id"] = df["item_id"].astype(str)
-    return df
+    # a retried item has several rows: the latest one is its result
+    return df.drop_duplicates(["benchmark", "item_id", "system"], keep="last").reset_index(drop=True)

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from roma_lab.results import parameters_hash, read_provenance, sha256_file, write_provenance
+from roma_lab.results import package_source_hash, parameters_hash, read_provenance, sha256_file, write_provenance
 
 from ._spec import ExperimentSpec
 
@@ -52,8 +52,8 @@ def _inputs(spec: ExperimentSpec) -> list[str]:
 
 
 def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool = False, lm: str | None = None) -> str:
-    """"completed" only if a completed record matches today's parameters, notebook and inputs
-    and every declared output exists; otherwise "not run", "stale", "incomplete", "failed",
+    """"completed" only if a completed record matches today's parameters, notebook, inputs and
+    roma_lab source, and every declared output exists; otherwise "not run", "stale", "incomplete", "failed",
     "interrupted", "running" (a run killed hard) or "unreadable"."""
     out_dir = Path(results_root) / spec.stem
     try:
@@ -67,6 +67,8 @@ def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool =
     params = _recorded(run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm))
     inputs = _inputs(spec)
     if record.parameters_hash != parameters_hash(params) or set(record.inputs) != set(inputs):
+        return "stale"
+    if record.roma_lab_source != package_source_hash():  # the code that made the numbers changed
         return "stale"
     if any(not (spec.root / p).is_file() or sha256_file(spec.root / p) != record.inputs[p] for p in inputs):
         return "stale"

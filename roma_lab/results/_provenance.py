@@ -54,6 +54,7 @@ class Provenance(BaseModel):
     status: Status
     error: str | None = None
     roma_lab_version: str
+    roma_lab_source: str  # SHA-256 over the package's source files: code changes make results stale
     git_commit: str | None
     git_dirty: bool | None
     python: str
@@ -84,6 +85,15 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
+    return digest.hexdigest()
+
+
+def package_source_hash() -> str:
+    """SHA-256 over roma_lab's own source and data files (relative path + bytes, in path order)."""
+    package = Path(roma_lab.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(p for p in package.rglob("*") if p.suffix in {".py", ".csv"} and p.is_file()):
+        digest.update(path.relative_to(package).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
     return digest.hexdigest()
 
 
@@ -181,6 +191,7 @@ def write_provenance(
         status=status,
         error=error,
         roma_lab_version=roma_lab.__version__,
+        roma_lab_source=package_source_hash(),
         git_commit=commit,
         git_dirty=dirty,
         python=sys.version.split()[0],

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 import time
 from datetime import UTC, datetime
+from pathlib import Path
 
 from ._reproduce import TABLES, TRAINING_SIZES, reproduce
 from ._suite import DEFAULT_SEED
@@ -21,10 +23,18 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--seed", type=int, default=0, help="bootstrap / random-baseline seed")
     rep.add_argument("--n-resamples", type=int, default=2000)
     rep.add_argument("--repeats", type=int, default=5, help="latency repetitions per task")
+    rep.add_argument("--force", action="store_true", help="empty a non-empty --out first")
     args = parser.parse_args(argv)
 
     from ..results import write_provenance
 
+    out_dir = Path(args.out)
+    if out_dir.exists() and any(out_dir.iterdir()):
+        if not args.force:
+            # provenance hashes every file in --out: old tables would be claimed by this run
+            print(f"error: {out_dir} is not empty; pass --force to replace its contents", file=sys.stderr)
+            return 2
+        shutil.rmtree(out_dir)
     started = datetime.now(UTC)
     clock = time.perf_counter()
     params = {"tables": args.tables, "suite_seed": args.suite_seed, "seed": args.seed,

@@ -5,12 +5,11 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
-import numpy as np
 import pandas as pd
 
 from ..stats import bootstrap_ci, paired_bootstrap_ci, sign_test
-from ._model import route_quality
-from ._ops import BUDGET, MAX_SUPPORT_OPS, SUPPORT_OPS, execute, is_feasible, route_cost
+from ._model import route_matrix, route_quality
+from ._ops import BUDGET, MAX_SUPPORT_OPS, execute, is_feasible, route_cost
 
 #: Columns of the tidy per-task table (one row per task x policy).
 TASK_COLUMNS = ("split", "policy", "task_id", "workload", "family", "kind", "route", "labels", "status",
@@ -45,19 +44,16 @@ def evaluate(policies: Sequence, tasks: Sequence, *, repeats: int = 5, budget: f
     return pd.DataFrame(rows, columns=list(TASK_COLUMNS))
 
 
-def _route_matrix(routes: pd.Series) -> np.ndarray:
-    return np.array([[op in r for op in SUPPORT_OPS] for r in routes], dtype=bool)
-
-
 def summarize(results: pd.DataFrame, *, n_resamples: int = 2000, seed: int = 0, level: float = 0.95) -> pd.DataFrame:
     """Per split x policy: success with task-bootstrap CI, cost, latency, compliance, route quality."""
     out = []
     for (split, policy), g in results.groupby(["split", "policy"], sort=False):
         ci = bootstrap_ci(g["success"].to_numpy(float), n_resamples=n_resamples, level=level, seed=seed)
-        quality = route_quality([tuple(r) for r in g["route"]], _route_matrix(g["labels"]).astype(float))
+        quality = route_quality(list(g["route"]), route_matrix(g["labels"]))
         out.append({"split": split, "policy": policy, "n": len(g), "success": ci.estimate, "ci_low": ci.low,
                     "ci_high": ci.high, "mean_cost": g["cost"].mean(), "latency_ms": g["latency_ms"].mean(),
                     "budget_compliance": g["budget_compliant"].mean(), **quality,
+                    "n_failures": int((~g["success"]).sum()),
                     "n_incorrect": int((g["status"] == "incorrect_answer").sum()),
                     "n_no_answer": int((g["status"] == "no_answer").sum()),
                     "n_unavailable": int((g["status"] == "unavailable_component").sum())})

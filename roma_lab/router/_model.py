@@ -16,6 +16,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 from scipy import sparse
+from scipy.special import expit
 
 from ._ops import BUDGET, COSTS, MAX_SUPPORT_OPS, SUPPORT_OPS, route_cost
 
@@ -60,8 +61,9 @@ class Featurizer:
 
     def indices(self, text: str) -> np.ndarray:
         vocab = self.vocabulary
+        hits = _grams(text, chars=self.chars).intersection(vocab)
         # sorted so that sums over features run in one order in every process (set order is hash-seeded)
-        return np.sort(np.fromiter((vocab[g] for g in _grams(text, chars=self.chars) if g in vocab), dtype=np.int64))
+        return np.sort(np.fromiter(map(vocab.__getitem__, hits), dtype=np.int64, count=len(hits)))
 
     def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
         rows = [self.indices(t) for t in texts]
@@ -80,7 +82,7 @@ class TrainingConfig:
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(z, -500, 500)))
+    return expit(z)
 
 
 def train_heads(X: sparse.csr_matrix, Y: np.ndarray, config: TrainingConfig) -> tuple[np.ndarray, np.ndarray]:
@@ -98,12 +100,13 @@ def train_heads(X: sparse.csr_matrix, Y: np.ndarray, config: TrainingConfig) -> 
     keys = np.ascontiguousarray(bits).view(np.dtype((np.void, bits.shape[1]))).ravel()
     _, first, inverse, mult = np.unique(keys, return_index=True, return_inverse=True, return_counts=True)
     Xu = X[:, first].toarray()                                  # (n, distinct columns), dense
+    Xm, XuT = Xu * mult, np.ascontiguousarray(Xu.T)             # logits see every copy; gradients one
     U = np.zeros((Xu.shape[1], Y.shape[1]))
     b = np.zeros(Y.shape[1])
     for epoch in range(config.steps):
         lr = config.lr0 / np.sqrt(1 + epoch / 50)
-        residual = weights * (_sigmoid(Xu @ (mult[:, None] * U) + b) - Y) / n
-        U -= lr * (Xu.T @ residual + config.l2 * U)
+        residual = weights * (_sigmoid(Xm @ U + b) - Y) / n
+        U -= lr * (XuT @ residual + config.l2 * U)
         b -= lr * residual.sum(axis=0)
     return U[inverse.ravel()], b
 
@@ -135,10 +138,19 @@ def check_tau(tau: float) -> None:
         raise ValueError(f"threshold tau must lie in [0, 1], got {tau}")
 
 
+def routes_at(probs: np.ndarray, tau: float, *, budget: float | None = BUDGET,
+              max_ops: int | None = MAX_SUPPORT_OPS) -> list[tuple[str, ...]]:
+    return [greedy_route(p, tau, budget=budget, max_ops=max_ops) for p in probs]
+
+
+def route_matrix(routes) -> np.ndarray:
+    """(n, 5) boolean membership of each canonical operation in each route (tuple or string)."""
+    return np.array([[op in r for op in SUPPORT_OPS] for r in routes], dtype=bool)
+
+
 def route_quality(routes: Sequence[tuple[str, ...]], labels: np.ndarray) -> dict[str, float]:
     """Exact-route match and micro precision/recall/F1 of support operations against labels."""
-    pred = np.array([[op in r for op in SUPPORT_OPS] for r in routes], dtype=bool)
-    gold = labels.astype(bool)
+    pred, gold = route_matrix(routes), np.asarray(labels).astype(bool)
     tp, fp, fn = (pred & gold).sum(), (pred & ~gold).sum(), (~pred & gold).sum()
     precision = tp / (tp + fp) if tp + fp else 1.0
     recall = tp / (tp + fn) if tp + fn else 1.0
@@ -192,7 +204,7 @@ class OperationModel:
         probs = self.probabilities(texts)
         rows = []
         for tau in grid:
-            routes = [greedy_route(p, tau, budget=self.budget, max_ops=self.max_ops) for p in probs]
+            routes = routes_at(probs, tau, budget=self.budget, max_ops=self.max_ops)
             rows.append({"tau": tau, **route_quality(routes, labels),
                          "mean_cost": float(np.mean([route_cost(r) for r in routes]))})
         best = max(rows, key=lambda r: (r["exact_route"], r["f1"], -r["mean_cost"], -r["tau"]))

@@ -105,8 +105,9 @@ class OneShot:
     name: str = "one_shot"
 
     def __call__(self, task) -> tuple[str, ...]:
-        return greedy_route(self.model.probability(task.prompt), self.model.tau,
-                            budget=self.model.budget, max_ops=1)
+        probs = self.model.probability(task.prompt)
+        best = int(np.argmax(probs))
+        return (SUPPORT_OPS[best],) if probs[best] >= self.model.tau else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,21 +118,30 @@ class Oracle:
         return task.labels
 
 
+def mean_entropy(probs: np.ndarray) -> float:
+    """Mean binary entropy (bits) of the operation probabilities: 0 when every head is certain."""
+    p = np.clip(probs, 1e-12, 1 - 1e-12)
+    return float(np.mean(-(p * np.log2(p) + (1 - p) * np.log2(1 - p))))
+
+
 @dataclass(frozen=True, slots=True)
 class Hybrid:
     """Learned router that backs off to the static workload route when its probabilities are unsure.
 
-    Unsure: some operation's calibrated probability lies within `margin` of tau. The margin is
-    chosen on dev only (`select_hybrid_margin`); margin 0 never backs off.
+    Unsure (paper §7): some calibrated probability lies within `margin` of tau ("near threshold"),
+    or the probabilities are diffuse, i.e. their mean binary entropy exceeds `max_entropy` bits.
+    Both are chosen on dev only (`select_hybrid_gate`); margin 0 and no entropy gate never back off.
     """
 
     model: OperationModel
-    margin: float
+    margin: float = 0.0
+    max_entropy: float | None = None
     static: StaticWorkload = field(default_factory=StaticWorkload)
     name: str = "hybrid"
 
     def backs_off(self, probs: np.ndarray) -> bool:
-        return bool(np.any(np.abs(probs - self.model.tau) < self.margin))
+        near = bool(np.any(np.abs(probs - self.model.tau) < self.margin))
+        return near or (self.max_entropy is not None and mean_entropy(probs) > self.max_entropy)
 
     def __call__(self, task) -> tuple[str, ...]:
         probs = self.model.probability(task.prompt)

@@ -1,7 +1,8 @@
 """Jupyter views for the meta-routing study: a tau slider and a per-task route inspector.
 
 Each view keeps its logic in pure router functions (`sweep_threshold`, `inspect_route`) and only
-draws; `_repr_html_` gives executed notebooks a static rendering without widget JavaScript.
+draws; its mime bundle carries a static HTML rendering beside the widget, so executed notebooks
+saved under results/ still show the state without widget JavaScript.
 """
 
 from __future__ import annotations
@@ -56,10 +57,9 @@ class RouteInspector:
     def _show(self, task_id: str) -> None:
         self.view.value = render_route_html(inspect_route(self.study, task_id))
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
+    def _repr_mimebundle_(self, **kwargs):
+        # live widget where a frontend runs it, static HTML in saved notebooks
+        return {**self.widget._repr_mimebundle_(**kwargs), "text/html": self._repr_html_()}
 
     def _repr_html_(self) -> str:
         return self.view.value
@@ -112,10 +112,8 @@ class ThresholdExplorer:
             fig.tight_layout()
             plt.show()
 
-    def _ipython_display_(self):
-        from IPython.display import display
-
-        display(self.widget)
+    def _repr_mimebundle_(self, **kwargs):
+        return {**self.widget._repr_mimebundle_(**kwargs), "text/html": self._repr_html_()}
 
     def _repr_html_(self) -> str:
         return self._readout_html(self.slider.value)
