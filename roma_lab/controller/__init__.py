@@ -1,0 +1,57 @@
+"""The ROMA recursive controller: atomize -> plan -> execute -> aggregate, on a task tree.
+
+``Roma`` runs the loop; ``Run`` is the trace it returns (JSON round trip, per-role usage table).
+Default roles are DSPy modules (imported lazily: ``import roma_lab.controller`` does not import
+DSPy); any callable with the same keyword contract can replace one, e.g. ``ScriptedRoles``.
+"""
+
+from ._plan import PlanCheck, Subtask, validate_plan
+from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
+from ._roma import Roma, RoleError
+from ._sandbox import SandboxResult, run_python
+from ._schedule import ScheduleBounds, schedule_bounds
+from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
+from ._studies import measure_structure, plot_structure, run_quickstart
+from ._types import TASK_TYPES, Node, NodeEvent, RoleCall, Run
+
+# DSPy role modules, loaded on first access (PEP 562) because importing DSPy takes seconds.
+_ROLE_NAMES = ("Aggregator", "Atomizer", "CodeExecutionError", "CodeExecutor", "Planner", "PlannedSubtask",
+               "SearchExecutor", "ThinkExecutor", "Verifier", "WriteExecutor", "default_executors")
+
+
+def __getattr__(name: str):
+    if name in _ROLE_NAMES:
+        from . import _roles
+
+        return getattr(_roles, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "TASK_TYPES",
+    "BM25Retriever",
+    "CallLogEntry",
+    "EmptyCorpusError",
+    "Node",
+    "NodeEvent",
+    "Passage",
+    "PlanCheck",
+    "RoleCall",
+    "RoleError",
+    "Roma",
+    "Run",
+    "SandboxResult",
+    "ScheduleBounds",
+    "ScriptedOutput",
+    "ScriptedRoles",
+    "Subtask",
+    "fixed_latency_roles",
+    "measure_structure",
+    "plot_structure",
+    "run_python",
+    "run_quickstart",
+    "schedule_bounds",
+    "tree_plans",
+    "validate_plan",
+    *_ROLE_NAMES,
+]

@@ -1,0 +1,225 @@
+"""Default ROMA roles: DSPy modules with typed signatures, run through ``dspy.JSONAdapter``.
+
+Small local models rarely follow DSPy's ChatAdapter field markers, so every role asks for JSON.
+Lists carry ``maxItems`` in the schema. Strings carry no ``maxLength``: llama-cpp-python expands it
+into nested grammar rules that llama.cpp rejects, so the local engine (``roma_lab.lm``) bounds every
+string itself with llama.cpp's native repetition; API models are bounded by ``max_tokens``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from os import PathLike
+from typing import Annotated, Literal
+
+import dspy
+from pydantic import BaseModel, Field
+from typing_extensions import TypeAliasType
+
+from ._sandbox import run_python
+
+MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
+
+TaskType = Literal["search", "think", "write", "code"]
+
+
+class PlannedSubtask(BaseModel):
+    goal: str = Field(description="one self-contained subtask, phrased as an instruction")
+    task_type: TaskType
+    depends_on: Annotated[list[int], Field(max_length=MAX_PLAN_ITEMS)] = Field(
+        description="0-based indices of EARLIER subtasks in this list whose results this one needs")
+
+
+# A named alias because DSPy keeps only a top-level field's bare type when it builds the JSON
+# schema: a plain Annotated[...] bound would be dropped, an alias keeps it (as a $defs entry).
+Plan = TypeAliasType("Plan", Annotated[list[PlannedSubtask], Field(min_length=1, max_length=MAX_PLAN_ITEMS)])
+
+
+class SubtaskResult(BaseModel):
+    goal: str
+    task_type: str
+    status: str
+    output: str
+
+
+class AtomizerSignature(dspy.Signature):
+    """Decide whether the goal can be answered in one step by a single specialist (atomic) or must be
+    split into subtasks. Also name the kind of work: search (look facts up), think (reason),
+    write (compose text) or code (compute with Python)."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    is_atomic: bool = dspy.OutputField()
+    task_type: TaskType = dspy.OutputField()
+
+
+class PlannerSignature(dspy.Signature):
+    """Split the goal into a few mutually exclusive, collectively exhaustive subtasks. Use depends_on
+    only when a subtask needs the result of an earlier one; independent subtasks run in parallel."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    subtasks: Plan = dspy.OutputField()
+
+
+class ExecutorSignature(dspy.Signature):
+    """Carry out the goal directly, using the context. Answer concisely."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    output: str = dspy.OutputField()
+
+
+class ThinkSignature(dspy.Signature):
+    """Reason step by step about the goal, using the context, then state the result concisely."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    reasoning: str = dspy.OutputField()
+    output: str = dspy.OutputField()
+
+
+class SearchSignature(dspy.Signature):
+    """Answer the goal from the retrieved passages; say so when they do not contain the answer."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    passages: list[str] = dspy.InputField(desc="retrieved passages, best first")
+    output: str = dspy.OutputField()
+
+
+class CodeSignature(dspy.Signature):
+    """Write a short self-contained Python script that prints the answer to the goal. Standard
+    library only; no network, no files outside the working directory."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    code: str = dspy.OutputField()
+
+
+class AggregatorSignature(dspy.Signature):
+    """Combine the subtask results into the answer to the goal. Keep what matters for the goal,
+    drop the rest; if some subtasks are MISSING, answer with what exists and say what is missing."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    subtask_results: list[SubtaskResult] = dspy.InputField()
+    output: str = dspy.OutputField()
+
+
+class VerifierSignature(dspy.Signature):
+    """Check whether the candidate correctly and completely achieves the goal."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    candidate: str = dspy.InputField()
+    verdict: bool = dspy.OutputField(desc="true if the candidate is acceptable")
+    feedback: str = dspy.OutputField(desc="what to fix, if anything")
+
+
+class _JSONRole(dspy.Module):
+    """One predictor run with the JSON adapter (set per call, so a user's global adapter is untouched)."""
+
+    def __init__(self, signature: type[dspy.Signature]):
+        super().__init__()
+        self.predict = dspy.Predict(signature)
+
+    def forward(self, **inputs):
+        with dspy.context(adapter=dspy.JSONAdapter()):
+            return self.predict(**inputs)
+
+
+class Atomizer(_JSONRole):
+    def __init__(self):
+        super().__init__(AtomizerSignature)
+
+
+class Planner(_JSONRole):
+    def __init__(self):
+        super().__init__(PlannerSignature)
+
+
+class Aggregator(_JSONRole):
+    def __init__(self):
+        super().__init__(AggregatorSignature)
+
+
+class Verifier(_JSONRole):
+    def __init__(self):
+        super().__init__(VerifierSignature)
+
+
+class ThinkExecutor(_JSONRole):
+    """Chain of thought with a bounded ``reasoning`` field (dspy.ChainOfThought's is unbounded)."""
+
+    def __init__(self):
+        super().__init__(ThinkSignature)
+
+
+class WriteExecutor(_JSONRole):
+    """Direct composition."""
+
+    def __init__(self):
+        super().__init__(ExecutorSignature)
+
+
+class SearchExecutor(dspy.Module):
+    """Retrieve passages for the goal, then answer from them. Without a retriever: closed-book,
+    and the passages say so, so the model (and the trace) can see it."""
+
+    def __init__(self, retriever=None, k: int = 5):
+        super().__init__()
+        self.retriever = retriever
+        self.k = k
+        self.answer = _JSONRole(SearchSignature)
+
+    def forward(self, goal: str, context: str):
+        if self.retriever is None:
+            passages = ["(no corpus configured: answer from general knowledge and say so)"]
+        else:
+            passages = [p.text for p in self.retriever.search(goal, k=self.k)] or ["(no passage matched the goal)"]
+        pred = self.answer(goal=goal, context=context, passages=passages)
+        return dspy.Prediction(output=pred.output, passages=passages)
+
+
+class CodeExecutionError(RuntimeError):
+    """Model-written code failed in the sandbox; the message holds the sandbox's diagnosis."""
+
+
+class CodeExecutor(dspy.Module):
+    """The model writes a script; it runs in the sandbox (separate process, time/memory limits);
+    its stdout is the result. A failing script fails the node with the sandbox's error."""
+
+    def __init__(self, timeout_s: float = 10.0, memory_mb: int = 512):
+        super().__init__()
+        self.timeout_s = timeout_s
+        self.memory_mb = memory_mb
+        self.write = _JSONRole(CodeSignature)
+
+    def forward(self, goal: str, context: str):
+        code = _strip_fences(self.write(goal=goal, context=context).code)
+        result = run_python(code, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        if result.error is not None:
+            raise CodeExecutionError(f"{result.error}\n{result.stderr[-1000:]}".strip())
+        return dspy.Prediction(output=result.stdout.strip(), code=code)
+
+
+def _strip_fences(code: str) -> str:
+    """Models often wrap code in markdown fences even inside JSON."""
+    lines = code.strip().splitlines()
+    if lines and lines[0].startswith("```"):
+        lines = lines[1:]
+        if lines and lines[-1].strip() == "```":
+            lines = lines[:-1]
+    return "\n".join(lines)
+
+
+def default_executors(corpus: Sequence[str] | str | PathLike[str] | None = None) -> dict[str, dspy.Module]:
+    """One executor per task type; ``search`` uses BM25 over ``corpus`` when one is given."""
+    retriever = None
+    if corpus is not None:
+        from ._retrieval import BM25Retriever
+
+        retriever = BM25Retriever(corpus)
+    return {"search": SearchExecutor(retriever), "think": ThinkExecutor(), "write": WriteExecutor(),
+            "code": CodeExecutor()}

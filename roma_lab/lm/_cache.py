@@ -1,0 +1,144 @@
+"""On-disk completion cache and replay, the one boundary through which local model calls pass.
+
+A completion is stored under the SHA-256 of the canonical request (model id, system prompt,
+messages, generation settings), so re-running a notebook repeats no model call, and a replay
+engine can serve recorded completions to tests, failing loudly on anything not recorded.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from ._engine import SUPPORTED_PARAMS, request_messages
+
+__all__ = ["CacheMissError", "CachingEngine", "ReplayEngine", "request_key"]
+
+
+class CacheMissError(LookupError):
+    """A replayed request was never recorded."""
+
+
+class CachedCompletion(BaseModel):
+    """What one cache file holds (written and read back, hence pydantic)."""
+
+    model_config = ConfigDict(extra="forbid")
+    key: str
+    model_id: str
+    request: dict
+    text: str
+    finish_reason: str
+    input_tokens: int
+    output_tokens: int
+
+
+def canonical_request(model_id: str, request, settings: dict | None = None) -> dict:
+    """The parts of a request that decide its completion, as plain JSON data.
+
+    ``settings`` are engine settings that change outputs without being in the request
+    (the JSON decoding mode).
+    """
+    config = {k: v for k, v in dataclasses.asdict(request.config).items() if v not in (None, (), [])}
+    return {"model_id": model_id, "settings": settings or {}, "messages": request_messages(request), "config": config}
+
+
+def request_key(model_id: str, request, settings: dict | None = None) -> str:
+    text = json.dumps(canonical_request(model_id, request, settings), sort_keys=True, separators=(",", ":"),
+                      default=repr)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _entry_path(directory: Path, model_id: str, key: str) -> Path:
+    return directory / model_id.replace("/", "_") / key[:2] / f"{key}.json"
+
+
+def _to_response(entry: CachedCompletion):
+    from dspy.lm15 import Message, Response, TextPart, Usage
+
+    # Usage is that of the recorded call, so usage tables are identical when a run is replayed.
+    return Response(id=None, model=entry.model_id, message=Message.assistant([TextPart(entry.text)]),
+                    finish_reason=entry.finish_reason,
+                    usage=Usage(input_tokens=entry.input_tokens, output_tokens=entry.output_tokens,
+                                total_tokens=entry.input_tokens + entry.output_tokens))
+
+
+def _read(path: Path) -> CachedCompletion | None:
+    try:
+        return CachedCompletion.model_validate_json(path.read_bytes())
+    except FileNotFoundError:
+        return None
+
+
+class CachingEngine:
+    """Wraps an engine: serve a request from ``directory`` if recorded, else call and record it."""
+
+    def __init__(self, inner, *, model_id: str, directory: Path, settings: dict | None = None):
+        self.inner = inner
+        self.model_id = model_id
+        self.directory = Path(directory)
+        self.settings = settings or {}
+        self.supports_response_schema = getattr(inner, "supports_response_schema", False)
+        self.supported_params = getattr(inner, "supported_params", frozenset())
+
+    def complete(self, request):
+        key = request_key(self.model_id, request, self.settings)
+        path = _entry_path(self.directory, self.model_id, key)
+        entry = _read(path)
+        if entry is not None:
+            return _to_response(entry)
+        response = self.inner.complete(request)
+        usage = response.usage
+        entry = CachedCompletion(key=key, model_id=self.model_id, request=canonical_request(self.model_id, request, self.settings),
+                                 text=response.text or "", finish_reason=response.finish_reason,
+                                 input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
+        tmp.write_text(entry.model_dump_json(indent=1), encoding="utf-8")
+        os.replace(tmp, path)  # atomic: an interrupted run leaves no half-written entry
+        return response
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+class ReplayEngine:
+    """Serves only recorded completions; a request never recorded raises CacheMissError."""
+
+    supports_response_schema = True
+    supported_params = SUPPORTED_PARAMS
+
+    def __init__(self, *, model_id: str, directory: Path, settings: dict | None = None):
+        self.model_id = model_id
+        self.directory = Path(directory)
+        self.settings = settings or {}
+
+    def complete(self, request):
+        key = request_key(self.model_id, request, self.settings)
+        path = _entry_path(self.directory, self.model_id, key)
+        entry = _read(path)
+        if entry is None:
+            last = request.messages[-1].text if request.messages else ""
+            raise CacheMissError(
+                f"no recorded completion for model {self.model_id!r} in {self.directory} (key {key[:12]}; last message "
+                f"starts {last[:80]!r}). Record it by running once with resolve_lm(...) and the same ROMA_LAB_CACHE."
+            )
+        return _to_response(entry)
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Nothing to release."""

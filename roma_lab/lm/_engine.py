@@ -1,0 +1,278 @@
+"""DSPy engine running a GGUF model in-process with llama-cpp-python.
+
+DSPy 3.4's supported extension point is an engine object passed as
+``dspy.LM("local/<id>", engine=...)``: ``complete(Request) -> Response``. With it, LiteLLM is never
+imported. The engine reports token usage so DSPy's usage tracking works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import functools
+import json
+import os
+import threading
+from pathlib import Path
+
+from ._models import cache_dir
+
+__all__ = ["SUPPORTED_PARAMS", "AsyncEngine", "LlamaEngine", "free_cores"]
+
+# Bounds added to every JSON schema before it becomes a grammar: small models otherwise run an
+# unbounded string or array until max_tokens.
+MAX_STRING_CHARS = 2000
+MAX_ARRAY_ITEMS = 12
+
+JSON_MODES = ("grammar", "repair", "auto")
+
+# Generation settings the local engines honour. The replay engine declares the same, so DSPy's
+# adapters build the same requests (and cache keys) for it as for the real model.
+SUPPORTED_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "stop", "seed", "response_format"})
+
+
+def free_cores() -> int:
+    """Cores usable by llama.cpp now: $ROMA_LAB_THREADS, else this process's CPUs minus the load.
+
+    llama.cpp collapses when its threads compete for cores (90 -> 9 tok/s measured), so it is
+    better to use one thread fewer than to oversubscribe.
+    """
+    if os.environ.get("ROMA_LAB_THREADS"):
+        return max(1, int(os.environ["ROMA_LAB_THREADS"]))
+    cpus = len(os.sched_getaffinity(0))
+    return max(1, min(cpus, round(cpus - os.getloadavg()[0])))
+
+
+@contextlib.contextmanager
+def _machine_turn():
+    """One generation at a time on this machine, across processes (an flock in the cache dir):
+    two notebooks or a test and a notebook generating at once thrash the cores for both."""
+    path = cache_dir() / "generation.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class _ModelHost:
+    """The one llama.cpp model of this process, behind a lock.
+
+    A deliberate process-wide object: two model instances on this 2-core machine were 5-30x
+    slower than one, so loading another model first frees the current one, and calls are
+    serialised (concurrent roles wait their turn instead of thrashing the cores).
+    """
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._key: tuple | None = None
+        self._llama = None
+
+    def get(self, path: Path, n_ctx: int, n_threads: int | None):
+        """The loaded model for these settings, loading it if needed. Call with ``lock`` held.
+
+        ``n_threads=None`` means free_cores() at load time; it is not re-evaluated per call, as a
+        changed thread count would force a reload and lose the KV cache.
+        """
+        key = (str(path), n_ctx, n_threads)
+        if key != self._key:
+            try:
+                from llama_cpp import Llama
+            except ImportError as exc:
+                from ._models import ModelNotInstalledError
+
+                raise ModelNotInstalledError(
+                    "local models need llama-cpp-python: pip install 'roma_lab[local-small]' "
+                    "(it compiles from source: minutes on 2 cores, then pip caches the wheel)"
+                ) from exc
+            self.close()
+            threads = n_threads or free_cores()
+            self._llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
+                                n_threads_batch=threads, verbose=False)
+            self._key = key
+        return self._llama
+
+    def close(self) -> None:
+        if self._llama is not None:
+            self._llama.close()
+        self._llama, self._key = None, None
+
+
+_HOST = _ModelHost()
+
+
+class LlamaEngine:
+    """DSPy engine for a local GGUF file. The model loads on the first call, not at construction.
+
+    ``path`` is a zero-argument callable returning the verified model path, so resolving a model
+    name stays cheap and a run whose calls all hit the completion cache never loads the model.
+    ``json_mode`` decides how a JSON request from DSPy's JSONAdapter is honoured:
+    ``"grammar"`` constrains decoding to the schema (bounded strings and arrays; always parses,
+    but grammar checks slow each token on large vocabularies); ``"repair"`` decodes freely and
+    leaves parsing to JSONAdapter's json_repair; ``"auto"`` decodes freely and, only when the
+    text lacks a required key, generates once more under the grammar.
+    """
+
+    # Read by DSPy's capability planning: JSONAdapter then sends the signature's JSON schema.
+    supports_response_schema = True
+    supported_params = SUPPORTED_PARAMS
+
+    def __init__(self, path, *, model_id: str, n_ctx: int = 4096, n_threads: int | None = None,
+                 json_mode: str = "grammar", default_max_tokens: int = 512):
+        if json_mode not in JSON_MODES:
+            raise ValueError(f"json_mode must be one of {JSON_MODES}, got {json_mode!r}")
+        self._path = path
+        self.model_id = model_id
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.json_mode = json_mode
+        self.default_max_tokens = default_max_tokens
+
+    def complete(self, request):
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        if request.tools:
+            from dspy.lm15 import UnsupportedFeatureError
+
+            raise UnsupportedFeatureError(f"{self.model_id}: local models do not support native tool calls")
+        messages = request_messages(request)
+        response_format = request.config.response_format
+        constrain = self.json_mode == "grammar" and bool(response_format)
+        with _HOST.lock, _machine_turn():
+            llama = _HOST.get(self._path(), self.n_ctx, self.n_threads)
+            text, finish, n_in, n_out = self._generate(llama, messages, request.config, constrain=constrain)
+            if self.json_mode == "auto" and response_format and not _has_required_keys(text, response_format):
+                # The one bounded retry: the same request under the grammar, which always parses.
+                text, finish, n_in2, n_out2 = self._generate(llama, messages, request.config, constrain=True)
+                n_in, n_out = n_in + n_in2, n_out + n_out2
+        return Response(id=None, model=self.model_id, message=Message.assistant([TextPart(text)]), finish_reason=finish,
+                        usage=Usage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out))
+
+    def _generate(self, llama, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
+        """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
+        kwargs = {
+            # Greedy by default: local runs are then reproducible and the completion cache meaningful.
+            "temperature": 0.0 if config.temperature is None else config.temperature,
+            "max_tokens": config.max_tokens or self.default_max_tokens,
+            "stop": list(config.stop) or None,
+        }
+        for name in ("top_p", "top_k", "seed"):
+            if getattr(config, name) is not None:
+                kwargs[name] = getattr(config, name)
+        if constrain:
+            grammar = json_grammar(config.response_format)
+            if grammar is None:
+                kwargs["response_format"] = {"type": "json_object"}  # llama-cpp's generic JSON grammar
+            else:
+                from llama_cpp import LlamaGrammar
+
+                kwargs["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
+        try:
+            out = llama.create_chat_completion(messages=messages, **kwargs)
+        except ValueError as exc:
+            if "context window" not in str(exc):
+                raise
+            from dspy.lm15 import ContextLengthError
+
+            raise ContextLengthError(f"{self.model_id}: {exc} (n_ctx={self.n_ctx})") from exc
+        choice, usage = out["choices"][0], out["usage"]
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return choice["message"]["content"] or "", finish, usage["prompt_tokens"], usage["completion_tokens"]
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Nothing to do: the model is shared by the process (see _ModelHost)."""
+
+
+def request_messages(request) -> list[dict[str, str]]:
+    """OpenAI-style text messages from a canonical request; non-text content is an error."""
+    from dspy.lm15 import UnsupportedFeatureError
+
+    messages = []
+    if request.system is not None:
+        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
+        messages.append({"role": "system", "content": system})
+    for message in request.messages:
+        if any(type(part).__name__ != "TextPart" for part in message.parts):
+            raise UnsupportedFeatureError("local models accept text messages only")
+        messages.append({"role": message.role, "content": message.text or ""})
+    return messages
+
+
+def _has_required_keys(text: str, response_format: dict) -> bool:
+    """Whether ``text`` repairs to a JSON object holding every key the schema requires."""
+    import json_repair
+
+    try:
+        value = json_repair.loads(text)
+    except Exception:  # json_repair raises on some inputs; any failure means "not usable"
+        return False
+    required = (_schema_of(response_format) or {}).get("required", ())
+    return isinstance(value, dict) and all(key in value for key in required)
+
+
+def _schema_of(response_format: dict) -> dict | None:
+    """The JSON schema inside DSPy's ({"schema": ...}) or OpenAI's ({"json_schema": {"schema": ...}}) form."""
+    return response_format.get("schema") or response_format.get("json_schema", {}).get("schema")
+
+
+def json_grammar(response_format: dict) -> str | None:
+    """GBNF grammar text for DSPy's JSON response_format, or None for the generic JSON grammar.
+
+    We build the grammar ourselves because llama-cpp-python constrains only
+    ``{"type": "json_object", "schema": ...}`` (an OpenAI-style ``json_schema`` request is silently
+    unconstrained), and its converter expands ``maxLength`` into nested rules that llama.cpp
+    rejects; llama.cpp's native ``{0,N}`` repetition bounds strings instead.
+    """
+    schema = _schema_of(response_format)
+    if schema is None:
+        return None
+    return _schema_grammar(json.dumps(bound_arrays(schema), sort_keys=True))
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_grammar(schema_json: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    text = json_schema_to_gbnf(schema_json)
+    return text.replace(_UNBOUNDED_STRING, _UNBOUNDED_STRING.replace("char*", f"char{{0,{MAX_STRING_CHARS}}}"))
+
+
+# The converter's rule for a string without length bounds.
+_UNBOUNDED_STRING = r'string ::= "\"" char* "\"" space'
+
+
+def bound_arrays(schema):
+    """Copy of a JSON schema with a maxItems on every array that has none."""
+    if isinstance(schema, list):
+        return [bound_arrays(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    bounded = {key: bound_arrays(value) for key, value in schema.items()}
+    if bounded.get("type") == "array" or (isinstance(bounded.get("type"), list) and "array" in bounded["type"]):
+        bounded.setdefault("maxItems", MAX_ARRAY_ITEMS)
+    return bounded
+
+
+class AsyncEngine:
+    """Async counterpart DSPy needs for ``acall``: runs the sync engine in a worker thread."""
+
+    def __init__(self, sync) -> None:
+        self.sync = sync
+
+    async def complete(self, request):
+        return await asyncio.to_thread(self.sync.complete, request)
+
+    async def stream(self, request):
+        for event in await asyncio.to_thread(lambda: list(self.sync.stream(request))):
+            yield event
+
+    async def aclose(self) -> None:
+        self.sync.close()

@@ -1,0 +1,108 @@
+"""One way to name a model everywhere: notebook parameter, CLI flag, environment variable."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from ._models import DEFAULT_VARIANT, MODELS, cache_dir, file_sha256, model_file, part_paths
+
+__all__ = ["LocalModel", "describe_lm_name", "replay_lm", "resolve_lm"]
+
+ENV_VAR = "ROMA_LAB_LM"
+
+# Settings that configure the engine; every other keyword goes to dspy.LM.
+_ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode")
+# dspy.LM defaults for local models; recorded and replayed runs must share them (they are in the key).
+_LM_DEFAULTS = {"max_tokens": 1024}
+
+
+@dataclass(frozen=True, slots=True)
+class LocalModel:
+    """A resolved local model: its cache id and how to get its verified file (called lazily)."""
+
+    model_id: str
+    path: Callable[[], Path]
+    json_mode: str
+
+
+def describe_lm_name(name: str | None = None) -> str:
+    """The effective name: ``name``, else $ROMA_LAB_LM, else "local"."""
+    return name or os.environ.get(ENV_VAR) or "local"
+
+
+def _local_model(name: str, *, check_installed: bool) -> LocalModel | None:
+    """The local model a name denotes, or None for a LiteLLM name."""
+    if name == "local" or name.startswith("local:"):
+        variant = name.partition(":")[2] or DEFAULT_VARIANT
+        spec = MODELS.get(variant)
+        if spec is None:
+            raise ValueError(f"unknown local model {name!r}; choose 'local' or one of: "
+                             + ", ".join(f"'local:{v}'" for v in MODELS))
+        if check_installed:
+            part_paths(spec)  # fail now, naming the packages to install, not at the first call
+        return LocalModel(spec.model_id, lambda: model_file(spec), spec.json_mode)
+    if name.endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise FileNotFoundError(f"model file {path} does not exist")
+        # The weights' hash is part of the id, so the completion cache follows the file's content.
+        return LocalModel(f"{path.stem}@{file_sha256(path)[:12]}", lambda: path, "grammar")
+    return None
+
+
+def resolve_lm(name: str | None = None, **kwargs):
+    """A ``dspy.LM`` for a model name.
+
+    - None: $ROMA_LAB_LM, else "local".
+    - "local": the embedded default (Qwen2.5-Coder-1.5B-Instruct Q4_K_M); "local:<variant>" for
+      ``qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b`` or ``smollm2-135m``.
+    - a path ending in .gguf: that file.
+    - anything else: ``dspy.LM(name, **kwargs)`` (a LiteLLM string; api_base etc. in kwargs).
+
+    Local models run in-process through llama-cpp-python, with completions cached on disk under
+    $ROMA_LAB_CACHE (see ``cache_dir``); keyword ``n_ctx``, ``n_threads`` and ``json_mode`` tune the
+    engine, the rest (``temperature``, ``max_tokens``...) go to ``dspy.LM``. Pass ``cache=False``
+    to call the model every time.
+    """
+    import dspy
+
+    name = describe_lm_name(name)
+    local = _local_model(name, check_installed=True)
+    if local is None:
+        return dspy.LM(name, **kwargs)
+    from ._cache import CachingEngine
+    from ._engine import AsyncEngine, LlamaEngine
+
+    engine_kwargs = {"json_mode": local.json_mode} | {k: kwargs.pop(k) for k in _ENGINE_KWARGS if k in kwargs}
+    use_cache = kwargs.pop("cache", True)
+    engine = LlamaEngine(local.path, model_id=local.model_id, **engine_kwargs)
+    if use_cache:
+        engine = CachingEngine(engine, model_id=local.model_id, directory=cache_dir() / "completions",
+                               settings={"json_mode": engine.json_mode})
+    kwargs = _LM_DEFAULTS | kwargs
+    # DSPy's own cache is off: ours is the single cache boundary for local models.
+    return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)
+
+
+def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mode: str | None = None, **kwargs):
+    """A ``dspy.LM`` that serves only completions recorded by ``resolve_lm(name)``.
+
+    A request never recorded raises ``CacheMissError``. Needs neither llama-cpp-python nor the
+    model packages, so tests can replay a real model's outputs anywhere.
+    """
+    import dspy
+
+    from ._cache import ReplayEngine
+    from ._engine import AsyncEngine
+
+    name = describe_lm_name(name)
+    local = _local_model(name, check_installed=False)
+    if local is None:
+        raise ValueError(f"replay_lm serves recorded local-model completions; {name!r} is not a local model name")
+    engine = ReplayEngine(model_id=local.model_id, directory=directory or cache_dir() / "completions",
+                          settings={"json_mode": json_mode or local.json_mode})
+    kwargs = _LM_DEFAULTS | kwargs
+    return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)

