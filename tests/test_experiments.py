@@ -229,9 +229,15 @@ def test_interrupted_run_resumes_where_it_stopped(project, tmp_path, monkeypatch
         run_experiments(specs, results_root=results, progress=False)
     assert read_provenance(results / "01_second").status == "interrupted"
     assert experiment_status(specs[1], results_root=results) == "interrupted"
+    (results / "01_second" / "partial_items.csv").write_text("item\n1\n")  # rows a package function appended
     monkeypatch.setattr(runner, "_execute", real_execute)
     outcomes = run_experiments(specs, results_root=results, progress=False)
     assert [o.status for o in outcomes] == ["skipped", "completed"]
+    assert (results / "01_second" / "partial_items.csv").exists()           # kept for item-level resume
+    # a completed run with other parameters starts from an empty folder
+    changed = replace(specs[1], parameters={**specs[1].parameters, "N_ROWS": 2})
+    assert run_experiment(changed, results_root=results).status == "completed"
+    assert not (results / "01_second" / "partial_items.csv").exists()
 
 
 # --- command line ----------------------------------------------------------------------------

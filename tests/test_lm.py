@@ -258,6 +258,18 @@ def test_auto_json_mode_retries_once_under_the_grammar(monkeypatch):
     assert result.get_lm_usage()["local/fake"]["completion_tokens"] == 20
 
 
+def test_auto_mode_checks_the_whole_schema_not_only_keys():
+    from roma_lab.lm._engine import _conforms
+
+    fmt = {"type": "json_schema", "name": "x", "schema": {
+        "type": "object", "required": ["subtasks"],
+        "properties": {"subtasks": {"type": "array", "items": {"type": "string"}, "maxItems": 2}}}}
+    assert _conforms('{"subtasks": ["a", "b"]}', fmt)
+    assert not _conforms('{"subtasks": ["a", "b", "c"]}', fmt)          # over maxItems: retry under grammar
+    assert not _conforms('{"subtasks": "a"}', fmt)                      # wrong type
+    assert _conforms('```json\n{"subtasks": ["a"]}\n```', fmt)         # a fence is repaired, not refused
+
+
 # --- grammar and threads ------------------------------------------------------------------------
 
 

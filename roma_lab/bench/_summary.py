@@ -59,7 +59,7 @@ def summarize_df(results, *, n_resamples: int = 2000, level: float = 0.95, seed:
             ci = bootstrap_ci(scores.to_numpy(), n_resamples=n_resamples, level=level, seed=seed)
             row.update(ci_low=ci.low, ci_high=ci.high, ci_method=f"task bootstrap {ci.method}, {ci.level:.0%}")
         labels = kept["label"].where(kept["error_stage"] != "system", "NOT_ATTEMPTED")
-        if len(kept) and set(labels.dropna()) <= _THREE_WAY:
+        if len(kept) and labels.notna().any() and set(labels.dropna()) <= _THREE_WAY:
             row.update(_three_way(labels, len(kept)))
         rows.append(row)
     return pd.DataFrame(rows)

@@ -143,6 +143,11 @@ class Aggregator(_JSONRole):
     def __init__(self):
         super().__init__(AggregatorSignature)
 
+    def forward(self, *, goal, context, subtask_results):
+        # the controller's role contract passes plain dicts; the signature's typed field wants models
+        results = [r if isinstance(r, SubtaskResult) else SubtaskResult(**r) for r in subtask_results]
+        return super().forward(goal=goal, context=context, subtask_results=results)
+
 
 class Verifier(_JSONRole):
     def __init__(self):

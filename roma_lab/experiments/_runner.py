@@ -77,6 +77,25 @@ def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool =
     return "completed"
 
 
+def _signature(path: Path) -> tuple[int, int, int] | None:
+    """Identity of a file's current contents (inode, size, mtime): any write changes it."""
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _resumable(out_dir: Path, recorded: dict[str, Any]) -> bool:
+    """True when out_dir holds an unfinished run with these parameters and this package source."""
+    try:
+        record = read_provenance(out_dir)
+    except (FileNotFoundError, ValueError):
+        return False
+    return (record.status != "completed" and record.parameters_hash == parameters_hash(recorded)
+            and record.roma_lab_source == package_source_hash())
+
+
 def _describe(exc: Exception) -> str:
     from papermill.exceptions import PapermillExecutionError
 
@@ -110,7 +129,8 @@ def run_experiment(
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
     Skipped when already completed with the same parameters, notebook and inputs (unless
-    ``force``). A failing notebook gives a "failed" outcome with its error, never an
+    ``force``). An unfinished earlier run with the same parameters and code keeps its folder, so
+    item-level results resume; otherwise the folder is emptied first. A failing notebook gives a "failed" outcome with its error, never an
     exception, so a batch keeps going. On KeyboardInterrupt the record says "interrupted"
     and the interrupt propagates; the next run redoes this experiment.
     """
@@ -120,15 +140,18 @@ def run_experiment(
     if not force and experiment_status(spec, results_root=out_dir.parent, smoke=smoke, lm=lm) == "completed":
         return RunOutcome(spec.stem, "skipped", out_dir)
 
-    # Old files must not pass the output check for a run that did not write them.
-    shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.mkdir(parents=True)
     recorded = _recorded(params)
+    # An unfinished run of the same parameters and code keeps its folder, so package functions that
+    # append per-item rows (roma_lab.bench) resume instead of starting over; anything else starts clean.
+    if not _resumable(out_dir, recorded):
+        shutil.rmtree(out_dir, ignore_errors=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(spec)
     missing_inputs = [p for p in inputs if not (spec.root / p).is_file()]
     lm_default = spec.declared.get("LM")  # source text such as '"local"'
     model = params.get("LM", lm_default.strip("'\"") if lm_default else None)
     started_at = datetime.now(UTC)
+    before = {name: _signature(out_dir / name) for name in spec.outputs}
 
     def record(status: str, error: str | None = None) -> None:
         write_provenance(
@@ -157,7 +180,9 @@ def run_experiment(
         except Exception as exc:  # any failure of this notebook is recorded; the batch goes on
             error = _describe(exc)
         else:
-            missing = [name for name in spec.outputs if not (out_dir / name).is_file()]
+            # an output left by an earlier attempt does not count: it must be written by this run
+            missing = [name for name in spec.outputs
+                       if not (out_dir / name).is_file() or _signature(out_dir / name) == before[name]]
             if missing:
                 error = f"notebook finished without writing declared outputs: {', '.join(missing)}"
     record("failed" if error else "completed", error)

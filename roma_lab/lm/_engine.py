@@ -144,7 +144,7 @@ class LlamaEngine:
         with _HOST.lock, _machine_turn():
             llama = _HOST.get(self._path(), self.n_ctx, self.n_threads)
             text, finish, n_in, n_out = self._generate(llama, messages, request.config, constrain=constrain)
-            if self.json_mode == "auto" and response_format and not _has_required_keys(text, response_format):
+            if self.json_mode == "auto" and response_format and not _conforms(text, response_format):
                 # The one bounded retry: the same request under the grammar, which always parses.
                 text, finish, n_in2, n_out2 = self._generate(llama, messages, request.config, constrain=True)
                 n_in, n_out = n_in + n_in2, n_out + n_out2
@@ -206,16 +206,20 @@ def request_messages(request) -> list[dict[str, str]]:
     return messages
 
 
-def _has_required_keys(text: str, response_format: dict) -> bool:
-    """Whether ``text`` repairs to a JSON object holding every key the schema requires."""
+def _conforms(text: str, response_format: dict) -> bool:
+    """Whether ``text`` repairs to JSON that validates against the request's schema (required keys,
+    types, and list bounds such as a planner's maxItems: free decoding ignores all of them)."""
     import json_repair
+    import jsonschema
 
     try:
         value = json_repair.loads(text)
     except Exception:  # json_repair raises on some inputs; any failure means "not usable"
         return False
-    required = (_schema_of(response_format) or {}).get("required", ())
-    return isinstance(value, dict) and all(key in value for key in required)
+    schema = _schema_of(response_format)
+    if schema is None:
+        return isinstance(value, dict)
+    return jsonschema.Draft202012Validator(schema).is_valid(value)
 
 
 def _schema_of(response_format: dict) -> dict | None:
