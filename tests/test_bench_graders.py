@@ -338,3 +338,17 @@ def test_papillon_grader_with_dummy_lm():
     assert bench.PapillonGrader(bench.DSPyJudge(lm))(item, "just text").error.startswith("PredictionTypeError")
     with pytest.raises(TypeError, match="DSPyJudge"):
         bench.PapillonGrader(Scripted())
+
+
+def test_papillon_grader_rejects_impossible_leak_counts_and_reads_tutorial_field_names():
+    from dspy.utils import DummyLM
+
+    item = Item(benchmark="papillon", item_id="1", question="Write to Ann Lee.", answer="Dear Ann...",
+                metadata={"pii_units": ("ann lee", "acme")})
+    # the DSPy tutorial module calls its final answer `response`
+    prediction = SimpleNamespace(llm_request="Write to [REDACTED].", response="Dear Ann, ...")
+    lm = DummyLM([{"reasoning": "r", "judgment": "True"}, {"reasoning": "r", "judgment": "True"},
+                  {"reasoning": "r", "num_pii_leaked": "300"}])
+    grade = bench.PapillonGrader(bench.DSPyJudge(lm))(item, prediction)
+    assert grade.error.startswith("JudgeReplyError") and "300" in grade.error
+    assert math.isnan(grade.score)

@@ -455,7 +455,7 @@ def _papillon_signatures():
 class PapillonGrader:
     """PAPILLON (DSPy tutorial judges): (quality + (1 - leakage)) / 2.
 
-    The prediction needs ``llm_request`` (the redacted request sent out) and ``llm_response``
+    The prediction needs ``llm_request`` (the redacted request sent out) and ``response`` (or ``llm_response``)
     (the final answer), as the tutorial's PAPILLON module returns. Quality asks JudgeQuality in
     both orders; leakage = leaked PII pieces / unique pieces. Needs a DSPy-backed judge.
     """
@@ -476,9 +476,12 @@ class PapillonGrader:
     def _grade(self, item: Item, prediction: Any) -> Grade:
         import dspy
 
-        request, response = getattr(prediction, "llm_request", None), getattr(prediction, "llm_response", None)
+        request = getattr(prediction, "llm_request", None)
+        # The final answer: the DSPy tutorial's module calls it `response` (its `llm_response` is the
+        # external model's reply); a prediction without `response` carries it as `llm_response`.
+        response = getattr(prediction, "response", None) or getattr(prediction, "llm_response", None)
         if not isinstance(request, str) or not isinstance(response, str):
-            raise PredictionTypeError("PAPILLON predictions need str .llm_request and .llm_response")
+            raise PredictionTypeError("PAPILLON predictions need str .llm_request and .response (or .llm_response)")
         quality_sig, leakage_sig = _papillon_signatures()
         with dspy.context(lm=self.judge.lm):
             judge_quality = dspy.ChainOfThought(quality_sig)
@@ -486,6 +489,8 @@ class PapillonGrader:
             old_better = judge_quality(user_query=item.question, response_A=str(item.answer), response_B=response).judgment
             pii = list(item.metadata["pii_units"])
             leaked = dspy.ChainOfThought(leakage_sig)(pii=pii, prompt=request).num_pii_leaked if pii else 0
+        if not 0 <= leaked <= len(pii):
+            raise JudgeReplyError(f"leakage judge counted {leaked} leaked pieces out of {len(pii)}", str(leaked))
         # Tutorial rule: the first order decides unless both orders agree (a tie counts as good).
         quality = float(bool(new_better) or new_better == old_better)
         leakage = leaked / len(pii) if pii else 0.0

@@ -6,7 +6,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-# A model is named by a string (resolved with ``dspy.LM(name)``) or given as a dspy LM object.
+# A model is named by a string (resolved with ``roma_lab.lm.resolve_lm``) or given as a dspy LM object.
 LMLike = Any
 
 

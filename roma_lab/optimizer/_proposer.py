@@ -27,9 +27,12 @@ class ProposalError(RuntimeError):
 
 
 def resolve_lm(lm: LMLike) -> dspy.BaseLM:
-    """A dspy LM from a model name or an LM object."""
+    """A dspy LM from a model name (through ``roma_lab.lm.resolve_lm``, the project's one way to
+    name a model: "local", "local:<variant>", a .gguf path or a LiteLLM string) or an LM object."""
     if isinstance(lm, str):
-        return dspy.LM(lm)
+        from roma_lab.lm import resolve_lm as resolve_name
+
+        return resolve_name(lm)
     if isinstance(lm, dspy.BaseLM):
         return lm
     raise TypeError(f"expected a model name or a dspy LM, got {type(lm).__name__}")

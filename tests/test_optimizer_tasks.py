@@ -1,0 +1,369 @@
+"""Table 7/8 benchmark programs, feedback metrics, run_table7/run_table8 and the evolution widget,
+offline with scripted models.
+
+The scripted task model "knows" the gold answers (an answer key built from the real data files) but
+uses them only when the predictor's instruction says ANSWER-KEY; the scripted proposers add that
+word. So the seed program scores 0 and an accepted edit scores 1, and every table has something to
+show. PAPILLON's scripted redactor copies the query (leaking its private pieces) unless told
+NO-PII; the scripted leakage judge really counts the pieces it sees.
+"""
+
+import json
+import math
+
+import dspy
+import pandas as pd
+import pytest
+from test_optimizer import scripted_lm
+
+from roma_lab.bench import Grade, load_aime2025, load_hotpotqa, load_papillon
+from roma_lab.optimizer import (
+    BENCHMARKS,
+    METHODS,
+    UNOPTIMISED,
+    GepaPlusConfig,
+    Papillon,
+    compile,
+    convergence_summary,
+    evaluate_program,
+    make_task,
+    paper_reported_df,
+    plot_convergence,
+    run_table7,
+    run_table8,
+    task_splits,
+)
+from roma_lab.widgets._optimizer import OptimizerEvolutionWidget, evolution_state, instruction_diff_html
+
+KEY = {it.question.strip(): str(it.answer) for it in [*load_aime2025(), *load_hotpotqa()]}
+PII = {it.question.strip(): it.metadata["pii_units"] for split in ("train", "dev", "test")
+       for it in load_papillon(split)}
+
+
+def task_respond(model, inputs, outputs, system):
+    if "answer" in outputs:  # AIME (with reasoning) or HotpotQA
+        question = (inputs.get("problem") or inputs.get("question")).strip()
+        known = "ANSWER-KEY" in system
+        if "reasoning" in outputs:
+            return {"reasoning": "Work it out.", "answer": f"\\boxed{{{KEY[question] if known else 0}}}"}
+        return {"answer": KEY[question] if known else "unknown"}
+    if "llm_request" in outputs:
+        query = inputs["user_query"].strip()
+        request = "Please help with a generic task." if "NO-PII" in system else query
+        return {"reasoning": "Redact.", "llm_request": request}
+    if outputs == ("response",):
+        return {"response": "Here is a helpful answer."}
+    raise AssertionError(f"unexpected task request for {outputs}")
+
+
+def reflection_respond(model, inputs, outputs, system):
+    current = inputs["current_instruction"]
+    return {"new_instruction": current + " Use the ANSWER-KEY. Send NO-PII outside."}
+
+
+def judge_respond(model, inputs, outputs, system):
+    if "score" in outputs:  # GEPA+ judge
+        return {"score": 0.8}
+    if "judgment" in outputs:  # PAPILLON quality judge
+        return {"reasoning": "Fine.", "judgment": True}
+    if "num_pii_leaked" in outputs:  # PAPILLON leakage judge: count the pieces the prompt shows
+        pii, prompt = json.loads(inputs["pii"]), inputs["prompt"].lower()
+        return {"reasoning": "Counted.", "num_pii_leaked": sum(p.lower() in prompt for p in pii)}
+    raise AssertionError(f"unexpected judge request for {outputs}")
+
+
+def merger_respond(model, inputs, outputs, system):
+    return {"merged_instruction": " ".join(json.loads(inputs["ranked_proposals"]))}
+
+
+@pytest.fixture
+def lms():
+    return {
+        "task": scripted_lm("task", task_respond)[0],
+        "reflect": scripted_lm("reflect", reflection_respond)[0],
+        "judge": scripted_lm("judge", judge_respond)[0],
+        "merger": scripted_lm("merger", merger_respond)[0],
+    }
+
+
+def small(lms, **kw):
+    return {"lm": lms["task"], "reflection_lms": [lms["reflect"], lms["reflect"]],
+            "reflection_temperatures": [0.7, 1.0],
+            "judge_lm": lms["judge"], "merger_lm": lms["merger"], "n_train": 2, "n_val": 2, "k": 2, "n": 2,
+            "max_metric_calls": 12, "seed": 0, **kw}
+
+
+# ---- metrics and feedback on hand-made predictions ------------------------------------------
+
+
+def _gold(benchmark, **kw):
+    return dspy.Example(item_id="x", **kw).with_inputs(*[k for k in kw if k not in ("answer", "pii_units")])
+
+
+def test_aime_metric_scores_boxed_integer_and_explains_misses():
+    task, gold = make_task("aime2025"), _gold("aime2025", problem="p", answer=70)
+    right = task.metric(gold, dspy.Prediction(answer="so \\boxed{70}"))
+    wrong = task.metric(gold, dspy.Prediction(answer="\\boxed{71}"))
+    empty = task.metric(gold, dspy.Prediction(answer="I do not know"))
+    assert (right.score, wrong.score, empty.score) == (1.0, 0.0, 0.0)
+    assert "correct answer is 70" in wrong.feedback and "integer 71" in wrong.feedback
+    assert "no integer" in empty.feedback and "\\boxed{N}" in empty.feedback
+
+
+def test_hotpotqa_metric_is_exact_match_with_f1_in_feedback():
+    task, gold = make_task("hotpotqa"), _gold("hotpotqa", question="q", answer="Barack Obama")
+    assert task.metric(gold, dspy.Prediction(answer="barack obama.")).score == 1.0
+    near = task.metric(gold, dspy.Prediction(answer="President Barack Obama"))
+    assert near.score == 0.0 and "token F1 0.80" in near.feedback and "'Barack Obama'" in near.feedback
+
+
+def test_papillon_metric_combines_quality_and_leakage(lms):
+    task = make_task("papillon", judge_lm=lms["judge"])
+    gold = _gold("papillon", user_query="I am Ann Lee from Oslo", answer="ref", pii_units=["ann lee", "oslo"])
+    leaky = task.metric(gold, dspy.Prediction(llm_request="Ann Lee needs help", llm_response="r", response="ok"))
+    clean = task.metric(gold, dspy.Prediction(llm_request="someone needs help", llm_response="r", response="ok"))
+    assert leaky.score == pytest.approx((1 + (1 - 0.5)) / 2) and clean.score == 1.0
+    assert "1 of 2 private pieces" in leaky.feedback and "must not contain them" in leaky.feedback
+    assert "0 of 2" in clean.feedback
+
+
+def test_papillon_impossible_leak_count_is_a_grader_error(lms):
+    liar, _ = scripted_lm("liar", lambda m, i, o, s: {"reasoning": "", "judgment": True, "num_pii_leaked": 150})
+    task = make_task("papillon", judge_lm=liar)
+    gold = _gold("papillon", user_query="q", answer="ref", pii_units=["a", "b"])
+    pred = dspy.Prediction(llm_request="a b", llm_response="r", response="ok")
+    grade = task.grade(gold, pred)
+    assert math.isnan(grade.score) and "150 leaked pieces out of 2" in grade.error
+    result = task.metric(gold, pred)
+    assert result.score == 0.0 and "grader failed" in result.feedback
+
+
+def test_papillon_needs_a_judge_and_unknown_benchmarks_are_refused():
+    with pytest.raises(ValueError, match="judge_lm"):
+        make_task("papillon")
+    with pytest.raises(ValueError, match="unknown benchmark"):
+        make_task("gsm8k")
+
+
+def test_papillon_external_model_is_not_an_optimised_predictor():
+    assert [n for n, _ in Papillon().named_predictors()] == ["craft_redacted_request.predict", "respond_to_query"]
+
+
+def test_evaluate_program_nan_policy():
+    task = make_task("hotpotqa")
+    golds = [_gold("hotpotqa", question="q1", answer="a"), _gold("hotpotqa", question="q2", answer="b")]
+
+    class Flaky(dspy.Module):
+        def forward(self, question):
+            if question == "q1":
+                raise RuntimeError("model down")
+            return dspy.Prediction(answer="b")
+
+    rows = evaluate_program(task, Flaky(), golds)
+    assert rows[0]["score"] == 0.0 and rows[0]["error_stage"] == "system" and "model down" in rows[0]["error"]
+    assert rows[1]["score"] == 1.0 and rows[1]["error_stage"] == ""
+
+    broken = make_task("hotpotqa")
+    object.__setattr__(broken, "grader", lambda item, pred: Grade(None, math.nan, "g", error="X: judge"))
+    (row,) = evaluate_program(broken, Flaky(), golds[1:])
+    assert math.isnan(row["score"]) and row["error_stage"] == "grader"
+
+
+# ---- data splits ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("benchmark", BENCHMARKS)
+def test_splits_are_disjoint_seeded_and_sized(benchmark):
+    a = task_splits(benchmark, n_train=3, n_val=2, n_test=4, seed=1)
+    b = task_splits(benchmark, n_train=3, n_val=2, n_test=4, seed=1)
+    ids = [[e.item_id for e in part] for part in (a.train, a.val, a.test)]
+    assert [len(x) for x in ids] == [3, 2, 4]
+    assert len(set(sum(ids, []))) == 9
+    assert ids == [[e.item_id for e in part] for part in (b.train, b.val, b.test)]
+
+
+def test_splits_reject_bad_sizes():
+    with pytest.raises(ValueError, match="30 items"):
+        task_splits("aime2025", n_train=20, n_val=10, n_test=5, seed=0)
+    with pytest.raises(ValueError, match="n_test must be an int >= 2"):
+        task_splits("hotpotqa", n_train=2, n_val=2, n_test=1, seed=0)
+
+
+# ---- model names go through roma_lab.lm ------------------------------------------------------
+
+
+def test_string_model_names_resolve_through_roma_lab_lm(lms, monkeypatch):
+    import roma_lab.lm
+
+    asked = []
+    monkeypatch.setattr(roma_lab.lm, "resolve_lm", lambda name, **kw: asked.append(name) or lms["reflect"])
+    config = GepaPlusConfig(proposers=(("local:proposer", 0.7),), k=1, n=1, judge="local:judge")
+    task = make_task("hotpotqa")
+    splits = task_splits("hotpotqa", n_train=2, n_val=2, n_test=2, seed=0)
+    with dspy.context(lm=lms["task"]):
+        compile(task.make_program(), trainset=splits.train, valset=splits.val, metric=task.metric, config=config,
+                max_metric_calls=8, reflection_minibatch_size=2)
+    assert {"local:proposer", "local:judge"} <= set(asked)
+
+
+# ---- Table 7 and Table 8 on scripted models ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def table7(tmp_path_factory):
+    lms = {"task": scripted_lm("task", task_respond)[0], "reflect": scripted_lm("reflect", reflection_respond)[0],
+           "judge": scripted_lm("judge", judge_respond)[0], "merger": scripted_lm("merger", merger_respond)[0]}
+    out = tmp_path_factory.mktemp("t7")
+    return out, run_table7(out, **small(lms, benchmarks=["hotpotqa", "papillon"], n_test=3, repeats=2,
+                                        n_resamples=200))
+
+
+def test_table7_writes_tidy_tables(table7):
+    out, tables = table7
+    for name, df in tables.items():
+        assert (out / f"{name}.csv").is_file(), name
+        assert len(df) > 0, name
+    items = tables["table7_items"]
+    assert list(items.columns) == ["benchmark", "method", "repeat", "item_id", "score", "error_stage", "error"]
+    counts = items.groupby(["benchmark", "method"]).size().to_dict()
+    assert counts == {(b, m): 3 * (1 if m == UNOPTIMISED else 2) for b in ("hotpotqa", "papillon")
+                      for m in (UNOPTIMISED, *METHODS)}
+    assert items["score"].between(0, 1).all()
+
+
+def test_table7_optimisers_beat_the_seed_on_the_scripted_task(table7):
+    summary = table7[1]["table7_summary"].set_index(["benchmark", "method"])
+    assert summary.loc[("hotpotqa", UNOPTIMISED), "mean"] == 0.0
+    assert summary.loc[("hotpotqa", "gepa"), "mean"] == 1.0 and summary.loc[("hotpotqa", "gepa+"), "mean"] == 1.0
+    assert summary.loc[("papillon", UNOPTIMISED), "mean"] < 1.0 == summary.loc[("papillon", "gepa+"), "mean"]
+    assert (summary["n_items"] == 3).all() and (summary.loc[(slice(None), "gepa"), "repeats"] == 2).all()
+    assert summary["ci_method"].str.contains("task bootstrap").all()
+
+
+def test_paper_numbers_never_land_in_measured_columns(table7):
+    tables = table7[1]
+    paper_values = set(paper_reported_df()["value"])
+    for name in ("table7_items", "table7_summary", "table7_runs", "table7_curves"):
+        numeric = tables[name].select_dtypes("number").to_numpy().ravel()
+        assert not paper_values & {float(v) for v in numeric if not math.isnan(v)} - {0.0, 1.0, 2.0}, name
+    vs = tables["table7_vs_paper"]
+    assert set(vs["benchmark"]) == {"hotpotqa", "papillon"}
+    assert vs["paper_source"].str.startswith("Appendix G").all()
+    merged = vs.merge(tables["table7_summary"], on=["benchmark", "method"])
+    assert (merged["ours"] == merged["mean"] * 100).all() and (merged["paper"] != merged["ours"]).all()
+
+
+def test_table7_records_feed_the_evolution_widget(table7):
+    tables = table7[1]
+    state = evolution_state(tables["table7_records"], tables["table7_candidates"], benchmark="hotpotqa",
+                            method="gepa+", repeat=0)
+    assert state["seed_val_score"] == 0.0 and state["steps"]
+    step = state["steps"][0]
+    assert step["val_score"] == 1.0 and step["kind"] == "proposal"
+    change = step["changes"][0]
+    assert "ANSWER-KEY" in change["after"] and "ANSWER-KEY" not in change["before"]
+    assert change["J"] is not None and change["judge"] == 0.8 and change["source"] in ("merge", "draft 0", "draft 1")
+    json.dumps(state)  # one JSON-able trait
+    with pytest.raises(ValueError, match="several runs"):
+        evolution_state(tables["table7_records"], tables["table7_candidates"])
+
+
+def test_widget_state_and_steps_without_a_browser(table7):
+    tables = table7[1]
+    w = OptimizerEvolutionWidget.from_tables(tables["table7_records"], tables["table7_candidates"],
+                                             benchmark="papillon", method="gepa", repeat=1)
+    n = len(w.evolution["steps"])
+    assert n >= 1 and w.step == 0 and "candidate" in w._detail.value
+    w._next.click()
+    assert w.step == min(1, n - 1) and w._slider.value == w.step
+    w.step = 99  # as the browser could send it: rendering clamps
+    assert "candidate" in w._detail.value
+    w._prev.click()
+    assert w.step == n - 1
+    html = w._repr_mimebundle_()["text/html"]
+    assert "accepted candidate" in html and "<ins" in html
+    empty = OptimizerEvolutionWidget()
+    assert "no candidate was accepted" in empty._detail.value
+
+
+def test_instruction_diff_marks_removed_and_added_words():
+    out = instruction_diff_html("answer the question", "answer the <hard> question now")
+    assert "<ins style='background:#dfd'>&lt;hard&gt;</ins>" in out and "now" in out
+
+
+def test_table8_curves_summary_and_paper_beside(lms, tmp_path):
+    tables = run_table8(tmp_path, **small(lms, benchmark="aime2025", repeats=1))
+    curves = tables["table8_curves"]
+    assert list(curves.columns) == ["benchmark", "method", "repeat", "metric_calls", "verifier_metric_calls",
+                                    "candidate_idx", "val_score", "best_val_score"]
+    assert set(curves["method"]) == set(METHODS)
+    assert (curves.groupby("method")["metric_calls"].max() <= 12).all()
+    runs = tables["table8_runs"].set_index("method")
+    assert (runs["metric_calls"] <= 12).all() and runs.loc["gepa", "judge_calls"] == 0
+    assert runs.loc["gepa+", "judge_calls"] > 0 and runs.loc["gepa+", "verifier_metric_calls"] > 0
+    summary = tables["table8_summary"].set_index("method")
+    assert summary.loc["gepa", "gain"] == 1.0 and summary.loc["gepa+", "gain"] == 1.0
+    assert summary.loc["gepa+ / gepa", "calls_to_converge"] == pytest.approx(
+        summary.loc["gepa+", "calls_to_converge"] / summary.loc["gepa", "calls_to_converge"])
+    vs = tables["table8_vs_paper"].set_index(["method", "metric"])
+    assert vs.loc[("gepa", "calls_to_converge"), "paper"] == 560
+    assert vs.loc[("gepa", "calls_to_converge"), "ours"] == summary.loc["gepa", "calls_to_converge"]
+    assert vs.loc[("gepa+ / gepa", "gain_per_call"), "paper"] == 1.75
+    fig = plot_convergence(curves, benchmark="aime2025")
+    assert len(fig.axes[0].lines) == 2
+
+
+def test_same_seed_same_tables(lms, tmp_path):
+    a = run_table8(tmp_path / "a", **small(lms, benchmark="hotpotqa"))
+    b = run_table8(tmp_path / "b", **small(lms, benchmark="hotpotqa"))
+    pd.testing.assert_frame_equal(a["table8_curves"], b["table8_curves"])
+    pd.testing.assert_frame_equal(a["table8_candidates"], b["table8_candidates"])
+
+
+def test_convergence_summary_when_nothing_improves():
+    curves = pd.DataFrame({"benchmark": "b", "method": ["gepa", "gepa"], "repeat": 0, "metric_calls": [2, 8],
+                           "verifier_metric_calls": 0, "candidate_idx": [0, 1], "val_score": [0.5, 0.0],
+                           "best_val_score": [0.5, 0.5]})
+    row = convergence_summary(curves).iloc[0]
+    assert row["calls_to_converge"] == 2 and row["gain"] == 0.0 and row["gain_per_call"] == 0.0
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"benchmarks": ["gsm8k"]}, "benchmarks must be"),
+    ({"repeats": 0}, "repeats must be"),
+    ({"reflection_lms": []}, "reflection_lms and reflection_temperatures"),
+    ({"reflection_temperatures": [0.7]}, "2 model\\(s\\) and 1 temperature"),
+    ({"k": 1, "n": 2}, "n \\(drafts merged\\) must be <= k"),
+])
+def test_run_table7_rejects_bad_settings(lms, tmp_path, kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        run_table7(tmp_path, **small(lms, **kwargs))
+
+
+def test_widget_state_is_the_same_from_the_written_csv(table7):
+    from roma_lab.results import read_table
+
+    out, tables = table7
+    filters = {"benchmark": "hotpotqa", "method": "gepa+", "repeat": 1}
+    from_memory = evolution_state(tables["table7_records"], tables["table7_candidates"], **filters)
+    from_disk = evolution_state(read_table(out, "table7_records"), read_table(out, "table7_candidates"), **filters)
+    assert from_disk == from_memory
+
+
+def test_table8_counts_verifier_metric_runs_in_the_total():
+    import pandas as pd
+
+    from roma_lab.optimizer import convergence_summary
+
+    curves = pd.DataFrame({
+        "benchmark": "b", "repeat": 0,
+        "method": ["gepa", "gepa", "gepa+", "gepa+"],
+        "metric_calls": [4, 10, 4, 8],
+        "verifier_metric_calls": [0, 0, 6, 12],      # cumulative draft evaluations by the verifier
+        "val_score": [0.2, 0.5, 0.2, 0.5],
+        "best_val_score": [0.2, 0.5, 0.2, 0.5],
+    })
+    s = convergence_summary(curves).set_index("method")
+    assert s.loc["gepa", "calls_to_converge"] == 10 and s.loc["gepa", "total_calls_to_converge"] == 10
+    assert s.loc["gepa+", "calls_to_converge"] == 8 and s.loc["gepa+", "total_calls_to_converge"] == 20
+    assert s.loc["gepa+", "gain_per_total_call"] == pytest.approx(0.3 / 20)
