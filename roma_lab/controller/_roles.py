@@ -61,6 +61,13 @@ class PlannerSignature(dspy.Signature):
     context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
     subtasks: Plan = dspy.OutputField()
 
+    @classmethod
+    def with_instructions(cls, instructions: str) -> type[dspy.Signature]:
+        # DSPy rebuilds the signature from its fields, and its type check rejects the `Plan` alias,
+        # so optimizers (GEPA, MIPRO) could not edit the planner. A subclass keeps the field types,
+        # hence the bounded schema and the prompt, exactly.
+        return type(cls)(cls.__name__, (cls,), {"__doc__": instructions, "__module__": cls.__module__})
+
 
 class ExecutorSignature(dspy.Signature):
     """Carry out the goal directly, using the context. Answer concisely."""

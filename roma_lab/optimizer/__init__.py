@@ -42,6 +42,7 @@ from roma_lab.optimizer._tasks import (
     make_task,
     task_splits,
 )
+from roma_lab.optimizer._roma_program import ROMA_REQUIRED_TERMS, RomaProgram, roma_contracts
 
 __all__ = [
     "BENCHMARKS",
@@ -81,4 +82,7 @@ __all__ = [
     "run_table7",
     "run_table8",
     "task_splits",
+    "ROMA_REQUIRED_TERMS",
+    "RomaProgram",
+    "roma_contracts",
 ]

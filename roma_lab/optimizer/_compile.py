@@ -154,6 +154,8 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
     names = [name for name, _ in predictors]
     selector = _component_selector(components, names)
     seed_info = {name: (p.signature.instructions, tuple(p.signature.fields)) for name, p in predictors}
+    if hasattr(program, "default_contracts"):  # a program may ship its roles' contracts; the user's override
+        contracts = {**program.default_contracts(), **(contracts or {})}
     all_contracts = contracts_for(seed_info, contracts)
 
     worst_iteration = len(valset) + max(
