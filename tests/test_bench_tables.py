@@ -219,6 +219,19 @@ def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
     pd.testing.assert_frame_equal(again["table5_components"], tables["table5_components"])
 
 
+def test_table5_runs_unfinished_stories_again(tmp_path):
+    import json
+
+    bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    saved = sorted((tmp_path / "table5_runs").glob("*.json"))
+    record = json.loads(saved[0].read_text())
+    record["status"] = "failed"                      # as if that story had failed last time
+    saved[0].write_text(json.dumps(record))
+    again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    assert (again["table5_runs"]["status"] == "completed").all()
+    assert json.loads(saved[0].read_text())["status"] == "completed"
+
+
 def test_item_picker_shows_the_chosen_items_tree(tmp_path):
     run_seal0(tmp_path, lm="scripted")
     ids = bench.saved_item_ids(tmp_path, "seal0")

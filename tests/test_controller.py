@@ -159,6 +159,30 @@ def test_sync_role_timeout_fails_node_without_waiting_for_the_thread():
     assert run.root.status == "failed" and "timed out" in run.root.error
 
 
+def test_a_stuck_sync_role_does_not_starve_later_calls():
+    gate = threading.Event()
+    ran = []
+
+    def executor(goal, context):  # sync, like a DSPy module
+        ran.append(goal)
+        if goal == "stuck":
+            gate.wait(60)
+        return SimpleNamespace(output=f"did {goal}")
+
+    roles = ScriptedRoles({"root": (Subtask("stuck", "think"), Subtask("after", "think", (0,)),
+                                    Subtask("free", "think"))})
+    kwargs = roles.role_kwargs() | {"executors": {"think": executor}}
+    try:
+        run = run_bounded(Roma(**kwargs, max_depth=1, max_concurrency=1, call_timeout_s=0.3), "root")
+    finally:
+        gate.set()
+    by_goal = {n.goal: n for n in run.nodes}
+    assert by_goal["stuck"].status == "failed" and "timed out" in by_goal["stuck"].error
+    # with one slot, the independent sibling still gets a thread and its whole time limit
+    assert by_goal["free"].status == "completed" and "free" in ran
+    assert by_goal["after"].status == "skipped" and run.status == "partial"
+
+
 def test_all_subtasks_failing_fails_the_run():
     roles, kwargs = _failing_roles("ok", _raise)
     kwargs["executors"] = {"think": lambda goal, context: (_ for _ in ()).throw(RuntimeError("down"))}

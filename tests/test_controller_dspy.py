@@ -36,6 +36,28 @@ def test_default_roles_run_a_planned_tree_on_dummy_lm():
     assert run.settings["models"]["planner"] == "dummy"
 
 
+def test_oversized_plan_with_unknown_type_from_the_dspy_planner_is_repaired_not_fatal():
+    plan = [{"goal": f"part {i}", "task_type": "dance" if i == 0 else "write", "depends_on": []} for i in range(9)]
+    lm = dummy({"is_atomic": False, "task_type": "write"}, {"subtasks": plan},
+               *[{"reasoning": "r", "output": f"text {i}"} for i in range(8)], {"output": "final"})
+    run = Roma(lm=lm, max_depth=1, max_concurrency=1, max_subtasks=8).run("write it")
+    assert run.status == "completed", [n.error for n in run.nodes]
+    warnings = " ".join(run.node("0").warnings)
+    assert "9 subtasks; kept the first 8" in warnings and "unknown task type 'dance'" in warnings
+    assert len(run.nodes) == 9 and run.output == "final"
+
+
+def test_unparseable_plan_is_reasked_once_then_executed_directly():
+    lm = dummy({"is_atomic": False, "task_type": "write"}, {"subtasks": "not a list"}, {"subtasks": 7},
+               {"output": "direct answer"})
+    run = Roma(lm=lm, max_depth=1, max_concurrency=1).run("write it")
+    assert run.status == "completed" and run.output == "direct answer"
+    root = run.node("0")
+    assert [c.role for c in root.calls] == ["atomizer", "planner", "planner", "executor:write"]
+    assert any("attempt 1" in w and "unusable" in w for w in root.warnings)
+    assert any("executing the goal directly" in w for w in root.warnings)
+
+
 def test_think_executor_records_its_reasoning():
     lm = dummy({"reasoning": "2 and 2 make 4", "output": "4"})
     run = Roma(lm=lm, max_depth=0).run("add 2 and 2")

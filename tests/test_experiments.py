@@ -234,6 +234,16 @@ def test_interrupted_run_resumes_where_it_stopped(project, tmp_path, monkeypatch
     outcomes = run_experiments(specs, results_root=results, progress=False)
     assert [o.status for o in outcomes] == ["skipped", "completed"]
     assert (results / "01_second" / "partial_items.csv").exists()           # kept for item-level resume
+    # an unfinished run whose inputs changed since is not continued
+    monkeypatch.setattr(runner, "_execute", interrupt_second)
+    with pytest.raises(KeyboardInterrupt):
+        run_experiment(specs[1], results_root=results, force=True)
+    (results / "01_second" / "partial_items.csv").write_text("item\n1\n")
+    (project / "data" / "label.txt").write_text("edited label\n")
+    monkeypatch.setattr(runner, "_execute", real_execute)
+    assert run_experiment(specs[1], results_root=results).status == "completed"
+    assert not (results / "01_second" / "partial_items.csv").exists()
+    (project / "data" / "label.txt").write_text("fixture label\n")
     # a completed run with other parameters starts from an empty folder
     changed = replace(specs[1], parameters={**specs[1].parameters, "N_ROWS": 2})
     assert run_experiment(changed, results_root=results).status == "completed"

@@ -171,6 +171,25 @@ def test_k_drafts_use_the_configured_model_temperature_pairs(lms):
     assert len(sent) == 3 * drafts.groupby(["round", "component"]).ngroups
 
 
+def test_each_draft_of_an_embedded_model_samples_its_own_stream(lms):
+    seeds = []
+
+    def respond(model, inputs, outputs, system):
+        return reflection_respond("scripted/good", inputs, outputs, system)
+
+    engine = ScriptedEngine(respond)
+    real_complete = engine.complete
+    engine.complete = lambda request: seeds.append(request.config.seed) or real_complete(request)
+    local = dspy.LM("local/fake", engine=engine, cache=False)
+    run(lms, proposers=((local, 0.7),), k=2, n=1, budget=20)
+    # two drafts per round from one (model, temperature) pair: distinct seeds, never a repeat
+    assert len(seeds) >= 2 and None not in seeds and len(set(seeds)) == len(seeds)
+    again = []
+    engine.complete = lambda request: again.append(request.config.seed) or real_complete(request)
+    run(lms, proposers=((local, 0.7),), k=2, n=1, budget=20)
+    assert again == seeds                                     # same search seed, same streams
+
+
 def test_contract_breaking_drafts_are_rejected_and_never_reach_gepa(lms):
     res = run(lms, proposers=((lms["breaker"], 0.5), (lms["good"], 0.5)), k=2, n=1)
     df = res.records_df()

@@ -238,6 +238,9 @@ def test_table7_optimisers_beat_the_seed_on_the_scripted_task(table7):
     assert summary.loc[("papillon", UNOPTIMISED), "mean"] < 1.0 == summary.loc[("papillon", "gepa+"), "mean"]
     assert (summary["n_items"] == 3).all() and (summary.loc[(slice(None), "gepa"), "repeats"] == 2).all()
     assert summary["ci_method"].str.contains("task bootstrap").all()
+    # every measured row names what produced it
+    assert summary["model"].str.len().min() > 0 and summary["judge"].str.len().min() > 0
+    assert "closed-book" in summary.loc[("hotpotqa", "gepa"), "setting"]
 
 
 def test_paper_numbers_never_land_in_measured_columns(table7):

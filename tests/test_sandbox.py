@@ -103,3 +103,18 @@ def test_bad_arguments_raise_typed_errors(kwargs, exc):
     code = kwargs.pop("code")
     with pytest.raises(exc):
         run_python(code, **kwargs)
+
+
+def test_parent_environment_cannot_be_read_through_proc(monkeypatch):
+    monkeypatch.setenv("FAKE_SECRET_KEY", "sk-test-parent")
+    code = ("import os\n"
+            "for path in (f'/proc/{os.getppid()}/environ', '/proc/1/environ'):\n"
+            "    try:\n"
+            "        print(open(path, 'rb').read())\n"
+            "    except PermissionError as err:\n"
+            "        print('refused', err)\n"
+            "print(len(open('/proc/self/status').read()) > 0)\n")
+    result = run_python(code)
+    assert "sk-test-parent" not in result.stdout
+    assert result.stdout.count("refused") == 2 and result.stdout.strip().endswith("True")
+

@@ -504,7 +504,8 @@ def measure_component_cost(
     DeepSeek-V3.1 figures.
 
     Latency must be measured, so a named local or remote model is resolved with its completion cache
-    off. A story whose run JSON is already in ``<out_dir>/table5_runs/`` is reused (resume).
+    off. A story whose completed run JSON is already in ``<out_dir>/table5_runs/`` is reused
+    (resume); an unfinished one is run again. Per-chapter figures average finished stories only.
     Writes table5_components, table5_runs (one row per story), table5_vs_paper; returns them.
     """
     import pandas as pd
@@ -527,12 +528,18 @@ def measure_component_cost(
     for item in sample(load_eqbench_longform(), n_items, seed):
         path = _run_file(runs_dir, item.item_id)
         if path.is_file():
-            runs[item.item_id] = Run.from_json(path.read_text(encoding="utf-8"))
-            continue
+            saved = Run.from_json(path.read_text(encoding="utf-8"))
+            if saved.status == "completed":  # an unfinished story is run again, like an error row
+                runs[item.item_id] = saved
+                continue
         run = roma.run(task(item.question))
         _write_text(path, run.to_json())
         runs[item.item_id] = run
-    components = component_cost_df(runs, n_chapters)
+    # per-chapter cost describes finished stories only; unfinished ones are counted in table5_runs
+    finished = {item_id: run for item_id, run in runs.items() if run.status == "completed"}
+    if not finished:
+        raise RomaRunError(f"no story finished ({len(runs)} tried); see {runs_dir} for their traces")
+    components = component_cost_df(finished, n_chapters)
     story_rows = [{
         "item_id": item_id, "status": run.status, "wall_s": run.wall_s, "n_nodes": len(run.nodes),
         "n_calls": sum(len(n.calls) for n in run.nodes), "planned_subtasks": len(run.children("0")),

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from os import PathLike
-from typing import Annotated, Literal
+from typing import Annotated
 
 import dspy
 from pydantic import BaseModel, Field
@@ -20,19 +20,24 @@ from ._sandbox import run_python
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
 
-TaskType = Literal["search", "think", "write", "code"]
+TASK_TYPE_NAMES = ("search", "think", "write", "code")
+# Bounds and the task-type enum live in the JSON schema only: the grammar keeps a small model inside
+# them, while parsing accepts any size or type name, so an oversized plan or an unknown type reaches
+# validate_plan (repaired, with a warning) instead of failing the call.
+TaskType = TypeAliasType("TaskType", Annotated[str, Field(json_schema_extra={"enum": list(TASK_TYPE_NAMES)})])
 
 
 class PlannedSubtask(BaseModel):
     goal: str = Field(description="one self-contained subtask, phrased as an instruction")
     task_type: TaskType
-    depends_on: Annotated[list[int], Field(max_length=MAX_PLAN_ITEMS)] = Field(
+    depends_on: Annotated[list[int], Field(json_schema_extra={"maxItems": MAX_PLAN_ITEMS})] = Field(
         description="0-based indices of EARLIER subtasks in this list whose results this one needs")
 
 
 # A named alias because DSPy keeps only a top-level field's bare type when it builds the JSON
 # schema: a plain Annotated[...] bound would be dropped, an alias keeps it (as a $defs entry).
-Plan = TypeAliasType("Plan", Annotated[list[PlannedSubtask], Field(min_length=1, max_length=MAX_PLAN_ITEMS)])
+Plan = TypeAliasType("Plan", Annotated[list[PlannedSubtask],
+                                       Field(json_schema_extra={"minItems": 1, "maxItems": MAX_PLAN_ITEMS})])
 
 
 class SubtaskResult(BaseModel):
@@ -42,7 +47,18 @@ class SubtaskResult(BaseModel):
     output: str
 
 
-class AtomizerSignature(dspy.Signature):
+class _AliasedSignature(dspy.Signature):
+    """Base of signatures whose output types are named aliases (`TaskType`, `Plan`)."""
+
+    @classmethod
+    def with_instructions(cls, instructions: str) -> type[dspy.Signature]:
+        # DSPy rebuilds the signature from its fields, and its type check rejects type aliases, so
+        # optimizers (GEPA, MIPRO) could not edit these roles. A subclass keeps the field types,
+        # hence the bounded schema and the prompt, exactly.
+        return type(cls)(cls.__name__, (cls,), {"__doc__": instructions, "__module__": cls.__module__})
+
+
+class AtomizerSignature(_AliasedSignature):
     """Decide whether the goal can be answered in one step by a single specialist (atomic) or must be
     split into subtasks. Also name the kind of work: search (look facts up), think (reason),
     write (compose text) or code (compute with Python)."""
@@ -53,20 +69,13 @@ class AtomizerSignature(dspy.Signature):
     task_type: TaskType = dspy.OutputField()
 
 
-class PlannerSignature(dspy.Signature):
+class PlannerSignature(_AliasedSignature):
     """Split the goal into a few mutually exclusive, collectively exhaustive subtasks. Use depends_on
     only when a subtask needs the result of an earlier one; independent subtasks run in parallel."""
 
     goal: str = dspy.InputField()
     context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
     subtasks: Plan = dspy.OutputField()
-
-    @classmethod
-    def with_instructions(cls, instructions: str) -> type[dspy.Signature]:
-        # DSPy rebuilds the signature from its fields, and its type check rejects the `Plan` alias,
-        # so optimizers (GEPA, MIPRO) could not edit the planner. A subclass keeps the field types,
-        # hence the bounded schema and the prompt, exactly.
-        return type(cls)(cls.__name__, (cls,), {"__doc__": instructions, "__module__": cls.__module__})
 
 
 class ExecutorSignature(dspy.Signature):

@@ -12,6 +12,7 @@ import asyncio
 import contextvars
 import inspect
 import json
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -108,13 +109,37 @@ async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: 
     return result, tracker.get_total_tokens(), list(getattr(call_lm, "history", []))
 
 
+def _in_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+    """Run a sync role call on its own daemon thread. A timed-out call cannot be killed, but then it
+    holds only its own thread, never a pooled worker that later calls would queue behind (and whose
+    queueing time would count against their own time limit)."""
+    loop = asyncio.get_running_loop()
+    future = loop.create_future()
+
+    def settle(result: Any, error: BaseException | None) -> None:
+        if not future.done():  # a timed-out caller has already cancelled it
+            future.set_exception(error) if error is not None else future.set_result(result)
+
+    def target() -> None:
+        try:
+            outcome: tuple[Any, BaseException | None] = (fn(*args), None)
+        except BaseException as err:  # noqa: BLE001 - handed to the awaiting coroutine
+            outcome = (None, err)
+        try:
+            loop.call_soon_threadsafe(settle, *outcome)
+        except RuntimeError:  # the run (and its loop) ended while this late call was still going
+            pass
+
+    threading.Thread(target=target, name="roma-role", daemon=True).start()
+    return future
+
+
 @dataclass(slots=True)
 class _RunState:
     """Everything one run mutates; a fresh one per run so a Roma object can be reused."""
 
     t0: float
     slots: asyncio.Semaphore
-    pool: ThreadPoolExecutor
     lms: dict[str, Any]
     nodes: dict[str, Node]
     on_event: Observer | None
@@ -225,16 +250,9 @@ class Roma:
             raise ValueError("goal must be a non-empty string")
         root = Node(id="0", parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type)
         lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
-        pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="roma-role")
-        state = _RunState(time.monotonic(), asyncio.Semaphore(self.max_concurrency), pool, lms,
-                          {root.id: root}, on_event)
+        state = _RunState(time.monotonic(), asyncio.Semaphore(self.max_concurrency), lms, {root.id: root}, on_event)
         state.update(root.id)  # announce the root as pending
-        try:
-            await self._solve(state, root.id, inherited=(), dep_results=())
-        finally:
-            # A timed-out sync role keeps its thread until it returns (threads cannot be killed);
-            # don't wait for it here.
-            pool.shutdown(wait=False, cancel_futures=True)
+        await self._solve(state, root.id, inherited=(), dep_results=())
         nodes = tuple(state.nodes.values())
         statuses = {n.status for n in nodes}
         root = state.nodes["0"]
@@ -300,7 +318,7 @@ class Roma:
                     pending = _atracked_call(fn, inputs, lm)
                 else:
                     ctx = contextvars.copy_context()
-                    pending = asyncio.get_running_loop().run_in_executor(state.pool, ctx.run, _tracked_call, fn, inputs, lm)
+                    pending = _in_thread(ctx.run, _tracked_call, fn, inputs, lm)
                 result, usage, history = await asyncio.wait_for(pending, self.call_timeout_s)
                 outputs = {}
                 for name in _OUTPUT_FIELDS[component]:
@@ -316,7 +334,9 @@ class Roma:
             except Exception as err:  # the role's own failure, recorded on the node
                 error, outputs, usage, history = f"{type(err).__name__}: {err}", {}, {}, []
             latency = time.monotonic() - started
-        known = [h["cost"] for h in history if h.get("cost") is not None]
+        # a cached completion keeps its original price in history but costs nothing now (and reports no usage)
+        known = [h["cost"] for h in history
+                 if h.get("cost") is not None and not getattr(h.get("response"), "cache_hit", False)]
         # an in-process model has no per-call price: its cost is zero, not unknown
         local_only = bool(usage) and all(str(model).startswith("local/") for model in usage)
         call = RoleCall(
@@ -386,14 +406,21 @@ class Roma:
         goal = state.nodes[node_id].goal
         ask_context = context
         for attempt in (1, 2):
-            out = await self._call(state, node_id, "planner", self.planner, goal=goal, context=ask_context)
-            check = validate_plan(out["subtasks"], task_types=self.task_types, default_type=self.default_type,
-                                  max_subtasks=self.max_subtasks)
-            for w in check.warnings:
+            try:
+                out = await self._call(state, node_id, "planner", self.planner, goal=goal, context=ask_context)
+            except RoleError as err:  # output that would not parse is an unusable plan too: re-ask once
+                problems = [f"the planner's reply was unusable ({err.message})"]
+            else:
+                check = validate_plan(out["subtasks"], task_types=self.task_types, default_type=self.default_type,
+                                      max_subtasks=self.max_subtasks)
+                if check.subtasks:
+                    for w in check.warnings:
+                        state.add_warning(node_id, f"plan (attempt {attempt}): {w}")
+                    return check.subtasks
+                problems = list(check.warnings)
+            for w in problems:
                 state.add_warning(node_id, f"plan (attempt {attempt}): {w}")
-            if check.subtasks:
-                return check.subtasks
-            ask_context = (f"{context}\n\nA previous plan for this goal was unusable ({'; '.join(check.warnings)}). "
+            ask_context = (f"{context}\n\nA previous plan for this goal was unusable ({'; '.join(problems)}). "
                            f"Return between 1 and {self.max_subtasks} subtasks.").strip()
         state.add_warning(node_id, "planner gave no usable plan twice; executing the goal directly")
         return ()

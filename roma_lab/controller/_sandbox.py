@@ -34,7 +34,7 @@ _ENV_ALLOWLIST = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
 # Runs in the child before the user code. Arguments: limits, then the user script path.
 _BOOTSTRAP = r"""
-import resource, runpy, socket, sys
+import os, resource, runpy, socket, sys
 as_bytes, cpu_s, fsize = (int(v) for v in sys.argv[1:4])
 script = sys.argv[4]
 for limit, value in ((resource.RLIMIT_AS, as_bytes), (resource.RLIMIT_CPU, cpu_s),
@@ -46,7 +46,17 @@ _BLOCKED_PREFIXES = ("subprocess.", "os.exec", "os.spawn", "os.posix_spawn", "os
 _NETWORK_EVENTS = ("socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
                    "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr")
 
+_OWN_PROC = ("/proc/self", "/proc/thread-self", f"/proc/{os.getpid()}")
+
+def _other_process(path):
+    # /proc/<pid>/environ of the parent holds the secrets stripped from our environment
+    real = os.path.realpath(os.fsdecode(path))
+    parts = real.split("/")
+    return len(parts) > 2 and parts[1] == "proc" and parts[2].isdigit() and not real.startswith(_OWN_PROC)
+
 def _audit(event, args):
+    if event == "open" and isinstance(args[0], (str, bytes)) and _other_process(args[0]):
+        raise PermissionError("other processes' /proc entries are not readable in the roma_lab sandbox")
     # AF_UNIX socketpairs stay allowed: asyncio's event loop needs them and they reach nothing.
     if event == "socket.__new__" and args[1] != socket.AF_UNIX:
         raise PermissionError("network access is disabled in the roma_lab sandbox")

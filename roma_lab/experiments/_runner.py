@@ -86,14 +86,16 @@ def _signature(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _resumable(out_dir: Path, recorded: dict[str, Any]) -> bool:
-    """True when out_dir holds an unfinished run with these parameters and this package source."""
+def _resumable(spec: ExperimentSpec, out_dir: Path, recorded: dict[str, Any]) -> bool:
+    """True when out_dir holds an unfinished run with these parameters, notebook, inputs and
+    package source: only then may its per-item rows be continued."""
     try:
         record = read_provenance(out_dir)
     except (FileNotFoundError, ValueError):
         return False
+    current = {p: sha256_file(spec.root / p) for p in _inputs(spec) if (spec.root / p).is_file()}
     return (record.status != "completed" and record.parameters_hash == parameters_hash(recorded)
-            and record.roma_lab_source == package_source_hash())
+            and record.roma_lab_source == package_source_hash() and record.inputs == current)
 
 
 def _describe(exc: Exception) -> str:
@@ -143,7 +145,7 @@ def run_experiment(
     recorded = _recorded(params)
     # An unfinished run of the same parameters and code keeps its folder, so package functions that
     # append per-item rows (roma_lab.bench) resume instead of starting over; anything else starts clean.
-    if not _resumable(out_dir, recorded):
+    if not _resumable(spec, out_dir, recorded):
         shutil.rmtree(out_dir, ignore_errors=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     inputs = _inputs(spec)

@@ -8,6 +8,7 @@ imported. The engine reports token usage so DSPy's usage tracking works.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import fcntl
 import functools
@@ -102,6 +103,9 @@ class _ModelHost:
 
 
 _HOST = _ModelHost()
+# Free the model before interpreter teardown: llama-cpp-python's finalizer fails once its module
+# globals are gone, printing a traceback at every exit.
+atexit.register(_HOST.close)
 
 
 class LlamaEngine:

@@ -177,7 +177,8 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
     if method == "gepa+":
         proposer_kwargs = {
             "instruction_proposer": GepaPlusProposer(
-                config, student=program, metric=metric, contracts=all_contracts, log=log, failure_score=failure_score
+                config, student=program, metric=metric, contracts=all_contracts, log=log, failure_score=failure_score,
+                seed=seed,
             )
         }
     else:

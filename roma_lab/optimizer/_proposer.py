@@ -98,9 +98,12 @@ class GepaPlusProposer(InstructionProposer):
         contracts: Mapping[str, Contract],
         log: RunLog,
         failure_score: float = 0.0,
+        seed: int = 0,
     ):
         super().__init__()
         self.config = config
+        self.seed = seed
+        self._round = 0  # proposal rounds so far: with the seed, it names every draft's sampling stream
         self.student = student
         self.metric = metric
         self.contracts = dict(contracts)
@@ -122,6 +125,7 @@ class GepaPlusProposer(InstructionProposer):
         components_to_update: list[str],
     ) -> dict[str, str]:
         spend = _RoundSpend()
+        self._round += 1
         out: dict[str, str] = {}
         for name in components_to_update:
             if name in candidate and name in reflective_dataset:
@@ -196,9 +200,13 @@ class GepaPlusProposer(InstructionProposer):
 
     def _draft(self, i: int, name: str, current: str, examples: list[Any]) -> _Draft:
         base, temperature = self._proposers[i % len(self._proposers)]
-        repeat = i // len(self._proposers)
-        # A repeated (model, temperature) pair needs its own rollout id, else the LM cache returns the same draft.
-        lm = base.copy(temperature=temperature, rollout_id=repeat) if repeat else base.copy(temperature=temperature)
+        # Each draft gets its own sampling stream, fixed by (search seed, round, draft): otherwise two
+        # drafts from one (model, temperature) pair, or the same draft in another repeat, are one cache
+        # entry. Embedded models sample with `seed` (part of their cache key); remote ones get DSPy's
+        # `rollout_id`, which keys its cache without reaching providers that reject `seed`.
+        stream = (self.seed * 1_000_003 + self._round) * 1_009 + i
+        key = "seed" if str(base.model).startswith("local/") else "rollout_id"
+        lm = base.copy(temperature=temperature, **{key: stream})
         draft = _Draft(i, str(base.model), temperature)
         try:
             with dspy.context(lm=lm):

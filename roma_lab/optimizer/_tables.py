@@ -173,9 +173,11 @@ def run_table7(
     task_lm, judge_lm = _task_and_judge(lm, judge_lm, max_tokens)
     config = gepa_plus_config(reflection_lms, reflection_temperatures, judge_lm=judge_lm, merger_lm=merger_lm, k=k, n=n)
     items, runs, curves, records, candidates = [], [], [], [], []
+    settings = {}
     with dspy.context(lm=task_lm):
         for benchmark in benchmarks:
             task = make_task(benchmark, judge_lm=judge_lm, external_lm=external_lm)
+            settings[benchmark] = task.setting
             splits = task_splits(benchmark, n_train=n_train, n_val=n_val, n_test=n_test, seed=seed)
             items += [{"benchmark": benchmark, "method": UNOPTIMISED, "repeat": 0, **row}
                       for row in evaluate_program(task, task.make_program(), splits.test)]
@@ -193,6 +195,10 @@ def run_table7(
 
     items_df = pd.DataFrame(items, columns=ITEM_COLUMNS)
     summary = _summary(items_df, n_resamples=n_resamples, seed=seed)
+    # every measured row says what produced it: model, judge and benchmark setting (e.g. closed-book)
+    summary["model"] = str(getattr(task_lm, "model", task_lm))
+    summary["judge"] = str(getattr(judge_lm, "model", judge_lm))
+    summary["setting"] = summary["benchmark"].map(settings)
     percent = summary.assign(**{c: summary[c] * 100 for c in ("mean", "ci_low", "ci_high")})
     tables = {
         "table7_items": items_df,
