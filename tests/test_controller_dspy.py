@@ -180,3 +180,19 @@ def test_role_schemas_bound_every_list_and_leave_strings_to_the_engine():
         assert all("maxItems" in p for p in parts if p.get("type") == "array"), signature.__name__
         # llama-cpp-python turns maxLength into grammar rules llama.cpp rejects (it crashed the process)
         assert not any("maxLength" in p for p in parts), signature.__name__
+
+
+def test_cached_completions_cost_nothing_now():
+    from types import SimpleNamespace
+
+    def executor(goal, context):  # a sync role whose LM served one cached and one fresh completion
+        history = dspy.settings.lm.history
+        history.append({"cost": 0.5, "response": SimpleNamespace(cache_hit=True)})
+        history.append({"cost": 0.2, "response": SimpleNamespace(cache_hit=False)})
+        return SimpleNamespace(output="done")
+
+    priced = dspy.LM("openai/priced-model", cache=False)  # never called: the role writes history itself
+    atomizer = lambda goal, context: SimpleNamespace(is_atomic=True, task_type="think")  # noqa: E731
+    run = Roma(atomizer=atomizer, executors={"think": executor}, lm=priced, max_depth=1).run("job")
+    (call,) = [c for c in run.root.calls if c.role == "executor:think"]
+    assert call.cost == pytest.approx(0.2)
