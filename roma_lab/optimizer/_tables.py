@@ -112,10 +112,11 @@ def _summary(items: pd.DataFrame, *, n_resamples: int, seed: int) -> pd.DataFram
 
 
 def _vs_paper(ours: pd.DataFrame, artefact: str, key: str) -> pd.DataFrame:
-    """Every paper figure of ``artefact`` beside our value of the same metric (``key`` = value column)."""
+    """Every paper figure of ``artefact`` beside our value of the same metric (``key`` = value column);
+    a benchmark this run did not measure keeps its paper rows with an empty measured value."""
     import pandas as pd
 
-    paper = paper_reported_df().query("artefact == @artefact and benchmark in @ours.benchmark")
+    paper = paper_reported_df().query("artefact == @artefact")
     rows = []
     for _, p in paper.iterrows():
         match = ours[(ours["benchmark"] == p["benchmark"]) & (ours["method"] == p["method"])]
@@ -128,7 +129,8 @@ def _vs_paper(ours: pd.DataFrame, artefact: str, key: str) -> pd.DataFrame:
             "ours_ci_high": float(match["ci_high"].iloc[0]) if found and "ci_high" in match else math.nan,
             "paper_source": p["source"],
         })
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=["benchmark", "method", "metric", "unit", "paper", key, "ours_ci_low",
+                                       "ours_ci_high", "paper_source"])
 
 
 def run_table7(
