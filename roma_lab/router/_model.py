@@ -61,9 +61,8 @@ class Featurizer:
 
     def indices(self, text: str) -> np.ndarray:
         vocab = self.vocabulary
-        hits = _grams(text, chars=self.chars).intersection(vocab)
         # sorted so that sums over features run in one order in every process (set order is hash-seeded)
-        return np.sort(np.fromiter(map(vocab.__getitem__, hits), dtype=np.int64, count=len(hits)))
+        return np.sort(np.fromiter((vocab[g] for g in _grams(text, chars=self.chars) if g in vocab), dtype=np.int64))
 
     def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
         rows = [self.indices(t) for t in texts]
