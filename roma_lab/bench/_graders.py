@@ -46,8 +46,17 @@ def parse_simpleqa_letter(reply: str) -> str:
     return match.group(0)
 
 
+class _Guarded:
+    """A grader's public call: the benchmark-specific ``_grade`` never raises past it (see ``guarded``)."""
+
+    __slots__ = ()
+
+    def __call__(self, item: Item, prediction: Any) -> Grade:
+        return guarded(self.name, lambda: self._grade(item, prediction))
+
+
 @dataclass(frozen=True, slots=True)
-class SimpleQAGrader:
+class SimpleQAGrader(_Guarded):
     """Three-way CORRECT / INCORRECT / NOT_ATTEMPTED judge with the official template text.
 
     ``template="simpleqa"`` is simple-evals' GRADER_TEMPLATE; ``"sealqa"`` the SealQA variant.
@@ -63,9 +72,6 @@ class SimpleQAGrader:
     @property
     def name(self) -> str:
         return f"{self.template}-official-template(judge={judge_name(self.judge)})"
-
-    def __call__(self, item: Item, prediction: Any) -> Grade:
-        return guarded(self.name, lambda: self._grade(item, prediction))
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
         prompt = read_data_text(_TEMPLATES[self.template]).format(
@@ -95,7 +101,7 @@ def parse_frames_decision(reply: str) -> bool:
 
 
 @dataclass(frozen=True, slots=True)
-class FramesGrader:
+class FramesGrader(_Guarded):
     """FRAMES auto-rater: the paper's prompt (appendix figure), verdict TRUE/FALSE."""
 
     judge: Judge
@@ -103,9 +109,6 @@ class FramesGrader:
     @property
     def name(self) -> str:
         return f"frames-paper-autorater(judge={judge_name(self.judge)})"
-
-    def __call__(self, item: Item, prediction: Any) -> Grade:
-        return guarded(self.name, lambda: self._grade(item, prediction))
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
         values = {"question": item.question, "LLM_response": prediction_text(prediction),
@@ -120,7 +123,7 @@ class FramesGrader:
 
 
 @dataclass(frozen=True, slots=True)
-class BrowseCompGrader:
+class BrowseCompGrader(_Guarded):
     """BrowseComp judge (from HLE); reads the captured yes/no of ``correct:`` (simple-evals PR #93)."""
 
     judge: Judge
@@ -128,9 +131,6 @@ class BrowseCompGrader:
     @property
     def name(self) -> str:
         return f"browsecomp-official-template(judge={judge_name(self.judge)})"
-
-    def __call__(self, item: Item, prediction: Any) -> Grade:
-        return guarded(self.name, lambda: self._grade(item, prediction))
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
         prompt = read_data_text("graders/browsecomp/grader_template.txt").format(
@@ -170,13 +170,10 @@ def hotpot_f1(prediction: str, gold: str) -> tuple[float, float, float]:
 
 
 @dataclass(frozen=True, slots=True)
-class HotpotQAGrader:
+class HotpotQAGrader(_Guarded):
     """Answer exact match (score) and token F1 (details), as hotpot_evaluate_v1 computes them."""
 
     name: str = "hotpotqa-official-em-f1"
-
-    def __call__(self, item: Item, prediction: Any) -> Grade:
-        return guarded(self.name, lambda: self._grade(item, prediction))
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
         text = prediction_text(prediction)
@@ -210,13 +207,10 @@ def extract_aime_answer(text: str) -> int | None:
 
 
 @dataclass(frozen=True, slots=True)
-class AIMEGrader:
+class AIMEGrader(_Guarded):
     """Exact integer equality; a prediction with no integer is INCORRECT (the benchmark's rule)."""
 
     name: str = "aime-integer-exact-match"
-
-    def __call__(self, item: Item, prediction: Any) -> Grade:
-        return guarded(self.name, lambda: self._grade(item, prediction))
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
         answer = extract_aime_answer(prediction_text(prediction))
@@ -378,7 +372,7 @@ def extract_abgen_score(reply: str) -> int:
 
 
 @dataclass(frozen=True, slots=True)
-class AbGenGrader:
+class AbGenGrader(_Guarded):
     """AbGen 1-5 Likert judge, one call per aspect; score = overall, details = all four.
 
     ``upstream_method_bug=True`` (default) keeps AbGen's bug where the judge sees the literal text
@@ -392,9 +386,6 @@ class AbGenGrader:
     def name(self) -> str:
         variant = "method-bug-as-published" if self.upstream_method_bug else "method-text"
         return f"abgen-likert({variant}, judge={judge_name(self.judge)})"
-
-    def __call__(self, item: Item, prediction: Any) -> Grade:
-        return guarded(self.name, lambda: self._grade(item, prediction))
 
     def user_prompt(self, item: Item, response: str) -> str:
         meta = item.metadata
@@ -452,7 +443,7 @@ def _papillon_signatures():
 
 
 @dataclass(frozen=True, slots=True)
-class PapillonGrader:
+class PapillonGrader(_Guarded):
     """PAPILLON (DSPy tutorial judges): (quality + (1 - leakage)) / 2.
 
     The prediction needs ``llm_request`` (the redacted request sent out) and ``response`` (or ``llm_response``)
@@ -469,9 +460,6 @@ class PapillonGrader:
     @property
     def name(self) -> str:
         return f"papillon-tutorial-judges(judge={judge_name(self.judge)})"
-
-    def __call__(self, item: Item, prediction: Any) -> Grade:
-        return guarded(self.name, lambda: self._grade(item, prediction))
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
         import dspy
