@@ -7,14 +7,12 @@ not depend on thread scheduling.
 """
 
 import json
-import re
-import threading
 
 import dspy
 import pandas as pd
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 
+from scripted_engine import ScriptedEngine
 from roma_lab.optimizer import (
     Contract,
     GepaPlusConfig,
@@ -26,39 +24,6 @@ from roma_lab.optimizer import (
     compile,
 )
 from roma_lab.optimizer._contracts import contracts_for
-
-_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond|\Z)", re.DOTALL)
-
-
-class ScriptedEngine:
-    """A dspy LM engine answering ``respond(model, inputs, output_names)``; logs every request."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.calls: list[tuple[str, float | None, tuple[str, ...], dict]] = []
-        self._lock = threading.Lock()
-
-    def complete(self, request):
-        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
-        user = request.messages[-1].text or ""
-        inputs = dict(_FIELD.findall(user))
-        outputs = tuple(re.findall(r"^\d+\. `(\w+)`", system.split("Your output fields are:")[1], re.MULTILINE))
-        values = self.respond(request.model, inputs, outputs, system)
-        with self._lock:
-            self.calls.append((request.model, request.config.temperature, outputs, inputs))
-        if "Outputs will be a JSON object" in system:
-            text = json.dumps(values)
-        else:
-            text = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in values.items()) + "[[ ## completed ## ]]"
-        return Response(id=None, model=request.model, message=Message.assistant([TextPart(text)]),
-                        finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
-
-    def stream(self, request):
-        raise NotImplementedError
-
-    def close(self):
-        pass
-
 
 def scripted_lm(name, respond):
     engine = ScriptedEngine(respond)

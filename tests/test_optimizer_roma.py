@@ -9,52 +9,20 @@ subtask outputs. Gold answers are upper case, so the seed scores 0 and a planner
 
 import asyncio
 import json
-import re
-import threading
 
 import dspy
 import pandas as pd
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 from dspy.teleprompt.bootstrap_trace import bootstrap_trace_data
 
+from scripted_engine import ScriptedEngine
 from roma_lab.controller import Roma
 from roma_lab.controller._roles import PlannerSignature
 from roma_lab.optimizer import GepaPlusConfig, RomaProgram, compile, roma_contracts
 
-_FIELD = re.compile(r"\[\[ ## (\w+) ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond|\Z)", re.DOTALL)
 ROLES = ["atomizer.predict", "planner.predict", "executor_search.answer.predict", "executor_think.predict",
          "executor_write.predict", "executor_code.write.predict", "aggregator.predict"]
 CALLED = {"atomizer.predict", "planner.predict", "executor_write.predict", "aggregator.predict"}
-
-
-class ScriptedEngine:
-    """A dspy LM engine answering ``respond(model, inputs, output_names, system)``; logs every request."""
-
-    def __init__(self, respond):
-        self.respond = respond
-        self.requests: list[tuple[tuple[str, ...], dict]] = []
-        self._lock = threading.Lock()
-
-    def complete(self, request):
-        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system)
-        inputs = dict(_FIELD.findall(request.messages[-1].text or ""))
-        outputs = tuple(re.findall(r"^\d+\. `(\w+)`", system.split("Your output fields are:")[1], re.MULTILINE))
-        values = self.respond(request.model, inputs, outputs, system)
-        with self._lock:
-            self.requests.append((outputs, inputs))
-        if "Outputs will be a JSON object" in system:
-            text = json.dumps(values)
-        else:
-            text = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in values.items()) + "[[ ## completed ## ]]"
-        return Response(id=None, model=request.model, message=Message.assistant([TextPart(text)]),
-                        finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
-
-    def stream(self, request):
-        raise NotImplementedError
-
-    def close(self):
-        pass
 
 
 def roles_respond(model, inputs, outputs, system):
@@ -178,7 +146,7 @@ def test_optimising_one_role_changes_only_that_role(lms, method):
 
 def test_reflection_sees_the_planner_calls_made_inside_roma(lms):
     optimise(lms, program())
-    asked = [inputs for outputs, inputs in lms["good_engine"].requests if outputs == ("new_instruction",)]
+    asked = [inputs for _, _, outputs, inputs in lms["good_engine"].calls if outputs == ("new_instruction",)]
     assert asked and all("Split the goal" in a["current_instruction"] for a in asked)
     # the reflective examples are the planner's own inputs and outputs, taken from the trace
     assert any("spell" in a["examples_with_feedback"] and "expected" in a["examples_with_feedback"] for a in asked)
