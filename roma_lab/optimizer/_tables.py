@@ -80,6 +80,19 @@ def candidates_table(result: OptimizationResult) -> pd.DataFrame:
     return df
 
 
+def _search_log() -> dict[str, list]:
+    return {"runs": [], "curves": [], "records": [], "candidates": []}
+
+
+def _log_search(log: dict[str, list], benchmark: str, method: str, repeat: int, result) -> None:
+    """File one search's totals, convergence curve, proposal records and candidates under its tags."""
+    tags = {"benchmark": benchmark, "method": method, "repeat": repeat}
+    log["runs"].append(_run_row(benchmark, method, repeat, result))
+    log["curves"].append(_tag(result.convergence_df(), **tags))
+    log["records"].append(_tag(result.records_df(), **tags))
+    log["candidates"].append(_tag(candidates_table(result), **tags))
+
+
 def _summary(items: pd.DataFrame, *, n_resamples: int, seed: int) -> pd.DataFrame:
     """Mean and task-bootstrap CI per (benchmark, method): repeats averaged per item, items resampled.
 
@@ -174,8 +187,8 @@ def run_table7(
     _check_common(benchmarks, repeats)
     task_lm, judge_lm = _task_and_judge(lm, judge_lm, max_tokens)
     config = gepa_plus_config(reflection_lms, reflection_temperatures, judge_lm=judge_lm, merger_lm=merger_lm, k=k, n=n)
-    items, runs, curves, records, candidates = [], [], [], [], []
-    settings = {}
+    items, settings = [], {}
+    log = _search_log()
     with dspy.context(lm=task_lm):
         for benchmark in benchmarks:
             task = make_task(benchmark, judge_lm=judge_lm, external_lm=external_lm)
@@ -189,11 +202,7 @@ def run_table7(
                                        seed=seed + repeat)
                     items += [{"benchmark": benchmark, "method": method, "repeat": repeat, **row}
                               for row in evaluate_program(task, result.program, splits.test)]
-                    tags = {"benchmark": benchmark, "method": method, "repeat": repeat}
-                    runs.append(_run_row(benchmark, method, repeat, result))
-                    curves.append(_tag(result.convergence_df(), **tags))
-                    records.append(_tag(result.records_df(), **tags))
-                    candidates.append(_tag(candidates_table(result), **tags))
+                    _log_search(log, benchmark, method, repeat, result)
 
     items_df = pd.DataFrame(items, columns=ITEM_COLUMNS)
     summary = _summary(items_df, n_resamples=n_resamples, seed=seed)
@@ -206,10 +215,10 @@ def run_table7(
         "table7_items": items_df,
         "table7_summary": summary,
         "table7_vs_paper": _vs_paper(percent.rename(columns={"mean": "accuracy"}), "table7", "ours"),
-        "table7_runs": pd.DataFrame(runs),
-        "table7_curves": pd.concat(curves, ignore_index=True)[CURVE_COLUMNS],
-        "table7_records": pd.concat(records, ignore_index=True),
-        "table7_candidates": pd.concat(candidates, ignore_index=True),
+        "table7_runs": pd.DataFrame(log["runs"]),
+        "table7_curves": pd.concat(log["curves"], ignore_index=True)[CURVE_COLUMNS],
+        "table7_records": pd.concat(log["records"], ignore_index=True),
+        "table7_candidates": pd.concat(log["candidates"], ignore_index=True),
     }
     for name, df in tables.items():
         write_table(df, out_dir, name)
@@ -306,19 +315,15 @@ def run_table8(
     task = make_task(benchmark, judge_lm=judge_lm, external_lm=external_lm)
     # Only the search is measured here, so the test sample is the smallest the splitter allows.
     splits = task_splits(benchmark, n_train=n_train, n_val=n_val, n_test=2, seed=seed)
-    runs, curves, records, candidates = [], [], [], []
+    log = _search_log()
     with dspy.context(lm=task_lm):
         for repeat in range(repeats):
             for method in METHODS:
                 result = _optimise(task, splits, config, method, max_metric_calls=max_metric_calls, seed=seed + repeat)
-                tags = {"benchmark": benchmark, "method": method, "repeat": repeat}
-                runs.append(_run_row(benchmark, method, repeat, result))
-                curves.append(_tag(result.convergence_df(), **tags))
-                records.append(_tag(result.records_df(), **tags))
-                candidates.append(_tag(candidates_table(result), **tags))
-    curves_df = pd.concat(curves, ignore_index=True)[CURVE_COLUMNS]
+                _log_search(log, benchmark, method, repeat, result)
+    curves_df = pd.concat(log["curves"], ignore_index=True)[CURVE_COLUMNS]
     # Search totals (metric calls spent, GEPA+'s extra calls) beside the convergence figures.
-    totals = pd.DataFrame(runs)[["benchmark", "method", "repeat", "metric_calls", "verifier_metric_calls",
+    totals = pd.DataFrame(log["runs"])[["benchmark", "method", "repeat", "metric_calls", "verifier_metric_calls",
                                  "judge_calls", "verifier_runs", "merge_calls"]]
     per_repeat = convergence_summary(curves_df, tolerance=tolerance).merge(totals, on=["benchmark", "method", "repeat"])
     summary = _table8_means(per_repeat)
@@ -327,8 +332,8 @@ def run_table8(
         "table8_runs": per_repeat,
         "table8_summary": summary,
         "table8_vs_paper": _vs_paper(summary, "table8", "ours"),
-        "table8_records": pd.concat(records, ignore_index=True),
-        "table8_candidates": pd.concat(candidates, ignore_index=True),
+        "table8_records": pd.concat(log["records"], ignore_index=True),
+        "table8_candidates": pd.concat(log["candidates"], ignore_index=True),
     }
     for name, df in tables.items():
         write_table(df, out_dir, name)
