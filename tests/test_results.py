@@ -167,3 +167,13 @@ def test_importing_the_runner_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_write_text_atomic_replaces_whole_and_leaves_no_temporary(tmp_path):
+    from roma_lab.results import write_text_atomic
+
+    target = tmp_path / "deep" / "run.json"
+    write_text_atomic(target, "first")
+    write_text_atomic(target, "second")
+    assert target.read_text() == "second"
+    assert [p.name for p in target.parent.iterdir()] == ["run.json"]

@@ -37,6 +37,7 @@ from roma_lab.bench._grade import DSPyJudge
 from roma_lab.bench._run import read_results_df, run_benchmark
 from roma_lab.bench._scripted import SCRIPTED, SCRIPTED_LABEL, ScriptedJudge, scripted_lm
 from roma_lab.bench._summary import compare_df, summarize_df
+from roma_lab.results import write_text_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -179,12 +180,6 @@ def _run_file(runs_dir: Path, item_id: str) -> Path:
     return runs_dir / f"{safe}.json"
 
 
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 @dataclass(frozen=True, slots=True)
 class RomaSystem:
     """ROMA as a benchmark system: runs the controller, saves each item's Run JSON, answers with the
@@ -198,7 +193,7 @@ class RomaSystem:
     def __call__(self, question: str) -> str:
         run = self.roma.run(self.task(question))
         self.runs_dir.mkdir(parents=True, exist_ok=True)
-        _write_text(_run_file(self.runs_dir, self.item_ids[question]), run.to_json())
+        write_text_atomic(_run_file(self.runs_dir, self.item_ids[question]), run.to_json())
         if run.status == "failed" or run.output is None:
             raise RomaRunError(f"ROMA root failed: {run.root.error}")
         return run.output
@@ -247,7 +242,7 @@ def _check_config(out_dir: Path, config: RunConfig) -> None:
                 "use a new out_dir or delete the old results")
         return
     out_dir.mkdir(parents=True, exist_ok=True)
-    _write_text(path, config.model_dump_json(indent=1))
+    write_text_atomic(path, config.model_dump_json(indent=1))
 
 
 def _check_common(n_items: int | None, max_depth: int, max_concurrency: int, systems: Sequence[str]) -> None:
@@ -533,7 +528,7 @@ def measure_component_cost(
                 runs[item.item_id] = saved
                 continue
         run = roma.run(task(item.question))
-        _write_text(path, run.to_json())
+        write_text_atomic(path, run.to_json())
         runs[item.item_id] = run
     # per-chapter cost describes finished stories only; unfinished ones are counted in table5_runs
     finished = {item_id: run for item_id, run in runs.items() if run.status == "completed"}

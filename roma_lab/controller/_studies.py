@@ -28,12 +28,12 @@ def run_quickstart(
     on_event: Observer | None = None,
 ) -> Run:
     """Run ROMA's default DSPy roles on ``goal``; write ``run.json``, ``usage.csv`` and ``calls.csv``."""
-    from roma_lab.results import write_table
+    from roma_lab.results import write_table, write_text_atomic
 
     run = Roma(lm=lm, max_depth=max_depth, max_concurrency=max_concurrency, corpus=corpus).run(goal, on_event=on_event)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "run.json").write_text(run.to_json(), encoding="utf-8")
+    write_text_atomic(out / "run.json", run.to_json())
     write_table(run.usage_df(), out, "usage")
     write_table(run.calls_df(), out, "calls")
     return run
@@ -58,7 +58,7 @@ def measure_structure(
     """
     import pandas as pd
 
-    from roma_lab.results import write_table
+    from roma_lab.results import write_table, write_text_atomic
 
     shapes = [("widen", (w,)) for w in widths] + [("deepen", (3,) * d) for d in depths]
     timing, context = [], []

@@ -10,11 +10,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
-import threading
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
+
+from roma_lab.results import write_text_atomic
 
 from ._engine import SUPPORTED_PARAMS, request_messages
 
@@ -97,10 +97,7 @@ class CachingEngine:
         entry = CachedCompletion(key=key, model_id=self.model_id, request=canonical_request(self.model_id, request, self.settings),
                                  text=response.text or "", finish_reason=response.finish_reason,
                                  input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp-{os.getpid()}-{threading.get_ident()}")
-        tmp.write_text(entry.model_dump_json(indent=1), encoding="utf-8")
-        os.replace(tmp, path)  # atomic: an interrupted run leaves no half-written entry
+        write_text_atomic(path, entry.model_dump_json(indent=1))  # an interrupted run leaves no half entry
         return response
 
     def stream(self, request):

@@ -16,6 +16,7 @@ from ._provenance import (
     sha256_file,
     write_provenance,
 )
+from ._files import write_text_atomic
 from ._tables import read_table, write_table
 
 __all__ = [
@@ -31,4 +32,5 @@ __all__ = [
     "sha256_file",
     "write_provenance",
     "write_table",
+    "write_text_atomic",
 ]

@@ -22,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
 
 import roma_lab
 
+from ._files import write_text_atomic
+
 PROVENANCE_FILE = "provenance.json"
 
 # Distribution names whose versions shape results; looked up in package metadata, never
@@ -207,12 +209,7 @@ def write_provenance(
         started_at=started_at or now,
         finished_at=now,
     )
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / PROVENANCE_FILE
-    tmp = path.with_name(f".{PROVENANCE_FILE}.tmp")  # atomic: never a half-written record
-    tmp.write_text(record.model_dump_json(indent=2) + "\n")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(out / PROVENANCE_FILE, record.model_dump_json(indent=2) + "\n")
 
 
 def read_provenance(out_dir: str | os.PathLike[str]) -> Provenance:
