@@ -44,24 +44,56 @@ def test_same_seed_same_hash_other_seed_other_hash(suite):
     assert router.suite_hash(router.generate_suite(1)) != router.suite_hash(suite)
 
 
-def _skeleton_words(template):
-    import re
-
-    return set(re.findall(r"[a-z]+", re.sub(r"\{[a-z0-9_]+\}", " ", template.lower())))
-
-
 def test_templates_disjoint_across_splits_and_challenge_more_distant():
     for family in router.FAMILIES.values():
         t = family.templates
         assert len(set(t.values())) == 4, family.name
-        train = _skeleton_words(t["train"])
-
-        def overlap(split):
-            words = _skeleton_words(t[split])
-            return len(words & train) / len(words | train)
-
         # challenge paraphrases share fewer template words with train than the standard test does
-        assert overlap("challenge") < overlap("test"), family.name
+        assert router.train_overlap(family, t["challenge"]) < router.train_overlap(family, t["test"]), family.name
+
+
+def test_template_words_drop_slots_and_case():
+    assert router.template_words("Sum the {stat} of Q1-values: {values}.") == {"sum", "the", "of", "q", "values"}
+    family = router.FAMILIES["growth_rate"]
+    assert router.train_overlap(family, family.templates["train"]) == 1.0
+    # 3 shared words (by, what, percentage) out of 14 train words + 2 new ones
+    assert router.train_overlap(family, "By what percentage, roughly, overall?") == pytest.approx(3 / 16)
+
+
+def test_every_template_obeys_the_split_rule():
+    # locked before scoring: dev/test near paraphrases of train, challenge a lexical shift
+    assert router.split_rule_violations() == []
+
+
+def test_standard_band_is_the_one_dev_already_spans():
+    # the band is derived from dev (never rewritten), not chosen to admit a test template
+    dev = [router.train_overlap(f, f.templates["dev"]) for f in router.FAMILIES.values()]
+    challenge = [router.train_overlap(f, f.templates["challenge"]) for f in router.FAMILIES.values()]
+    low, high = router.STANDARD_OVERLAP
+    assert 0 <= min(dev) - low < 0.01 and 0 <= high - max(dev) < 0.01
+    assert 0 <= router.CHALLENGE_MAX_OVERLAP - max(challenge) < 0.05
+
+
+def test_split_rule_rejects_the_pre_lock_test_wording():
+    pre_lock = {name: replace(f, templates={**f.templates, "test": router.PRE_LOCK_TEST_TEMPLATES.get(name, f.templates["test"])})
+                for name, f in router.FAMILIES.items()}
+    problems = router.split_rule_violations(pre_lock)
+    assert sorted(p.split()[0] for p in problems) == sorted(router.PRE_LOCK_TEST_TEMPLATES)
+    assert all(" test: overlap with train " in p for p in problems)
+    # a challenge template as close to train as a standard one breaks the rule too
+    near = {"statistic": replace(router.FAMILIES["statistic"], templates={
+        **router.FAMILIES["statistic"].templates, "challenge": "Compute the {stat} of the values {values}."})}
+    assert router.split_rule_violations(near) == ["statistic challenge: overlap with train 0.800, must be <= 0.2"]
+
+
+def test_family_table_shows_every_overlap_with_train():
+    table = router.family_table().set_index("family")
+    for name, f in router.FAMILIES.items():
+        for split in ("dev", "test", "challenge"):
+            assert table.loc[name, f"overlap_{split}"] == router.train_overlap(f, f.templates[split])
+    pre_lock = table["overlap_test_pre_lock"].dropna()
+    assert set(pre_lock.index) == set(router.PRE_LOCK_TEST_TEMPLATES)
+    assert (pre_lock > router.STANDARD_OVERLAP[1]).all()
 
 
 def test_every_family_kind_is_present_in_every_split(suite):

@@ -12,17 +12,20 @@ from ._policies import (STATIC_ROUTES, Direct, FixedAgent, Hybrid, Keyword, Lear
 from ._reproduce import (TABLES, RouterStudy, ablation_models, beside_paper, model_vs_paper, failure_analysis, hybrid,
                          paper_reported_df, reproduce, select_hybrid_gate, stratified_subset, sweep_threshold,
                          table1, table2, table3, table4, table5, training_size_curve)
-from ._suite import (DEFAULT_SEED, FAMILIES, SPLITS, WORKLOADS, Family, Task, family_table, generate_suite,
-                     labels_matrix, split_tasks, suite_hash)
+from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
+                     STANDARD_OVERLAP, WORKLOADS, Family, Task, family_table, generate_suite, labels_matrix,
+                     split_rule_violations, split_tasks, suite_hash, template_words, train_overlap)
 
 __all__ = [
-    "BUDGET", "COSTS", "DEFAULT_SEED", "FAMILIES", "MAX_SUPPORT_OPS", "OUTCOMES", "SPLITS", "STATIC_ROUTES",
-    "SUPPORT_OPS", "TABLES", "TAU_GRID", "TEMPERATURE_GRID", "WORKLOADS",
+    "BUDGET", "CHALLENGE_MAX_OVERLAP", "COSTS", "DEFAULT_SEED", "FAMILIES", "MAX_SUPPORT_OPS", "OUTCOMES",
+    "PRE_LOCK_TEST_TEMPLATES", "SPLITS", "STANDARD_OVERLAP", "STATIC_ROUTES", "SUPPORT_OPS", "TABLES", "TAU_GRID",
+    "TEMPERATURE_GRID", "WORKLOADS",
     "Direct", "Family", "Featurizer", "FixedAgent", "Hybrid", "Keyword", "Learned", "OneShot", "OperationModel",
     "Oracle", "Outcome", "Random", "RouterStudy", "StaticWorkload", "Task", "TraceStep", "TrainingConfig",
-    "ablation_models", "baseline_policies", "beside_paper", "model_vs_paper", "canonical", "compare_paired", "evaluate", "execute",
-    "failure_analysis", "family_table", "generate_suite", "greedy_route", "hybrid", "inspect_route", "is_feasible", "labels_matrix",
-    "paper_reported_df", "plot_split_contrast", "plot_threshold_sweep", "plot_training_size", "reproduce", "route_cost", "route_quality", "select_hybrid_gate", "split_tasks",
-    "stratified_subset", "suite_hash", "summarize", "sweep_threshold", "table1", "table2", "table3", "table4",
-    "table5", "training_size_curve",
+    "ablation_models", "baseline_policies", "beside_paper", "canonical", "compare_paired", "evaluate", "execute",
+    "failure_analysis", "family_table", "generate_suite", "greedy_route", "hybrid", "inspect_route", "is_feasible",
+    "labels_matrix", "model_vs_paper", "paper_reported_df", "plot_split_contrast", "plot_threshold_sweep",
+    "plot_training_size", "reproduce", "route_cost", "route_quality", "select_hybrid_gate", "split_rule_violations",
+    "split_tasks", "stratified_subset", "suite_hash", "summarize", "sweep_threshold", "table1", "table2", "table3",
+    "table4", "table5", "template_words", "train_overlap", "training_size_curve",
 ]

@@ -2,15 +2,16 @@
 
 Each family names its workload, its kind in the paper's taxonomy, its minimum route (what
 `Task.labels` holds, used only to train and to score route quality), one prompt template per split
-(disjoint across splits; challenge templates are the more distant paraphrases), a value generator
-and the operation handlers the executor runs. `family_table()` documents which family needs which
-minimum route.
+(disjoint across splits; which split a template may belong to is decided by its word overlap with
+train, `split_rule_violations`), a value generator and the operation handlers the executor runs.
+`family_table()` documents which family needs which minimum route and every template's overlap.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
@@ -451,7 +452,7 @@ FAMILIES: Mapping[str, Family] = {f.name: f for f in (
             "D writes the filter, T honours it, C sums; without D the sum covers every row",
             {"train": "What is the total revenue of the {region} region in {quarter}, summed over the sales table?",
              "dev": "Sum the sales-table revenue for rows where region is {region} and quarter is {quarter}.",
-             "test": "What is the combined revenue of the {region} region in {quarter}, totalled over the sales table?",
+             "test": "Add up the {quarter} revenue for all sales-table rows belonging to the {region} region.",
              "challenge": "Tally what the {region} territory earned in {quarter} across every account we track."},
             _gen_data_filtered, {"D": _h_filtered_D, "T": _h_rows_T, "C": _h_sum_C}),
     _family("aggregate_computation", "data_analysis", "composition", ("T", "C"),
@@ -465,7 +466,7 @@ FAMILIES: Mapping[str, Family] = {f.name: f for f in (
             "T fetches the two quarters, C computes the percent change",
             {"train": "By what percentage did revenue for record {rid} change from {q1} to {q2} in the sales table?",
              "dev": "Compute the percent change in sales-table revenue of record {rid} between {q1} and {q2}.",
-             "test": "Give the percentage change in revenue for record {rid} from {q1} to {q2} in the sales table.",
+             "test": "From the sales table, report how much the revenue of record {rid} rose or fell between {q1} and {q2}, in percent.",
              "challenge": "How much did account {rid} grow or shrink, percentage-wise, going from {q1} to {q2}?"},
             _gen_data_growth, {"T": _h_growth_T, "C": _h_growth_C}),
     _family("research_literal", "research", "literal", (),
@@ -493,14 +494,14 @@ FAMILIES: Mapping[str, Family] = {f.name: f for f in (
             "T returns the stale archived record first; V keeps the latest year",
             {"train": "Who directs the {lab}? Sources conflict, so verify against the latest record.",
              "dev": "Check the records and confirm the current director of the {lab}; older pages may be outdated.",
-             "test": "Sources conflict about who directs the {lab}; verify which record is the latest and report the director.",
+             "test": "Name the current head of the {lab}, verifying the sources because they conflict.",
              "challenge": "Who's in charge over at the {lab} these days?"},
             _gen_conflicting, {"T": _h_records_T, "V": _h_records_V}),
     _family("retrieval_outage", "research", "availability", ("G",),
             "retrieval is unavailable (invoking it stops the run); only delegation reaches the answer",
             {"train": "The search index is offline; ask the specialist desk which laboratory first synthesised compound {compound}.",
              "dev": "Retrieval is unavailable today, so delegate to a domain expert: which lab first made compound {compound}?",
-             "test": "The search index is down, so ask a specialist which lab first synthesised compound {compound}.",
+             "test": "Our search tools are offline right now; have a specialist tell you which laboratory first made compound {compound}.",
              "challenge": "Our lookup service is out for maintenance; get someone who knows to tell us who first made {compound}."},
             _gen_outage, {"G": _h_outage_G}),
     _family("document_literal", "document_processing", "literal", (),
@@ -548,13 +549,65 @@ FAMILIES: Mapping[str, Family] = {f.name: f for f in (
 )}
 
 
+#: The four standard-test templates as they stood before the split was locked. They had been
+#: rewritten once after the first scored run, and were then the four test templates nearest to train.
+#: Kept as data for Table 2's sensitivity block only; nothing is fitted or selected on them.
+PRE_LOCK_TEST_TEMPLATES: Mapping[str, str] = {
+    "filtered_computation": "What is the combined revenue of the {region} region in {quarter}, totalled over the sales table?",
+    "growth_rate": "Give the percentage change in revenue for record {rid} from {q1} to {q2} in the sales table.",
+    "conflicting_sources": "Sources conflict about who directs the {lab}; verify which record is the latest and report the director.",
+    "retrieval_outage": "The search index is down, so ask a specialist which lab first synthesised compound {compound}.",
+}
+
+# --------------------------------------------------------------------------- split rule
+# What makes a template "standard" or "challenge", fixed in code before the locked suite was scored.
+# Overlap is the Jaccard index of a template's word set and its family's train template's word set
+# (lower-cased letter runs, slots removed). Standard templates (dev and test) are near paraphrases
+# of train: their overlap lies in the band the 17 dev templates span (.045-.429; dev was written
+# once and never changed), widened to two decimals. Challenge templates are lexical shifts: their
+# overlap is at most a fifth (the 17 challenge templates, never changed, reach .182).
+STANDARD_OVERLAP: tuple[float, float] = (0.04, 0.43)
+CHALLENGE_MAX_OVERLAP = 0.20
+_SLOT = re.compile(r"\{[a-z0-9_]+\}")
+
+
+def template_words(template: str) -> frozenset[str]:
+    return frozenset(re.findall(r"[a-z]+", _SLOT.sub(" ", template.lower())))
+
+
+def train_overlap(family: Family, template: str) -> float:
+    """Word-set Jaccard of `template` with the family's train template."""
+    words, train = template_words(template), template_words(family.templates["train"])
+    return len(words & train) / len(words | train)
+
+
+def split_rule_violations(families: Mapping[str, Family] = FAMILIES) -> list[str]:
+    """Every dev, test or challenge template outside its split's overlap band, one message each."""
+    low, high = STANDARD_OVERLAP
+    problems = []
+    for fam in families.values():
+        for split in ("dev", "test", "challenge"):
+            overlap = train_overlap(fam, fam.templates[split])
+            ok = overlap <= CHALLENGE_MAX_OVERLAP if split == "challenge" else low <= overlap <= high
+            if not ok:
+                band = f"<= {CHALLENGE_MAX_OVERLAP}" if split == "challenge" else f"in [{low}, {high}]"
+                problems.append(f"{fam.name} {split}: overlap with train {overlap:.3f}, must be {band}")
+    return problems
+
+
 def family_table():
-    """Table 1 of the paper, for this suite: family, workload, kind, minimum route, mechanism."""
+    """Table 1 of the paper, for this suite: family, workload, kind, minimum route, mechanism, and
+    each split template's word overlap with train (the split rule above), pre-lock test wording too."""
     import pandas as pd
 
-    return pd.DataFrame([{"family": f.name, "workload": f.workload, "kind": f.kind,
-                          "minimum_route": "".join(f.route) or "(answer only)", "mechanism": f.mechanism}
-                         for f in FAMILIES.values()])
+    rows = []
+    for f in FAMILIES.values():
+        pre_lock = PRE_LOCK_TEST_TEMPLATES.get(f.name)
+        rows.append({"family": f.name, "workload": f.workload, "kind": f.kind,
+                     "minimum_route": "".join(f.route) or "(answer only)", "mechanism": f.mechanism,
+                     **{f"overlap_{s}": train_overlap(f, f.templates[s]) for s in ("dev", "test", "challenge")},
+                     "overlap_test_pre_lock": train_overlap(f, pre_lock) if pre_lock else float("nan")})
+    return pd.DataFrame(rows)
 
 
 def _allocate(total: int, n: int) -> list[int]:
