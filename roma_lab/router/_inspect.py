@@ -16,6 +16,7 @@ def inspect_route(study, task_id: str) -> dict:
         "task_id": task.task_id, "split": task.split, "workload": task.workload, "family": task.family,
         "kind": task.kind, "prompt": task.prompt, "expected_answer": task.answer,
         "minimum_route": "".join(task.labels), "tau": model.tau,
+        "known_features": model.known_features(task.prompt),   # 0: no evidence, routed direct
         "probabilities": {op: float(p) for op, p in zip(SUPPORT_OPS, probs)},
         "route": "".join(route), "cost": route_cost(route),
         "trace": [{"op": s.op, "effect": s.effect, "candidate": s.candidate} for s in outcome.trace],

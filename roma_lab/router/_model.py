@@ -23,6 +23,22 @@ from ._ops import BUDGET, COSTS, MAX_SUPPORT_OPS, SUPPORT_OPS, route_cost
 TEMPERATURE_GRID: tuple[float, ...] = (0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0)
 TAU_GRID: tuple[float, ...] = tuple(round(0.30 + 0.05 * i, 2) for i in range(9))   # .30 ... .70
 _WORD = re.compile(r"[a-z0-9]+(?:[-'][a-z0-9]+)*")
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")   # C0/C1 controls except tab, newlines
+_LETTER_OR_DIGIT = re.compile(r"[^\W_]")
+
+
+def check_prompt(text) -> str:
+    """A prompt the router can read, or a clear error: not a str is a TypeError; control characters,
+    or no letter or digit at all (empty, whitespace, emoji, punctuation), a ValueError."""
+    if not isinstance(text, str):
+        hint = " (decode bytes to str first)" if isinstance(text, (bytes, bytearray)) else ""
+        raise TypeError(f"a prompt must be str, got {type(text).__name__}{hint}")
+    control = _CONTROL.search(text)
+    if control:
+        raise ValueError(f"prompt contains control character U+{ord(control.group()):04X} at {control.start()}")
+    if not _LETTER_OR_DIGIT.search(text):
+        raise ValueError(f"prompt has no letter or digit to route on: {text[:40]!r}")
+    return text
 
 
 def _grams(text: str, *, chars: bool) -> set[str]:
@@ -60,11 +76,14 @@ class Featurizer:
         return len(self.vocabulary)
 
     def indices(self, text: str) -> np.ndarray:
+        check_prompt(text)
         vocab = self.vocabulary
         # sorted so that sums over features run in one order in every process (set order is hash-seeded)
         return np.sort(np.fromiter((vocab[g] for g in _grams(text, chars=self.chars) if g in vocab), dtype=np.int64))
 
     def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
+        if isinstance(texts, str):
+            raise TypeError("transform takes a sequence of prompts, got one str")
         rows = [self.indices(t) for t in texts]
         indptr = np.cumsum([0] + [len(r) for r in rows])
         cols = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
@@ -78,6 +97,10 @@ class TrainingConfig:
     lr0: float = 0.35
     chars: bool = True
     min_df: int = 2
+
+    def __post_init__(self):
+        if self.l2 < 0 or self.steps < 1 or self.lr0 <= 0 or self.min_df < 1:
+            raise ValueError(f"need l2 >= 0, steps >= 1, lr0 > 0 and min_df >= 1, got {self}")
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -180,13 +203,26 @@ class OperationModel:
         return self.featurizer.transform(texts) @ self.weights + self.bias
 
     def probabilities(self, texts: Sequence[str]) -> np.ndarray:
-        """(n, 5) calibrated probabilities in canonical operation order."""
-        return _sigmoid(self.logits(texts) / self.temperatures)
+        """(n, 5) calibrated probabilities in canonical operation order.
+
+        A prompt with no n-gram in the training vocabulary (`known_features` 0) carries no evidence
+        for any operation: its probabilities are 0, so it is routed direct, rather than the heads'
+        biases, which class balancing puts near .5 (a 3-operation route for any unreadable text)."""
+        X = self.featurizer.transform(texts)
+        probs = _sigmoid((X @ self.weights + self.bias) / self.temperatures)
+        probs[X.getnnz(axis=1) == 0] = 0.0
+        return probs
 
     def probability(self, text: str) -> np.ndarray:
-        """One prompt, without building a sparse matrix (the per-task routing path)."""
+        """One prompt, without building a sparse matrix (the per-task routing path); as `probabilities`."""
         idx = self.featurizer.indices(text)
+        if not len(idx):
+            return np.zeros(len(SUPPORT_OPS))
         return _sigmoid((self.weights[idx].sum(axis=0) + self.bias) / self.temperatures)
+
+    def known_features(self, text: str) -> int:
+        """How many of the prompt's n-grams the model was trained on (0: routed direct, see above)."""
+        return len(self.featurizer.indices(text))
 
     def calibrate(self, texts: Sequence[str], labels: np.ndarray, grid=TEMPERATURE_GRID) -> "OperationModel":
         return replace(self, temperatures=choose_temperatures(self.logits(texts), np.asarray(labels), grid))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -49,6 +49,7 @@ class Task:
     answer: str
     labels: tuple[str, ...]                # annotated minimum route; never read by the executor
     payload: Mapping[str, Any]             # hidden environment the operations act on (read-only)
+    slots: Mapping[str, str]               # the values the prompt template was filled with
 
 
 # --------------------------------------------------------------------------- value pools
@@ -627,8 +628,18 @@ def generate_suite(seed: int = DEFAULT_SEED) -> tuple[Task, ...]:
                 for i in range(count):
                     slots, payload, answer = fam.generate(rng)
                     tasks.append(Task(f"{split}-{fam.name}-{i:03d}", split, workload, fam.name, fam.kind,
-                                      fam.templates[split].format(**slots), answer, fam.route, payload))
+                                      fam.templates[split].format(**slots), answer, fam.route, payload, slots))
     return tuple(tasks)
+
+
+def reword(tasks, templates: Mapping[str, str]) -> tuple[Task, ...]:
+    """`tasks` with the prompts of the named families re-rendered from `templates` (family ->
+    template) with the same values; answers, labels and payloads unchanged. For sensitivity checks."""
+    unknown = set(templates) - set(FAMILIES)
+    if unknown:
+        raise ValueError(f"unknown family(ies) {sorted(unknown)}")
+    return tuple(replace(t, prompt=templates[t.family].format(**t.slots)) if t.family in templates else t
+                 for t in tasks)
 
 
 def split_tasks(tasks, split: str) -> tuple[Task, ...]:
