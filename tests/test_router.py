@@ -507,6 +507,13 @@ def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
     assert not (out / "stale.csv").exists()
     assert router_cli(["reproduce", "--out", str(tmp_path / "bad"), "--n-resamples", "0"]) == 2
     assert "n_resamples" in capsys.readouterr().err
+    # Table 2 from the CLI prints its sensitivity block, one line per wording, as written
+    assert router_cli(["reproduce", "--out", str(tmp_path / "t2"), "--tables", "table2", "--n-resamples", "20",
+                       "--repeats", "1"]) == 0
+    printed = capsys.readouterr().out
+    sensitivity = json.loads((tmp_path / "t2" / "summary.json").read_text())["test_wording_sensitivity"]
+    for wording, row in sensitivity.items():
+        assert f"{wording:<13} {row['success']:.3f} [{row['ci_low']:.3f}, {row['ci_high']:.3f}]" in printed
 
 
 def test_training_subsets_are_stratified(suite):

@@ -49,6 +49,10 @@ def main(argv: list[str] | None = None) -> int:
                      started_at=started, extra={"wall_seconds": time.perf_counter() - clock})
     print(f"wrote {len(out)} tables, summary.json and provenance.json to {args.out} "
           f"in {time.perf_counter() - clock:.1f} s")
+    if "table2_sensitivity" in out:
+        print("learned success on the standard test, by wording of the four reworded families:")
+        for r in out["table2_sensitivity"].itertuples():
+            print(f"  {r.wording:<13} {r.success:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]  {r.description}")
     return 0
 
 
