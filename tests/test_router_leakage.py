@@ -77,12 +77,12 @@ def planted():
     tasks = wire.plant(router.generate_suite())
     with wire.armed_():
         study = router.RouterStudy.fit(tasks, suite_seed=router.DEFAULT_SEED)
-    return wire, study
+    return wire, study, list(wire.reads)   # reads during the build, kept before any test clears them
 
 
 @pytest.fixture
 def wire(planted, monkeypatch):
-    wire, _ = planted
+    wire = planted[0]
     wire.reads.clear()
     # scoring and identity may read held-out tasks; fitting and selection may not
     monkeypatch.setattr(_reproduce, "evaluate", wire.disarmed(_reproduce.evaluate))
@@ -91,7 +91,7 @@ def wire(planted, monkeypatch):
 
 
 def test_the_tripwires_fire_on_a_held_out_read(planted, wire):
-    _, study = planted
+    study = planted[1]
     with wire.armed_():
         study.model.probabilities([t.prompt for t in study.split("test")[:2]])
         router.labels_matrix(study.split("challenge")[:1])
@@ -104,8 +104,8 @@ def test_the_tripwires_fire_on_a_held_out_read(planted, wire):
 
 
 def test_build_fits_calibrates_and_selects_tau_without_held_out_tasks(planted):
-    wire, study = planted
-    assert wire.reads == []
+    _, study, build_reads = planted
+    assert build_reads == []
     # and the planted study is the ordinary one: same weights, temperatures, tau
     plain = router.RouterStudy.build()
     assert study.model.tau == plain.model.tau
@@ -116,21 +116,21 @@ def test_build_fits_calibrates_and_selects_tau_without_held_out_tasks(planted):
 @pytest.mark.parametrize("refit", [{"training": router.TrainingConfig(chars=False)}, {"n_train": 36},
                                    {"n_train": 108, "selection_seed": 3}])
 def test_every_refit_reads_train_and_dev_only(planted, wire, refit):
-    _, study = planted
+    study = planted[1]
     with wire.armed_():
         study.refit(**refit)
     assert wire.reads == []
 
 
 def test_ablation_models_read_no_held_out_task(planted, wire):
-    _, study = planted
+    study = planted[1]
     with wire.armed_():
         models = router.ablation_models(study)
     assert wire.reads == [] and set(models) == {"full", "no_char_features", "no_calibration", "no_budget"}
 
 
 def test_table4_and_the_training_size_curve_read_held_out_tasks_only_to_score(planted, wire):
-    _, study = planted
+    study = planted[1]
     with wire.armed_():
         router.table4(study, n_resamples=20)
         router.training_size_curve(study, sizes=(36, 216))
@@ -138,7 +138,7 @@ def test_table4_and_the_training_size_curve_read_held_out_tasks_only_to_score(pl
 
 
 def test_hybrid_gate_selection_reads_no_held_out_task(planted, wire):
-    _, study = planted
+    study = planted[1]
     with wire.armed_():
         router.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None, 0.5))
     assert wire.reads == []

@@ -16,6 +16,8 @@ def test_threshold_explorer_redraws_on_slider_change(study):
     low = explorer.at(0.3)["challenge"]
     high = explorer.at(0.7)["challenge"]
     assert high["mean_cost"] <= low["mean_cost"]          # a higher threshold never adds operations
+    at_high = router.evaluate([router.Learned(study.model.with_threshold(0.7))], study.split("challenge"), repeats=1)
+    assert high == {"tau": 0.7, "success": at_high["success"].mean(), "mean_cost": pytest.approx(at_high["cost"].mean())}
     explorer.slider.value = 0.7                           # as the browser would
     assert "tau = 0.70" in explorer.readout.value
     assert f"{high['success']:.3f}" in explorer.readout.value
@@ -24,7 +26,8 @@ def test_threshold_explorer_redraws_on_slider_change(study):
 
 def test_route_inspector_follows_the_picker(study):
     inspector = widgets.RouteInspector(study, "challenge", failures_only=True)
-    assert inspector.picker.options
+    results = router.evaluate([router.Learned(study.model)], study.split("challenge"), repeats=1)
+    assert list(inspector.picker.options) == list(results.loc[~results["success"], "task_id"])
     target = inspector.picker.options[-1]
     inspector.picker.value = target
     assert target in inspector.view.value and "expected" in inspector.view.value
