@@ -562,6 +562,25 @@ def test_routing_text_without_words_or_with_control_characters_is_a_value_error(
             policy(replace(suite[0], prompt=prompt))
 
 
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=40))
+def test_any_text_gets_a_feasible_route_or_a_value_error(study, text):
+    try:
+        route = study.model.route(text)
+    except ValueError as err:
+        assert "control character" in str(err) or "no letter or digit" in str(err)
+        return
+    assert route == router.canonical(route) and router.is_feasible(route)
+    assert route == () or study.model.known_features(text) > 0     # no evidence, no operation
+
+
+@settings(max_examples=100, deadline=None)
+@given(value=st.one_of(st.none(), st.integers(), st.floats(), st.binary(), st.lists(st.text(max_size=3), max_size=3)))
+def test_any_non_string_is_a_type_error(study, value):
+    with pytest.raises(TypeError, match="prompt must be str"):
+        study.model.route(value)
+
+
 def test_a_batch_must_be_a_sequence_of_prompts(study):
     with pytest.raises(TypeError, match="sequence of prompts, got one str"):
         study.model.probabilities("Compute the mean of 1, 2.")
