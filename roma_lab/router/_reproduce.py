@@ -44,8 +44,6 @@ class RouterStudy:
     train_seconds: float
     suite_seed: int | None               # None when the tasks were not generated from a seed
     training: TrainingConfig
-    n_train: int | None = None           # a stratified training subset of this size, or all of train
-    selection_seed: int = 0
 
     @classmethod
     def build(cls, *, suite_seed: int = DEFAULT_SEED, training: TrainingConfig = TrainingConfig(),
@@ -58,7 +56,7 @@ class RouterStudy:
     def fit(cls, tasks: Sequence[Task], *, suite_seed: int | None = None, training: TrainingConfig = TrainingConfig(),
             n_train: int | None = None, selection_seed: int = 0) -> "RouterStudy":
         """Fit on the train split of `tasks`, calibrate temperatures and select tau on dev. No test
-        or challenge prompt or label is read (tests/test_router.py plants tripwires to check)."""
+        or challenge prompt or label is read (tests/test_router_leakage.py plants tripwires to check)."""
         tasks = tuple(tasks)
         train = split_tasks(tasks, "train")
         if n_train is not None:
@@ -71,8 +69,7 @@ class RouterStudy:
         model = model.calibrate(dev_texts, dev_labels)
         model, rows = model.select_threshold(dev_texts, dev_labels)
         brier = ((model.probabilities(dev_texts) - dev_labels) ** 2).mean(axis=0)
-        return cls(tasks, model, pd.DataFrame(rows), brier, train_seconds, suite_seed, training, n_train,
-                   selection_seed)
+        return cls(tasks, model, pd.DataFrame(rows), brier, train_seconds, suite_seed, training)
 
     def refit(self, *, training: TrainingConfig | None = None, n_train: int | None = None,
               selection_seed: int = 0) -> "RouterStudy":
