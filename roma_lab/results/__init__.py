@@ -1,7 +1,9 @@
-"""Tidy result tables and the provenance record written next to them.
+"""Tidy result tables, the provenance record written next to them, and the one results vocabulary.
 
 Every experiment writes long-format CSV tables with :func:`write_table` and one
-``provenance.json`` (a :class:`Provenance`) that says what produced them.
+``provenance.json`` (a :class:`Provenance`) that says what produced them. Every room summarises
+scores with :func:`summarize` / :func:`compare` and sets them beside the paper's figures with
+:func:`beside_paper` (design/results_vocabulary.md).
 """
 
 from ._provenance import (
@@ -17,19 +19,46 @@ from ._provenance import (
     write_provenance,
 )
 from ._files import write_text_atomic
+from ._paper import (
+    DIFFERS,
+    MATCHES,
+    NOT_IN_PAPER,
+    NOT_MEASURED,
+    PAPER_COLUMNS,
+    TOLERANCE,
+    PaperTableError,
+    agreement,
+    beside_paper,
+    read_paper_reported,
+)
+from ._summary import CONDITION, as_metrics, compare, summarize
 from ._tables import read_table, write_table
 
 __all__ = [
+    "CONDITION",
+    "DIFFERS",
+    "MATCHES",
+    "NOT_IN_PAPER",
+    "NOT_MEASURED",
+    "PAPER_COLUMNS",
+    "TOLERANCE",
+    "PaperTableError",
     "TRACKED_PACKAGES",
     "Provenance",
+    "agreement",
+    "as_metrics",
+    "beside_paper",
+    "compare",
     "default_repo_root",
     "git_state",
     "package_source_hash",
     "package_versions",
     "parameters_hash",
+    "read_paper_reported",
     "read_provenance",
     "read_table",
     "sha256_file",
+    "summarize",
     "write_provenance",
     "write_table",
     "write_text_atomic",

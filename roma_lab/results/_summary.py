@@ -1,0 +1,145 @@
+"""Summaries with task-bootstrap CIs and paired comparisons, in one tidy shape for every room.
+
+Input is always per-task scores in long format: one row per (condition, subset, task, run) with a
+numeric column per metric. Output is one row per (condition, subset, metric) — the rows
+:func:`roma_lab.results.beside_paper` reads. NaN policy (the same everywhere): a NaN score is "not
+scored" (e.g. the grader failed); it is left out and counted in ``n_missing``. Runs of the same task
+are averaged first, so tasks, not runs, are resampled. See design/results_vocabulary.md.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Collection, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: The name of the condition column in every room (a policy, system, method or configuration).
+CONDITION = "condition"
+SUMMARY_COLUMNS: tuple[str, ...] = ("metric", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs")
+COMPARE_COLUMNS: tuple[str, ...] = ("condition", "metric", "value", "ci_low", "ci_high", "ci_method", "n",
+                                    "mean_a", "mean_b", "wins", "losses", "ties", "sign_test_p")
+
+
+def _per_task(group: pd.DataFrame, metric: str, task: str) -> pd.Series:
+    # mean() skips NaN: a task is NaN only if no run of it was scored.
+    return group.groupby(task, sort=False)[metric].mean()
+
+
+def summarize(
+    scores: pd.DataFrame,
+    metrics: Sequence[str],
+    *,
+    by: Sequence[str] = (CONDITION, "subset"),
+    task: str = "task_id",
+    run: str | None = "run",
+    ci: bool | Collection[str] = True,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Mean of each metric per group, with a task-bootstrap CI for the metrics in ``ci``.
+
+    Returns one row per group x metric: the ``by`` columns, then :data:`SUMMARY_COLUMNS` (``n`` =
+    scored tasks; ``runs`` = distinct runs, 1 when there is no ``run`` column). Fewer than two scored
+    tasks give no CI, and ``ci_method`` says so.
+    """
+    import pandas as pd
+
+    from roma_lab.stats import bootstrap_ci
+
+    _check_columns(scores, [*by, task, *metrics])
+    with_ci = set(metrics) if ci is True else set() if ci is False else set(ci)
+    unknown = with_ci - set(metrics)
+    if unknown:
+        raise ValueError(f"ci names metrics that are not summarised: {sorted(unknown)}")
+    rows = []
+    for key, group in scores.groupby(list(by), sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        runs = group[run].nunique() if run is not None and run in group else 1
+        for metric in metrics:
+            per_task = _per_task(group, metric, task)
+            scored = per_task.dropna().to_numpy(dtype=float)
+            row = dict(zip(by, key)) | {"metric": metric, "value": float(scored.mean()) if scored.size else math.nan,
+                                        "ci_low": math.nan, "ci_high": math.nan, "ci_method": "",
+                                        "n": int(scored.size), "n_missing": int(per_task.isna().sum()), "runs": runs}
+            if metric in with_ci:
+                if scored.size >= 2:
+                    interval = bootstrap_ci(scored, n_resamples=n_resamples, level=level, seed=seed)
+                    row.update(ci_low=interval.low, ci_high=interval.high, ci_method=_method(interval))
+                else:
+                    row["ci_method"] = "no CI: fewer than 2 scored tasks"
+            rows.append(row)
+    return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS])
+
+
+def compare(
+    scores: pd.DataFrame,
+    a: str,
+    b: str,
+    metric: str,
+    *,
+    by: Sequence[str] = ("subset",),
+    condition: str = CONDITION,
+    task: str = "task_id",
+    n_resamples: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """Paired comparison ``a - b`` of one metric per group, on the tasks both conditions scored.
+
+    One row per group: ``condition`` = ``"a - b"``, ``metric`` = ``"<metric>_diff"``, the mean
+    difference with a paired task-bootstrap CI, both means, and the exact sign test (wins, losses,
+    ties, p) over per-task means. :func:`as_metrics` turns the test columns into metric rows.
+    """
+    import pandas as pd
+
+    from roma_lab.stats import paired_bootstrap_ci, sign_test
+
+    _check_columns(scores, [*by, condition, task, metric])
+    rows = []
+    groups = scores.groupby(list(by), sort=False) if by else [((), scores)]
+    for key, group in groups:
+        key = key if isinstance(key, tuple) else (key,)
+        present = set(group[condition])
+        if not {a, b} <= present:
+            raise ValueError(f"conditions {sorted({a, b} - present)} have no rows in group {dict(zip(by, key))}")
+        means = {name: _per_task(group[group[condition] == name], metric, task).dropna() for name in (a, b)}
+        common = means[a].index.intersection(means[b].index)
+        va, vb = means[a].loc[common].to_numpy(float), means[b].loc[common].to_numpy(float)
+        row = dict(zip(by, key)) | {"condition": f"{a} - {b}", "metric": f"{metric}_diff", "value": math.nan,
+                                    "ci_low": math.nan, "ci_high": math.nan, "ci_method": "", "n": len(common),
+                                    "mean_a": math.nan, "mean_b": math.nan, "wins": 0, "losses": 0, "ties": 0,
+                                    "sign_test_p": math.nan}
+        if len(common) >= 2:
+            interval = paired_bootstrap_ci(va, vb, n_resamples=n_resamples, level=level, seed=seed)
+            test = sign_test(va, vb)
+            row.update(value=interval.estimate, ci_low=interval.low, ci_high=interval.high,
+                       ci_method=f"paired {_method(interval)}", mean_a=float(va.mean()), mean_b=float(vb.mean()),
+                       wins=test.wins, losses=test.losses, ties=test.ties, sign_test_p=test.p_value)
+        else:
+            row["ci_method"] = "no comparison: fewer than 2 tasks scored by both"
+        rows.append(row)
+    return pd.DataFrame(rows, columns=[*by, *COMPARE_COLUMNS])
+
+
+def as_metrics(table: pd.DataFrame, columns: Sequence[str], *, by: Sequence[str] = (CONDITION, "subset")) -> pd.DataFrame:
+    """``table`` plus one metric row per row and column in ``columns`` (e.g. ``sign_test_p`` of a
+    comparison, ``ci_low`` of a CI), so any figure a paper reports can meet ours in ``beside_paper``."""
+    import pandas as pd
+
+    _check_columns(table, [*by, *columns])
+    extra = [table[list(by)].assign(metric=column, value=table[column].astype(float)) for column in columns]
+    return pd.concat([table, *extra], ignore_index=True)
+
+
+def _method(interval) -> str:
+    return f"task bootstrap {interval.method}, {interval.level:.0%}, {interval.n_resamples} resamples"
+
+
+def _check_columns(df: pd.DataFrame, needed: Sequence[str]) -> None:
+    missing = [c for c in dict.fromkeys(needed) if c not in df.columns]
+    if missing:
+        raise ValueError(f"scores lack column(s) {missing}; have {list(df.columns)}")

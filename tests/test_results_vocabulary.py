@@ -1,0 +1,204 @@
+"""The one results vocabulary: paper_reported schema, beside_paper, agreement, summarize, compare."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from roma_lab.results import (
+    DIFFERS,
+    MATCHES,
+    NOT_IN_PAPER,
+    NOT_MEASURED,
+    PAPER_COLUMNS,
+    PaperTableError,
+    agreement,
+    as_metrics,
+    beside_paper,
+    compare,
+    read_paper_reported,
+    summarize,
+)
+
+
+def paper_rows(*rows):
+    base = {"artefact": "t1", "subset": "test", "unit": "fraction", "derived": False, "source": "§1", "note": ""}
+    return pd.DataFrame([base | r for r in rows], columns=list(PAPER_COLUMNS))
+
+
+# --- agreement: hand-made values on both sides of each threshold -------------------------------------------------
+
+@pytest.mark.parametrize(("paper", "ours", "unit", "verdict"), [
+    (0.935, 0.935, "fraction", MATCHES),
+    (0.935, 0.944, "fraction", MATCHES),       # 0.9 pp: inside 0.01 absolute
+    (0.935, 0.946, "fraction", DIFFERS),       # 1.1 pp: outside
+    (0.935, 0.924, "fraction", DIFFERS),
+    (93.5, 94.4, "percent", MATCHES),          # 1% of 93.5 = 0.935
+    (93.5, 94.5, "percent", DIFFERS),
+    (1.76, 1.77, "cost units", MATCHES),       # small magnitudes: at least 0.01 absolute
+    (1.76, 1.78, "cost units", DIFFERS),
+    (0.0156, 0.03, "p-value", MATCHES),        # within a factor of two
+    (0.0156, 0.0075, "p-value", DIFFERS),
+    (0.0156, 0.0320, "p-value", DIFFERS),
+    (1e-10, 1e-12, "p-value bound", MATCHES),  # the paper says p < 1e-10
+    (1e-10, 2e-10, "p-value bound", DIFFERS),
+    (0.5, math.nan, "fraction", NOT_MEASURED),
+])
+def test_agreement_rule_on_both_sides_of_its_tolerance(paper, ours, unit, verdict):
+    assert agreement(paper, ours, unit) == verdict
+
+
+# --- beside_paper --------------------------------------------------------------------------------------------------
+
+def test_beside_paper_outer_join_keeps_every_paper_figure_and_marks_ours_only_rows():
+    paper = paper_rows({"condition": "learned", "metric": "success", "value": 1.0},
+                       {"condition": "static", "metric": "success", "value": 0.935},
+                       {"condition": "oracle", "metric": "success", "value": 1.0})
+    ours = pd.DataFrame([
+        {"condition": "learned", "subset": "test", "metric": "success", "value": 0.90, "ci_low": 0.85,
+         "ci_high": 0.95, "n": 108},
+        {"condition": "static", "subset": "test", "metric": "success", "value": 0.935, "ci_low": 0.88,
+         "ci_high": 0.97, "n": 108},
+        {"condition": "hybrid", "subset": "test", "metric": "success", "value": 0.95},
+        {"condition": "learned", "subset": "test", "metric": "latency_ms", "value": 0.1},  # paper has no such metric
+    ])
+    table = beside_paper(ours, paper, "t1", why="our templates", why_not_measured="not run here", setting="n=108")
+    by = table.set_index("condition")
+    assert list(table["condition"]).count("learned") == 1  # latency row left out
+    assert by.loc["learned", "agreement"] == DIFFERS and by.loc["learned", "why"] == "our templates"
+    assert by.loc["learned", "paper_in_ci"] is not None and not by.loc["learned", "paper_in_ci"]
+    assert by.loc["static", "agreement"] == MATCHES and by.loc["static", "why"] == ""
+    assert bool(by.loc["static", "paper_in_ci"])
+    assert by.loc["oracle", "agreement"] == NOT_MEASURED and by.loc["oracle", "why"] == "not run here"
+    assert by.loc["hybrid", "agreement"] == NOT_IN_PAPER and math.isnan(by.loc["hybrid", "paper"])
+    assert by.loc["learned", "difference"] == pytest.approx(-0.10)
+    assert set(table["setting"].iloc[[0, 1]]) == {"n=108"}
+
+
+def test_a_difference_or_a_missing_figure_without_a_reason_is_an_error():
+    paper = paper_rows({"condition": "learned", "metric": "success", "value": 1.0})
+    differs = pd.DataFrame([{"condition": "learned", "subset": "test", "metric": "success", "value": 0.5}])
+    with pytest.raises(ValueError, match="no reason"):
+        beside_paper(differs, paper, "t1")
+    none = differs.iloc[0:0]
+    with pytest.raises(ValueError, match="not measured"):
+        beside_paper(none, paper, "t1", why="x")
+
+
+def test_why_may_depend_on_the_metric():
+    paper = paper_rows({"condition": "a", "metric": "success", "value": 1.0},
+                       {"condition": "a", "metric": "mean_cost", "value": 2.0, "unit": "cost units"})
+    ours = pd.DataFrame([{"condition": "a", "subset": "test", "metric": m, "value": 0.0}
+                         for m in ("success", "mean_cost")])
+    table = beside_paper(ours, paper, "t1", why={"mean_cost": "prices differ", "*": "templates"})
+    assert dict(zip(table["metric"], table["why"])) == {"success": "templates", "mean_cost": "prices differ"}
+
+
+def test_fractions_are_read_in_the_papers_percent_and_incompatible_units_are_refused():
+    paper = paper_rows({"condition": "a", "metric": "accuracy", "value": 30.0, "unit": "percent"})
+    ours = pd.DataFrame([{"condition": "a", "subset": "test", "metric": "accuracy", "value": 0.30, "unit": "fraction",
+                          "ci_low": 0.2, "ci_high": 0.4}])
+    row = beside_paper(ours, paper, "t1").iloc[0]
+    assert (row["ours"], row["ours_ci_low"], row["agreement"]) == (pytest.approx(30.0), pytest.approx(20.0), MATCHES)
+    with pytest.raises(ValueError, match="reports 'percent'"):
+        beside_paper(ours.assign(unit="ms"), paper, "t1")
+
+
+def test_measured_rows_listed_twice_are_refused():
+    paper = paper_rows({"condition": "a", "metric": "success", "value": 1.0})
+    ours = pd.DataFrame([{"condition": "a", "subset": "test", "metric": "success", "value": 1.0}] * 2)
+    with pytest.raises(ValueError, match="twice"):
+        beside_paper(ours, paper, "t1")
+
+
+# --- paper_reported files ------------------------------------------------------------------------------------------
+
+def test_read_paper_reported_checks_the_schema(tmp_path):
+    good = paper_rows({"condition": "a", "metric": "success", "value": 1.0})
+    path = tmp_path / "paper_reported.csv"
+    good.to_csv(path, index=False)
+    back = read_paper_reported(path)
+    assert back["derived"].dtype == bool and back["value"].iloc[0] == 1.0
+
+    for broken, message in [
+        (good.drop(columns="note"), "columns"),
+        (good.assign(unit="furlongs"), "unknown unit"),
+        (good.assign(value="n/a"), "not a number"),
+        (good.assign(source=""), "no source"),
+        (pd.concat([good, good]), "twice"),
+    ]:
+        broken.to_csv(path, index=False)
+        with pytest.raises(PaperTableError, match=message):
+            read_paper_reported(path)
+
+
+# --- summarize -----------------------------------------------------------------------------------------------------
+
+def scores_table():
+    # condition a: 4 tasks x 2 runs; task t3 never scored (grader failed); condition b: all zeros
+    rows = []
+    for run in (0, 1):
+        for t, score in zip(("t0", "t1", "t2", "t3"), (1.0, 1.0 if run == 0 else 0.0, 0.0, math.nan)):
+            rows.append({"condition": "a", "subset": "test", "task_id": t, "run": run, "success": score,
+                         "cost": 2.0})
+            rows.append({"condition": "b", "subset": "test", "task_id": t, "run": run, "success": 0.0, "cost": 1.0})
+    return pd.DataFrame(rows)
+
+
+def test_summarize_averages_runs_per_task_and_counts_unscored_tasks():
+    table = summarize(scores_table(), ["success", "cost"], ci=["success"], n_resamples=500)
+    a = table[(table["condition"] == "a") & (table["metric"] == "success")].iloc[0]
+    # per-task means: t0 1.0, t1 0.5, t2 0.0; t3 unscored
+    assert a["value"] == pytest.approx(0.5) and a["n"] == 3 and a["n_missing"] == 1 and a["runs"] == 2
+    assert 0.0 <= a["ci_low"] <= 0.5 <= a["ci_high"] <= 1.0 and "bootstrap" in a["ci_method"]
+    cost = table[(table["condition"] == "a") & (table["metric"] == "cost")].iloc[0]
+    assert cost["value"] == 2.0 and math.isnan(cost["ci_low"]) and cost["n"] == 4
+
+
+def test_summarize_resamples_tasks_not_runs():
+    # Ten runs of the same two tasks must give the CI of two tasks, not of twenty draws.
+    few = pd.DataFrame([{"condition": "a", "subset": "s", "task_id": t, "run": r, "success": float(t == "x")}
+                        for t in ("x", "y") for r in range(10)])
+    row = summarize(few, ["success"], n_resamples=2000).iloc[0]
+    assert row["n"] == 2 and row["ci_low"] == 0.0 and row["ci_high"] == 1.0
+
+
+def test_summarize_gives_no_ci_below_two_tasks():
+    one = pd.DataFrame([{"condition": "a", "subset": "s", "task_id": "x", "success": 1.0}])
+    row = summarize(one, ["success"], run=None).iloc[0]
+    assert math.isnan(row["ci_low"]) and row["ci_method"].startswith("no CI")
+
+
+# --- compare -------------------------------------------------------------------------------------------------------
+
+def test_compare_pairs_on_tasks_and_gives_the_exact_sign_test():
+    # 9 wins, 3 losses, 2 ties: the style guide's known value p = 0.146
+    a = [1.0] * 9 + [0.0] * 3 + [1.0, 0.0]
+    b = [0.0] * 9 + [1.0] * 3 + [1.0, 0.0]
+    rows = [{"condition": c, "subset": "s", "task_id": f"t{i}", "success": v}
+            for c, values in (("a", a), ("b", b)) for i, v in enumerate(values)]
+    row = compare(pd.DataFrame(rows), "a", "b", "success").iloc[0]
+    assert (row["wins"], row["losses"], row["ties"]) == (9, 3, 2)
+    assert row["sign_test_p"] == pytest.approx(0.146, abs=5e-4)
+    assert row["value"] == pytest.approx(6 / 14) and row["condition"] == "a - b" and row["metric"] == "success_diff"
+    assert row["ci_low"] < row["value"] < row["ci_high"]
+
+
+def test_compare_uses_only_tasks_both_conditions_scored():
+    df = scores_table()
+    row = compare(df, "a", "b", "success").iloc[0]
+    assert row["n"] == 3  # t3 is unscored for a
+    assert row["mean_a"] == pytest.approx(0.5) and row["mean_b"] == 0.0
+
+
+def test_compare_refuses_an_absent_condition():
+    with pytest.raises(ValueError, match="no rows"):
+        compare(scores_table(), "a", "zzz", "success")
+
+
+def test_as_metrics_makes_test_columns_into_metric_rows():
+    df = scores_table()
+    table = as_metrics(compare(df, "a", "b", "success").assign(condition="a - b"), ["sign_test_p"])
+    assert list(table["metric"]) == ["success_diff", "sign_test_p"]
+    assert np.isclose(table["value"].iloc[1], table["sign_test_p"].iloc[0])
