@@ -42,6 +42,18 @@ UNDERPOWERED = "under-powered under any pairing"
 DETECTABLE = "detectable even with independent outcomes"
 DEPENDS = "detectable only if outcomes are correlated"
 
+COUNT_COLUMNS = ("artefact", "condition", "subset", "metric", "value", "decimals", "n", "n_source", "exact_count",
+                 "count", "count_value", "miss", "status", "ci_low", "ci_high", "ci_method", "note")
+SUM_COLUMNS = ("artefact", "condition", "metric", "subset", "value", "n", "parts", "part_counts", "summed_count",
+               "summed_value", "miss", "status")
+COMPARISON_COLUMNS = ("artefact", "condition", "subset", "value", "derived", "n", "exact_count", "count", "count_value",
+                      "miss", "status", "count_a", "count_b", "best_case_sign_p", "discordance_independent",
+                      "mde_independent", "max_discordance", "verdict", "source")
+TEXT_COLUMNS = ("artefact", "table", "condition", "subset", "metric", "paper", "from_rows", "difference", "matches",
+                "check", "source")
+CLAIM_COLUMNS = ("artefact", "kind", "condition", "subset", "value", "other", "other_value", "holds", "note", "source")
+FINDING_COLUMNS = ("kind", "artefact", "condition", "subset", "value", "nearest", "miss", "detail")
+
 
 @dataclass(frozen=True, slots=True)
 class RankClaim:
@@ -227,7 +239,7 @@ def _counts(figures, n_of, level):
                      "miss": row.value - 100 * k / n, "status": status,
                      "ci_low": 100 * interval.low, "ci_high": 100 * interval.high,
                      "ci_method": f"Clopper-Pearson exact {level:.0%}, {k} of {n}", "note": row.note})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COUNT_COLUMNS)
 
 
 def _sums(counts):
@@ -249,7 +261,7 @@ def _sums(counts):
                          "part_counts": " + ".join(str(int(by_subset.loc[p, "count"])) for p in parts),
                          "summed_count": summed, "summed_value": implied, "miss": top["value"] - implied,
                          "status": "adds up" if agrees else TRUNCATED if truncated else "does not add up"})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SUM_COLUMNS)
 
 
 # --- differences, text and claims -------------------------------------------------------------------------------------
@@ -312,7 +324,7 @@ def _comparisons(frame, counts, n_of, alpha, power):
                      "count_value": 100 * k / n, "miss": row.value - 100 * k / n, "status": status,
                      "count_a": a, "count_b": b, "best_case_sign_p": best_p, "discordance_independent": independent,
                      "mde_independent": mde, "max_discordance": psi, "verdict": verdict, "source": row.source})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
 
 
 def _text(frame):
@@ -337,7 +349,7 @@ def _text(frame):
                      "metric": row.metric, "paper": row.value, "from_rows": expected, "difference": row.value - expected,
                      "matches": bool(abs(row.value - expected) <= tolerance) if not math.isnan(expected) else None,
                      "check": "printed gap vs its rows" if own else "text vs table", "source": row.source})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=TEXT_COLUMNS)
 
 
 def _claims(frame, claims):
@@ -369,7 +381,7 @@ def _claims(frame, claims):
         rows.append({"artefact": claim.artefact, "kind": claim.kind, "condition": condition, "subset": subset,
                      "value": mine, "other": f"{best[0]} [{best[1]}]", "other_value": others[best],
                      "holds": bool(holds), "note": claim.note, "source": claim.source})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
 def _findings(counts, sums, comparisons, text, claims):
@@ -400,7 +412,7 @@ def _findings(counts, sums, comparisons, text, claims):
         rows.append({"kind": f"claim does not hold ({r.kind})", "artefact": r.artefact, "condition": r.condition,
                      "subset": r.subset, "value": r.value, "nearest": r.other_value, "miss": r.value - r.other_value,
                      "detail": f"{r.condition} [{r.subset}] = {r.value:.2f} vs {r.other} = {r.other_value:.2f}"})
-    return pd.DataFrame(rows, columns=["kind", "artefact", "condition", "subset", "value", "nearest", "miss", "detail"])
+    return pd.DataFrame(rows, columns=FINDING_COLUMNS)
 
 
 def plot_paper_comparisons(comparisons: pd.DataFrame):
