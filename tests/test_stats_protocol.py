@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from roma_lab.results import compare
+from roma_lab.results import MATCHES, PAPER_COLUMNS, beside_paper, compare
 from roma_lab.stats import (
     PROTOCOL_COLUMNS,
     VarianceComponents,
@@ -171,6 +171,23 @@ def test_comparisons_holm_within_each_subset_and_mde_from_the_per_task_differenc
                        reference[["value", "ci_low", "ci_high", "wins", "losses", "ties"]].to_numpy(float))
     holm_rows = table[table["metric"] == "sign_test_p_holm"]
     assert holm_rows["method"].str.contains("Holm over the 3 conditions").all()
+
+
+def test_protocol_rows_meet_paper_figures_in_percent_through_beside_paper():
+    table = summarize_protocol(comparison_frame(), baseline="base", n_resamples=100)
+    ours = table[(table["subset"] == "easy")]
+    mine = value(table, "pass@1", subset="easy")
+    diff = value(table, "pass@1_diff", condition="large - base", subset="easy")
+    paper = pd.DataFrame([
+        {"artefact": "t", "condition": "base", "subset": "easy", "metric": "pass@1", "unit": "percent",
+         "value": round(100 * mine["value"], 2), "derived": False, "source": "cell", "note": ""},
+        {"artefact": "t", "condition": "large - base", "subset": "easy", "metric": "pass@1_diff",
+         "unit": "percentage points", "value": round(100 * diff["value"], 2), "derived": False, "source": "cell",
+         "note": ""}], columns=list(PAPER_COLUMNS))
+    joined = beside_paper(ours, paper, "t").set_index("condition")
+    assert (joined.loc[["base", "large - base"], "agreement"] == MATCHES).all()
+    assert joined.loc["base", "ours"] == pytest.approx(100 * mine["value"])
+    assert value(table, "sign_test_p", condition="large - base", subset="easy")["unit"] == "p-value"
 
 
 def test_a_missing_baseline_is_an_error():

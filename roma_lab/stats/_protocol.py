@@ -22,9 +22,12 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: Columns after the condition and ``by`` columns.
-PROTOCOL_COLUMNS: tuple[str, ...] = ("metric", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs",
+PROTOCOL_COLUMNS: tuple[str, ...] = ("metric", "unit", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs",
                                      "wins", "losses", "ties", "method")
 TIE_RULE = "a tie goes to the answer of the lowest-numbered run"
+# Units as beside_paper reads them (it converts our fractions to a paper's percent or points).
+_UNITS = {"sign_test_p": "p-value", "sign_test_p_holm": "p-value", "var_run_to_run": "squared fraction",
+          "var_task_to_task": "squared fraction"}
 
 
 def summarize_protocol(
@@ -118,6 +121,7 @@ def summarize_protocol(
         if column not in table:
             table[column] = math.nan
     table["ci_method"] = table["ci_method"].fillna("")
+    table["unit"] = table["metric"].map(_UNITS).fillna("fraction")
     return table[[*keys, *PROTOCOL_COLUMNS]]
 
 
