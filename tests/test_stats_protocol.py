@@ -165,7 +165,8 @@ def test_comparisons_holm_within_each_subset_and_mde_from_the_per_task_differenc
             expected = min_detectable_effect(d.size, sd_diff=float(d.std(ddof=1))).effect
             assert rows[(c, "mde")] == pytest.approx(expected)
             assert rows[(c, "pass@1_diff")] == pytest.approx(d.mean())
-    reference = compare(scores.rename(columns={"success": "pass@1"}), "large", "base", "pass@1", n_resamples=300, seed=4)
+    reference = compare(scores.rename(columns={"success": "pass@1"}), "large", "base", "pass@1", n_resamples=300,
+                        seed=4)
     mine = table[table["metric"].eq("pass@1_diff") & table["condition"].eq("large - base")]
     assert np.allclose(mine[["value", "ci_low", "ci_high", "wins", "losses", "ties"]].to_numpy(float),
                        reference[["value", "ci_low", "ci_high", "wins", "losses", "ties"]].to_numpy(float))

@@ -191,21 +191,29 @@ def audit_paper_numbers(
 
 # --- whole counts ---------------------------------------------------------------------------------------------------
 
-def _whole(value: float, n: int, decimals: int, *, difference: bool = False) -> tuple[int, str]:
-    """The count k of n a printed percentage stands for, and whether rounding explains it.
+def _reading(printed: float, exact: float, decimals: int, *, difference: bool = False) -> str:
+    """How a printed figure relates to an exact one: rounded from it, truncated, or neither.
 
-    A percentage is a whole count when k/n rounds to it. A difference of two rounded percentages
-    may be off by one unit in its last printed decimal (half from each), so it gets that tolerance.
+    A difference of two rounded figures may be off by one unit in its last printed decimal (half
+    from each), so it gets that tolerance.
     """
     ulp = 10.0 ** -decimals
+    if abs(exact - printed) <= (ulp if difference else ulp / 2) + 1e-9:
+        return WHOLE
+    if not difference and 0 <= exact - printed < ulp - 1e-9:
+        return TRUNCATED
+    return NOT_WHOLE
+
+
+def _whole(value: float, n: int, decimals: int, *, difference: bool = False) -> tuple[int, str]:
+    """The count k of n a printed percentage (or difference) stands for, and how it was printed."""
     exact = value * n / 100
     k = round(exact) if difference else min(max(round(exact), 0), n)
-    if abs(100 * k / n - value) <= (ulp if difference else ulp / 2) + 1e-9:
-        return k, WHOLE
-    up = math.ceil(exact - 1e-9)  # a truncated percentage sits below its k/n by less than one ulp
-    if not difference and 0 <= 100 * up / n - value < ulp - 1e-9:
+    status = _reading(value, 100 * k / n, decimals, difference=difference)
+    up = math.ceil(exact - 1e-9)  # a truncated percentage sits below its k/n
+    if status == NOT_WHOLE and not difference and _reading(value, 100 * up / n, decimals) == TRUNCATED:
         return up, TRUNCATED
-    return k, NOT_WHOLE
+    return k, status
 
 
 def _sizes(frame, figures, sizes) -> dict[str, tuple[int, str]]:
@@ -254,13 +262,12 @@ def _sums(counts):
             top = by_subset.loc[total]
             summed = int(sum(by_subset.loc[p, "count"] for p in parts))
             implied = 100 * summed / top["n"]
-            agrees = abs(top["value"] - implied) <= 0.5 * 10.0 ** -top["decimals"] + 1e-9
-            truncated = 0 <= implied - top["value"] < 10.0 ** -top["decimals"] - 1e-9
+            status = _reading(top["value"], implied, int(top["decimals"]))
             rows.append({"artefact": artefact, "condition": condition, "metric": metric, "subset": total,
                          "value": top["value"], "n": int(top["n"]), "parts": " + ".join(parts),
                          "part_counts": " + ".join(str(int(by_subset.loc[p, "count"])) for p in parts),
                          "summed_count": summed, "summed_value": implied, "miss": top["value"] - implied,
-                         "status": "adds up" if agrees else TRUNCATED if truncated else "does not add up"})
+                         "status": {WHOLE: "adds up", NOT_WHOLE: "does not add up"}.get(status, status)})
     return pd.DataFrame(rows, columns=SUM_COLUMNS)
 
 
@@ -346,7 +353,8 @@ def _text(frame):
                     else _value(frame, table, row.condition, row.subset))
         tolerance = 10.0 ** -row.decimals + 1e-9
         rows.append({"artefact": row.artefact, "table": table, "condition": row.condition, "subset": row.subset,
-                     "metric": row.metric, "paper": row.value, "from_rows": expected, "difference": row.value - expected,
+                     "metric": row.metric, "paper": row.value, "from_rows": expected,
+                     "difference": row.value - expected,
                      "matches": bool(abs(row.value - expected) <= tolerance) if not math.isnan(expected) else None,
                      "check": "printed gap vs its rows" if own else "text vs table", "source": row.source})
     return pd.DataFrame(rows, columns=TEXT_COLUMNS)

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: Columns after the condition and ``by`` columns.
-PROTOCOL_COLUMNS: tuple[str, ...] = ("metric", "unit", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs",
-                                     "wins", "losses", "ties", "method")
+PROTOCOL_COLUMNS: tuple[str, ...] = ("metric", "unit", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing",
+                                     "runs", "wins", "losses", "ties", "method")
 TIE_RULE = "a tie goes to the answer of the lowest-numbered run"
 # Units as beside_paper reads them (it converts our fractions to a paper's percent or points).
 _UNITS = {"sign_test_p": "p-value", "sign_test_p_holm": "p-value", "var_run_to_run": "squared fraction",
@@ -78,7 +78,8 @@ def summarize_protocol(
     duplicated = scores.duplicated([*keys, task, run])
     if duplicated.any():
         first = scores.loc[duplicated, [*keys, task, run]].iloc[0].to_dict()
-        raise ValueError(f"{int(duplicated.sum())} duplicate (condition, {', '.join(by)}, task, run) rows, e.g. {first}")
+        raise ValueError(f"{int(duplicated.sum())} duplicate (condition, {', '.join(by)}, task, run) rows, "
+                         f"e.g. {first}")
     runs = sorted(scores[run].unique())
     for key, group in scores.groupby(keys, sort=False):
         if sorted(group[run].unique()) != runs:
