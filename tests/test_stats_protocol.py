@@ -191,6 +191,19 @@ def test_protocol_rows_meet_paper_figures_in_percent_through_beside_paper():
     assert value(table, "sign_test_p", condition="large - base", subset="easy")["unit"] == "p-value"
 
 
+def test_per_stratum_breakdown_keeps_the_extra_key_and_its_own_families():
+    scores = comparison_frame()
+    scores["level"] = np.where(scores["task_id"] % 2 == 0, "L1", "L2")
+    table = summarize_protocol(scores, baseline="base", by=("subset", "level"), n_resamples=100)
+    assert list(table.columns[:3]) == ["condition", "subset", "level"]
+    holm = table[table["metric"] == "sign_test_p_holm"]
+    assert len(holm) == 2 * 2 * 3  # subsets x levels x compared conditions
+    for (_, _), group in table[table["metric"] == "sign_test_p"].groupby(["subset", "level"]):
+        adjusted = holm.set_index(["subset", "level", "condition"]).loc[
+            [(s, lv, c) for s, lv, c in group[["subset", "level", "condition"]].itertuples(index=False)], "value"]
+        assert np.allclose(adjusted, holm_adjust(group["value"].to_numpy()))
+
+
 def test_a_missing_baseline_is_an_error():
     with pytest.raises(ValueError, match="no rows"):
         summarize_protocol(comparison_frame(), baseline="absent", n_resamples=50)
