@@ -1,7 +1,8 @@
-"""Estimators over repeated attempts per task: unbiased pass@k and majority vote."""
+"""Estimators over repeated attempts per task: unbiased pass@k and the plurality (majority) vote."""
 
 from collections import Counter
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -36,18 +37,35 @@ def pass_at_k(n, c, k: int) -> float | np.ndarray:
     return float(result) if result.ndim == 0 else result
 
 
-def majority_vote(answers: Iterable[Any], *, key: Callable[[Any], Hashable] | None = None) -> Any:
-    """Most frequent answer, compared after the optional normalisation ``key``.
+@dataclass(frozen=True, slots=True)
+class Vote:
+    """The outcome of a plurality vote: the winning answer, its votes, and whether it was tied."""
 
-    Ties go to the answer whose key occurs first; the returned value is that first original
-    answer (not its key). ``None`` counts as an ordinary answer; filter abstentions beforehand if
-    they should not vote. Empty input raises ``ValueError``.
+    answer: Any
+    votes: int
+    tied: bool
+
+
+def vote(answers: Iterable[Any], *, key: Callable[[Any], Hashable] | None = None) -> Vote:
+    """Plurality vote over ``answers``, compared after the optional normalisation ``key``.
+
+    Tie rule (deterministic): among the answers with the most votes, the one that occurs first
+    wins, and the returned answer is that first original answer (not its key). Pass answers in a
+    fixed order (e.g. by run index) and the result never depends on anything else. ``tied`` says
+    whether another answer had as many votes. ``None`` counts as an ordinary answer; filter
+    abstentions beforehand if they should not vote. Empty input raises ``ValueError``.
     """
     answers = list(answers)
     if not answers:
-        raise ValueError("majority_vote needs at least one answer")
+        raise ValueError("a vote needs at least one answer")
     keys = answers if key is None else [key(answer) for answer in answers]
     counts = Counter(keys)
     top = max(counts.values())
     # Scanning the answers in order breaks ties by first occurrence.
-    return next(answer for answer, k in zip(answers, keys) if counts[k] == top)
+    winner = next(answer for answer, k in zip(answers, keys) if counts[k] == top)
+    return Vote(answer=winner, votes=top, tied=sum(1 for c in counts.values() if c == top) > 1)
+
+
+def majority_vote(answers: Iterable[Any], *, key: Callable[[Any], Hashable] | None = None) -> Any:
+    """Most frequent answer; ties go to the answer that occurs first (see :func:`vote`)."""
+    return vote(answers, key=key).answer
