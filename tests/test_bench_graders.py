@@ -7,6 +7,16 @@ import pytest
 
 from roma_lab import bench
 from roma_lab.bench import Grade, Item
+from roma_lab.bench._grade import GradingError, JudgeReplyError, normalize_answer
+from roma_lab.bench._graders import (
+    extract_abgen_score,
+    extract_aime_answer,
+    parse_frames_decision,
+    parse_rubric_scores,
+    parse_simpleqa_letter,
+    rubric_average,
+    squad_normalize,
+)
 
 
 class Scripted:
@@ -46,12 +56,12 @@ def qa(answer="Paris", question="What is the capital of France?", benchmark="sim
     ],
 )
 def test_normalize_answer_equates(a, b):
-    assert bench.normalize_answer(a) == bench.normalize_answer(b)
+    assert normalize_answer(a) == normalize_answer(b)
 
 
 @pytest.mark.parametrize(("a", "b"), [("3.5", "35"), ("1,5", "15.0"), ("10", "100")])
 def test_normalize_answer_keeps_distinct_numbers_apart(a, b):
-    assert bench.normalize_answer(a) != bench.normalize_answer(b)
+    assert normalize_answer(a) != normalize_answer(b)
 
 
 def test_string_match_grader_labels_and_names_itself():
@@ -66,14 +76,35 @@ def test_string_match_grader_labels_and_names_itself():
 
 
 def test_grader_for_falls_back_to_string_match_only_for_answer_benchmarks():
-    for name in ("seal0", "simpleqa", "frames", "browsecomp"):
+    fallback = {name for name, spec in bench.BENCHMARKS.items() if spec.grader.judged and spec.grader.string_match}
+    assert fallback == {"seal0", "simpleqa", "simpleqa_verified", "frames", "browsecomp"}
+    for name in fallback:
         assert isinstance(bench.grader_for(name), bench.StringMatchGrader)
     for name in ("eqbench_longform", "abgen", "papillon"):
         with pytest.raises(ValueError, match="judge"):
             bench.grader_for(name)
-    assert isinstance(bench.grader_for("seal0", Scripted()), bench.SimpleQAGrader)
     with pytest.raises(ValueError, match="unknown"):
         bench.grader_for("gaia", Scripted())
+
+
+def test_each_benchmark_gets_its_own_grader_from_the_registry():
+    judge = Scripted()
+    expected = {"seal0": (bench.SimpleQAGrader, "sealqa-official-template"),
+                "simpleqa": (bench.SimpleQAGrader, "simpleqa-official-template"),
+                "simpleqa_verified": (bench.SimpleQAGrader, "simpleqa-official-template"),
+                "frames": (bench.FramesGrader, "frames-paper-autorater"),
+                "browsecomp": (bench.BrowseCompGrader, "browsecomp-official-template"),
+                "eqbench_longform": (bench.EQBenchLongformGrader, "eqbench-longform-rubric"),
+                "abgen": (bench.AbGenGrader, "abgen-likert(method-bug-as-published"),
+                "hotpotqa": (bench.HotpotQAGrader, "hotpotqa-official-em-f1"),
+                "aime2025": (bench.AIMEGrader, "aime-integer-exact-match")}
+    assert set(expected) | {"papillon"} == set(bench.BENCHMARKS)
+    for name, (cls, prefix) in expected.items():
+        grader = bench.grader_for(name, judge)
+        assert type(grader) is cls and grader.name.startswith(prefix), name
+    # options reach the grader; graders without a judge ignore the one given
+    assert not bench.grader_for("abgen", judge, upstream_method_bug=False).upstream_method_bug
+    assert bench.grader_for("hotpotqa", judge) == bench.grader_for("hotpotqa")
 
 
 def test_bad_prediction_type_is_a_typed_error_grade():
@@ -104,8 +135,8 @@ def test_simpleqa_grader_uses_official_template_and_letters():
 
 def test_simpleqa_parsing_quirk_and_unparseable_reply():
     # simple-evals takes the first capital A/B/C anywhere: "CORRECT" reads as C.
-    assert bench.parse_simpleqa_letter("CORRECT") == "C"
-    assert bench.parse_simpleqa_letter("The grade is: A") == "A"
+    assert parse_simpleqa_letter("CORRECT") == "C"
+    assert parse_simpleqa_letter("The grade is: A") == "A"
     grade = bench.SimpleQAGrader(Scripted("no letter here"))(qa(), "Paris")
     assert grade.error.startswith("JudgeReplyError") and grade.raw == "no letter here"
     assert grade.label is None and math.isnan(grade.score)
@@ -142,7 +173,7 @@ def test_judge_exception_becomes_error_grade():
     ],
 )
 def test_frames_decision_parsing(reply, verdict):
-    assert bench.parse_frames_decision(reply) is verdict
+    assert parse_frames_decision(reply) is verdict
 
 
 def test_frames_grader_prompt_and_unparseable():
@@ -171,7 +202,7 @@ def test_browsecomp_grader_reads_captured_word():
 
 
 def test_hotpot_normalisation_is_squad():
-    assert bench.squad_normalize("The U.S.-based  company!") == "usbased company"
+    assert squad_normalize("The U.S.-based  company!") == "usbased company"
 
 
 def test_hotpot_grader_em_and_f1():
@@ -199,7 +230,7 @@ def test_hotpot_grader_em_and_f1():
     ],
 )
 def test_aime_extraction(text, value):
-    assert bench.extract_aime_answer(text) == value
+    assert extract_aime_answer(text) == value
 
 
 def test_aime_grader():
@@ -219,20 +250,20 @@ def _rubric_reply(criteria, value):
 def test_rubric_parsing_and_weighting():
     spec = bench.load_longform_spec()
     reply = _rubric_reply(spec.final_criteria, 10) + "\n\nSummary: 3"
-    scores = bench.parse_rubric_scores(reply)
+    scores = parse_rubric_scores(reply)
     assert len(scores) == len(spec.final_criteria) and set(scores.values()) == {10.0}
-    assert bench.parse_rubric_scores("Coherent: [25]")["Coherent"] == 20.0  # clamped
+    assert parse_rubric_scores("Coherent: [25]")["Coherent"] == 20.0  # clamped
     # All 10s: positives 10, negatives inverted to 10, forced poetry (10/20)^1.7*20 with weight 5.
-    avg = bench.rubric_average(scores, spec.final_criteria, spec.negative_final_criteria, spec.criteria_weights)
+    avg = rubric_average(scores, spec.final_criteria, spec.negative_final_criteria, spec.criteria_weights)
     n = len(spec.final_criteria)
     fp = (10 / 20) ** 1.7 * 20
     assert avg == pytest.approx(((n - 1) * 10 + 5 * fp) / (n - 1 + 5))
-    with pytest.raises(bench.GradingError, match="Pacing"):
-        bench.rubric_average({"Coherent": 3}, spec.final_criteria, (), {})
+    with pytest.raises(GradingError, match="Pacing"):
+        rubric_average({"Coherent": 3}, spec.final_criteria, (), {})
 
 
 def test_rubric_negative_inversion():
-    score = bench.rubric_average({"Good": 20, "Bad": 0}, ("Good", "Bad"), ("Bad",), {})
+    score = rubric_average({"Good": 20, "Bad": 0}, ("Good", "Bad"), ("Bad",), {})
     assert score == 20.0
 
 
@@ -280,13 +311,13 @@ def test_eqbench_grader_plain_text_is_final_piece_only_and_missing_scores_error(
     ],
 )
 def test_abgen_score_extraction(reply, score):
-    assert bench.extract_abgen_score(reply) == score
+    assert extract_abgen_score(reply) == score
 
 
 @pytest.mark.parametrize("reply", ["It sits between 2 and 3", "no score at all", "7"])
 def test_abgen_score_extraction_rejects_ambiguous(reply):
-    with pytest.raises(bench.JudgeReplyError):
-        bench.extract_abgen_score(reply)
+    with pytest.raises(JudgeReplyError):
+        extract_abgen_score(reply)
 
 
 def _abgen_item():

@@ -1,4 +1,5 @@
-"""ROMA paper Tables 1-6 (roma_lab.bench._roma_tables): resume, labels, paper rows, AbGen, Table 5."""
+"""ROMA paper Tables 1-6 (roma_lab.bench): the registry, resume, labels, the results vocabulary
+(summary, paired comparison, paper beside ours), AbGen, Table 5 and the item picker."""
 
 import json
 import math
@@ -7,9 +8,19 @@ import pandas as pd
 import pytest
 
 from roma_lab import bench
-from roma_lab.bench import SCRIPTED_LABEL, STRING_MATCH, ScriptedEngine
+from roma_lab.bench._grade import STRING_MATCH
+from roma_lab.bench._registry import LONGFORM_TASK
+from roma_lab.bench._roma_tables import OTHER_SYSTEM
+from roma_lab.bench._scripted import SCRIPTED_LABEL, ScriptedEngine, ScriptedJudge
+from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
+from roma_lab.bench._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
+from roma_lab.bench._table5 import PAPER_NAME, component_cost_df
 from roma_lab.controller import Node, RoleCall, Run
 from roma_lab.lm import AsyncEngine
+from roma_lab.results import DIFFERS, NOT_IN_PAPER, NOT_MEASURED, PAPER_COLUMNS
+from roma_lab.widgets import ItemRunPicker
+
+TABLE_BENCHMARKS = {"seal0", "frames", "simpleqa", "simpleqa_verified", "eqbench_longform", "abgen"}
 
 
 class CountingEngine(ScriptedEngine):
@@ -39,6 +50,45 @@ def run_seal0(out, **kwargs):
 def raw_rows(path):
     return pd.read_csv(path, dtype=str, keep_default_na=False)
 
+
+# --- the registry --------------------------------------------------------------------------------------------------
+
+def test_every_table_benchmark_names_paper_rows_that_exist():
+    paper = bench.paper_reported_roma_df()
+    tables = {name for name, spec in bench.BENCHMARKS.items() if spec.artefact}
+    assert tables == TABLE_BENCHMARKS
+    for name in tables:
+        spec = bench.BENCHMARKS[name]
+        figures = paper[paper["artefact"] == spec.artefact]
+        assert set(spec.paper_names) <= set(SYSTEMS)
+        for paper_name in spec.paper_names.values():  # a typo would leave our row "not in paper" forever
+            assert paper_name in set(figures["condition"]), (name, paper_name)
+        if spec.unmeasured == "":  # the paper reports the metric one item scores
+            assert set(figures["metric"]) == {spec.metric}, name
+
+
+def test_registry_specs_are_frozen_and_lookups_fail_clearly(tmp_path):
+    spec = bench.BENCHMARKS["seal0"]
+    with pytest.raises(AttributeError):
+        spec.metric = "f1"
+    with pytest.raises(TypeError):
+        spec.paper_names["roma"] = "x"
+    with pytest.raises(ValueError, match="unknown benchmark 'gaia'"):
+        bench.run_roma_table("gaia", tmp_path, lm="scripted")
+    with pytest.raises(ValueError, match="not in a ROMA paper table"):
+        bench.run_roma_table("hotpotqa", tmp_path, lm="scripted")
+
+
+def test_task_wording_fills_the_spec_template():
+    assert TaskWording()("What is 2+2?") == "What is 2+2?"
+    assert TaskWording()("a {brace} in a question") == "a {brace} in a question"
+    story = TaskWording(LONGFORM_TASK, n_chapters=2, chapter_words=50)("A dragon.")
+    assert "2 chapters of about 50 words" in story and "A dragon." in story
+    with pytest.raises(ValueError, match="n_chapters"):
+        TaskWording(LONGFORM_TASK, n_chapters=0)
+
+
+# --- resume and labels ---------------------------------------------------------------------------------------------
 
 def test_interrupted_run_resumes_without_losing_or_repeating_items(tmp_path):
     engine = CountingEngine(interrupt_at=3)  # base system: one call per item, so items 1-2 finish
@@ -72,49 +122,199 @@ def test_roma_rows_resume_after_a_torn_write(tmp_path):
     roma_calls = 5  # atomizer, planner, 2 executors, aggregator per item at depth 1
     assert engine.calls == 2 * roma_calls + 4  # 2 roma items re-run, 4 base items
     assert len(list((tmp_path / "seal0_runs").glob("*.json"))) == 4
-    assert tables["seal0_summary"]["n_items"].tolist() == [4, 4]
+    accuracy = tables["seal0_summary"].query("metric == 'accuracy'")
+    assert (accuracy["n"] + accuracy["n_missing"]).tolist() == [4, 4]
 
 
-def test_string_match_fallback_is_labelled_everywhere(tmp_path):
+def test_string_match_fallback_and_scripted_model_are_labelled_everywhere(tmp_path):
     tables = run_seal0(tmp_path, lm="scripted")
     assert set(tables["seal0_results"]["grader"]) == {STRING_MATCH}
-    assert set(tables["seal0_summary"]["grader"]) == {STRING_MATCH}
-    measured = tables["seal0_vs_paper"].query("origin == 'measured'")
-    assert set(measured["judge"]) == {STRING_MATCH}
-    assert set(measured["model"]) == {SCRIPTED_LABEL}
-    assert set(measured["setting"]) == {bench.CLOSED_BOOK, "closed-book (single call)"}
-    assert "2026 revision" in measured["source"].iloc[0]
+    assert list(tables["seal0_results"]["condition"].unique()) == ["roma", "base"]
+    summary = tables["seal0_summary"]
+    assert set(summary["grader"]) == {STRING_MATCH} and set(summary["model"]) == {SCRIPTED_LABEL}
+    assert set(summary["setting"]) == {CLOSED_BOOK, SINGLE_CALL}
+    measured = tables["seal0_vs_paper"].dropna(subset=["ours"])
+    assert len(measured) == 2
+    for row in measured.itertuples():  # model, system setting, judge and n are on every measured row
+        assert SCRIPTED_LABEL in row.setting and STRING_MATCH in row.setting and "4 of 111 items" in row.setting
+        assert row.agreement == DIFFERS
+        assert "string match" in row.why and "2026 revision" in row.why and SCRIPTED_LABEL in row.why
+        assert "closed-book here" in row.why and "4 scored items of 111" in row.why
     paired = tables["seal0_paired"].iloc[0]
-    assert (paired["system_a"], paired["system_b"], paired["n_paired"]) == ("roma", "base", 4)
+    assert (paired["condition"], paired["metric"], paired["n"]) == ("roma - base", "accuracy_diff", 4)
 
 
-def test_paper_rows_never_in_measured_columns(tmp_path):
+# --- paper beside ours ---------------------------------------------------------------------------------------------
+
+def test_paper_file_is_in_the_vocabulary_schema_with_marks_in_the_note():
+    df = bench.paper_reported_roma_df()
+    assert tuple(df.columns) == PAPER_COLUMNS and len(df) == 105
+    assert df["source"].str.startswith("seed line").all() and not df["derived"].any()
+    fig = df.set_index(["artefact", "condition", "subset", "metric"])["value"]
+    assert fig[("table1", "ROMA (GLM-4.6)", "seal0", "accuracy")] == 45.9
+    assert fig[("table2", "ROMA (GLM-4.6)", "frames", "accuracy")] == 82.3
+    assert fig[("table3", "ROMA (GLM-4.6)", "simpleqa", "accuracy")] == 93.9
+    assert fig[("table4", "ROMA w/ GEPA+ (DeepSeek-V3.1)", "eqbench_longform", "score")] == 79.8
+    assert fig[("table4", "ROMA default prompts (DeepSeek-V3)", "eqbench_longform", "score")] == 71.9
+    assert fig[("table5", "ROMA (DeepSeek-V3.1)", "total", "input_tokens")] == 74423.71
+    assert fig[("table6", "ROMA", "abgen", "faithfulness_rank")] == 4
+    assert df.query("artefact == 'table1' and note.str.contains('mark: ⋄')")["condition"].tolist() == [
+        "Perplexity Sonar Reasoning Pro", "Perplexity Deep Research", "Open Deep Search (DeepSeek-R1)"]
+    # one form for the paper's columns: search only where the paper has the column, the mark with its meaning
+    assert df.query("artefact in ['table1', 'table2', 'table3']")["note"].str.contains("; search: (?:yes|no)").all()
+    assert not df.query("artefact not in ['table1', 'table2', 'table3']")["note"].str.contains("search:").any()
+    marked = df[df["note"].str.contains("; mark: ")]
+    assert marked["note"].str.contains(r"mark: [⋆⋄♠] = \w").all() and len(marked) == 56
+    gpt4o = df.query("artefact == 'table2' and condition == 'GPT-4o'")["note"].item()
+    assert gpt4o == "group: closed-source; search: no; mark: ⋆ = taken from Alzubi et al. (2025a)"
+
+
+def test_every_paper_figure_appears_once_and_never_in_our_columns(tmp_path):
     tables = run_seal0(tmp_path, lm="scripted")
     vs = tables["seal0_vs_paper"]
-    paper, measured = vs[vs["origin"] == "paper"], vs[vs["origin"] == "measured"]
-    assert paper[["measured_value", "ci_low", "ci_high", "n_items"]].isna().all().all()
-    assert measured["paper_value"].isna().all() and measured["measured_value"].notna().all()
-    assert set(measured["system"]) == {"roma", "base"}
     reported = bench.paper_reported_roma_df().query("artefact == 'table1'")
-    assert paper["paper_value"].tolist() == reported["value"].tolist()
-    assert paper.loc[paper["system"] == "ROMA (GLM-4.6)", "paper_value"].item() == 45.9
+    assert sorted(vs["condition"]) == sorted(reported["condition"])  # our two systems meet the paper's rows
+    paper_only = vs[~vs["condition"].isin(["ROMA (GLM-4.6)", "GLM-4.6"])]
+    assert paper_only["ours"].isna().all() and (paper_only["agreement"] == NOT_MEASURED).all()
+    assert (paper_only["why"] == OTHER_SYSTEM).all()
+    merged = vs.merge(reported, on=["condition", "subset", "metric"])
+    assert (merged["paper"] == merged["value"]).all() and (merged["paper_source"] == merged["source"]).all()
+    summary = tables["seal0_summary"].query("metric == 'accuracy'").set_index("condition")
+    ours = vs.set_index("condition")
+    for system, paper_name in (("roma", "ROMA (GLM-4.6)"), ("base", "GLM-4.6")):
+        assert ours.loc[paper_name, "ours"] == 100 * summary.loc[system, "value"]  # fraction read as percent
+        assert ours.loc[paper_name, "n"] == summary.loc[system, "n"]
+    assert ours.loc["ROMA (GLM-4.6)", "paper"] == 45.9
 
 
-def test_paper_figures_carry_source_lines_and_marks():
-    df = bench.paper_reported_roma_df()
-    assert df["source"].str.startswith("seed line").all()
-    roma = df[df["system"].str.startswith("ROMA")].set_index(["artefact", "system", "component", "metric"])["value"]
-    assert roma[("table1", "ROMA (GLM-4.6)", "", "accuracy")] == 45.9
-    assert roma[("table2", "ROMA (GLM-4.6)", "", "accuracy")] == 82.3
-    assert roma[("table3", "ROMA (GLM-4.6)", "", "accuracy")] == 93.9
-    assert roma[("table4", "ROMA w/ GEPA+ (DeepSeek-V3.1)", "", "score")] == 79.8
-    assert roma[("table4", "ROMA default prompts (DeepSeek-V3)", "", "score")] == 71.9
-    assert roma[("table5", "ROMA (DeepSeek-V3.1)", "total", "input_tokens")] == 74423.71
-    marked = df[df["mark"] != ""]
-    assert (marked["mark_meaning"] != "").all()
-    assert df.query("artefact == 'table1' and mark == '⋄'")["system"].tolist() == [
-        "Perplexity Sonar Reasoning Pro", "Perplexity Deep Research", "Open Deep Search (DeepSeek-R1)"]
+def test_a_system_not_run_and_a_benchmark_the_paper_lacks_are_said_so(tmp_path):
+    vs = run_seal0(tmp_path / "base", lm="scripted", systems=("base",))["seal0_vs_paper"].set_index("condition")
+    assert vs.loc["ROMA (GLM-4.6)", "agreement"] == NOT_MEASURED
+    assert vs.loc["ROMA (GLM-4.6)", "why"] == "not run: this call's systems were ['base']"
+    assert vs.loc["GLM-4.6", "agreement"] == DIFFERS
 
+    tables = bench.run_roma_table("simpleqa_verified", tmp_path / "v", lm="scripted", n_items=3, progress=False,
+                                  n_resamples=50)
+    vs = tables["simpleqa_verified_vs_paper"]
+    ours = vs[vs["subset"] == "simpleqa_verified"]
+    assert sorted(ours["condition"]) == ["GLM-4.6", "ROMA (GLM-4.6)"] and (ours["agreement"] == NOT_IN_PAPER).all()
+    assert ours["unit"].eq("fraction").all()  # no paper unit to read ours in
+    counterparts = vs[(vs["subset"] == "simpleqa") & vs["condition"].isin(["GLM-4.6", "ROMA (GLM-4.6)"])]
+    assert len(counterparts) == 2 and counterparts["why"].str.contains("not SimpleQA Verified").all()
+
+
+# --- NaN policy, three-way metrics, paired comparison --------------------------------------------------------------
+
+def items(n):
+    return [bench.Item(benchmark="simpleqa", item_id=str(i), question=f"q{i}", answer=f"a{i}") for i in range(n)]
+
+
+def half_right(fail_on=()):
+    def system(question):
+        i = int(question[1:])
+        if question in fail_on:
+            raise RuntimeError(f"cannot answer {question}")
+        return f"a{i}" if i % 2 == 0 else "no idea"
+
+    return system
+
+
+def two_systems(tmp_path):
+    out = tmp_path / "r.csv"
+    grader = bench.StringMatchGrader()
+    bench.run_benchmark(items(10), lambda q: q.replace("q", "a"), grader, out_path=out, system_name="roma",
+                        progress=False)
+    bench.run_benchmark(items(10), half_right(fail_on={"q9"}), grader, out_path=out, system_name="base",
+                        progress=False)
+    return bench.read_results_df(out)
+
+
+SIMPLEQA = bench.BENCHMARKS["simpleqa"]
+
+
+def test_system_errors_score_zero_and_count_as_not_attempted(tmp_path):
+    summary = summarize_results(two_systems(tmp_path), SIMPLEQA, n_resamples=200).set_index(["condition", "metric"])
+    good, half = summary.loc[("roma", "accuracy")], summary.loc[("base", "accuracy")]
+    assert good["value"] == 1.0 and good["ci_low"] == good["ci_high"] == 1.0
+    assert half["n_system_errors"] == 1 and half["n"] == 10 and half["n_missing"] == 0
+    assert half["value"] == pytest.approx(0.5)  # items 0,2,4,6,8 right; 9 failed -> 0
+    assert half["ci_low"] < 0.5 < half["ci_high"]
+    assert summary.loc[("base", "is_not_attempted"), "value"] == pytest.approx(0.1)
+    assert summary.loc[("base", "accuracy_given_attempted"), "value"] == pytest.approx(5 / 9)
+    assert summary.loc[("base", "f1"), "value"] == pytest.approx(2 * (5 / 9) * 0.5 / (5 / 9 + 0.5))
+    assert summary.loc[("base", "f1"), "n"] == 10 and math.isnan(summary.loc[("base", "f1"), "ci_low"])
+    assert set(summary["grader"]) == {STRING_MATCH} and set(summary["unit"]) == {"fraction"}
+
+
+def test_grader_errors_are_not_scored_but_counted(tmp_path):
+    replies = iter(["A", "unparseable", "B"])
+    df = bench.run_benchmark(items(3), str, bench.SimpleQAGrader(lambda p, system=None: next(replies)),
+                             out_path=tmp_path / "r.csv", system_name="roma", progress=False)
+    summary = summarize_results(df, SIMPLEQA, n_resamples=100).set_index("metric")
+    assert summary.loc["accuracy", "n"] == 2 and summary.loc["accuracy", "n_missing"] == 1
+    assert summary.loc["accuracy", "value"] == 0.5 and summary.loc["is_correct", "value"] == 0.5
+    assert summary.loc["accuracy", "n_system_errors"] == 0
+
+
+def test_paired_comparison_uses_items_both_systems_scored(tmp_path):
+    results = two_systems(tmp_path)
+    cmp = compare_systems(results, SIMPLEQA, "roma", "base", n_resamples=200).iloc[0]
+    assert cmp["n"] == 10 and cmp["value"] == pytest.approx(0.5)
+    assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 0, 5)
+    assert cmp["sign_test_p"] == pytest.approx(0.0625) and cmp["ci_low"] > 0
+    graded = results.copy()
+    graded.loc[(graded["system"] == "roma") & (graded["item_id"] == "0"), ["score", "error_stage"]] = [math.nan,
+                                                                                                     "grader"]
+    assert compare_systems(graded, SIMPLEQA, "roma", "base", n_resamples=50).iloc[0]["n"] == 9
+
+
+def story_system(fail_on):
+    def system(question):
+        if question == fail_on:
+            raise RuntimeError("no story")
+        return "Chapter 1\n\nOnce upon a time."
+
+    return system
+
+
+def test_rubric_scores_get_no_three_way_metrics_even_with_a_system_error(tmp_path):
+    out = tmp_path / "r.csv"
+    data = [bench.Item(benchmark="eqbench_longform", item_id=str(i), question=f"prompt {i}", answer="")
+            for i in range(3)]
+    bench.run_benchmark(data, story_system(fail_on="prompt 2"), bench.EQBenchLongformGrader(ScriptedJudge()),
+                        out_path=out, system_name="roma", progress=False)
+    results = bench.read_results_df(out)
+    summary = summarize_results(results, bench.BENCHMARKS["eqbench_longform"], n_resamples=50)
+    assert summary["metric"].tolist() == ["score"] and summary["n_system_errors"].item() == 1
+    story_score = results["score"].iloc[0]
+    assert 0 < story_score and summary["value"].item() == pytest.approx(story_score * 2 / 3)  # failed one scores 0
+
+
+def abgen_results(rows):
+    base = {"benchmark": "abgen", "prediction": "", "label": None, "grader": "g", "error": None, "error_stage": "",
+            "latency_s": 0.0, "grader_raw": ""}
+    return pd.DataFrame([base | r for r in rows])
+
+
+def test_abgen_aspects_follow_the_nan_policy_and_overall_is_the_score():
+    aspects = {"importance": 4.0, "faithfulness": 2.0, "soundness": 3.0, "overall": 5.0}
+    results = abgen_results([
+        {"item_id": "a", "system": "roma", "score": 5.0, "details": json.dumps(aspects)},
+        {"item_id": "b", "system": "roma", "score": None, "details": "", "error": "RuntimeError: x",
+         "error_stage": "system"},
+        {"item_id": "c", "system": "roma", "score": None, "details": "", "error": "JudgeReplyError: y",
+         "error_stage": "grader"},
+    ])
+    spec = bench.BENCHMARKS["abgen"]
+    scores = scores_df(results, spec).set_index("item_id")
+    assert scores.loc["a", "faithfulness"] == 2.0 and scores.loc["b", "faithfulness"] == 0.0
+    assert math.isnan(scores.loc["c", "faithfulness"]) and (scores["overall"].fillna(-1) == [5.0, 0.0, -1]).all()
+    summary = summarize_results(results, spec, n_resamples=50).set_index("metric")
+    assert summary.index.tolist() == ["overall", "importance", "faithfulness", "soundness"]
+    assert summary.loc["importance", "value"] == 2.0 and (summary["n"] == 2).all() and (summary["n_missing"] == 1).all()
+
+
+# --- guards and the long-form tables -------------------------------------------------------------------------------
 
 def test_changed_settings_refuse_to_resume_into_the_same_folder(tmp_path):
     run_seal0(tmp_path, lm="scripted")
@@ -134,20 +334,25 @@ def test_eqbench_scores_stories_with_the_rubric(tmp_path):
     assert results["error"].isna().all()
     assert results["grader"].str.contains("final-piece-only").all()
     summary = tables["eqbench_longform_summary"]
-    assert "f1" not in summary  # no three-way metrics for rubric scores
-    assert summary["mean_score"].between(0, 100).all()
+    assert summary["metric"].tolist() == ["score", "score"]  # no three-way metrics for rubric scores
+    assert summary["value"].between(0, 100).all() and set(summary["unit"]) == {"score"}
     run = bench.load_item_run(tmp_path, "eqbench_longform", results["item_id"].iloc[0])
     assert "2 chapters of about 50 words" in run.goal
+    vs = tables["eqbench_longform_vs_paper"].set_index("condition")
+    assert vs.loc["ROMA default prompts (DeepSeek-V3)", "ours"] == summary.query("condition == 'roma'")["value"].item()
+    assert "compact protocol" in vs.loc["ROMA default prompts (DeepSeek-V3)", "why"]
+    assert vs.loc["base", "agreement"] == NOT_IN_PAPER  # the paper has no row for ROMA's base model here
 
 
 @pytest.mark.parametrize("path", ["", "missing.json"])
 def test_abgen_without_data_writes_a_status_table(tmp_path, path):
     tables = bench.run_roma_table("abgen", tmp_path / "out", lm="scripted", judge_lm="scripted",
-                                  abgen_path=str(tmp_path / path) if path else "", progress=False)
+                                  data_path=str(tmp_path / path) if path else "", progress=False)
     status = pd.read_csv(tmp_path / "out" / "abgen_status.csv").iloc[0]
     assert status["status"] == "data not available"
     assert "yale-nlp/AbGen" in status["message"] and "ABGEN_PATH" in status["message"]
-    assert set(tables["abgen_vs_paper"]["origin"]) == {"paper"}
+    vs = tables["abgen_vs_paper"]
+    assert len(vs) == 4 and (vs["agreement"] == NOT_MEASURED).all() and vs["why"].str.contains("ranks").all()
     assert not (tmp_path / "out" / "abgen_results.csv").exists()
 
 
@@ -161,14 +366,15 @@ def test_abgen_runs_on_a_tiny_user_file(tmp_path):
     data = tmp_path / "abgen.json"
     data.write_text(json.dumps([abgen_example(1), abgen_example(2)]), encoding="utf-8")
     tables = bench.run_roma_table("abgen", tmp_path / "out", lm="scripted", judge_lm="scripted",
-                                  abgen_path=str(data), n_items=None, progress=False, n_resamples=50)
+                                  data_path=str(data), n_items=None, progress=False, n_resamples=50)
     assert tables["abgen_status"]["status"].item() == "ran"
     results = tables["abgen_results"]
     assert len(results) == 4 and results["error"].isna().all()
     assert (results["score"] == 3.0).all()  # the scripted judge's Likert score, read by AbGen's parser
-    measured = tables["abgen_vs_paper"].query("origin == 'measured'")
-    assert sorted(measured["metric"].unique()) == sorted(bench.ABGEN_ASPECTS)
-    assert (measured["measured_value"] == 3.0).all()
+    summary = tables["abgen_summary"]
+    assert sorted(summary["metric"].unique()) == sorted(("importance", "faithfulness", "soundness", "overall"))
+    assert (summary["value"] == 3.0).all()
+    assert (tables["abgen_vs_paper"]["agreement"] == NOT_MEASURED).all()  # the paper states ranks only
     # ids with a slash still get their own run file
     assert bench.load_item_run(tmp_path / "out", "abgen", "paper/2").goal.endswith("module 2 based on the research context above.")
 
@@ -189,7 +395,7 @@ def scripted_run(scale=1, model="local/test", cost=None):
 
 
 def test_table5_divides_usage_by_chapters_and_averages_over_stories():
-    table = bench.component_cost_df({"a": scripted_run(1), "b": scripted_run(3)}, n_chapters=2).set_index("component")
+    table = component_cost_df({"a": scripted_run(1), "b": scripted_run(3)}, n_chapters=2).set_index("component")
     assert list(table.index) == ["atomizer", "planner", "executor", "aggregator", "total"]
     # atomizer input: (100 + 300) / 2 stories / 2 chapters
     assert table.loc["atomizer", "input_tokens"] == 100.0
@@ -203,25 +409,28 @@ def test_table5_divides_usage_by_chapters_and_averages_over_stories():
 
 
 def test_table5_cost_unknown_stays_nan_and_known_cost_is_kept():
-    unknown = bench.component_cost_df({"a": scripted_run(model="openai/x")}, n_chapters=1)
+    unknown = component_cost_df({"a": scripted_run(model="openai/x")}, n_chapters=1)
     assert unknown["cost_usd"].isna().all()
-    priced = bench.component_cost_df({"a": scripted_run(model="openai/x", cost=0.01)}, n_chapters=1)
+    priced = component_cost_df({"a": scripted_run(model="openai/x", cost=0.01)}, n_chapters=1)
     assert math.isclose(priced.set_index("component").loc["total", "cost_usd"], 0.05)
 
 
 def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
     tables = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
-    vs = tables["table5_vs_paper"]
-    assert len(vs) == 20 and vs["paper_value"].notna().all() and vs["measured_value"].notna().all()
-    assert set(vs["measured_model"]) == {SCRIPTED_LABEL} and set(vs["paper_model"]) == {"ROMA (DeepSeek-V3.1)"}
+    vs, components = tables["table5_vs_paper"], tables["table5_components"].set_index("component")
+    assert len(vs) == 20 and vs["paper"].notna().all() and vs["ours"].notna().all()
+    assert set(vs["condition"]) == {PAPER_NAME} and (vs["n"] == 2).all()
+    assert set(vs["subset"]) == {"atomizer", "planner", "executor", "aggregator", "total"}
+    for row in vs.itertuples():  # ours is the components table, read in the paper's unit
+        assert row.ours == components.loc[row.subset, row.metric]
+        assert SCRIPTED_LABEL in row.setting and "2 chapters" in row.setting
+        assert row.why == "" or "8 chapter turns of 1000 words" in row.why
     assert (tables["table5_runs"]["status"] == "completed").all()
     again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)  # reuses saved runs
     pd.testing.assert_frame_equal(again["table5_components"], tables["table5_components"])
 
 
 def test_table5_runs_unfinished_stories_again(tmp_path):
-    import json
-
     bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     saved = sorted((tmp_path / "table5_runs").glob("*.json"))
     record = json.loads(saved[0].read_text())
@@ -235,10 +444,21 @@ def test_table5_runs_unfinished_stories_again(tmp_path):
 def test_item_picker_shows_the_chosen_items_tree(tmp_path):
     run_seal0(tmp_path, lm="scripted")
     ids = bench.saved_item_ids(tmp_path, "seal0")
-    picker = bench.ItemRunPicker(tmp_path, "seal0", ids[1])
+    picker = ItemRunPicker(tmp_path, "seal0", ids[1])
     assert picker.tree.tree["nodes"]["0"]["goal"] == bench.load_item_run(tmp_path, "seal0", ids[1]).goal
     picker.picker.value = ids[0]
     assert picker.tree.tree["nodes"]["0"]["goal"] == bench.load_item_run(tmp_path, "seal0", ids[0]).goal
     assert "text/html" in picker._repr_mimebundle_()
     with pytest.raises(ValueError, match="no saved ROMA run"):
-        bench.ItemRunPicker(tmp_path, "seal0", "not-an-item")
+        ItemRunPicker(tmp_path, "seal0", "not-an-item")
+
+
+def test_bench_never_imports_widgets():
+    import ast
+    from pathlib import Path
+
+    for path in Path(bench.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+            assert not any(n.startswith("roma_lab.widgets") for n in names), path.name

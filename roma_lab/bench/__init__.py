@@ -1,21 +1,21 @@
-"""Benchmark data, the benchmarks' own graders, and resumable graded runs.
+"""Benchmark data, the benchmarks' own graders, resumable graded runs, and ROMA paper Tables 1-6.
 
+Every benchmark is one frozen spec in the registry ``BENCHMARKS`` (loader, grader, task wording,
+metric and unit, and for the paper's tables the artefact and what differs from the paper's set-up).
 Loaders read the copied files under data/benchmarks/ (override with ``$ROMA_LAB_DATA``); graders
 follow each benchmark's published protocol with its official prompt text, and fall back to a
-labelled string match when no judge model is given; ``run_benchmark`` evaluates any
-``question -> answer`` callable and appends one row per item so interrupted runs resume.
-See design/grading.md for the choices made where the official code is ambiguous.
-``run_roma_table`` and ``measure_component_cost`` build ROMA paper Tables 1-6 on top of these
-(design/roma_tables.md); ``lm="scripted"`` gives a labelled deterministic test double.
+labelled string match when no judge model is given (design/grading.md); ``run_benchmark`` evaluates
+any ``question -> answer`` callable and appends one row per item so interrupted runs resume.
+``run_roma_table`` and ``measure_component_cost`` build ROMA paper Tables 1-6 on top of these, in the
+results vocabulary (design/roma_tables.md); ``lm="scripted"`` gives a labelled deterministic test
+double. The item picker for their execution trees is ``roma_lab.widgets.ItemRunPicker``.
 """
 
 from roma_lab.bench._data import (
     DATA_ENV,
     DataNotFoundError,
     Item,
-    LongformSpec,
     data_root,
-    items_df,
     load_abgen,
     load_aime2025,
     load_browsecomp,
@@ -28,20 +28,8 @@ from roma_lab.bench._data import (
     load_simpleqa,
     sample,
 )
-from roma_lab.bench._grade import (
-    STRING_MATCH,
-    DSPyJudge,
-    Grade,
-    Grader,
-    GradingError,
-    Judge,
-    JudgeReplyError,
-    PredictionTypeError,
-    StringMatchGrader,
-    normalize_answer,
-)
+from roma_lab.bench._grade import STRING_MATCH, DSPyJudge, Grade, Grader, Judge, StringMatchGrader
 from roma_lab.bench._graders import (
-    ABGEN_ASPECTS,
     AbGenGrader,
     AIMEGrader,
     BrowseCompGrader,
@@ -51,79 +39,20 @@ from roma_lab.bench._graders import (
     LongformStory,
     PapillonGrader,
     SimpleQAGrader,
-    extract_abgen_score,
-    extract_aime_answer,
-    grader_for,
-    parse_frames_decision,
-    parse_rubric_scores,
-    parse_simpleqa_letter,
-    rubric_average,
-    squad_normalize,
 )
-from roma_lab.bench._roma_tables import (
-    CLOSED_BOOK,
-    PAPER_TABLES,
-    SYSTEMS,
-    BaseSystem,
-    RomaRunError,
-    RomaSystem,
-    RunConfig,
-    RunConfigMismatchError,
-    component_cost_df,
-    load_item_run,
-    longform_task,
-    measure_component_cost,
-    model_label,
-    paper_reported_roma_df,
-    resolve_judge,
-    resolve_model,
-    run_roma_table,
-    saved_item_ids,
-)
-from roma_lab.bench._run import COLUMNS, RunFileError, SystemStalledError, read_results_df, run_benchmark
-from roma_lab.bench._scripted import SCRIPTED, SCRIPTED_LABEL, ScriptedEngine, ScriptedJudge, scripted_lm
-from roma_lab.bench._summary import compare_df, summarize_df
-
-
-def __getattr__(name: str):
-    # The item picker needs ipywidgets; load it on first use so `import roma_lab.bench` stays light.
-    if name == "ItemRunPicker":
-        from roma_lab.bench._item_view import ItemRunPicker
-
-        return ItemRunPicker
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+from roma_lab.bench._registry import BENCHMARKS, BenchmarkSpec, GraderSpec, grader_for
+from roma_lab.bench._roma_tables import paper_reported_roma_df, run_roma_table
+from roma_lab.bench._run import RunFileError, SystemStalledError, read_results_df, run_benchmark
+from roma_lab.bench._run_files import RunConfigMismatchError, load_item_run, saved_item_ids
+from roma_lab.bench._systems import RomaRunError
+from roma_lab.bench._table5 import measure_component_cost
 
 __all__ = [
-    "BaseSystem",
-    "CLOSED_BOOK",
-    "ItemRunPicker",
-    "PAPER_TABLES",
-    "RomaRunError",
-    "RomaSystem",
-    "RunConfig",
-    "RunConfigMismatchError",
-    "SCRIPTED",
-    "SCRIPTED_LABEL",
-    "SYSTEMS",
-    "ScriptedEngine",
-    "ScriptedJudge",
-    "component_cost_df",
-    "load_item_run",
-    "longform_task",
-    "measure_component_cost",
-    "model_label",
-    "paper_reported_roma_df",
-    "resolve_judge",
-    "resolve_model",
-    "run_roma_table",
-    "saved_item_ids",
-    "scripted_lm",
-    "ABGEN_ASPECTS",
     "AIMEGrader",
     "AbGenGrader",
+    "BENCHMARKS",
+    "BenchmarkSpec",
     "BrowseCompGrader",
-    "COLUMNS",
     "DATA_ENV",
     "DSPyJudge",
     "DataNotFoundError",
@@ -131,44 +60,37 @@ __all__ = [
     "FramesGrader",
     "Grade",
     "Grader",
-    "GradingError",
+    "GraderSpec",
     "HotpotQAGrader",
     "Item",
     "Judge",
-    "JudgeReplyError",
-    "LongformSpec",
     "LongformStory",
     "PapillonGrader",
-    "PredictionTypeError",
+    "RomaRunError",
+    "RunConfigMismatchError",
     "RunFileError",
     "STRING_MATCH",
     "SimpleQAGrader",
     "StringMatchGrader",
-    "compare_df",
+    "SystemStalledError",
     "data_root",
-    "extract_abgen_score",
-    "extract_aime_answer",
     "grader_for",
-    "items_df",
     "load_abgen",
     "load_aime2025",
     "load_browsecomp",
     "load_eqbench_longform",
     "load_frames",
     "load_hotpotqa",
+    "load_item_run",
     "load_longform_spec",
     "load_papillon",
     "load_seal0",
     "load_simpleqa",
-    "normalize_answer",
-    "parse_frames_decision",
-    "parse_rubric_scores",
-    "parse_simpleqa_letter",
+    "measure_component_cost",
+    "paper_reported_roma_df",
     "read_results_df",
-    "rubric_average",
     "run_benchmark",
-    "SystemStalledError",
+    "run_roma_table",
     "sample",
-    "squad_normalize",
-    "summarize_df",
+    "saved_item_ids",
 ]

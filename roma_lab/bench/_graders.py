@@ -17,7 +17,6 @@ from roma_lab.bench._grade import (
     Judge,
     JudgeReplyError,
     PredictionTypeError,
-    StringMatchGrader,
     guarded,
     judge_name,
     prediction_text,
@@ -485,40 +484,3 @@ class PapillonGrader(_Guarded):
         score = (quality + (1.0 - leakage)) / 2.0
         return Grade(label=None, score=score, grader=self.name,
                      details={"quality": quality, "leakage": leakage, "num_pii_leaked": float(leaked)})
-
-
-# --- choosing a grader -------------------------------------------------------------------------
-
-_MATCH_BENCHMARKS = {"seal0", "simpleqa", "simpleqa_verified", "frames", "browsecomp"}
-
-
-def grader_for(benchmark: str, judge: Judge | None = None, **options: Any):
-    """The benchmark's own grader, or the string-match fallback when ``judge`` is None.
-
-    Rubric benchmarks (eqbench_longform, abgen, papillon) have no string-match equivalent and
-    raise ValueError without a judge. ``options`` go to the grader (e.g. ``upstream_method_bug``).
-    """
-    if benchmark == "hotpotqa":
-        return HotpotQAGrader(**options)
-    if benchmark == "aime2025":
-        return AIMEGrader(**options)
-    if judge is None:
-        if benchmark in _MATCH_BENCHMARKS:
-            return StringMatchGrader()
-        raise ValueError(f"{benchmark!r} is graded by a judge model only; pass judge=...")
-    match benchmark:
-        case "seal0":
-            return SimpleQAGrader(judge, template="sealqa", **options)
-        case "simpleqa" | "simpleqa_verified":
-            return SimpleQAGrader(judge, template="simpleqa", **options)
-        case "frames":
-            return FramesGrader(judge, **options)
-        case "browsecomp":
-            return BrowseCompGrader(judge, **options)
-        case "eqbench_longform":
-            return EQBenchLongformGrader(judge, **options)
-        case "abgen":
-            return AbGenGrader(judge, **options)
-        case "papillon":
-            return PapillonGrader(judge, **options)
-    raise ValueError(f"unknown benchmark {benchmark!r}")

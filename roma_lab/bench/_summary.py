@@ -1,23 +1,48 @@
-"""Per-system summaries and paired comparisons of graded runs, with task-bootstrap CIs."""
+"""Graded runs in the results vocabulary: per-item scores under the bench NaN policy, their summary
+(``roma_lab.results.summarize`` plus simple-evals' three-way metrics) and the paired comparison.
+
+NaN policy (design/grading.md): a **system** error (exception or timeout) scores 0 on every metric,
+because the system gave no answer; a **grader** error is NaN, "not scored": it says nothing about
+the system, so it is left out and counted in ``n_missing``.
+"""
 
 from __future__ import annotations
 
+import json
 import math
+from typing import TYPE_CHECKING
+
+from roma_lab.bench._registry import BenchmarkSpec
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 _THREE_WAY = {"CORRECT", "INCORRECT", "NOT_ATTEMPTED"}
+THREE_WAY_METRICS = ("is_correct", "is_incorrect", "is_not_attempted", "accuracy_given_attempted", "f1")
 
 
-def _scored(group):
-    """Scores used for statistics: a system error scores 0 (no answer); grader errors are dropped.
-
-    The grader failing is not the system's fault, so that item is left out and counted instead.
-    """
-    system_failed = group["error_stage"] == "system"
-    kept = group[system_failed | group["score"].notna()]
-    return kept["score"].fillna(0.0), kept
+def metrics_of(spec: BenchmarkSpec) -> list[str]:
+    """The metrics one item of ``spec`` scores: its score metric, then its details."""
+    return list(dict.fromkeys((spec.metric, *spec.details)))
 
 
-def _three_way(labels, n: int) -> dict[str, float]:
+def scores_df(results: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
+    """Per-item scores: ``condition`` (the system), ``subset`` (the benchmark), ``item_id`` and one
+    column per metric of ``spec`` (the grade's score; details read from the grade), NaN policy applied."""
+    import pandas as pd
+
+    failed = (results["error_stage"] == "system").to_numpy()
+    scores = pd.DataFrame({"condition": results["system"].to_numpy(), "subset": results["benchmark"].to_numpy(),
+                           "item_id": results["item_id"].to_numpy()})
+    details = [json.loads(text) if text else {} for text in results["details"].fillna("")]
+    for metric in metrics_of(spec):
+        values = (results["score"].to_numpy(dtype=float) if metric == spec.metric
+                  else [float(d.get(metric, math.nan)) for d in details])
+        scores[metric] = pd.Series(values, dtype=float).mask(failed, 0.0)
+    return scores
+
+
+def _three_way(labels: pd.Series, n: int) -> dict[str, float]:
     # simple-evals aggregation: shares over all items; F1 of accuracy and accuracy-given-attempted.
     correct = float((labels == "CORRECT").sum()) / n
     incorrect = float((labels == "INCORRECT").sum()) / n
@@ -28,69 +53,53 @@ def _three_way(labels, n: int) -> dict[str, float]:
             "accuracy_given_attempted": given, "f1": f1}
 
 
-def summarize_df(results, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0):
-    """One row per (benchmark, system): mean score with a task-bootstrap CI, error counts, and for
-    three-way graders (SimpleQA, SEAL-0, string match) simple-evals' metrics.
-
-    ``mean_score`` is accuracy for 0/1 graders. System errors count as score 0 and as not
-    attempted; grader errors are excluded and counted in ``n_grader_errors`` (design/grading.md).
-    """
-    import pandas as pd
-
-    from roma_lab.stats import bootstrap_ci
-
+def _three_way_rows(results: pd.DataFrame) -> list[dict]:
+    """simple-evals' metrics per system, when every label is three-way (a system error counts as
+    NOT_ATTEMPTED; grader errors are left out, as for the score)."""
     rows = []
     for (benchmark, system), group in results.groupby(["benchmark", "system"], sort=False):
-        scores, kept = _scored(group)
-        row = {
-            "benchmark": benchmark,
-            "system": system,
-            "grader": "; ".join(sorted(group["grader"].dropna().unique())),
-            "n_items": len(group),
-            "n_scored": len(kept),
-            "n_system_errors": int((group["error_stage"] == "system").sum()),
-            "n_grader_errors": int((group["error_stage"] == "grader").sum()),
-            "mean_score": float(scores.mean()) if len(scores) else math.nan,
-            "ci_low": math.nan,
-            "ci_high": math.nan,
-            "ci_method": "",
-        }
-        if len(scores) >= 2:
-            ci = bootstrap_ci(scores.to_numpy(), n_resamples=n_resamples, level=level, seed=seed)
-            row.update(ci_low=ci.low, ci_high=ci.high, ci_method=f"task bootstrap {ci.method}, {ci.level:.0%}")
+        system_failed = group["error_stage"] == "system"
+        kept = group[system_failed | group["score"].notna()]
         labels = kept["label"].where(kept["error_stage"] != "system", "NOT_ATTEMPTED")
-        if len(kept) and labels.notna().any() and set(labels.dropna()) <= _THREE_WAY:
-            row.update(_three_way(labels, len(kept)))
-        rows.append(row)
-    return pd.DataFrame(rows)
+        if not (len(kept) and labels.notna().any() and set(labels.dropna()) <= _THREE_WAY):
+            continue
+        shared = {"condition": system, "subset": benchmark, "unit": "fraction", "ci_low": math.nan,
+                  "ci_high": math.nan, "ci_method": "no CI: simple-evals aggregate", "n": len(kept),
+                  "n_missing": len(group) - len(kept), "runs": 1}
+        rows += [shared | {"metric": metric, "value": value} for metric, value in _three_way(labels, len(kept)).items()]
+    return rows
 
 
-def compare_df(results, system_a: str, system_b: str, *, n_resamples: int = 2000, level: float = 0.95,
-               seed: int = 0):
-    """Paired comparison of ``system_a`` against ``system_b`` per benchmark, on the items both have
-    scores for: mean difference (a - b) with a paired task-bootstrap CI and the exact sign test."""
+def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *, n_resamples: int = 2000, seed: int = 0,
+                      level: float = 0.95) -> pd.DataFrame:
+    """One row per system x metric (``roma_lab.results.summarize``: mean, task-bootstrap CI, ``n``
+    scored items, ``n_missing`` grader errors), with the metric's ``unit``, ``n_system_errors``
+    (items scored 0 because the system failed) and the ``grader``; for three-way benchmarks also
+    simple-evals' metrics (is_correct ... f1) as extra rows without a CI."""
     import pandas as pd
 
-    from roma_lab.stats import paired_bootstrap_ci, sign_test
+    from roma_lab.results import summarize
 
-    rows = []
-    for benchmark, group in results.groupby("benchmark", sort=False):
-        per_system = {}
-        for name in (system_a, system_b):
-            mine = group[group["system"] == name]
-            scores, kept = _scored(mine)
-            per_system[name] = pd.Series(scores.to_numpy(), index=kept["item_id"].to_numpy())
-        a, b = per_system[system_a], per_system[system_b]
-        common = a.index.intersection(b.index)
-        row = {"benchmark": benchmark, "system_a": system_a, "system_b": system_b, "n_paired": len(common),
-               "mean_a": math.nan, "mean_b": math.nan, "diff": math.nan, "ci_low": math.nan,
-               "ci_high": math.nan, "wins": 0, "losses": 0, "ties": 0, "p_value": math.nan}
-        if len(common) >= 2:
-            a_vals, b_vals = a.loc[common].to_numpy(), b.loc[common].to_numpy()
-            ci = paired_bootstrap_ci(a_vals, b_vals, n_resamples=n_resamples, level=level, seed=seed)
-            test = sign_test(a_vals, b_vals)
-            row.update(mean_a=float(a_vals.mean()), mean_b=float(b_vals.mean()), diff=ci.estimate,
-                       ci_low=ci.low, ci_high=ci.high, wins=test.wins, losses=test.losses, ties=test.ties,
-                       p_value=test.p_value)
-        rows.append(row)
-    return pd.DataFrame(rows)
+    summary = summarize(scores_df(results, spec), metrics_of(spec), task="item_id", run=None,
+                        n_resamples=n_resamples, seed=seed, level=level)
+    summary.insert(3, "unit", spec.unit)
+    if spec.three_way:
+        extra = pd.DataFrame(_three_way_rows(results), columns=summary.columns)
+        summary = pd.concat([summary, extra], ignore_index=True) if len(extra) else summary
+    order = {system: i for i, system in enumerate(dict.fromkeys(results["system"]))}
+    summary = summary.sort_values("condition", key=lambda c: c.map(order), kind="stable", ignore_index=True)
+    system_errors = results["error_stage"].eq("system").groupby(results["system"]).sum()
+    graders = results.groupby("system")["grader"].agg(lambda g: "; ".join(sorted(g.dropna().unique())))
+    summary["n_system_errors"] = summary["condition"].map(system_errors).astype(int)
+    summary["grader"] = summary["condition"].map(graders)
+    return summary
+
+
+def compare_systems(results: pd.DataFrame, spec: BenchmarkSpec, a: str, b: str, *, n_resamples: int = 2000,
+                    seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+    """``a - b`` on the score metric, paired on the items both scored (``roma_lab.results.compare``:
+    paired task-bootstrap CI and the exact sign test with ties), under the same NaN policy."""
+    from roma_lab.results import compare
+
+    return compare(scores_df(results, spec), a, b, spec.metric, task="item_id", n_resamples=n_resamples, seed=seed,
+                   level=level)

@@ -8,8 +8,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from roma_lab.bench._roma_tables import load_item_run, saved_item_ids
-from roma_lab.widgets import ExecutionTreeWidget
+from roma_lab.bench import load_item_run, saved_item_ids
+from roma_lab.widgets._tree import ExecutionTreeWidget
 
 
 class ItemRunPicker(widgets.VBox):

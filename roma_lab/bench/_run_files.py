@@ -1,0 +1,91 @@
+"""The files a table run keeps in its folder besides the results: each item's ROMA run JSON, and the
+settings guard that stops a rerun with other settings from mixing into earlier results."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict
+
+from roma_lab.bench._run import read_results_df
+from roma_lab.results import write_text_atomic
+
+if TYPE_CHECKING:
+    from roma_lab.controller import Run
+
+
+class RunConfigMismatchError(ValueError):
+    """``out_dir`` holds results made with other settings; resuming would mix them."""
+
+
+class RunConfig(BaseModel):
+    """What must match for a rerun to resume into the same results (``<benchmark>_run_config.json``).
+
+    The sample size and seed are not part of it: rows are keyed by item, so a larger sample
+    reuses every finished item.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    benchmark: str
+    model: str
+    judge: str
+    max_depth: int
+    max_concurrency: int
+    search_backend: str
+    longform_task: str
+
+
+def check_config(out_dir: Path, config: RunConfig) -> None:
+    """Refuse to resume into results made with other settings; record the settings otherwise."""
+    path = out_dir / f"{config.benchmark}_run_config.json"
+    if path.is_file():
+        previous = RunConfig.model_validate_json(path.read_text(encoding="utf-8"))
+        if previous != config:
+            changed = {k: (getattr(previous, k), getattr(config, k)) for k in RunConfig.model_fields
+                       if getattr(previous, k) != getattr(config, k)}
+            raise RunConfigMismatchError(
+                f"{out_dir} holds {config.benchmark} results made with other settings {changed} (old, new); "
+                "use a new out_dir or delete the old results")
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, config.model_dump_json(indent=1))
+
+
+def run_file(runs_dir: Path, item_id: str) -> Path:
+    """Where the ROMA run of ``item_id`` is saved: its id made file-safe (and kept distinct)."""
+    safe = re.sub(r"[^\w.-]", "_", item_id)
+    if safe != item_id:  # keep distinct ids distinct after cleaning
+        safe += "-" + hashlib.sha256(item_id.encode()).hexdigest()[:8]
+    return runs_dir / f"{safe}.json"
+
+
+def load_item_run(out_dir: str | os.PathLike[str], benchmark: str, item_id: str | None = None) -> Run:
+    """The saved ROMA run of one item (``item_id=None``: the first saved item in sorted order)."""
+    from roma_lab.controller import Run
+
+    runs_dir = Path(out_dir) / f"{benchmark}_runs"
+    if item_id is None or item_id == "":
+        files = sorted(runs_dir.glob("*.json"))
+        if not files:
+            raise FileNotFoundError(f"no saved ROMA runs in {runs_dir}")
+        return Run.from_json(files[0].read_text(encoding="utf-8"))
+    path = run_file(runs_dir, str(item_id))
+    if not path.is_file():
+        raise FileNotFoundError(f"no saved ROMA run for item {item_id!r} in {runs_dir}")
+    return Run.from_json(path.read_text(encoding="utf-8"))
+
+
+def saved_item_ids(out_dir: str | os.PathLike[str], benchmark: str) -> list[str]:
+    """Item ids with a saved ROMA run: in results-file order, or the run files' names (Table 5)."""
+    runs_dir = Path(out_dir) / f"{benchmark}_runs"
+    results = Path(out_dir) / f"{benchmark}_results.csv"
+    if not results.is_file():
+        return sorted(p.stem for p in runs_dir.glob("*.json"))
+    df = read_results_df(results)
+    ids = df.loc[df["system"] == "roma", "item_id"].tolist()
+    return [i for i in ids if run_file(runs_dir, i).is_file()]

@@ -1,0 +1,149 @@
+"""The two systems of the ROMA tables (ROMA and its base model), the task wording they get, and the
+one place that turns a model or judge name into an object for them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from roma_lab.bench._grade import DSPyJudge
+from roma_lab.bench._registry import QUESTION
+from roma_lab.bench._run_files import run_file
+from roma_lab.bench._scripted import SCRIPTED, SCRIPTED_LABEL, ScriptedJudge, scripted_lm
+from roma_lab.results import write_text_atomic
+
+SYSTEMS = ("roma", "base")
+CLOSED_BOOK = "closed-book (offline, no search backend)"
+SINGLE_CALL = "closed-book (single call)"
+
+
+class RomaRunError(RuntimeError):
+    """ROMA's root task failed; recorded as a system error row (its run JSON is kept)."""
+
+
+def resolve_model(lm: Any, **kwargs: Any) -> Any:
+    """``"scripted"`` -> the scripted test double (never cached; ``kwargs`` do not apply); any other
+    name -> ``roma_lab.lm.resolve_lm(lm, **kwargs)``; an LM object is used as it is."""
+    if lm == SCRIPTED:
+        return scripted_lm()
+    if isinstance(lm, str):
+        from roma_lab.lm import resolve_lm
+
+        return resolve_lm(lm, **kwargs)
+    return lm
+
+
+def model_label(lm: Any) -> str:
+    """The model's name as the tables print it (the scripted double says it measures nothing)."""
+    name = str(getattr(lm, "model", type(lm).__name__))
+    return SCRIPTED_LABEL if name.startswith(f"{SCRIPTED}/") else name
+
+
+def resolve_judge(judge_lm: Any, model: Any = None, model_name: Any = None):
+    """None or "" -> no judge (string-match fallback); "scripted" -> :class:`ScriptedJudge`; a model
+    name or LM -> :class:`DSPyJudge`. A judge named like the task model reuses that model object."""
+    if judge_lm is None or judge_lm == "":
+        return None
+    if judge_lm == SCRIPTED:
+        return ScriptedJudge()
+    if isinstance(judge_lm, str):
+        return DSPyJudge(model if judge_lm == model_name and model is not None else resolve_model(judge_lm))
+    if hasattr(judge_lm, "forward") or hasattr(judge_lm, "model"):  # a dspy LM object
+        return DSPyJudge(judge_lm)
+    return judge_lm  # already a Judge callable
+
+
+@dataclass(frozen=True, slots=True)
+class TaskWording:
+    """What the systems are asked for one item: ``template`` (a benchmark spec's ``task``) filled with
+    the question as ``{prompt}`` and the long-form sizes."""
+
+    template: str = QUESTION
+    n_chapters: int = 3
+    chapter_words: int = 150
+
+    def __post_init__(self) -> None:
+        if self.n_chapters < 1 or self.chapter_words < 1:
+            raise ValueError(f"need n_chapters >= 1 and chapter_words >= 1, got {self.n_chapters}, "
+                             f"{self.chapter_words}")
+
+    def __call__(self, question: str) -> str:
+        return self.template.format(prompt=question, n_chapters=self.n_chapters, chapter_words=self.chapter_words)
+
+
+def check_run(n_items: int | None, max_depth: int, max_concurrency: int, systems: Sequence[str]) -> None:
+    """A ValueError for a sample size, depth, concurrency or system list no run can have."""
+    if n_items is not None and (not isinstance(n_items, int) or n_items < 1):
+        raise ValueError(f"n_items must be a positive integer or None (all items), got {n_items!r}")
+    if max_depth < 0 or max_concurrency < 1:
+        raise ValueError(f"need max_depth >= 0 and max_concurrency >= 1, got {max_depth}, {max_concurrency}")
+    unknown = [s for s in systems if s not in SYSTEMS]
+    if unknown or not systems or len(set(systems)) != len(systems):
+        raise ValueError(f"systems must be distinct names from {SYSTEMS}, got {list(systems)!r}")
+
+
+def system_setting(system: str, search_backend: str) -> str:
+    """How a system met the questions: closed-book, or ROMA searching a BM25 corpus."""
+    if system == "base":
+        return SINGLE_CALL
+    return f"search: BM25 over {search_backend}" if search_backend else CLOSED_BOOK
+
+
+@cache
+def _direct_signature():
+    import dspy
+
+    class DirectAnswer(dspy.Signature):
+        """Answer the question or carry out the task directly, in one reply."""
+
+        question: str = dspy.InputField()
+        answer: str = dspy.OutputField()
+
+    return DirectAnswer
+
+
+@dataclass(frozen=True, slots=True)
+class BaseSystem:
+    """The base-model row: the same model called once (``dspy.Predict`` question -> answer, JSON adapter)."""
+
+    lm: Any
+    task: Callable[[str], str] = TaskWording()
+
+    def __call__(self, question: str) -> str:
+        import dspy
+
+        with dspy.context(lm=self.lm, adapter=dspy.JSONAdapter()):
+            return dspy.Predict(_direct_signature())(question=self.task(question)).answer
+
+
+@dataclass(frozen=True, slots=True)
+class RomaSystem:
+    """ROMA as a benchmark system: runs the controller, saves each item's Run JSON, answers with the
+    root output. A failed root raises :class:`RomaRunError` (an error row; the JSON is still saved)."""
+
+    roma: Any  # roma_lab.controller.Roma
+    runs_dir: Path
+    item_ids: Mapping[str, str]  # question -> item_id, to name the run file
+    task: Callable[[str], str] = TaskWording()
+
+    def __call__(self, question: str) -> str:
+        run = self.roma.run(self.task(question))
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(run_file(self.runs_dir, self.item_ids[question]), run.to_json())
+        if run.status == "failed" or run.output is None:
+            raise RomaRunError(f"ROMA root failed: {run.root.error}")
+        return run.output
+
+
+def make_system(name: str, model: Any, task: Callable[[str], str], *, runs_dir: Path, item_ids: Mapping[str, str],
+                search_backend: str, max_depth: int, max_concurrency: int) -> BaseSystem | RomaSystem:
+    """The system ``name`` (one of :data:`SYSTEMS`) on ``model``; ROMA saves each item's run in ``runs_dir``."""
+    if name == "base":
+        return BaseSystem(model, task)
+    from roma_lab.controller import Roma
+
+    roma = Roma(lm=model, corpus=search_backend or None, max_depth=max_depth, max_concurrency=max_concurrency)
+    return RomaSystem(roma, runs_dir, item_ids, task)

@@ -1,0 +1,144 @@
+"""ROMA paper Table 5: per-component cost, tokens and latency per chapter of long-form writing at
+depth 1, set beside the paper's DeepSeek-V3.1 figures (design/roma_tables.md).
+
+In the vocabulary the Table 5 components are **subsets**: the condition is the system that wrote
+(ROMA on a model), and its components split one run's usage the way levels split a benchmark, with
+``total`` as their sum.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roma_lab.bench._data import load_eqbench_longform, sample
+from roma_lab.bench._registry import LONGFORM_TASK
+from roma_lab.bench._roma_tables import paper_reported_roma_df
+from roma_lab.bench._run_files import RunConfig, check_config, run_file
+from roma_lab.bench._scripted import SCRIPTED
+from roma_lab.bench._systems import SYSTEMS, RomaRunError, TaskWording, check_run, model_label, resolve_model
+from roma_lab.results import write_text_atomic
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roma_lab.controller import Run
+
+ARTEFACT = "table5"
+PAPER_NAME = "ROMA (DeepSeek-V3.1)"  # the paper's row our ROMA stands beside
+_NO_PRICE_PREFIXES = ("local/", f"{SCRIPTED}/")  # no API bill: cost 0, not unknown
+_USAGE_COLUMNS = ("cost", "input_tokens", "output_tokens", "latency_s")
+_UNITS = {"cost_usd": "usd", "input_tokens": "tokens", "output_tokens": "tokens", "latency_s": "s"}
+
+
+def component_cost_df(runs: Mapping[str, Run], n_chapters: int) -> pd.DataFrame:
+    """Table 5 layout from each run's ``usage_df()``: per component (atomizer, planner, executor,
+    aggregator, total), the mean over stories of usage divided by the story's chapter count.
+
+    Cost is 0 for local and scripted models (no API price) and NaN when a priced model reported none.
+    """
+    import pandas as pd
+
+    if not runs:
+        raise ValueError("component_cost_df needs at least one run")
+    if n_chapters < 1:
+        raise ValueError(f"n_chapters must be >= 1, got {n_chapters}")
+    per_story = []
+    for item_id, run in runs.items():
+        usage = run.usage_df()
+        models = [str(m) for m in run.settings.get("models", {}).values()]
+        if models and all(m.startswith(_NO_PRICE_PREFIXES) for m in models):
+            usage["cost"] = usage["cost"].fillna(0.0)
+        for col in ("calls", *_USAGE_COLUMNS):
+            usage[col] = usage[col].astype(float) / n_chapters
+        per_story.append(usage.assign(item_id=item_id))
+    stacked = pd.concat(per_story, ignore_index=True)
+    grouped = stacked.groupby("component", sort=False)
+    table = grouped[["calls", *_USAGE_COLUMNS]].mean()  # NaN cost stays NaN (unknown is not zero)
+    table["n_stories"] = grouped["item_id"].nunique()
+    order = ["atomizer", "planner", "executor", "aggregator", "verifier", "total"]
+    table = table.reindex([c for c in order if c in table.index])
+    table.index.name = "component"
+    return table.rename(columns={"calls": "calls_per_chapter", "cost": "cost_usd"}).reset_index()
+
+
+def _beside_paper(components: pd.DataFrame, model: str, task: TaskWording) -> pd.DataFrame:
+    """The paper's Table 5 beside ours: one row per component x metric, in the paper's units."""
+    from roma_lab.results import beside_paper
+
+    ours = components.melt(id_vars=["component", "n_stories"], value_vars=list(_UNITS), var_name="metric")
+    ours = ours.rename(columns={"component": "subset", "n_stories": "n"}).assign(
+        condition=PAPER_NAME, unit=ours["metric"].map(_UNITS))
+    n = int(components["n_stories"].max())
+    ours["setting"] = (f"roma on {model}, depth 1; {n} stories of {task.n_chapters} chapters of about "
+                       f"{task.chapter_words} words, one task each; per chapter = a run's usage / {task.n_chapters}")
+    differs = (f"our roma runs on {model}, not as the paper's {PAPER_NAME}; our stories are {task.n_chapters} chapters "
+               f"of about {task.chapter_words} words asked in one task, the paper's 8 chapter turns of 1000 words "
+               f"in a 13-turn conversation; {n} stories")
+    unpriced = "; our model has no API price, so its cost is 0" if components["cost_usd"].eq(0).all() else ""
+    why = {"*": differs, "cost_usd": differs + unpriced}
+    return beside_paper(ours, paper_reported_roma_df(), ARTEFACT, why=why,
+                        why_not_measured="no call of this component in our finished stories")
+
+
+def measure_component_cost(
+    out_dir: str | os.PathLike[str],
+    *,
+    lm: Any = "local",
+    n_items: int | None = 2,
+    seed: int = 0,
+    n_chapters: int = 3,
+    chapter_words: int = 150,
+    max_concurrency: int = 1,
+) -> dict[str, pd.DataFrame]:
+    """ROMA Table 5: ROMA's default roles at depth 1 write ``n_items`` EQ-Bench stories; report each
+    component's cost, tokens and latency per chapter (``component_cost_df``) beside the paper's
+    DeepSeek-V3.1 figures.
+
+    Latency must be measured, so a named local or remote model is resolved with its completion cache
+    off. A story whose completed run JSON is already in ``<out_dir>/table5_runs/`` is reused
+    (resume); an unfinished one is run again. Per-chapter figures average finished stories only.
+    Writes table5_components, table5_runs (one row per story), table5_vs_paper; returns them.
+    """
+    import pandas as pd
+
+    from roma_lab.controller import Roma, Run
+    from roma_lab.results import write_table
+
+    check_run(n_items, 1, max_concurrency, SYSTEMS)
+    task = TaskWording(LONGFORM_TASK, n_chapters, chapter_words)
+    out = Path(out_dir)
+    model = resolve_model(lm, cache=False)
+    check_config(out, RunConfig(benchmark=ARTEFACT, model=model_label(model), judge="", max_depth=1,
+                                max_concurrency=max_concurrency, search_backend="", longform_task=task("{prompt}")))
+    runs_dir = out / f"{ARTEFACT}_runs"
+    runs_dir.mkdir(parents=True, exist_ok=True)
+    roma = Roma(lm=model, max_depth=1, max_concurrency=max_concurrency)
+    runs: dict[str, Run] = {}
+    for item in sample(load_eqbench_longform(), n_items, seed):
+        path = run_file(runs_dir, item.item_id)
+        if path.is_file():
+            saved = Run.from_json(path.read_text(encoding="utf-8"))
+            if saved.status == "completed":  # an unfinished story is run again, like an error row
+                runs[item.item_id] = saved
+                continue
+        run = roma.run(task(item.question))
+        write_text_atomic(path, run.to_json())
+        runs[item.item_id] = run
+    # per-chapter cost describes finished stories only; unfinished ones are counted in table5_runs
+    finished = {item_id: run for item_id, run in runs.items() if run.status == "completed"}
+    if not finished:
+        raise RomaRunError(f"no story finished ({len(runs)} tried); see {runs_dir} for their traces")
+    components = component_cost_df(finished, n_chapters)
+    story_rows = [{
+        "item_id": item_id, "status": run.status, "wall_s": run.wall_s, "n_nodes": len(run.nodes),
+        "n_calls": sum(len(n.calls) for n in run.nodes), "planned_subtasks": len(run.children("0")),
+        "chapters_requested": n_chapters, "output_chars": len(run.output or ""),
+    } for item_id, run in runs.items()]
+    tables = {"table5_components": components, "table5_runs": pd.DataFrame(story_rows),
+              "table5_vs_paper": _beside_paper(components, model_label(model), task)}
+    for name, df in tables.items():
+        write_table(df, out, name)
+    return tables
