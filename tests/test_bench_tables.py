@@ -187,6 +187,31 @@ def test_every_paper_figure_appears_once_and_never_in_our_columns(tmp_path):
     assert ours.loc["ROMA (GLM-4.6)", "paper"] == 45.9
 
 
+class GoldEngine(ScriptedEngine):
+    """The scripted engine, answering every text field with the gold answer of the question it sees."""
+
+    def __init__(self, gold):
+        self.gold = gold
+
+    def complete(self, request):
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        user = "\n".join(m.text or "" for m in request.messages)
+        reply = json.dumps({"answer": next(a for q, a in self.gold.items() if q in user)})
+        return Response(id=None, model="scripted", message=Message.assistant([TextPart(reply)]), finish_reason="stop",
+                        usage=Usage(input_tokens=1, output_tokens=1, total_tokens=2))
+
+
+def test_measured_accuracy_is_read_in_the_papers_percent(tmp_path):
+    gold = {it.question: str(it.answer) for it in bench.load_seal0()}
+    tables = run_seal0(tmp_path, lm=counting_lm(GoldEngine(gold)), systems=("base",))
+    summary = tables["seal0_summary"].set_index("metric")
+    assert summary.loc["accuracy", "value"] == 1.0 and summary.loc["accuracy", "unit"] == "fraction"
+    row = tables["seal0_vs_paper"].set_index("condition").loc["GLM-4.6"]
+    assert (row["ours"], row["unit"], row["paper"], row["agreement"]) == (100.0, "percent", 14.5, DIFFERS)
+    assert not row["paper_in_ci"] and "outside our 95% CI" in row["why"]  # our CI is [100, 100]
+
+
 def test_a_system_not_run_and_a_benchmark_the_paper_lacks_are_said_so(tmp_path):
     vs = run_seal0(tmp_path / "base", lm="scripted", systems=("base",))["seal0_vs_paper"].set_index("condition")
     assert vs.loc["ROMA (GLM-4.6)", "agreement"] == NOT_MEASURED
