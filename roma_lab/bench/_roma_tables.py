@@ -50,13 +50,19 @@ def paper_reported_roma_df() -> pd.DataFrame:
 
 @dataclass(frozen=True, slots=True)
 class _Measured:
-    """What one of our systems was, for the reasons beside the paper's row it stands next to."""
+    """How one of our systems was measured: the facts behind its ``setting`` and its reasons."""
 
     system: str
     model: str
     grader: str
-    setting: str
+    setting: str  # closed-book, or the search corpus
+    n_sampled: int
     n_total: int
+    seed: int
+
+    def describe(self) -> str:
+        return (f"{self.system} on {self.model}; {self.setting}; graded by {self.grader}; sample of {self.n_sampled} "
+                f"of {self.n_total} items (seed {self.seed})")
 
 
 def _difference(row: Mapping[str, Any], measured: _Measured, spec: BenchmarkSpec) -> str:
@@ -85,8 +91,12 @@ def _beside_paper(spec: BenchmarkSpec, summary: pd.DataFrame | None, measured: M
 
     from roma_lab.results import beside_paper
 
-    ours = (pd.DataFrame(columns=["condition", "subset", "metric", "value", "setting"]) if summary is None
-            else summary.assign(condition=summary["condition"].replace(dict(spec.paper_names))))
+    if summary is None:
+        ours = pd.DataFrame(columns=["condition", "subset", "metric", "value"])
+    else:
+        ours = summary[summary["metric"] == spec.metric]
+        ours = ours.assign(setting=[measured[system].describe() for system in ours["condition"]],
+                           condition=ours["condition"].replace(dict(spec.paper_names)))
     by_paper_name = {spec.paper_names.get(system, system): m for system, m in measured.items()}
 
     def why(row: Mapping[str, Any]) -> str:
@@ -208,17 +218,15 @@ def run_roma_table(
     summary = summary.assign(model=config.model, setting=summary["condition"].map(settings))
     # the graders as they named themselves on the rows (EQ-Bench's says "final-piece-only")
     graders = dict(zip(summary["condition"], summary["grader"]))
-    measured = {name: _Measured(name, config.model, graders[name], settings[name], len(all_items)) for name in systems}
-    vs_setting = {name: f"{name} on {config.model}; {settings[name]}; graded by {graders[name]}; sample of "
-                        f"{len(items)} of {len(all_items)} items (seed {seed})" for name in systems}
+    measured = {name: _Measured(name, config.model, graders[name], settings[name], len(items), len(all_items), seed)
+                for name in systems}
     tables[f"{benchmark}_results"] = results.rename(columns={"system": "condition"}).reset_index(drop=True)
     tables[f"{benchmark}_summary"] = summary
     if set(SYSTEMS) <= set(systems):
         tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "base", n_resamples=n_resamples,
                                                         seed=seed)
-    tables[f"{benchmark}_vs_paper"] = _beside_paper(
-        spec, summary[summary["metric"] == spec.metric].assign(setting=summary["condition"].map(vs_setting)),
-        measured, f"not run: this call's systems were {list(systems)}")
+    tables[f"{benchmark}_vs_paper"] = _beside_paper(spec, summary, measured,
+                                                    f"not run: this call's systems were {list(systems)}")
     for name, df in tables.items():
         if name != f"{benchmark}_results":  # run_benchmark wrote that file row by row
             write_table(df, out, name)
