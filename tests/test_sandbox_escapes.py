@@ -215,6 +215,8 @@ PROBES = [
     Probe("memory_bomb", "x = bytearray(4 * 1024**3)\nprint('allocated')", _printed("allocated"),
           ("memory limit",)),
     Probe("infinite_loop", "while True:\n    pass", lambda r, t: not r.timed_out, ("timed out",), timeout_s=1.0),
+    Probe("fill_the_disk", "for i in range(64):\n    open(f'f{i}', 'wb').write(bytes(8_000_000))\nprint('wrote 512 MB')",
+          _printed("wrote 512 MB"), ("No space left on device",)),
     Probe("huge_output", "import sys\nfor _ in range(200):\n    sys.stdout.write('x' * 1_000_000)",
           lambda r, t: len(r.stdout) > 30_000, ("file size limit",)),
 ]

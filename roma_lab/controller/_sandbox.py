@@ -4,8 +4,8 @@ Two layers (design/sandbox.md says what each guarantees and what it does not):
 
 1. The operating system, through bubblewrap (``bwrap``, Debian package ``bubblewrap``): new PID,
    network, IPC, UTS and mount namespaces; a read-only view of only the interpreter, its
-   virtualenv and the system libraries; one private writable directory (the cwd); an empty
-   environment plus an allowlist; no capabilities; and, before any user code, a switch to a fresh
+   virtualenv and the system libraries; one private writable directory (the cwd, a size-bounded
+   tmpfs that vanishes with the jail); an empty environment plus an allowlist; no capabilities; and, before any user code, a switch to a fresh
    unprivileged uid, so file permissions and ``RLIMIT_NPROC`` apply. On timeout the namespace's
    init is killed, which kills every process in it; the call returns only once they are gone.
 2. Inside, a bootstrap that sets resource limits (address space, CPU seconds, file size, process
@@ -55,6 +55,7 @@ _SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64")
 _UID_BASE, _UID_SPAN = 1 << 30, 1 << 24
 
 _FILE_SIZE_LIMIT = 16 * 1024 * 1024  # bounds stdout/stderr files and anything the code writes
+_WORKDIR_BYTES = 64 * 1024 * 1024  # the jail's cwd: bounds all files together (RAM, not disk)
 _SIGNAL_NUMBERS = frozenset(int(s) for s in signal.Signals)
 _KILL_WAIT_S = 30.0  # a SIGKILLed namespace empties in milliseconds; beyond this something is wrong
 
@@ -215,13 +216,12 @@ def _run(code: str, timeout_s: float, memory_mb: int, max_output_chars: int, max
          bwrap: str | None) -> SandboxResult:
     """Run in the bwrap jail when ``bwrap`` is a path, else in a plain audit-hook child."""
     with tempfile.TemporaryDirectory(prefix="roma_sandbox_") as root:
-        workdir = Path(root, "work")
-        workdir.mkdir()
         script = Path(root, "main.py")
         script.write_text(code, encoding="utf-8")
         out_path, err_path = Path(root, "stdout.txt"), Path(root, "stderr.txt")
         uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if bwrap else -1
         limits = (memory_mb * 1024 * 1024, int(timeout_s) + 1, _FILE_SIZE_LIMIT, max_processes, uid)
+        workdir = Path(root, "work")  # the audit-hook-only mode's cwd; the jail's is its own tmpfs
         home = _JAIL_WORKDIR if bwrap else str(workdir)
         env = {k: os.environ[k] for k in _ENV_ALLOWLIST if k in os.environ}
         # One BLAS/OpenMP thread: thread pools reserve address space and would trip RLIMIT_AS.
@@ -230,10 +230,10 @@ def _run(code: str, timeout_s: float, memory_mb: int, max_output_chars: int, max
         python = [sys.executable, "-I", "-X", "utf8", "-c", _BOOTSTRAP, *map(str, limits)]
         with out_path.open("wb") as out, err_path.open("wb") as err:
             if bwrap:
-                os.chown(workdir, uid, uid)
-                returncode, timed_out = _run_jailed([bwrap, *_jail_args(script, workdir, env)],
-                                                    [*python, _JAIL_SCRIPT], out, err, timeout_s)
+                returncode, timed_out = _run_jailed([bwrap, *_jail_args(script, env)], [*python, _JAIL_SCRIPT],
+                                                    out, err, timeout_s)
             else:
+                workdir.mkdir()
                 returncode, timed_out = _run_plain([*python, str(script)], env, workdir, out, err, timeout_s)
         stdout = _read_bounded(out_path, max_output_chars)
         stderr = _read_bounded(err_path, max_output_chars)
@@ -243,7 +243,7 @@ def _run(code: str, timeout_s: float, memory_mb: int, max_output_chars: int, max
                          _describe(returncode, timed_out, timeout_s, memory_mb, stderr))
 
 
-def _jail_args(script: Path, workdir: Path, env: dict[str, str]) -> list[str]:
+def _jail_args(script: Path, env: dict[str, str]) -> list[str]:
     """bwrap options: namespaces, the read-only file system view, the private cwd, the environment."""
     args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv",
@@ -261,7 +261,8 @@ def _jail_args(script: Path, workdir: Path, env: dict[str, str]) -> list[str]:
             args += [*_parent_dirs(path), "--ro-bind", path, path]
             bound.append(path)
     args += ["--proc", "/proc", "--dev", "/dev", *_parent_dirs(_JAIL_SCRIPT),
-             "--ro-bind", str(script), _JAIL_SCRIPT, "--bind", str(workdir), _JAIL_WORKDIR, "--chdir", _JAIL_WORKDIR]
+             "--ro-bind", str(script), _JAIL_SCRIPT,
+             "--perms", "01777", "--size", str(_WORKDIR_BYTES), "--tmpfs", _JAIL_WORKDIR, "--chdir", _JAIL_WORKDIR]
     for key, value in env.items():
         args += ["--setenv", key, value]
     return args
