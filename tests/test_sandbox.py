@@ -102,7 +102,8 @@ def test_syntax_error_reported():
 
 @pytest.mark.parametrize(
     ("kwargs", "exc"),
-    [({"code": b"print(1)"}, TypeError), ({"code": "1", "timeout_s": 0}, ValueError),
+    [({"code": b"print(1)"}, TypeError), ({"code": "1", "timeout_s": 0}, ValueError), ({"code": "1", "timeout_s": float("inf")}, ValueError),
+     ({"code": "1", "max_processes": 0}, ValueError),
      ({"code": "1", "memory_mb": 8}, ValueError), ({"code": "1", "max_output_chars": 0}, ValueError)],
 )
 def test_bad_arguments_raise_typed_errors(kwargs, exc):
@@ -227,3 +228,11 @@ def test_code_executor_weaker_mode_by_name(no_bwrap):
         lm = DummyLM([{"is_atomic": True, "task_type": "code"}, {"code": "print(6 * 7)"}], adapter=dspy.JSONAdapter())
         run = Roma(lm=lm, max_depth=1, executors=executors).run("compute six times seven")
     assert run.status == "completed" and run.output == "42"
+
+
+def test_code_killed_by_a_signal_reports_the_signal():
+    # bwrap reports a signal as 128 + N: it must read as Popen's -N, as in the weaker mode.
+    result = run_python("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)")
+    assert result.returncode == -9 and result.error == "killed by signal SIGKILL"
+    exited = run_python("import sys\nsys.exit(3)")
+    assert exited.returncode == 3 and exited.error == "exited with code 3"

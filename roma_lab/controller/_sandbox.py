@@ -5,9 +5,10 @@ Two layers (design/sandbox.md says what each guarantees and what it does not):
 1. The operating system, through bubblewrap (``bwrap``, Debian package ``bubblewrap``): new PID,
    network, IPC, UTS and mount namespaces; a read-only view of only the interpreter, its
    virtualenv and the system libraries; one private writable directory (the cwd, a size-bounded
-   tmpfs that vanishes with the jail); an empty environment plus an allowlist; no capabilities; and, before any user code, a switch to a fresh
-   unprivileged uid, so file permissions and ``RLIMIT_NPROC`` apply. On timeout the namespace's
-   init is killed, which kills every process in it; the call returns only once they are gone.
+   tmpfs that vanishes with the jail); an empty environment plus an allowlist; and, before any
+   user code, a switch to a fresh unprivileged uid without capabilities, so file permissions and
+   ``RLIMIT_NPROC`` apply. When the call ends (timeout or not) the namespace's init is killed,
+   which kills every process in it; the call returns only once they are gone.
 2. Inside, a bootstrap that sets resource limits (address space, CPU seconds, file size, process
    count, no core dumps; hard limits lowered too) and installs a Python audit hook refusing
    sockets, subprocesses, exec and fork: clear error messages for the common cases, and a second
@@ -23,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import secrets
 import select
@@ -181,8 +183,8 @@ def run_python(
     """
     if not isinstance(code, str):
         raise TypeError(f"code must be a str, got {type(code).__name__}")
-    if not timeout_s > 0:
-        raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+    if not 0 < timeout_s < math.inf:
+        raise ValueError(f"timeout_s must be finite and > 0, got {timeout_s!r}")
     if not memory_mb >= 64:
         raise ValueError(f"memory_mb must be >= 64 (the interpreter alone needs ~30 MB), got {memory_mb!r}")
     if not max_output_chars > 0:
