@@ -166,6 +166,12 @@ PROBES = [
           lambda r, t: t.planted[0].exists(), ("FileNotFoundError", "PermissionError")),
     Probe("write_into_venv", "open('$venv_file', 'w').write('x')",
           lambda r, t: t.planted[1].exists(), ("Read-only file system", "FileNotFoundError")),
+    Probe("nested_user_namespace_remounts_venv_writable",
+          _LIBC + _FAIL + "if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS\n"
+          "    fail('unshare')\nvenv = os.path.dirname('$venv_file').encode()\n"
+          "if libc.mount(None, venv, None, 32 | 4096, None) != 0:  # MS_REMOUNT | MS_BIND, read-write\n"
+          "    fail('remount')\nopen('$venv_file', 'w').write('x')",
+          lambda r, t: t.planted[1].exists(), ("Operation not permitted",)),
     Probe("read_home_file", "print(open('$home/.netrc').read())", _printed(SECRET), ("FileNotFoundError",)),
     Probe("list_home_cache", "import os\nprint(os.listdir('$home/.cache'))", _printed("marker.txt"),
           ("FileNotFoundError",)),
