@@ -21,6 +21,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -310,3 +311,25 @@ def test_secret_never_reaches_the_saved_run(target):
     for saved in runs:
         assert SECRET not in saved, f"ESCAPED: the secret is in the saved Run: {saved[:300]}"
         assert json.loads(saved)["status"] == "failed" and "CodeExecutionError" in saved
+
+
+def _wait_for(condition: Callable[[], bool], bound_s: float = 30.0) -> bool:
+    """Poll ``condition`` until it holds or ``bound_s`` passes (a liveness bound, not a speed test)."""
+    for _ in range(int(bound_s / 0.05)):
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def test_jail_dies_with_a_killed_parent(target):
+    # A notebook kernel killed mid-call (kill -9) must not leave model code running.
+    code = _LIBC + f"libc.prctl(15, b'{target.marker}', 0, 0, 0)\nimport time\ntime.sleep(120)"
+    parent = subprocess.Popen([sys.executable, "-c", _DRIVER, "120", target.marker], stdin=subprocess.PIPE,
+                              cwd=target.cwd, env=_parent_env(target), text=True)
+    parent.stdin.write(code)
+    parent.stdin.close()
+    assert _wait_for(lambda: bool(_process_alive(target.marker))), "the probe never started"
+    parent.kill()
+    parent.wait()
+    assert _wait_for(lambda: not _process_alive(target.marker)), "ESCAPED: the jail outlived its parent"
