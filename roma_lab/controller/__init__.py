@@ -8,7 +8,7 @@ DSPy); any callable with the same keyword contract can replace one, e.g. ``Scrip
 from ._plan import PlanCheck, Subtask, validate_plan
 from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from ._roma import Roma, RoleError
-from ._sandbox import SandboxResult, run_python
+from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, check_sandbox, run_python
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
 from ._studies import measure_structure, plot_structure, run_quickstart
@@ -28,6 +28,7 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "ISOLATION_MODES",
     "TASK_TYPES",
     "BM25Retriever",
     "CallLogEntry",
@@ -41,10 +42,12 @@ __all__ = [
     "Roma",
     "Run",
     "SandboxResult",
+    "SandboxUnavailableError",
     "ScheduleBounds",
     "ScriptedOutput",
     "ScriptedRoles",
     "Subtask",
+    "check_sandbox",
     "fixed_latency_roles",
     "measure_structure",
     "plot_structure",
