@@ -552,6 +552,41 @@ def test_paper_reported_figures_are_data_with_sources():
     assert set(paper["artefact"]) == {"table2", "table3", "table4", "table5", "model", "failures", "training_size"}
 
 
+def _router_imports() -> dict[str, set[str]]:
+    """Router module -> the router modules it imports, at top level or inside a function."""
+    import ast
+    from pathlib import Path
+
+    graph = {}
+    for path in Path(router.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        graph[path.stem] = {node.module for node in ast.walk(tree)
+                            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+    return graph
+
+
+def test_router_modules_import_each_other_without_a_cycle():
+    from graphlib import TopologicalSorter
+
+    graph = _router_imports()
+    assert graph["_ops"] == set() and graph["_suite"] == {"_ops"}   # the executor sits above both
+    assert {"_ops", "_suite"} <= graph["_execute"]
+    list(TopologicalSorter(graph).static_order())                    # raises CycleError on any cycle
+
+
+def test_notebooks_benchmarks_and_widgets_use_public_router_names_only():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    users = [*root.glob("notebooks/*.ipynb"), *root.glob("benchmarks/*.py"), root / "roma_lab/widgets/_router.py"]
+    used = {name for path in users for name in re.findall(r"\brouter\.([A-Za-z]\w*)", path.read_text())}
+    used |= set(re.findall(r"\w+", re.search(r"from \.\.router import ([^\n]+)",
+                                              (root / "roma_lab/widgets/_router.py").read_text()).group(1)))
+    assert used and used <= set(router.__all__), sorted(used - set(router.__all__))
+    assert all(hasattr(router, name) for name in router.__all__)
+
+
 def test_reproduce_rejects_bad_arguments():
     with pytest.raises(ValueError, match="unknown table"):
         router.reproduce(None, tables=["table9"])
