@@ -395,9 +395,22 @@ def test_the_papers_bounds_and_p_values_carry_their_units():
     assert len(p_rows) == 4
     for row in p_rows.itertuples():    # "p < 10^-13" is a bound; "p = .0156" a value
         assert row.unit == ("p-value bound" if " p < " in row.source else "p-value"), row.source
-    for row in paper.itertuples():
-        if row.derived:
-            assert row.note, row   # how a derived figure was computed from the paper's own numbers
+
+
+def test_the_paper_file_is_consistent_with_itself():
+    import re
+
+    paper = _reproduce._paper_reported()
+    # a derived figure is the arithmetic its note states on the paper's own numbers (to the paper's rounding)
+    for row in paper[paper["derived"]].itertuples():
+        assert re.fullmatch(r"[\d.+\-/ ]+", row.note), row
+        assert eval(row.note, {"__builtins__": {}}) == pytest.approx(row.value, abs=5e-4), row
+    # each paired CI brackets its difference
+    cis = paper[paper["metric"].str.startswith("success_diff")].pivot(
+        index=["artefact", "condition", "subset"], columns="metric", values="value")
+    assert len(cis) == 4
+    assert (cis["success_diff_ci_low"] < cis["success_diff"]).all()
+    assert (cis["success_diff"] < cis["success_diff_ci_high"]).all()
 
 
 @pytest.mark.parametrize("ours, expected", [(5e-14, "matches"), (1e-13, "matches"), (2e-13, "differs")])
