@@ -31,7 +31,7 @@ from ._paper import (
     beside_paper,
     read_paper_reported,
 )
-from ._summary import CONDITION, as_metrics, compare, summarize
+from ._summary import CONDITION, as_metrics, compare, summarize, wide
 from ._tables import read_table, write_table
 
 __all__ = [
@@ -59,6 +59,7 @@ __all__ = [
     "read_table",
     "sha256_file",
     "summarize",
+    "wide",
     "write_provenance",
     "write_table",
     "write_text_atomic",

@@ -28,8 +28,8 @@ KEYS: tuple[str, ...] = ("condition", "subset", "metric")
 MEASURED_COLUMNS: tuple[str, ...] = ("condition", "subset", "metric", "value")
 
 UNITS: frozenset[str] = frozenset({"fraction", "percent", "percentage points", "count", "cost units", "usd", "ms",
-                                   "s", "tokens", "ratio", "p-value", "p-value bound", "score", "threshold",
-                                   "temperature"})
+                                   "s", "tokens", "ratio", "probability", "p-value", "p-value bound", "score",
+                                   "threshold", "temperature"})
 # Our value in the first unit is multiplied by this to be read in the paper's unit.
 _CONVERSIONS: Mapping[tuple[str, str], float] = {("fraction", "percent"): 100.0,
                                                  ("fraction", "percentage points"): 100.0}
