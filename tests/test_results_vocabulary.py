@@ -256,3 +256,23 @@ def test_a_probability_is_a_known_unit(tmp_path):
     path = tmp_path / "paper_reported.csv"
     paper_rows({"condition": "a", "metric": "p_C", "value": 0.192, "unit": "probability"}).to_csv(path, index=False)
     assert read_paper_reported(path)["unit"].tolist() == ["probability"]
+
+
+def test_summaries_do_not_depend_on_the_order_rows_arrive_in():
+    df = scores_table()
+    shuffled = df.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    # groups keep the order they first appear in; their figures must not depend on it
+    key = ["condition", "metric"]
+    before = summarize(df, ["success"], n_resamples=300).sort_values(key, ignore_index=True)
+    after = summarize(shuffled, ["success"], n_resamples=300).sort_values(key, ignore_index=True)
+    pd.testing.assert_frame_equal(before, after)
+    pd.testing.assert_frame_equal(compare(df, "a", "b", "success", n_resamples=300),
+                                  compare(shuffled, "a", "b", "success", n_resamples=300))
+
+
+def test_beside_paper_keeps_the_papers_order_then_ours_only_rows():
+    paper = paper_rows({"condition": "zeta", "metric": "success", "value": 1.0},
+                       {"condition": "alpha", "metric": "success", "value": 1.0})
+    ours = pd.DataFrame([{"condition": c, "subset": "test", "metric": "success", "value": 1.0}
+                         for c in ("mine", "alpha", "zeta")])
+    assert list(beside_paper(ours, paper, "t1")["condition"]) == ["zeta", "alpha", "mine"]

@@ -24,8 +24,9 @@ COMPARE_COLUMNS: tuple[str, ...] = ("condition", "metric", "value", "ci_low", "c
 
 
 def _per_task(group: pd.DataFrame, metric: str, task: str) -> pd.Series:
-    # mean() skips NaN: a task is NaN only if no run of it was scored.
-    return group.groupby(task, sort=False)[metric].mean()
+    # mean() skips NaN: a task is NaN only if no run of it was scored. Sorted by task id: the
+    # bootstrap draws positions, so the interval must not depend on the order rows arrive in.
+    return group.groupby(task, sort=True)[metric].mean()
 
 
 def summarize(
@@ -108,8 +109,7 @@ def compare(
         if not {a, b} <= present:
             raise ValueError(f"conditions {sorted({a, b} - present)} have no rows in group {dict(zip(by, key))}")
         means = {name: _per_task(group[group[condition] == name], metric, task).dropna() for name in (a, b)}
-        # task-id order, not row order: the bootstrap draws positions, so a - b and b - a (and any
-        # order the rows arrive in) give mirrored, identical intervals
+        # task-id order, not row order: a - b and b - a give mirrored intervals
         common = means[a].index.intersection(means[b].index).sort_values()
         va, vb = means[a].loc[common].to_numpy(float), means[b].loc[common].to_numpy(float)
         row = dict(zip(by, key)) | {"condition": f"{a} - {b}", "metric": f"{metric}_diff", "value": math.nan,
