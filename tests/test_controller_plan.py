@@ -3,6 +3,7 @@ fuzzed example under a real time limit (SIGALRM), because hypothesis' own deadli
 
 from __future__ import annotations
 
+import itertools
 import signal
 from contextlib import contextmanager
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roma_lab.controller import TASK_TYPES, Subtask, validate_plan
+from roma_lab.controller._plan import show
 
 
 def check(raw, max_subtasks=8):
@@ -77,6 +79,16 @@ def test_unusable_plans_are_empty_with_a_reason():
         assert result.subtasks == () and result.warnings
 
 
+def test_endless_or_unordered_containers_are_refused_not_read():
+    with time_limit(2.0):
+        assert check(item(g) for g in "ab").subtasks == ()  # a plan must be a list: indices need an order
+        assert check(itertools.count()).subtasks == ()  # (reading this one would never end)
+        assert check({item("a")["goal"]}).subtasks == ()
+        result = check([{"goal": "a", "task_type": "think", "depends_on": itertools.count()}])
+    assert result.subtasks == (Subtask("a", "think"),) and "not a list" in result.warnings[0]
+    assert check([item("a"), item("b", depends_on={0})]).subtasks[1].depends_on == (0,)  # a set of indices is fine
+
+
 def test_objects_with_attributes_are_accepted():
     assert check([Subtask("a", "code")]).subtasks == (Subtask("a", "code"),)
 
@@ -105,11 +117,25 @@ def time_limit(seconds: float):
 
 EXAMPLE_LIMIT_S = 2.0  # per example; validate_plan takes well under a millisecond
 
+class BadRepr:
+    def __repr__(self):
+        raise RuntimeError("repr exploded")
+
+
+class BadItem:
+    @property
+    def goal(self):
+        raise RuntimeError("attribute exploded")
+
+    task_type = depends_on = goal
+
+
 # any character, lone surrogates included (hypothesis' default alphabet leaves them out)
 any_text = st.text(st.characters(codec=None, categories=None), max_size=8)
 scalars = st.one_of(st.none(), st.booleans(), st.integers(),
                     st.builds(pow, st.sampled_from([10, -10]), st.just(5001)),  # beyond int->str limits
-                    st.floats(allow_nan=True), any_text, st.binary(max_size=4))
+                    st.floats(allow_nan=True), any_text, st.binary(max_size=4), st.builds(BadRepr),
+                    st.builds(BadItem))
 json_like = st.recursive(scalars, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.tuples(inner, inner), st.dictionaries(any_text, inner, max_size=4),
     st.frozensets(st.integers(-3, 12), max_size=4), st.sets(any_text, max_size=3)), max_leaves=8)
@@ -130,6 +156,19 @@ def index_plans(draw):
     types = draw(st.lists(st.sampled_from([*TASK_TYPES, "dance", None, frozenset({"think"})]), min_size=n, max_size=n))
     return [{"goal": f"step {i}", "task_type": t, "depends_on": container(d)}
             for i, (t, d) in enumerate(zip(types, deps, strict=True))]
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=json_like)
+def test_messages_can_quote_any_value(value):
+    text = show(value)  # warnings quote model output: nested huge ints and raising __repr__ included
+    assert isinstance(text, str) and len(text) < 400
+
+
+def test_messages_quote_huge_and_broken_values_briefly():
+    assert show(10 ** 5000) == "<int of 16610 bits>"
+    assert show([1, 10 ** 5000]).startswith("<unprintable list")  # reprlib cannot print it either
+    assert "BadRepr" in show(BadRepr())
 
 
 def assert_valid(result, max_subtasks):
