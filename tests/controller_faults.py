@@ -3,7 +3,11 @@
 Each :class:`Fault` builds a ``Roma`` whose roles misbehave in one way, and states the typed outcome
 the controller owes (tests/test_controller_faults.py asserts it). Run as a script, every fault is
 executed under a guard (a thread that is abandoned when it hangs) and classified generically, so the
-same probe also measures older code (``PYTHONPATH=<old tree> python tests/controller_faults.py``):
+same probe also measures older code (the last line printed is the summary)::
+
+    PYTHONPATH=$PWD python tests/controller_faults.py
+    git archive <old commit> roma_lab | tar -x -C /tmp/old && PYTHONPATH=/tmp/old python tests/controller_faults.py
+
 
     hang     no result within the guard time
     crash    an exception escaped without a partial trace, or the returned run cannot be saved
