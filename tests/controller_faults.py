@@ -8,6 +8,7 @@ same probe also measures older code (the last line printed is the summary)::
     PYTHONPATH=$PWD python tests/controller_faults.py
     git archive <old commit> roma_lab | tar -x -C /tmp/old && PYTHONPATH=/tmp/old python tests/controller_faults.py
 
+Outcomes::
 
     hang     no result within the guard time
     crash    an exception escaped without a partial trace, or the returned run cannot be saved
