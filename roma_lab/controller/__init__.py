@@ -12,7 +12,17 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
 from ._studies import measure_structure, plot_structure, run_quickstart
-from ._types import TASK_TYPES, Node, NodeEvent, RoleCall, Run
+from ._types import (
+    NODE_STATUSES,
+    OUTPUT_STATUSES,
+    RUN_STATUSES,
+    TASK_TYPES,
+    InvalidRunError,
+    Node,
+    NodeEvent,
+    RoleCall,
+    Run,
+)
 
 # DSPy role modules, loaded on first access (PEP 562) because importing DSPy takes seconds.
 _ROLE_NAMES = ("Aggregator", "Atomizer", "CodeExecutionError", "CodeExecutor", "Planner", "PlannedSubtask",
@@ -29,10 +39,14 @@ def __getattr__(name: str):
 
 __all__ = [
     "ISOLATION_MODES",
+    "NODE_STATUSES",
+    "OUTPUT_STATUSES",
+    "RUN_STATUSES",
     "TASK_TYPES",
     "BM25Retriever",
     "CallLogEntry",
     "EmptyCorpusError",
+    "InvalidRunError",
     "Node",
     "NodeEvent",
     "Passage",
