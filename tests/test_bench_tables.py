@@ -225,11 +225,15 @@ def test_table5_runs_unfinished_stories_again(tmp_path):
     bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     saved = sorted((tmp_path / "table5_runs").glob("*.json"))
     record = json.loads(saved[0].read_text())
-    record["status"] = "failed"                      # as if that story had failed last time
+    # as if that story had failed last time: the root ended without an output
+    record.update(status="failed", output=None)
+    record["nodes"][0].update(status="failed", output=None, error="forged failure")
     saved[0].write_text(json.dumps(record))
+    saved[1].write_text("{ not a run")               # and a corrupt trace is run again too
     again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     assert (again["table5_runs"]["status"] == "completed").all()
     assert json.loads(saved[0].read_text())["status"] == "completed"
+    assert json.loads(saved[1].read_text())["status"] == "completed"
 
 
 def test_item_picker_shows_the_chosen_items_tree(tmp_path):

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -505,7 +506,7 @@ def measure_component_cost(
     """
     import pandas as pd
 
-    from roma_lab.controller import Roma, Run
+    from roma_lab.controller import InvalidRunError, Roma, Run
     from roma_lab.results import write_table
 
     _check_common(n_items, 1, max_concurrency, SYSTEMS)
@@ -523,8 +524,12 @@ def measure_component_cost(
     for item in sample(load_eqbench_longform(), n_items, seed):
         path = _run_file(runs_dir, item.item_id)
         if path.is_file():
-            saved = Run.from_json(path.read_text(encoding="utf-8"))
-            if saved.status == "completed":  # an unfinished story is run again, like an error row
+            try:
+                saved = Run.from_json(path.read_text(encoding="utf-8"))
+            except InvalidRunError as err:  # a corrupt trace is an unfinished story
+                warnings.warn(f"{path}: {err}; running that story again", stacklevel=2)
+                saved = None
+            if saved is not None and saved.status == "completed":  # unfinished: run again, like an error row
                 runs[item.item_id] = saved
                 continue
         run = roma.run(task(item.question))
