@@ -332,7 +332,7 @@ def _item_json_case(tmp: Path) -> str:
     out = tmp / "seal0"
     _seal0(out)
     item_id = bench.saved_item_ids(out, "seal0")[0]
-    path = next((out / "seal0_runs").glob("*.json"))
+    path = out / "seal0_runs" / f"{item_id}.json"  # seal0 ids are row numbers, safe as file names
     path.write_bytes(path.read_bytes()[:100])
     try:
         with warnings.catch_warnings():

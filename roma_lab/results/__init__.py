@@ -4,9 +4,13 @@ Every experiment writes long-format CSV tables with :func:`write_table` and one
 ``provenance.json`` (a :class:`Provenance`) that says what produced them.
 """
 
+from ._files import QuarantineWarning, quarantine, write_text_atomic
 from ._provenance import (
+    PROVENANCE_FILE,
     TRACKED_PACKAGES,
     Provenance,
+    ProvenanceError,
+    changed_outputs,
     default_repo_root,
     git_state,
     package_source_hash,
@@ -16,17 +20,21 @@ from ._provenance import (
     sha256_file,
     write_provenance,
 )
-from ._files import write_text_atomic
 from ._tables import read_table, write_table
 
 __all__ = [
+    "PROVENANCE_FILE",
     "TRACKED_PACKAGES",
     "Provenance",
+    "ProvenanceError",
+    "QuarantineWarning",
+    "changed_outputs",
     "default_repo_root",
     "git_state",
     "package_source_hash",
     "package_versions",
     "parameters_hash",
+    "quarantine",
     "read_provenance",
     "read_table",
     "sha256_file",
