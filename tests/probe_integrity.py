@@ -119,14 +119,19 @@ CORRUPTIONS: dict[str, Callable[[bytes], bytes]] = {
 
 
 def data_root_with(tmp: Path, relpath: str | None, corruption: Callable[[bytes], bytes] | None) -> Path:
-    """A data folder linking every real file, with ``relpath`` replaced by a corrupted copy."""
+    """A data folder linking every real file, with ``relpath`` replaced by a corrupted copy.
+
+    MANIFEST.tsv is a copy, never a link, so a test may edit it; the real files are only read."""
     root = tmp / "data"
     for src in DATA.rglob("*"):
         if src.is_file():
-            dst = root / src.relative_to(DATA)
+            rel = src.relative_to(DATA).as_posix()
+            dst = root / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
-            if src.relative_to(DATA).as_posix() == relpath:
-                dst.write_bytes(corruption(src.read_bytes()))  # a new file: the real one is only read
+            if rel == relpath:
+                dst.write_bytes(corruption(src.read_bytes()))
+            elif rel == "MANIFEST.tsv":
+                dst.write_bytes(src.read_bytes())
             else:
                 dst.symlink_to(src)
     return root

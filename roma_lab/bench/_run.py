@@ -120,8 +120,9 @@ def _csv_records(text: str) -> list[tuple[list[str] | None, str]]:
     return records
 
 
-def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list[bytes], bool]:
-    """Valid rows, raw bytes of damaged records, and whether the last record was cut mid-write."""
+def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list[bytes], bool, bool]:
+    """Valid rows, raw bytes of damaged records, whether the last record was cut mid-write, and
+    whether a CSV header is missing."""
     good, bad = [], []
     if fmt == "jsonl":
         *lines, tail = raw.split(b"\n")  # not splitlines(): JSON strings may hold raw U+2028 etc.
@@ -136,7 +137,7 @@ def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list
                 bad.append(line + b"\n")
             else:
                 good.append(row)
-        return good, bad, bool(tail)
+        return good, bad, bool(tail), False
     text = raw.decode("utf-8", errors="surrogateescape")  # undecodable bytes survive, to be quarantined
     records = _csv_records(text)
     torn = not text.endswith("\n")  # this module ends every record with a newline
@@ -155,7 +156,7 @@ def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list
     if not has_header and not good and first and all(f.strip() and f.isprintable() for f in first):
         raise RunFileError(f"{path} is not a roma_lab.bench run file: its columns are {first}, expected "
                            f"{list(COLUMNS)}; pass a new out_path (or move this file aside to start over)")
-    return good, bad, torn
+    return good, bad, torn, not has_header
 
 
 def _load_finished(path: Path, fmt: str) -> list[dict[str, Any]]:
@@ -164,13 +165,13 @@ def _load_finished(path: Path, fmt: str) -> list[dict[str, Any]]:
     the file is rewritten with the valid rows, so those items are simply run again."""
     if not path.exists() or path.stat().st_size == 0:
         return []
-    good, bad, torn = _split(path.read_bytes(), fmt, path)
+    good, bad, torn, no_header = _split(path.read_bytes(), fmt, path)
     if bad:
         quarantine(path, f"{len(bad)} damaged record(s) cut out (not rows this module writes); their items run again",
                    data=b"".join(bad))
     if torn:
         warnings.warn(f"{path}: the last row was cut mid-write; it is dropped and that item re-run", stacklevel=3)
-    if bad or torn:
+    if bad or torn or no_header:
         header = _serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt) if fmt == "csv" else ""
         write_text_atomic(path, header + "".join(_serialize(row, fmt) for row in good))
     return good
