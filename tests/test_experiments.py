@@ -312,6 +312,7 @@ def test_outputs_changed_after_completion_are_not_completed_and_are_moved_aside(
     assert quarantined.read_bytes() == b""  # the damaged file is kept, not deleted
     record = read_provenance(out)
     assert "rows.csv" in record.extra["recovered"] and set(record.outputs) == {"rows.csv", "00_fixture.ipynb"}
+    assert record.extra["quarantined"] == [quarantined.name]  # listed in the record, not hashed as a result
     quarantined.unlink()  # evidence, not a result: removing it changes nothing
     assert experiment_status(spec, results_root=results) == "completed"
 
@@ -333,8 +334,10 @@ def test_a_garbage_provenance_keeps_the_folder_of_the_same_parameters(project, t
     # garbage again, and now other parameters: the old folder cannot be attributed, so it moves aside whole
     (out / "provenance.json").write_bytes(b"")
     changed = replace(spec, parameters={**spec.parameters, "N_ROWS": 2})
-    with pytest.warns(UserWarning, match="without a readable record"):
+    with pytest.warns(UserWarning) as caught:
         assert run_experiment(changed, results_root=results).status == "completed"
+    messages = " ".join(str(w.message) for w in caught)
+    assert "not a valid provenance record" in messages and "without a readable record" in messages
     (aside,) = results.glob("00_fixture.quarantined-*")
     assert (aside / "partial_items.csv").is_file() and not (out / "partial_items.csv").exists()
     assert len(pd.read_csv(out / "rows.csv")) == 2 and aside.name in read_provenance(out).extra["recovered"]
@@ -371,3 +374,25 @@ def test_a_recorded_kernel_is_killed_with_its_group_only_if_it_is_the_same_proce
             leader.kill()
         if runner._alive(child):
             child.kill()
+
+
+def test_a_second_runner_of_the_same_experiment_is_refused_and_touches_nothing(project, tmp_path, monkeypatch):
+    import fcntl
+
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    out = results / "00_fixture"
+    out.mkdir(parents=True)
+    leader, child = _sleeping_group()  # stands for the kernel of the runner that holds the lock
+    try:
+        record = {"pid": leader.pid, "pgid": leader.pid, "started": psutil.Process(leader.pid).create_time()}
+        (out / runner.KERNEL_FILE).write_text(json.dumps(record))
+        monkeypatch.setattr(runner, "_execute", lambda *a: pytest.fail("must not execute"))
+        with (results / ".00_fixture.lock").open("a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            outcome = run_experiment(spec, results_root=results)
+        assert outcome.status == "failed" and "another runner is running 00_fixture" in outcome.error
+        assert leader.poll() is None and (out / runner.KERNEL_FILE).is_file()  # its kernel is left alone
+    finally:
+        leader.kill()
+        child.kill()

@@ -19,6 +19,7 @@ from roma_lab.results import (
     package_versions,
     parameters_hash,
     quarantine,
+    quarantined_files,
     read_provenance,
     read_table,
     sha256_file,
@@ -158,6 +159,7 @@ def test_quarantine_moves_a_file_aside_or_keeps_given_bytes_and_warns(tmp_path):
     with pytest.warns(QuarantineWarning):
         kept = quarantine(target, "two bad rows cut out", data=b"bad rows")
     assert target.read_bytes() == b"good rows" and kept.read_bytes() == b"bad rows" and kept != moved
+    assert quarantined_files(tmp_path) == sorted([moved.name, kept.name])
 
 
 def test_provenance_missing_input_is_an_error(tmp_path):

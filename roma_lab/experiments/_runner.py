@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -21,6 +23,7 @@ from roma_lab.results import (
     package_source_hash,
     parameters_hash,
     quarantine,
+    quarantined_files,
     read_provenance,
     sha256_file,
     write_provenance,
@@ -35,7 +38,7 @@ _KILL_WAIT_S = 30  # a SIGKILLed process is gone in milliseconds; this only guar
 
 
 class RunnerStateError(RuntimeError):
-    """A kernel left running by an earlier run of the experiment cannot be stopped."""
+    """Another runner holds the experiment, or a kernel left by a killed runner cannot be stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,7 +266,8 @@ def run_experiment(
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
     Skipped when already completed with the same parameters, notebook and inputs and unchanged
-    outputs (unless ``force``). A kernel left running by a killed runner is stopped first. Work of
+    outputs (unless ``force``). One runner at a time per experiment (a lock beside the folder); a
+    kernel left running by a killed runner is stopped before the folder is touched. Work of
     the same run is kept so item-level results resume (see ``_prepare``); otherwise the folder is
     emptied first. A failing notebook gives a "failed" outcome with its error, never an exception,
     so a batch keeps going. On KeyboardInterrupt the record says "interrupted" and the interrupt
@@ -274,12 +278,33 @@ def run_experiment(
     params = run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm)
     if not force and experiment_status(spec, results_root=out_dir.parent, smoke=smoke, lm=lm) == "completed":
         return RunOutcome(spec.stem, "skipped", out_dir)
-
-    recorded = _recorded(params)
     try:
-        note = _prepare(spec, out_dir, recorded, force)
+        with _exclusive(out_dir):
+            error = _run(spec, out_dir, params, smoke=smoke, force=force)
     except RunnerStateError as exc:
-        return RunOutcome(spec.stem, "failed", out_dir, str(exc), time.perf_counter() - start)
+        error = str(exc)
+    return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
+
+
+@contextlib.contextmanager
+def _exclusive(out_dir: Path):
+    """Hold a lock on the experiment for this runner's lifetime (the OS drops it when the runner
+    dies, even by kill -9). Holding it proves that a kernel recorded in the folder is an orphan."""
+    lock = out_dir.parent / f".{out_dir.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunnerStateError(f"another runner is running {out_dir.name} now (it holds {lock}); "
+                                   "wait for it to finish, or stop it and rerun") from None
+        yield
+
+
+def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: bool, force: bool) -> str | None:
+    """Prepare the folder, execute, write the record; returns the error (None when completed)."""
+    recorded = _recorded(params)
+    note = _prepare(spec, out_dir, recorded, force)
     inputs = _inputs(spec)
     missing_inputs = [p for p in inputs if not (spec.root / p).is_file()]
     lm_default = spec.declared.get("LM")  # source text such as '"local"'
@@ -290,13 +315,14 @@ def run_experiment(
         extra["recovered"] = note
 
     def record(status: str, error: str | None = None) -> None:
+        kept = quarantined_files(out_dir)  # damaged files moved aside by the runner or the notebook
         write_provenance(
             out_dir,
             parameters=recorded,
             seeds={k: v for k, v in recorded.items() if (k == "SEED" or k.endswith("_SEED")) and type(v) is int},
             model=model,
             inputs=[p for p in inputs if p not in missing_inputs],
-            extra=extra,
+            extra={**extra, "quarantined": kept} if kept else extra,
             status=status,
             started_at=started_at,
             error=error,
@@ -321,7 +347,7 @@ def run_experiment(
             if missing:
                 error = f"notebook finished without writing declared outputs: {', '.join(missing)}"
     record("failed" if error else "completed", error)
-    return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
+    return error
 
 
 def run_experiments(

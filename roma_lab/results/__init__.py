@@ -4,7 +4,7 @@ Every experiment writes long-format CSV tables with :func:`write_table` and one
 ``provenance.json`` (a :class:`Provenance`) that says what produced them.
 """
 
-from ._files import QuarantineWarning, quarantine, write_text_atomic
+from ._files import QuarantineWarning, quarantine, quarantined_files, write_text_atomic
 from ._provenance import (
     PROVENANCE_FILE,
     TRACKED_PACKAGES,
@@ -35,6 +35,7 @@ __all__ = [
     "package_versions",
     "parameters_hash",
     "quarantine",
+    "quarantined_files",
     "read_provenance",
     "read_table",
     "sha256_file",

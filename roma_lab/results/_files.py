@@ -50,3 +50,9 @@ def quarantine(path: str | os.PathLike[str], reason: str, *, data: bytes | None 
         target.write_bytes(data)
     warnings.warn(f"{path}: {reason}; kept as {target.name}", QuarantineWarning, stacklevel=2)
     return target
+
+
+def quarantined_files(folder: str | os.PathLike[str]) -> list[str]:
+    """Paths (relative to ``folder``, sorted) of the files and folders :func:`quarantine` kept in it."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob(f"*{QUARANTINED}*"))
