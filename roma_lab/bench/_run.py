@@ -249,8 +249,9 @@ def run_benchmark(
     ``out_path`` and ``system_name`` skips items already recorded without error (with
     ``retry_errors=False``, skips every recorded item); item ids in ``redo`` run again regardless
     (e.g. when a trace saved beside the row was damaged). Damaged rows on disk are moved to a
-    quarantine file beside ``out_path`` and their items run again (see ``_load_finished``). A system exception or timeout becomes a
-    row with ``error_stage="system"``; grader failures have ``error_stage="grader"``. A system
+    quarantine file beside ``out_path`` and their items run again (see ``_load_finished``). A
+    system exception or timeout becomes a row with ``error_stage="system"``; grader failures
+    have ``error_stage="grader"``. A system
     that times out ``max_consecutive_timeouts`` times in a row is stuck (its threads cannot be
     killed and would starve later items): the run stops with ``SystemStalledError``, every
     finished row on disk. KeyboardInterrupt stops the run likewise. Returns this system's latest
