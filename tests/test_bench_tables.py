@@ -2,6 +2,8 @@
 
 import json
 import math
+import re
+import warnings
 
 import pandas as pd
 import pytest
@@ -100,20 +102,40 @@ def test_paper_rows_never_in_measured_columns(tmp_path):
     assert paper.loc[paper["system"] == "ROMA (GLM-4.6)", "paper_value"].item() == 45.9
 
 
-def test_paper_figures_carry_source_lines_and_marks():
+_TABLE5_CELLS = {"cost_usd": 1, "input_tokens": 2, "output_tokens": 3, "latency_s": 4}  # seed Table 5 columns
+
+
+def test_paper_figures_agree_with_the_seed_lines_they_quote():
+    # Each row quotes its seed line; value, system, mark and search flag must be what that line says,
+    # so a mistyped figure fails here instead of being compared with a copy of itself.
     df = bench.paper_reported_roma_df()
-    assert df["source"].str.startswith("seed line").all()
-    roma = df[df["system"].str.startswith("ROMA")].set_index(["artefact", "system", "component", "metric"])["value"]
-    assert roma[("table1", "ROMA (GLM-4.6)", "", "accuracy")] == 45.9
-    assert roma[("table2", "ROMA (GLM-4.6)", "", "accuracy")] == 82.3
-    assert roma[("table3", "ROMA (GLM-4.6)", "", "accuracy")] == 93.9
-    assert roma[("table4", "ROMA w/ GEPA+ (DeepSeek-V3.1)", "", "score")] == 79.8
-    assert roma[("table4", "ROMA default prompts (DeepSeek-V3)", "", "score")] == 71.9
-    assert roma[("table5", "ROMA (DeepSeek-V3.1)", "total", "input_tokens")] == 74423.71
+    assert set(df["artefact"]) == {"table1", "table2", "table3", "table4", "table5", "table6"}
+    for row in df.itertuples():
+        match = re.fullmatch(r"seed line \d+( \([^)]*\))?: (.+)", row.source)
+        assert match, row.source
+        line = match.group(2)
+        if row.artefact == "table6":  # ranks stated in prose: "leading on X" or "ranking 4th ..."
+            rank = re.fullmatch(r"leading on (\w+)|ranking (\d+)\w\w among .*", line)
+            assert rank, line
+            assert row.value == (1.0 if rank.group(1) else float(rank.group(2)))
+            assert not rank.group(1) or row.metric == f"{rank.group(1).lower()}_rank"
+        elif not line.startswith("|"):  # a figure stated in prose
+            assert f"{row.value:g}" in line, (row.value, line)
+        else:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if row.artefact == "table5":
+                assert cells[0].lower() == row.component, cells
+                assert float(cells[_TABLE5_CELLS[row.metric]].replace(",", "")) == row.value, (row.metric, cells)
+            else:
+                assert cells[0].startswith(row.system) and (row.mark == "" or row.mark in cells[0]), cells
+                assert float(cells[-1]) == row.value, cells
+                if len(cells) == 3:  # model | search | figure
+                    assert row.search == str("checkmark" in cells[1]), cells
     marked = df[df["mark"] != ""]
     assert (marked["mark_meaning"] != "").all()
-    assert df.query("artefact == 'table1' and mark == '⋄'")["system"].tolist() == [
-        "Perplexity Sonar Reasoning Pro", "Perplexity Deep Research", "Open Deep Search (DeepSeek-R1)"]
+    meanings = marked.groupby(["artefact", "mark"])["mark_meaning"].nunique()
+    assert (meanings == 1).all()  # one meaning per mark within a table
+    assert df.loc[(df["artefact"] == "table1") & (df["mark"] == "⋆"), "mark_meaning"].iloc[0] == "SEAL-0 leaderboard"
 
 
 def test_changed_settings_refuse_to_resume_into_the_same_folder(tmp_path):
@@ -246,3 +268,54 @@ def test_item_picker_shows_the_chosen_items_tree(tmp_path):
     assert "text/html" in picker._repr_mimebundle_()
     with pytest.raises(ValueError, match="no saved ROMA run"):
         bench.ItemRunPicker(tmp_path, "seal0", "not-an-item")
+
+
+# --- damaged run files: a settings record, a saved trace ------------------------------------------
+
+
+def test_a_damaged_run_config_sets_the_old_results_aside_and_starts_over(tmp_path):
+    from roma_lab.results import QuarantineWarning
+
+    run_seal0(tmp_path, lm="scripted", systems=("base",))
+    config = tmp_path / "seal0_run_config.json"
+    config.write_bytes(b'{"benchmark": "seal0", "model": tru')
+    engine = CountingEngine()
+    with pytest.warns(QuarantineWarning, match="seal0_run_config.json is damaged"):
+        run_seal0(tmp_path, lm=counting_lm(engine), systems=("base",))
+    assert engine.calls == 4  # results of unknown settings are never resumed: every item runs again
+    assert len(raw_rows(tmp_path / "seal0_results.csv")) == 4
+    assert len(list(tmp_path.glob("seal0_results.csv.quarantined-*"))) == 1  # kept aside, not deleted
+    assert len(list(tmp_path.glob("seal0_run_config.json.quarantined-*"))) == 1
+    assert json.loads(config.read_text())["model"] == SCRIPTED_LABEL
+
+
+def test_a_damaged_trace_runs_that_item_again(tmp_path):
+    run_seal0(tmp_path, lm="scripted")
+    ids = bench.saved_item_ids(tmp_path, "seal0")
+    damaged = tmp_path / "seal0_runs" / f"{ids[1]}.json"
+    damaged.write_bytes(damaged.read_bytes()[:200])
+    with pytest.raises(bench.RunFileError, match=rf"{ids[1]}\.json is not a saved ROMA run"):
+        bench.load_item_run(tmp_path, "seal0", ids[1])
+    (tmp_path / "seal0_runs" / f"{ids[2]}.json").unlink()  # a finished item whose trace is gone
+    engine = CountingEngine()
+    with pytest.warns(UserWarning, match="damaged ROMA trace"):
+        run_seal0(tmp_path, lm=counting_lm(engine))
+    assert engine.calls == 2 * 5  # items 1 and 2 only: 5 ROMA calls each, no base call
+    assert bench.load_item_run(tmp_path, "seal0", ids[1]).status == "completed"
+    assert bench.load_item_run(tmp_path, "seal0", ids[2]).status == "completed"
+    rows = raw_rows(tmp_path / "seal0_results.csv")
+    assert sorted(rows.loc[rows["system"] == "roma", "item_id"].value_counts().tolist()) == [1, 1, 2, 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_seal0(tmp_path, lm=counting_lm(CountingEngine()))  # repaired: the next rerun is quiet
+
+
+def test_table5_writes_a_story_with_a_damaged_trace_again(tmp_path):
+    bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    saved = sorted((tmp_path / "table5_runs").glob("*.json"))
+    saved[0].write_bytes(b"\x00\xff garbage")
+    with pytest.warns(UserWarning, match="damaged ROMA trace; the story is written again"):
+        again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    assert (again["table5_runs"]["status"] == "completed").all() and len(again["table5_runs"]) == 2
+    assert json.loads(saved[0].read_text())["status"] == "completed"
+    assert len(list((tmp_path / "table5_runs").glob("*.quarantined-*"))) == 1

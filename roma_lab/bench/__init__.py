@@ -11,6 +11,7 @@ See design/grading.md for the choices made where the official code is ambiguous.
 
 from roma_lab.bench._data import (
     DATA_ENV,
+    DataIntegrityError,
     DataNotFoundError,
     Item,
     LongformSpec,
@@ -126,6 +127,7 @@ __all__ = [
     "COLUMNS",
     "DATA_ENV",
     "DSPyJudge",
+    "DataIntegrityError",
     "DataNotFoundError",
     "EQBenchLongformGrader",
     "FramesGrader",

@@ -13,7 +13,6 @@ import json
 import math
 import os
 import re
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, partial
@@ -21,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from roma_lab.bench._data import (
     DataNotFoundError,
@@ -35,10 +34,10 @@ from roma_lab.bench._data import (
 )
 from roma_lab.bench._graders import ABGEN_ASPECTS, grader_for
 from roma_lab.bench._grade import DSPyJudge
-from roma_lab.bench._run import read_results_df, run_benchmark
+from roma_lab.bench._run import RunFileError, read_results_df, run_benchmark
 from roma_lab.bench._scripted import SCRIPTED, SCRIPTED_LABEL, ScriptedJudge, scripted_lm
 from roma_lab.bench._summary import compare_df, summarize_df
-from roma_lab.results import write_text_atomic
+from roma_lab.results import quarantine, write_text_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -202,18 +201,48 @@ class RomaSystem:
 
 def load_item_run(out_dir: str | os.PathLike[str], benchmark: str, item_id: str | None = None) -> Run:
     """The saved ROMA run of one item (``item_id=None``: the first saved item in sorted order)."""
-    from roma_lab.controller import Run
-
     runs_dir = Path(out_dir) / f"{benchmark}_runs"
     if item_id is None or item_id == "":
         files = sorted(runs_dir.glob("*.json"))
         if not files:
             raise FileNotFoundError(f"no saved ROMA runs in {runs_dir}")
-        return Run.from_json(files[0].read_text(encoding="utf-8"))
-    path = _run_file(runs_dir, str(item_id))
-    if not path.is_file():
-        raise FileNotFoundError(f"no saved ROMA run for item {item_id!r} in {runs_dir}")
-    return Run.from_json(path.read_text(encoding="utf-8"))
+        path = files[0]
+    else:
+        path = _run_file(runs_dir, str(item_id))
+        if not path.is_file():
+            raise FileNotFoundError(f"no saved ROMA run for item {item_id!r} in {runs_dir}")
+    saved = _saved_run(path)
+    if saved is None:
+        raise RunFileError(f"{path} is not a saved ROMA run (damaged or edited); rerun the table to run that item again")
+    return saved
+
+
+def _saved_run(path: Path) -> Run | None:
+    """The Run saved at ``path``, or None when the file is damaged (not a valid Run JSON)."""
+    from roma_lab.controller import Run
+
+    try:
+        return Run.from_json(path.read_bytes())  # bytes: invalid UTF-8 is a validation error too
+    except ValueError:
+        return None
+
+
+def _damaged_traces(runs_dir: Path, results_path: Path, items: Sequence[Item]) -> set[str]:
+    """Items whose saved ROMA trace is damaged (moved aside) or missing although their row is
+    finished: they run again, so every finished item can be shown."""
+    finished: set[str] = set()
+    if results_path.is_file():
+        rows = read_results_df(results_path)
+        finished = set(rows.loc[(rows["system"] == "roma") & rows["error"].isna(), "item_id"])
+    redo = set()
+    for item in items:
+        path = _run_file(runs_dir, item.item_id)
+        if path.is_file() and _saved_run(path) is None:
+            quarantine(path, "damaged ROMA trace; the item is run again")
+            redo.add(item.item_id)
+        elif not path.is_file() and item.item_id in finished:
+            redo.add(item.item_id)
+    return redo
 
 
 def saved_item_ids(out_dir: str | os.PathLike[str], benchmark: str) -> list[str]:
@@ -233,8 +262,18 @@ def saved_item_ids(out_dir: str | os.PathLike[str], benchmark: str) -> list[str]
 def _check_config(out_dir: Path, config: RunConfig) -> None:
     """Refuse to resume into results made with other settings; record the settings otherwise."""
     path = out_dir / f"{config.benchmark}_run_config.json"
+    previous = None
     if path.is_file():
-        previous = RunConfig.model_validate_json(path.read_text(encoding="utf-8"))
+        try:
+            previous = RunConfig.model_validate_json(path.read_bytes())
+        except ValidationError:
+            # The settings the results were made with are unknown, so they cannot be resumed: keep them
+            # aside and start this benchmark over.
+            for damaged in (path, out_dir / f"{config.benchmark}_results.csv", out_dir / f"{config.benchmark}_runs"):
+                if damaged.exists():
+                    quarantine(damaged, f"{path.name} is damaged, so the settings of these results are unknown; "
+                                        f"{config.benchmark} starts over")
+    if previous is not None:
         if previous != config:
             changed = {k: (getattr(previous, k), getattr(config, k)) for k in RunConfig.model_fields
                        if getattr(previous, k) != getattr(config, k)}
@@ -406,10 +445,11 @@ def run_roma_table(
 
             roma = Roma(lm=model, corpus=search_backend or None, max_depth=max_depth, max_concurrency=max_concurrency)
             system = RomaSystem(roma, out / f"{benchmark}_runs", {it.question: it.item_id for it in items}, task)
+            redo = _damaged_traces(out / f"{benchmark}_runs", results_path, items)
         else:
-            system = BaseSystem(model, task)
+            system, redo = BaseSystem(model, task), set()
         run_benchmark(items, system, grader, out_path=results_path, system_name=name, timeout_s=item_timeout_s,
-                      progress=progress)
+                      progress=progress, redo=redo)
 
     results = read_results_df(results_path)
     keys = {(it.benchmark, it.item_id) for it in items}
@@ -506,7 +546,7 @@ def measure_component_cost(
     """
     import pandas as pd
 
-    from roma_lab.controller import InvalidRunError, Roma, Run
+    from roma_lab.controller import Roma
     from roma_lab.results import write_table
 
     _check_common(n_items, 1, max_concurrency, SYSTEMS)
@@ -523,15 +563,12 @@ def measure_component_cost(
     runs: dict[str, Run] = {}
     for item in sample(load_eqbench_longform(), n_items, seed):
         path = _run_file(runs_dir, item.item_id)
-        if path.is_file():
-            try:
-                saved = Run.from_json(path.read_text(encoding="utf-8"))
-            except InvalidRunError as err:  # a corrupt trace is an unfinished story
-                warnings.warn(f"{path}: {err}; running that story again", stacklevel=2)
-                saved = None
-            if saved is not None and saved.status == "completed":  # unfinished: run again, like an error row
-                runs[item.item_id] = saved
-                continue
+        saved = _saved_run(path) if path.is_file() else None
+        if path.is_file() and saved is None:
+            quarantine(path, "damaged ROMA trace; the story is written again")
+        if saved is not None and saved.status == "completed":  # an unfinished story is run again, like an error row
+            runs[item.item_id] = saved
+            continue
         run = roma.run(task(item.question))
         write_text_atomic(path, run.to_json())
         runs[item.item_id] = run
