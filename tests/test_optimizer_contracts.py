@@ -105,8 +105,15 @@ def test_config_rejects_non_model_proposer():
 
 
 def test_calls_to_converge_finds_first_call_within_tolerance():
-    conv = pd.DataFrame({"metric_calls": [4, 12, 20, 28], "best_val_score": [0.0, 0.5, 0.74, 0.75]})
-    assert calls_to_converge(conv) == 28
-    assert calls_to_converge(conv, tolerance=0.02) == 20
+    conv = pd.DataFrame({"total_metric_calls": [4, 15, 26, 37], "gepa_metric_calls": [4, 12, 20, 28],
+                         "best_val_score": [0.0, 0.5, 0.74, 0.75]})
+    # by default every metric call counts (GEPA+'s verifier runs included); GEPA's budget count on request
+    assert calls_to_converge(conv) == 37
+    assert calls_to_converge(conv, calls="gepa_metric_calls") == 28
+    assert calls_to_converge(conv, tolerance=0.02) == 26
+    assert calls_to_converge(conv, tolerance=0.01) == 26   # 0.74 is exactly 0.01 below the final 0.75
+    assert calls_to_converge(conv, tolerance=0.0099) == 37
     with pytest.raises(ValueError, match="empty"):
         calls_to_converge(conv.iloc[:0])
+    with pytest.raises(ValueError, match="tolerance"):
+        calls_to_converge(conv, tolerance=-0.1)

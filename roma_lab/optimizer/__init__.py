@@ -14,7 +14,7 @@ ROMA paper Tables 7 and 8 (benchmark programs, feedback metrics, tidy tables)::
 Importing this package imports dspy (about two seconds); ``import roma_lab`` does not.
 """
 
-from roma_lab.optimizer._compile import METHODS, OptimizationResult, compile
+from roma_lab.optimizer._compile import METHODS, SEARCH_STATUSES, OptimizationResult, compile
 from roma_lab.optimizer._config import GepaPlusConfig
 from roma_lab.optimizer._contracts import Contract, atomize, dedupe_sentences, default_contract, edit_size
 from roma_lab.optimizer._proposer import GepaPlusProposer, ProposalError, build_program
@@ -48,6 +48,7 @@ __all__ = [
     "BENCHMARKS",
     "MATHARENA_AIME",
     "METHODS",
+    "SEARCH_STATUSES",
     "UNOPTIMISED",
     "AIMESolver",
     "ClosedBookQA",
