@@ -35,8 +35,11 @@ def test_contract_matches_whole_words_case_insensitively():
 
 
 def test_contract_describe_is_empty_without_clauses():
+    # describe() is what GEPA+ sends proposers (additional_instructions), the judge and the merger
     assert Contract("m").describe() == ""
-    assert "answer" in Contract("m", required_terms=("answer",)).describe()
+    assert Contract("m", required_terms=("answer", "notes"), forbidden_terms=("TODO",), max_chars=80).describe() == (
+        "The instruction must keep mentioning: answer, notes. It must not mention: TODO. "
+        "It must be at most 80 characters long.")
 
 
 @pytest.mark.parametrize(

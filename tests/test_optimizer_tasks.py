@@ -220,10 +220,13 @@ def table7(tmp_path_factory):
 
 
 def test_table7_writes_tidy_tables(table7):
+    from roma_lab.results import read_table
+
     out, tables = table7
     for name, df in tables.items():
-        assert (out / f"{name}.csv").is_file(), name
         assert len(df) > 0, name
+        written = read_table(out, name)  # the file holds what was returned, not only a header
+        assert list(written.columns) == list(df.columns) and len(written) == len(df), name
     items = tables["table7_items"]
     assert list(items.columns) == ["benchmark", "method", "repeat", "item_id", "score", "error_stage", "error"]
     counts = items.groupby(["benchmark", "method"]).size().to_dict()
