@@ -17,6 +17,7 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from importlib import resources
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import dspy
@@ -36,25 +37,26 @@ NO_SEARCH = "no search"  # search_status of the unoptimised program
 
 # Which of our columns each paper metric is compared with (primary), and the GEPA-budget-only
 # figure shown beside it, labelled ``ours_gepa_budget_only``.
-COMPARED = {
+COMPARED = MappingProxyType({
     "accuracy": ("accuracy", None),
     "calls_to_converge": ("total_calls_to_converge", "gepa_calls_to_converge"),
     "gain_per_call": ("gain_per_total_call", "gain_per_gepa_call"),
-}
+})
 # "matches" when ours is within 1% of the paper's figure: |ours - paper| <= TOLERANCE * |paper|.
 TOLERANCE = 0.01
-_WHY_DIFFERS = {
+_WHY_DIFFERS = MappingProxyType({
     "accuracy": "not the paper's setting: our model, sample sizes and metric-call budget (table7_summary: model, "
-                "n_items, repeats; table7_runs: budgets); the paper averaged 5 runs of API models",
+                "n_items, repeats; table7_runs: budgets); the paper averaged 5 runs with API models as proposers "
+                "and judge",
     "calls_to_converge": "our metric-call budget and validation set are far smaller than the paper's; ours counts "
                          "every metric run, GEPA+'s verifier runs included",
     "gain_per_call": "a ratio of two small runs' gains per metric call (GEPA+'s verifier runs included)",
-}
-_WHY_UNDEFINED = {
+})
+_WHY_UNDEFINED = MappingProxyType({
     "accuracy": "no test item was scored (every grade failed)",
-    "calls_to_converge": "no convergence figure",
+    "calls_to_converge": "no validation score was recorded",
     "gain_per_call": "undefined: GEPA's gain per metric call is 0, so the ratio divides by 0",
-}
+})
 
 
 def paper_reported_df() -> pd.DataFrame:
@@ -103,7 +105,7 @@ def _run_row(benchmark: str, method: str, repeat: int, result: OptimizationResul
     }
 
 
-def search_status(statuses: Sequence[str]) -> str:
+def _search_status(statuses: Sequence[str]) -> str:
     """One label for a method's repeats: "completed" only if every search completed, else e.g.
     "proposals_failed in 1 of 2 repeat(s)"."""
     bad = Counter(s for s in statuses if s != "completed")
@@ -272,7 +274,7 @@ def run_table7(
     summary["model"] = str(getattr(task_lm, "model", task_lm))
     summary["judge"] = str(getattr(judge_lm, "model", judge_lm))
     summary["setting"] = summary["benchmark"].map(settings)
-    statuses = runs.groupby(["benchmark", "method"])["status"].agg(search_status)
+    statuses = runs.groupby(["benchmark", "method"])["status"].agg(_search_status)
     summary["search_status"] = [statuses.get((b, m), NO_SEARCH) for b, m in zip(summary["benchmark"],
                                                                                   summary["method"], strict=True)]
     percent = summary.assign(**{c: summary[c] * 100 for c in ("mean", "ci_low", "ci_high")})
@@ -318,7 +320,7 @@ def convergence_summary(curves: pd.DataFrame, *, tolerance: float = 0.0) -> pd.D
 
 
 def _ratio(numerator: float, denominator: float) -> float:
-    # 0/0 (neither method improved) is undefined, not 1: NaN says so.
+    # A ratio over 0 (GEPA gained nothing) is undefined, not 1 or infinite: NaN says so.
     return numerator / denominator if denominator != 0 else math.nan
 
 
@@ -333,7 +335,7 @@ def _table8_means(per_repeat: pd.DataFrame) -> pd.DataFrame:
     groups = per_repeat.groupby(["benchmark", "method"], sort=False)
     means = groups[cols].mean().reset_index()
     means.insert(2, "repeats", groups.size().to_numpy())
-    means.insert(3, "search_status", groups["status"].agg(search_status).to_numpy())
+    means.insert(3, "search_status", groups["status"].agg(_search_status).to_numpy())
     ratios = []
     for benchmark, group in means.groupby("benchmark", sort=False):
         by = group.set_index("method")
