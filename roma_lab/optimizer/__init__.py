@@ -11,7 +11,7 @@ ROMA paper Tables 7 and 8 (benchmark programs, feedback metrics, tidy tables)::
     from roma_lab.optimizer import run_table7, run_table8, plot_convergence
     tables = run_table7(out_dir, lm="local", reflection_lms=[["local", 1.0]], judge_lm="local")
 
-Importing this package imports dspy (about two seconds); ``import roma_lab`` does not.
+Importing this package imports dspy, which is slow to import; ``import roma_lab`` does not.
 """
 
 from roma_lab.optimizer._compile import METHODS, SEARCH_STATUSES, OptimizationResult, compile
