@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL := 2
 
-.PHONY: reproduce test smoke bench venv
+.PHONY: reproduce test smoke bench venv sandbox-tool
 
 # One stamp per set of extras; re-install only when pyproject.toml changes. Never recreate an
 # existing venv (running `venv` over it with another interpreter would break it).
@@ -28,21 +28,37 @@ $(VENV)/.installed-%: pyproject.toml
 
 venv: $(VENV)/.installed-$(TEST_EXTRAS)
 
-reproduce: $(VENV)/.installed-$(REPRODUCE_EXTRAS)
+# Model-written code runs only inside bubblewrap (design/sandbox.md). A fresh machine (CI) runs
+# as root: install it there; anyone else gets the command to run.
+sandbox-tool:
+	@command -v bwrap >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing bubblewrap (bwrap), the code sandbox's jail"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y --no-install-recommends bubblewrap \
+				|| { apt-get update && apt-get install -y --no-install-recommends bubblewrap; } || exit 1; \
+		else \
+			echo "make: bubblewrap (bwrap) is missing: model-written code runs only inside it." >&2; \
+			echo "  Install it as root: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)." >&2; \
+			echo "  The jail also needs root at run time; see design/sandbox.md for ROMA_LAB_SANDBOX=audit-hook-only." >&2; \
+			exit 1; \
+		fi; }
+
+reproduce: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
 	$(PY) -m roma_lab.experiments run --all
 
 # pytest exits 5 when it collects nothing: that is a broken suite here, never a pass.
-test: $(VENV)/.installed-$(TEST_EXTRAS)
+test: sandbox-tool $(VENV)/.installed-$(TEST_EXTRAS)
 	@$(PY) -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests; treating as failure" >&2; exit 1; fi; \
 	exit $$status
 
-smoke: $(VENV)/.installed-$(TEST_EXTRAS)
+smoke: sandbox-tool $(VENV)/.installed-$(TEST_EXTRAS)
 	@$(PY) -m pytest -m smoke tests/test_notebooks.py; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make smoke: no smoke tests collected; treating as failure" >&2; exit 1; fi; \
 	exit $$status
 
-bench: $(VENV)/.installed-$(REPRODUCE_EXTRAS)
+bench: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
 	@found=0; for script in benchmarks/bench_*.py; do \
 		[ -f "$$script" ] || continue; found=1; \
 		echo "== $$script"; $(PY) "$$script" || exit 1; \

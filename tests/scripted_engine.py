@@ -1,7 +1,9 @@
 """A scripted DSPy 3.4 LM engine shared by the optimizer tests (offline, deterministic).
 
 It answers ``respond(model, inputs, output_names, system)`` as a function of the request alone, never
-of call order, so results do not depend on thread scheduling; every request is logged in ``calls``.
+of call order, so results do not depend on thread scheduling; every request is logged in ``calls``
+(parsed) and in ``requests`` (model, temperature, system prompt and message texts, as sent), so a
+test can tell whether two runs sent exactly the same requests.
 """
 
 import json
@@ -17,6 +19,7 @@ class ScriptedEngine:
     def __init__(self, respond):
         self.respond = respond
         self.calls: list[tuple[str, float | None, tuple[str, ...], dict]] = []  # model, temperature, outputs, inputs
+        self.requests: list[tuple[str, float | None, str, tuple[str, ...]]] = []  # model, temperature, system, texts
         self._lock = threading.Lock()
 
     def complete(self, request):
@@ -26,6 +29,8 @@ class ScriptedEngine:
         values = self.respond(request.model, inputs, outputs, system)
         with self._lock:
             self.calls.append((request.model, request.config.temperature, outputs, inputs))
+            self.requests.append((request.model, request.config.temperature, system,
+                                  tuple(m.text or "" for m in request.messages)))
         if "Outputs will be a JSON object" in system:
             text = json.dumps(values)
         else:

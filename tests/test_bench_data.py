@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from probe_integrity import DATA_CASES, data_root_with
 
 from roma_lab import bench
 
@@ -159,3 +160,87 @@ def test_load_abgen_explains_missing_data(tmp_path):
     bad.write_text(json.dumps([{"research_background": "x"}]))
     with pytest.raises(ValueError, match="missing field"):
         bench.load_abgen(bad)
+
+
+# --- integrity: every file checked against MANIFEST.tsv, its columns and item count ---------------
+
+
+@pytest.mark.parametrize("case", DATA_CASES, ids=lambda c: c.name)
+def test_every_corrupted_copy_is_refused_with_a_typed_error_naming_it(case, tmp_path):
+    # empty, truncated, garbled, one byte changed, one line dropped: copies in tmp, never the real data
+    assert case.run(tmp_path) == "typed"
+
+
+def test_the_error_says_which_file_and_how_to_restore_it(tmp_path, monkeypatch):
+    root = data_root_with(tmp_path, "frames/frames_test_set.csv", lambda data: data[: len(data) // 2])
+    monkeypatch.setenv(bench.DATA_ENV, str(root))
+    with pytest.raises(bench.DataIntegrityError) as info:
+        bench.load_frames()
+    message = str(info.value)
+    assert str(root / "frames/frames_test_set.csv") in message and "differs from MANIFEST.tsv" in message
+    assert "git checkout -- data/benchmarks/frames/frames_test_set.csv" in message
+
+
+def _edit_manifest(root, relpath, data):
+    """Make the copied MANIFEST.tsv agree with ``data`` for ``relpath`` (as a careless edit would)."""
+    manifest = root / "MANIFEST.tsv"
+    assert not manifest.is_symlink()  # a copy: the real manifest is never written
+    lines = manifest.read_text(encoding="utf-8").splitlines(keepends=True)
+    fixed = [f"{relpath}\t{len(data)}\t{hashlib.sha256(data).hexdigest()}\tedited\tedited\n"
+             if line.startswith(relpath + "\t") else line for line in lines]
+    manifest.write_text("".join(fixed), encoding="utf-8")
+
+
+@pytest.mark.parametrize(("relpath", "edit", "load", "message"), [
+    ("frames/frames_test_set.csv", lambda d: d[: d.rfind(b"\n", 0, len(d) // 2) + 1], bench.load_frames,
+     "holds .* items, its benchmark has 824"),
+    ("simpleqa/simple_qa_test_set.csv", lambda d: d.replace(b"problem", b"question", 1), bench.load_simpleqa,
+     r"lacks the columns \['problem'\]"),
+    ("aime2025/aime_2025_I/answers.csv", lambda d: d.replace(b"\n1,70", b"\n1,seventy"), bench.load_aime2025,
+     "is not an integer 0-999"),
+    ("hotpotqa/hotpot_dev_v1_simplified.json", lambda d: b"[]", bench.load_hotpotqa, "holds 0 items"),
+    ("seal0/sealqa_seal0.parquet", None, bench.load_seal0, "holds 110 items, its benchmark has 111"),
+])
+def test_columns_and_item_counts_are_checked_even_when_the_manifest_agrees(tmp_path, monkeypatch, relpath, edit,
+                                                                           load, message):
+    if edit is None:  # a parquet file one row short, written by pandas
+        import io
+
+        import pandas as pd
+
+        buffer = io.BytesIO()
+        pd.read_parquet(DATA / relpath).iloc[:-1].to_parquet(buffer)
+        edit = lambda d: buffer.getvalue()  # noqa: E731
+    root = data_root_with(tmp_path, relpath, edit)
+    _edit_manifest(root, relpath, (root / relpath).read_bytes())
+    monkeypatch.setenv(bench.DATA_ENV, str(root))
+    with pytest.raises(bench.DataIntegrityError, match=message) as info:
+        load()
+    assert relpath in str(info.value)
+
+
+def test_a_damaged_manifest_or_an_unlisted_file_is_refused(tmp_path, monkeypatch):
+    root = data_root_with(tmp_path, None, None)
+    monkeypatch.setenv(bench.DATA_ENV, str(root))
+    manifest = root / "MANIFEST.tsv"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace("frames/frames_test_set.csv", "frames/elsewhere.csv"), encoding="utf-8")
+    with pytest.raises(bench.DataIntegrityError, match="'frames/frames_test_set.csv' is not listed in"):
+        bench.load_frames()
+    manifest.write_bytes(text.encode()[:-5000] + b"\xff\xfe garbage")
+    with pytest.raises(bench.DataIntegrityError, match="MANIFEST.tsv is damaged"):
+        bench.load_frames()
+    manifest.unlink()
+    with pytest.raises(bench.DataNotFoundError, match="no MANIFEST.tsv"):
+        bench.load_frames()
+
+
+def test_each_file_is_hashed_once_per_process(monkeypatch, tmp_path):
+    import roma_lab.bench._data as data
+
+    monkeypatch.setenv(bench.DATA_ENV, str(data_root_with(tmp_path, None, None)))  # a root no other test cached
+    hashed = []
+    real = data.hashlib.sha256
+    monkeypatch.setattr(data.hashlib, "sha256", lambda b=b"": hashed.append(len(b)) or real(b))
+    assert len(bench.load_frames()) == len(bench.load_frames()) == 824
+    assert hashed == [(DATA / "frames/frames_test_set.csv").stat().st_size]

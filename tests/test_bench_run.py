@@ -1,12 +1,17 @@
-"""Resumable graded runs: interruption, errors, timeouts, torn files, summaries."""
+"""Resumable graded runs: interruption, errors, timeouts, torn and damaged files.
+
+Summaries and paired comparisons of these rows are tested in test_bench_tables.py."""
 
 import threading
 import warnings
 
 import pytest
+from probe_integrity import RUN_FILE_CASES
 
 from roma_lab import bench
 from roma_lab.bench import Item
+from roma_lab.bench._run import COLUMNS
+from roma_lab.results import QuarantineWarning
 
 
 def items(n=6, benchmark="simpleqa"):
@@ -175,47 +180,6 @@ def test_bad_arguments_fail_clearly(tmp_path):
         bench.run_benchmark(items(1), str, grader, out_path=other, system_name="s")
 
 
-def _two_systems(tmp_path):
-    out = tmp_path / "r.csv"
-    data = items(10)
-    bench.run_benchmark(data, lambda q: q.replace("q", "a"), bench.StringMatchGrader(), out_path=out,
-                        system_name="good", progress=False)
-    bench.run_benchmark(data, Echo(fail_on={"q9"}), bench.StringMatchGrader(), out_path=out,
-                        system_name="half", progress=False)
-    return bench.read_results_df(out)
-
-
-def test_summarize_df_counts_system_errors_as_zero(tmp_path):
-    summary = bench.summarize_df(_two_systems(tmp_path), n_resamples=200).set_index("system")
-    good, half = summary.loc["good"], summary.loc["half"]
-    assert good["mean_score"] == 1.0 and good["ci_low"] == good["ci_high"] == 1.0
-    assert half["n_system_errors"] == 1 and half["n_scored"] == 10
-    assert half["mean_score"] == pytest.approx(0.5)  # items 0,2,4,6,8 right; 9 failed -> 0
-    assert half["ci_low"] < 0.5 < half["ci_high"]
-    assert half["is_not_attempted"] == pytest.approx(0.1)
-    assert half["accuracy_given_attempted"] == pytest.approx(5 / 9)
-    f1 = 2 * (5 / 9) * 0.5 / (5 / 9 + 0.5)
-    assert half["f1"] == pytest.approx(f1)
-    assert half["grader"] == bench.STRING_MATCH
-
-
-def test_summarize_df_excludes_grader_errors(tmp_path):
-    replies = iter(["A", "unparseable", "B"])
-    df = bench.run_benchmark(items(3), str, bench.SimpleQAGrader(lambda p, system=None: next(replies)),
-                             out_path=tmp_path / "r.csv", system_name="s", progress=False)
-    row = bench.summarize_df(df, n_resamples=100).iloc[0]
-    assert row["n_grader_errors"] == 1 and row["n_scored"] == 2 and row["mean_score"] == 0.5
-
-
-def test_compare_df_pairs_items(tmp_path):
-    cmp = bench.compare_df(_two_systems(tmp_path), "good", "half", n_resamples=200).iloc[0]
-    assert cmp["n_paired"] == 10
-    assert cmp["diff"] == pytest.approx(0.5)
-    assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 0, 5)
-    assert cmp["p_value"] == pytest.approx(0.0625)
-    assert cmp["ci_low"] > 0
-
-
 def test_a_raising_custom_grader_is_recorded(tmp_path):
     def grader(item, prediction):
         raise KeyError("boom")
@@ -223,3 +187,68 @@ def test_a_raising_custom_grader_is_recorded(tmp_path):
     df = bench.run_benchmark(items(2), str, grader, out_path=tmp_path / "r.csv", system_name="s", progress=False)
     assert list(df["error_stage"]) == ["grader", "grader"]
     assert df["error"].str.startswith("KeyError").all()
+
+
+# --- damaged run files: recovered row by row, or refused naming the file ---------------------
+
+
+@pytest.mark.parametrize("case", [c for c in RUN_FILE_CASES if c.name.startswith("results")], ids=lambda c: c.name)
+def test_every_probed_row_damage_is_recovered(case, tmp_path):
+    assert case.run(tmp_path) == "recovered"
+
+
+def test_damaged_rows_go_to_a_quarantine_file_and_only_their_items_run_again(tmp_path):
+    out = tmp_path / "r.csv"
+    grader = bench.StringMatchGrader()
+    bench.run_benchmark(items(4), lambda q: q.replace("q", "a"), grader, out_path=out, system_name="s", progress=False)
+    lines = out.read_bytes().splitlines(keepends=True)
+    bad_score = lines[2].replace(b",1.0,", b",one,")
+    noise = b"\xff\xfe\x00 binary noise,\n"
+    out.write_bytes(b"".join([lines[0], lines[1], bad_score, noise, *lines[3:]]))
+    again = Echo()
+    with pytest.warns(QuarantineWarning, match=r"r\.csv: 2 damaged record"):
+        df = bench.run_benchmark(items(4), again, grader, out_path=out, system_name="s", progress=False)
+    assert again.calls == ["q1"]  # only the item whose row was damaged
+    (kept,) = tmp_path.glob("r.csv.quarantined-*")
+    assert kept.read_bytes() == bad_score + noise  # nothing lost: the damaged bytes, exactly
+    assert list(df["item_id"]) == ["0", "1", "2", "3"] and df["error"].isna().all()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the file was repaired once; reading it again is quiet
+        assert len(bench.read_results_df(out)) == 4
+
+
+@pytest.mark.parametrize("damage", [
+    lambda lines: lines[1:],                                                     # header lost
+    lambda lines: [b"benchm\x00rk;item\n", *lines[1:]],                          # header garbled
+    lambda lines: [lines[0], lines[1].replace(b"s,", b"s,extra,", 1), *lines[2:]],  # a field too many
+    lambda lines: [lines[0], b'"unclosed,quote\n', *lines[1:]],                  # a stray quote
+    lambda lines: [lines[0], lines[1].replace(b",1.0,", b",nan,"), *lines[2:]],  # a score that is no number
+], ids=["no header", "garbled header", "extra field", "stray quote", "nan score"])
+def test_csv_damage_never_leaves_the_file_unusable(tmp_path, damage):
+    out = tmp_path / "r.csv"
+    grader = bench.StringMatchGrader()
+    bench.run_benchmark(items(3), lambda q: q.replace("q", "a"), grader, out_path=out, system_name="s", progress=False)
+    out.write_bytes(b"".join(damage(out.read_bytes().splitlines(keepends=True))))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", QuarantineWarning)
+        df = bench.run_benchmark(items(3), lambda q: q.replace("q", "a"), grader, out_path=out, system_name="s",
+                                 progress=False)
+    assert df["score"].tolist() == [1.0, 1.0, 1.0]
+    assert out.read_bytes().startswith(b",".join(c.encode() for c in COLUMNS) + b"\n")
+
+
+def test_a_file_of_another_table_is_refused_naming_it(tmp_path):
+    other = tmp_path / "scores.csv"
+    other.write_text("model,accuracy\ngpt,0.5\n")
+    with pytest.raises(bench.RunFileError, match=r"scores\.csv is not a roma_lab\.bench run file"):
+        bench.run_benchmark(items(1), str, bench.StringMatchGrader(), out_path=other, system_name="s")
+    assert other.read_text() == "model,accuracy\ngpt,0.5\n"  # left as it was
+
+
+def test_redo_runs_named_items_again(tmp_path):
+    out = tmp_path / "r.jsonl"
+    bench.run_benchmark(items(3), Echo(), bench.StringMatchGrader(), out_path=out, system_name="s", progress=False)
+    again = Echo()
+    bench.run_benchmark(items(3), again, bench.StringMatchGrader(), out_path=out, system_name="s", progress=False,
+                        redo={"2"})
+    assert again.calls == ["q2"]

@@ -3,6 +3,8 @@
 
 import json
 import math
+import re
+import warnings
 
 import pandas as pd
 import pytest
@@ -185,6 +187,48 @@ def test_every_paper_figure_appears_once_and_never_in_our_columns(tmp_path):
         assert ours.loc[paper_name, "ours"] == 100 * summary.loc[system, "value"]  # fraction read as percent
         assert ours.loc[paper_name, "n"] == summary.loc[system, "n"]
     assert ours.loc["ROMA (GLM-4.6)", "paper"] == 45.9
+
+
+_TABLE5_CELLS = {"cost_usd": 1, "input_tokens": 2, "output_tokens": 3, "latency_s": 4}  # seed Table 5 columns
+
+
+def _note(note, key):
+    """The value of ``key`` in a paper row's note (``key: value; ...``), or ""."""
+    return dict(part.split(": ", 1) for part in note.split("; ")).get(key, "")
+
+
+def test_paper_figures_agree_with_the_seed_lines_they_quote():
+    # Each row quotes its seed line; value, system, mark and search flag must be what that line says,
+    # so a mistyped figure fails here instead of being compared with a copy of itself.
+    df = bench.paper_reported_roma_df()
+    assert set(df["artefact"]) == {"table1", "table2", "table3", "table4", "table5", "table6"}
+    for row in df.itertuples():
+        match = re.fullmatch(r"seed line \d+( \([^)]*\))?: (.+)", row.source)
+        assert match, row.source
+        line = match.group(2)
+        mark = _note(row.note, "mark").split(" = ")[0]
+        if row.artefact == "table6":  # ranks stated in prose: "leading on X" or "ranking 4th ..."
+            rank = re.fullmatch(r"leading on (\w+)|ranking (\d+)\w\w among .*", line)
+            assert rank, line
+            assert row.value == (1.0 if rank.group(1) else float(rank.group(2)))
+            assert not rank.group(1) or row.metric == f"{rank.group(1).lower()}_rank"
+        elif not line.startswith("|"):  # a figure stated in prose
+            assert f"{row.value:g}" in line, (row.value, line)
+        else:
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if row.artefact == "table5":  # the components are subsets
+                assert cells[0].lower() == row.subset, cells
+                assert float(cells[_TABLE5_CELLS[row.metric]].replace(",", "")) == row.value, (row.metric, cells)
+            else:
+                assert cells[0].startswith(row.condition) and (mark == "" or mark in cells[0]), cells
+                assert float(cells[-1]) == row.value, cells
+                if len(cells) == 3:  # model | search | figure
+                    assert _note(row.note, "search") == ("yes" if "checkmark" in cells[1] else "no"), cells
+    marks = df.assign(mark=[_note(n, "mark") for n in df["note"]]).query("mark != ''")
+    symbols = marks["mark"].str.split(" = ").str[0]
+    meanings = marks.groupby(["artefact", symbols])["mark"].nunique()
+    assert (meanings == 1).all()  # one meaning per mark within a table
+    assert marks.query("artefact == 'table1'").loc[symbols == "⋆", "mark"].iloc[0] == "⋆ = SEAL-0 leaderboard"
 
 
 class GoldEngine(ScriptedEngine):
@@ -459,11 +503,15 @@ def test_table5_runs_unfinished_stories_again(tmp_path):
     bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     saved = sorted((tmp_path / "table5_runs").glob("*.json"))
     record = json.loads(saved[0].read_text())
-    record["status"] = "failed"                      # as if that story had failed last time
+    # as if that story had failed last time: the root ended without an output
+    record.update(status="failed", output=None)
+    record["nodes"][0].update(status="failed", output=None, error="forged failure")
     saved[0].write_text(json.dumps(record))
+    saved[1].write_text("{ not a run")               # and a corrupt trace is run again too
     again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     assert (again["table5_runs"]["status"] == "completed").all()
     assert json.loads(saved[0].read_text())["status"] == "completed"
+    assert json.loads(saved[1].read_text())["status"] == "completed"
 
 
 def test_item_picker_shows_the_chosen_items_tree(tmp_path):
@@ -487,3 +535,55 @@ def test_bench_never_imports_widgets():
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else (
                 [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
             assert not any(n.startswith("roma_lab.widgets") for n in names), path.name
+
+
+# --- damaged run files: a settings record, a saved trace ------------------------------------------
+
+
+def test_a_damaged_run_config_sets_the_old_results_aside_and_starts_over(tmp_path):
+    from roma_lab.results import QuarantineWarning
+
+    run_seal0(tmp_path, lm="scripted", systems=("base",))
+    config = tmp_path / "seal0_run_config.json"
+    config.write_bytes(b'{"benchmark": "seal0", "model": tru')
+    engine = CountingEngine()
+    with pytest.warns(QuarantineWarning, match="seal0_run_config.json is damaged"):
+        run_seal0(tmp_path, lm=counting_lm(engine), systems=("base",))
+    assert engine.calls == 4  # results of unknown settings are never resumed: every item runs again
+    assert len(raw_rows(tmp_path / "seal0_results.csv")) == 4
+    assert len(list(tmp_path.glob("seal0_results.csv.quarantined-*"))) == 1  # kept aside, not deleted
+    assert len(list(tmp_path.glob("seal0_run_config.json.quarantined-*"))) == 1
+    assert json.loads(config.read_text())["model"] == SCRIPTED_LABEL
+
+
+def test_a_damaged_trace_runs_that_item_again(tmp_path):
+    run_seal0(tmp_path, lm="scripted")
+    ids = bench.saved_item_ids(tmp_path, "seal0")
+    damaged = tmp_path / "seal0_runs" / f"{ids[1]}.json"
+    damaged.write_bytes(damaged.read_bytes()[:200])
+    with pytest.raises(bench.RunFileError, match=rf"{ids[1]}\.json is not a saved ROMA run"):
+        bench.load_item_run(tmp_path, "seal0", ids[1])
+    (tmp_path / "seal0_runs" / f"{ids[2]}.json").unlink()  # a finished item whose trace is gone
+    engine = CountingEngine()
+    with pytest.warns(UserWarning, match="damaged ROMA trace"):
+        run_seal0(tmp_path, lm=counting_lm(engine))
+    assert engine.calls == 2 * 5  # items 1 and 2 only: 5 ROMA calls each, no base call
+    assert bench.load_item_run(tmp_path, "seal0", ids[1]).status == "completed"
+    assert bench.load_item_run(tmp_path, "seal0", ids[2]).status == "completed"
+    rows = raw_rows(tmp_path / "seal0_results.csv")
+    assert sorted(rows.loc[rows["system"] == "roma", "item_id"].value_counts().tolist()) == [1, 1, 2, 2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        run_seal0(tmp_path, lm=counting_lm(CountingEngine()))  # repaired: the next rerun is quiet
+
+
+def test_table5_writes_a_story_with_a_damaged_trace_again(tmp_path):
+    bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    saved = sorted((tmp_path / "table5_runs").glob("*.json"))
+    saved[0].write_bytes(b"\x00\xff garbage")
+    with pytest.warns(UserWarning, match="damaged ROMA trace; the story is written again"):
+        again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    assert (again["table5_runs"]["status"] == "completed").all() and len(again["table5_runs"]) == 2
+    assert json.loads(saved[0].read_text())["status"] == "completed"
+    assert len(list((tmp_path / "table5_runs").glob("*.quarantined-*"))) == 1
+

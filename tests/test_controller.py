@@ -142,6 +142,59 @@ def test_failed_node_skips_dependents_and_parent_aggregates_the_rest(fault, mess
     assert any("missing" in w for w in run.root.warnings)
 
 
+@pytest.mark.parametrize("length", [2, 3, 5])
+def test_skip_is_transitive_along_a_chain(length):
+    # s0 fails -> s1 skipped -> s2 must be skipped too (its dependency was skipped, not failed) ...
+    plans = {"root": tuple(Subtask(f"s{i}", "think", (i - 1,) if i else ()) for i in range(length + 1))
+             + (Subtask("free", "think"),)}
+    roles = ScriptedRoles(plans)
+    scripted = roles.role_kwargs()["executors"]["think"]
+
+    async def executor(goal, context):
+        if goal == "s0":
+            raise ValueError("first link broke")
+        return await scripted(goal=goal, context=context)
+
+    kwargs = roles.role_kwargs() | {"executors": {"think": executor}}
+    run = run_bounded(Roma(**kwargs, max_depth=1, max_subtasks=length + 2), "root")
+    chain = [run.node(f"0.{i}") for i in range(length + 1)]
+    assert [n.status for n in chain] == ["failed"] + ["skipped"] * length
+    for i, node in enumerate(chain[1:]):
+        assert node.error == f"dependencies have no output: 0.{i}" and not node.calls
+    executed = {n.goal for n in run.nodes if any(c.role.startswith("executor") for c in n.calls)}
+    assert executed == {"s0", "free"}  # no skipped node ever reached a role
+    assert run.status == "partial" and run.node(f"0.{length + 1}").status == "completed"
+
+
+def test_a_node_whose_dependency_was_skipped_is_skipped_even_if_another_dependency_completed():
+    plans = {"root": (Subtask("bad", "think"), Subtask("good", "think"), Subtask("after bad", "think", (0,)),
+                      Subtask("join", "think", (1, 2)))}
+    roles = ScriptedRoles(plans)
+    scripted = roles.role_kwargs()["executors"]["think"]
+
+    async def executor(goal, context):
+        if goal == "bad":
+            raise ValueError("x")
+        return await scripted(goal=goal, context=context)
+
+    run = run_bounded(Roma(**roles.role_kwargs() | {"executors": {"think": executor}}, max_depth=1), "root")
+    assert [n.status for n in run.nodes[1:]] == ["failed", "completed", "skipped", "skipped"]
+    assert run.node("0.3").error == "dependencies have no output: 0.2"
+
+
+@pytest.mark.parametrize("length", range(2, 9))
+def test_planner_cycles_of_every_length_never_hang_the_run(length):
+    cyclic = [{"goal": f"s{i}", "task_type": "think", "depends_on": [(i + 1) % length]} for i in range(length)]
+    roles = ScriptedRoles({})
+    atomizer = lambda goal, context: SimpleNamespace(is_atomic=goal != "root", task_type="think")  # noqa: E731
+    kwargs = roles.role_kwargs() | {"planner": _planner_from(cyclic), "atomizer": atomizer}
+    # run(), not arun(): a repair that spins inside the event loop is caught by the run deadline
+    run = Roma(**kwargs, max_depth=1, run_timeout_s=10).run("root")
+    assert run.status == "completed", run.status
+    assert sum("(a cycle)" in w for w in run.root.warnings) == length - 1
+    assert run.node(f"0.{length - 1}").depends_on == ("0.0",)
+
+
 def test_sync_role_timeout_fails_node_without_waiting_for_the_thread():
     gate = threading.Event()
 
@@ -247,13 +300,20 @@ def test_malformed_plan_is_reasked_once():
     assert run.status == "completed" and len(run.nodes) == 2
 
 
-def test_twice_unusable_plan_falls_back_to_direct_execution():
+def _raising_planner(goal, context):
+    raise RuntimeError("planner down")
+
+
+@pytest.mark.parametrize("planner", [_planner_from([], [{"task_type": "think"}]), _raising_planner],
+                         ids=["unusable twice", "raises twice"])
+def test_planner_fallback_executes_directly_and_says_it_degraded(planner):
     roles = ScriptedRoles({"root": (Subtask("a", "think"),)})
-    kwargs = roles.role_kwargs() | {"planner": _planner_from([], [{"task_type": "think"}])}
-    run = run_bounded(Roma(**kwargs, max_depth=1), "root")
-    assert run.status == "completed" and len(run.nodes) == 1
-    assert run.output == "done(root)"
-    assert any("no usable plan" in w for w in run.root.warnings)
+    run = run_bounded(Roma(**roles.role_kwargs() | {"planner": planner}, max_depth=1), "root")
+    assert len(run.nodes) == 1 and run.output == "done(root)"
+    assert [c.role for c in run.root.calls] == ["atomizer", "planner", "planner", "executor:think"]
+    # the answer exists, but not the way the design says: a typed status, and the run is not "completed"
+    assert run.root.status == "degraded" and "no usable plan twice" in run.root.error
+    assert run.status == "partial"
 
 
 # 6. context stays local and its size is recorded for every call
@@ -264,10 +324,37 @@ def test_context_is_local_and_does_not_grow_with_width():
         roles = fixed_latency_roles((width,), latency_s=0.0)
         run = run_bounded(Roma(**roles.role_kwargs(), max_depth=1), roles.goal)
         leaf_calls = [c for n in run.nodes if n.depth == 1 for c in n.calls]
-        assert all(c.context_chars == len(c.inputs["goal"]) + len(c.inputs["context"]) for c in leaf_calls)
+        assert all(c.context_chars == len(n.goal) + len(c.inputs["context"])
+                   for n in run.nodes if n.depth == 1 for c in n.calls)
         assert all("done(" not in c.inputs["context"] for c in leaf_calls)  # no sibling results
         sizes[width] = {c.context_chars for c in leaf_calls}
     assert max(sizes[8]) == max(sizes[2])
+
+
+def test_dependency_results_are_bounded_for_the_node_and_all_its_descendants():
+    long_output = "L" * 5000
+    plans = {"root": (Subtask("a", "think"), Subtask("b", "think", (0,))),
+             "b": (Subtask("b1", "think"), Subtask("b2", "think", (0,)))}
+    roles = ScriptedRoles(plans)
+    scripted = roles.role_kwargs()["executors"]["think"]
+
+    async def executor(goal, context):
+        if goal == "a":
+            return SimpleNamespace(output=long_output)
+        return await scripted(goal=goal, context=context)
+
+    kwargs = roles.role_kwargs() | {"executors": {"think": executor}}
+    run = run_bounded(Roma(**kwargs, max_depth=2, max_result_chars=100), "root")
+    assert run.status == "completed"
+    assert run.settings["context"] == {"ancestor_goals": 3, "goal_chars": 200, "result_chars": 100}
+    clipped = "L" * 100 + "… [4900 more characters cut]"
+    b_calls = [c for c in run.node("0.1").calls if c.role in ("atomizer", "planner")]
+    contexts = [c.inputs["context"] for c in b_calls] + [executor_context(run, g) for g in ("b1", "b2")]
+    for context in contexts:  # b's own dependency, and the one b1 and b2 inherit from b
+        assert clipped in context and "L" * 101 not in context
+    # the aggregator of a's parent still sees a's whole output: only contexts are cut
+    root_agg = [c for c in run.root.calls if c.role == "aggregator"][0]
+    assert root_agg.inputs["subtask_results"][0]["output"] == long_output
 
 
 def test_ancestry_is_short():
@@ -297,14 +384,32 @@ def test_verifier_rejection_reexecutes_once_with_feedback():
     assert any("rejected" in w for w in run.root.warnings)
 
 
-def test_verifier_that_keeps_rejecting_is_bounded_and_recorded():
+def test_verifier_that_keeps_rejecting_is_bounded_and_marks_the_node_unverified():
     roles = ScriptedRoles({"root": (Subtask("a", "think"),)})
     verifier = lambda goal, context, candidate: SimpleNamespace(verdict=False, feedback="no")  # noqa: E731
     run = run_bounded(Roma(**roles.role_kwargs(), verifier=verifier, max_depth=1), "root")
     # every node: produce, verify, re-produce, verify -- never more
     assert len(calls(run, "verifier")) == 4
     assert len(calls(run, "aggregator")) == 2 and len(calls(run, "executor:think")) == 2
-    assert any("still rejects" in w for w in run.root.warnings)
+    # the rejected output is kept and passed on, marked: a typed status, never "completed"
+    assert [n.status for n in run.nodes] == ["unverified", "unverified"]
+    assert "rejected both attempts" in run.root.error and run.output is not None
+    (_, agg), _ = calls(run, "aggregator")
+    assert agg.inputs["subtask_results"][0]["status"] == "unverified"
+    assert run.status == "partial"
+
+
+@pytest.mark.parametrize("second", ["yes", None, 1])
+def test_a_non_bool_second_verdict_fails_like_a_non_bool_first(second):
+    for verdicts in ([second], [False, second]):
+        answers = list(verdicts)
+
+        def verifier(goal, context, candidate):
+            return SimpleNamespace(verdict=answers.pop(0), feedback="fix it")
+
+        run = run_bounded(Roma(**ScriptedRoles({}).role_kwargs(), verifier=verifier, max_depth=0), "x")
+        assert run.status == "failed" and run.root.status == "failed", verdicts
+        assert "verdict must be a bool" in run.root.error
 
 
 # trace, observer, JSON, usage table

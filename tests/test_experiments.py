@@ -6,10 +6,15 @@ fail (FAIL), skip its output (WRITE) or sleep (SLEEP_S); tests copy it and add s
 
 import json
 import shutil
+import signal
+import subprocess
+import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
+import psutil
 import pytest
 
 import roma_lab.experiments._runner as runner
@@ -281,3 +286,113 @@ def test_cli_run_list_and_exit_codes(project, tmp_path, capsys, monkeypatch):
     assert main([*base, "run", "--all", "--smoke", "--results", str(results)]) == 1
     captured = capsys.readouterr()
     assert "1 skipped, 1 failed" in captured.out and "FAILED 01_fail: AssertionError" in captured.err
+
+
+# --- damaged folders and left-over kernels ---------------------------------------------------
+
+
+def test_outputs_changed_after_completion_are_not_completed_and_are_moved_aside(project, tmp_path, capsys):
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    out = results / "00_fixture"
+    assert run_experiment(spec, results_root=results).status == "completed"
+    original = (out / "rows.csv").read_bytes()
+    (out / "rows.csv").write_bytes(original.replace(b"fixture label", b"edited label"))
+    assert experiment_status(spec, results_root=results) == "modified"
+    assert main(["--root", str(project), "list", "--results", str(results)]) == 0
+    assert "modified" in capsys.readouterr().out
+    (out / "rows.csv").write_bytes(b"")
+    assert experiment_status(spec, results_root=results) == "modified"
+
+    with pytest.warns(UserWarning, match="rows.csv: changed since the completed run"):
+        outcome = run_experiment(spec, results_root=results)
+    assert outcome.status == "completed"  # not "skipped"
+    assert (out / "rows.csv").read_bytes() == original
+    (quarantined,) = out.glob("rows.csv.quarantined-*")
+    assert quarantined.read_bytes() == b""  # the damaged file is kept, not deleted
+    record = read_provenance(out)
+    assert "rows.csv" in record.extra["recovered"] and set(record.outputs) == {"rows.csv", "00_fixture.ipynb"}
+    assert record.extra["quarantined"] == [quarantined.name]  # listed in the record, not hashed as a result
+    quarantined.unlink()  # evidence, not a result: removing it changes nothing
+    assert experiment_status(spec, results_root=results) == "completed"
+
+
+def test_a_garbage_provenance_keeps_the_folder_of_the_same_parameters(project, tmp_path):
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    out = results / "00_fixture"
+    assert run_experiment(spec, results_root=results).status == "completed"
+    (out / "partial_items.csv").write_text("item\n1\n")  # rows a package function appended
+    (out / "provenance.json").write_bytes(b"\x00\xff{garbage")
+    assert experiment_status(spec, results_root=results) == "unreadable"
+    with pytest.warns(UserWarning, match="provenance.json: not a valid provenance record"):
+        assert run_experiment(spec, results_root=results).status == "completed"
+    assert (out / "partial_items.csv").is_file()  # completed items kept
+    assert len(list(out.glob("provenance.json.quarantined-*"))) == 1
+    assert "unreadable" in read_provenance(out).extra["recovered"]
+
+    # garbage again, and now other parameters: the old folder cannot be attributed, so it moves aside whole
+    (out / "provenance.json").write_bytes(b"")
+    changed = replace(spec, parameters={**spec.parameters, "N_ROWS": 2})
+    with pytest.warns(UserWarning) as caught:
+        assert run_experiment(changed, results_root=results).status == "completed"
+    messages = " ".join(str(w.message) for w in caught)
+    assert "not a valid provenance record" in messages and "without a readable record" in messages
+    (aside,) = results.glob("00_fixture.quarantined-*")
+    assert (aside / "partial_items.csv").is_file() and not (out / "partial_items.csv").exists()
+    assert len(pd.read_csv(out / "rows.csv")) == 2 and aside.name in read_provenance(out).extra["recovered"]
+
+
+def _sleeping_group():
+    """A process group like a kernel's: a leader in its own session and a child of it."""
+    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)']); time.sleep(300)"
+    leader = subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
+    deadline = time.monotonic() + 60  # hang guard only
+    while not psutil.Process(leader.pid).children():
+        assert time.monotonic() < deadline, "the child never started"
+        time.sleep(0.05)
+    return leader, psutil.Process(leader.pid).children()[0]
+
+
+def test_a_recorded_kernel_is_killed_with_its_group_only_if_it_is_the_same_process(tmp_path):
+    out = tmp_path / "exp"
+    out.mkdir()
+    leader, child = _sleeping_group()
+    try:
+        record = {"pid": leader.pid, "pgid": leader.pid, "started": psutil.Process(leader.pid).create_time()}
+        (out / runner.KERNEL_FILE).write_text(json.dumps({**record, "started": record["started"] - 5}))
+        runner._stop_kernel(out)  # same pid, other start time: a reused pid, never killed
+        assert leader.poll() is None and child.is_running()
+        (out / runner.KERNEL_FILE).write_text(json.dumps(record))
+        runner._stop_kernel(out)
+        assert leader.wait(30) == -signal.SIGKILL
+        assert not runner._alive(child)  # the whole group, not only the kernel
+        assert not (out / runner.KERNEL_FILE).exists()
+        runner._stop_kernel(out)  # nothing recorded: nothing to do
+    finally:
+        if leader.poll() is None:
+            leader.kill()
+        if runner._alive(child):
+            child.kill()
+
+
+def test_a_second_runner_of_the_same_experiment_is_refused_and_touches_nothing(project, tmp_path, monkeypatch):
+    import fcntl
+
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    out = results / "00_fixture"
+    out.mkdir(parents=True)
+    leader, child = _sleeping_group()  # stands for the kernel of the runner that holds the lock
+    try:
+        record = {"pid": leader.pid, "pgid": leader.pid, "started": psutil.Process(leader.pid).create_time()}
+        (out / runner.KERNEL_FILE).write_text(json.dumps(record))
+        monkeypatch.setattr(runner, "_execute", lambda *a: pytest.fail("must not execute"))
+        with (results / ".00_fixture.lock").open("a") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            outcome = run_experiment(spec, results_root=results)
+        assert outcome.status == "failed" and "another runner is running 00_fixture" in outcome.error
+        assert leader.poll() is None and (out / runner.KERNEL_FILE).is_file()  # its kernel is left alone
+    finally:
+        leader.kill()
+        child.kill()

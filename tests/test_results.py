@@ -12,9 +12,14 @@ from pydantic import ValidationError
 
 from roma_lab.results import (
     Provenance,
+    ProvenanceError,
+    QuarantineWarning,
+    changed_outputs,
     git_state,
     package_versions,
     parameters_hash,
+    quarantine,
+    quarantined_files,
     read_provenance,
     read_table,
     sha256_file,
@@ -108,8 +113,53 @@ def test_provenance_rejects_inconsistent_status(tmp_path):
     data = json.loads(path.read_text())
     data["surprise"] = 1
     path.write_text(json.dumps(data))
-    with pytest.raises(ValidationError, match="surprise"):
+    with pytest.raises(ProvenanceError, match="surprise"):
         read_provenance(tmp_path)
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\x00\xff{not json", b'{"status": "compl', "\u00e9t\u00e9".encode("latin-1")])
+def test_a_damaged_record_is_a_typed_error_naming_it(tmp_path, garbage):
+    (tmp_path / "provenance.json").write_bytes(garbage)
+    with pytest.raises(ProvenanceError, match="provenance.json is not a valid provenance record"):
+        read_provenance(tmp_path)
+
+
+def test_changed_outputs_lists_edited_emptied_and_deleted_files(tmp_path):
+    for name in ("a.csv", "b.csv", "c.csv", "d.csv"):
+        (tmp_path / name).write_text(f"{name}\n1\n")
+    write_provenance(tmp_path, parameters={}, root=tmp_path)
+    record = read_provenance(tmp_path)
+    assert changed_outputs(tmp_path, record) == []
+    (tmp_path / "a.csv").write_text("a.csv\n2\n")                    # edited, same size
+    (tmp_path / "b.csv").write_bytes(b"")                              # emptied
+    (tmp_path / "c.csv").unlink()                                      # deleted
+    (tmp_path / "new.csv").write_text("x\n")                           # added: not a recorded output
+    assert changed_outputs(tmp_path, record) == ["a.csv", "b.csv", "c.csv"]
+
+
+def test_hidden_and_quarantined_files_are_not_outputs(tmp_path):
+    (tmp_path / "t.csv").write_text("x\n")
+    (tmp_path / ".t.csv.tmp-1-2").write_text("half a write")
+    (tmp_path / ".kernel.json").write_text("{}")
+    (tmp_path / "runs.quarantined-20250101T000000000000Z").mkdir()
+    (tmp_path / "runs.quarantined-20250101T000000000000Z" / "1.json").write_text("{}")
+    (tmp_path / "t.csv.quarantined-20250101T000000000000Z").write_text("old")
+    write_provenance(tmp_path, parameters={}, root=tmp_path)
+    assert set(read_provenance(tmp_path).outputs) == {"t.csv"}
+
+
+def test_quarantine_moves_a_file_aside_or_keeps_given_bytes_and_warns(tmp_path):
+    target = tmp_path / "rows.csv"
+    target.write_bytes(b"damaged")
+    with pytest.warns(QuarantineWarning, match=r"rows\.csv: broken; kept as rows\.csv\.quarantined-") as info:
+        moved = quarantine(target, "broken")
+    assert not target.exists() and moved.read_bytes() == b"damaged" and moved.parent == tmp_path
+    assert moved.name in str(info[0].message)
+    target.write_bytes(b"good rows")
+    with pytest.warns(QuarantineWarning):
+        kept = quarantine(target, "two bad rows cut out", data=b"bad rows")
+    assert target.read_bytes() == b"good rows" and kept.read_bytes() == b"bad rows" and kept != moved
+    assert quarantined_files(tmp_path) == sorted([moved.name, kept.name])
 
 
 def test_provenance_missing_input_is_an_error(tmp_path):

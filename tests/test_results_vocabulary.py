@@ -19,6 +19,7 @@ from roma_lab.results import (
     compare,
     read_paper_reported,
     summarize,
+    wide,
 )
 
 
@@ -192,6 +193,20 @@ def test_compare_uses_only_tasks_both_conditions_scored():
     assert row["mean_a"] == pytest.approx(0.5) and row["mean_b"] == 0.0
 
 
+def test_compare_does_not_depend_on_row_order_and_mirrors_when_swapped():
+    rng = np.random.default_rng(3)
+    rows = [{"condition": c, "subset": "s", "task_id": f"t{i:02d}", "success": float(rng.random() < p)}
+            for c, p in (("a", 0.7), ("b", 0.4)) for i in range(40)]
+    df = pd.DataFrame(rows)
+    ab = compare(df, "a", "b", "success", n_resamples=500).iloc[0]
+    shuffled = df.sample(frac=1.0, random_state=7)
+    again = compare(shuffled, "a", "b", "success", n_resamples=500).iloc[0]
+    assert (again["ci_low"], again["ci_high"]) == (ab["ci_low"], ab["ci_high"])
+    ba = compare(shuffled, "b", "a", "success", n_resamples=500).iloc[0]
+    assert ba["value"] == pytest.approx(-ab["value"])
+    assert (ba["ci_low"], ba["ci_high"]) == pytest.approx((-ab["ci_high"], -ab["ci_low"]))
+
+
 def test_compare_refuses_an_absent_condition():
     with pytest.raises(ValueError, match="no rows"):
         compare(scores_table(), "a", "zzz", "success")
@@ -200,5 +215,67 @@ def test_compare_refuses_an_absent_condition():
 def test_as_metrics_makes_test_columns_into_metric_rows():
     df = scores_table()
     table = as_metrics(compare(df, "a", "b", "success").assign(condition="a - b"), ["sign_test_p"])
-    assert list(table["metric"]) == ["success_diff", "sign_test_p"]
+    assert list(table["metric"]) == ["success_diff", "success_diff_sign_test_p"]
     assert np.isclose(table["value"].iloc[1], table["sign_test_p"].iloc[0])
+
+
+def test_as_metrics_names_each_figure_by_its_metric_so_two_comparisons_meet_the_paper():
+    # success and cost compared: each CI bound and sign test is its own row, none listed twice
+    df = scores_table()
+    both = pd.concat([compare(df, "a", "b", m) for m in ("success", "cost")], ignore_index=True)
+    table = as_metrics(both, ["ci_low", "sign_test_p"])
+    assert list(table["metric"]) == ["success_diff", "cost_diff", "success_diff_ci_low", "cost_diff_ci_low",
+                                     "success_diff_sign_test_p", "cost_diff_sign_test_p"]
+    paper = paper_rows({"condition": "a - b", "metric": "success_diff_ci_low", "value": -0.5},
+                       {"condition": "a - b", "metric": "cost_diff", "value": 1.0, "unit": "cost units"})
+    beside = beside_paper(table, paper, "t1", why="x").set_index("metric")
+    low = table.set_index("metric").loc["success_diff", "ci_low"]
+    assert beside.loc["success_diff_ci_low", "ours"] == low and beside.loc["cost_diff", "ours"] == 1.0
+    assert len(beside) == 2
+
+
+def test_wide_puts_one_group_per_row_with_each_ci_beside_its_metric():
+    table = summarize(scores_table(), ["success", "cost"], ci=["success"], n_resamples=200)
+    view = wide(table)
+    assert list(view.columns) == ["condition", "subset", "success", "success_ci_low", "success_ci_high", "cost"]
+    assert list(view["condition"]) == ["a", "b"]
+    long = table.set_index(["condition", "metric"])
+    for row in view.itertuples():
+        assert row.success == long.loc[(row.condition, "success"), "value"]
+        assert row.success_ci_low == long.loc[(row.condition, "success"), "ci_low"]
+        assert row.cost == long.loc[(row.condition, "cost"), "value"]
+    # a metric only some groups have is NaN elsewhere; a figure listed twice is refused
+    extra = pd.DataFrame([{"condition": "b", "subset": "test", "metric": "backoff_rate", "value": 0.5}])
+    view = wide(pd.concat([table, extra], ignore_index=True)).set_index("condition")
+    assert math.isnan(view.loc["a", "backoff_rate"]) and view.loc["b", "backoff_rate"] == 0.5
+    with pytest.raises(ValueError, match="twice"):
+        wide(pd.concat([table, table.iloc[:1]], ignore_index=True))
+
+
+def test_a_probability_is_a_known_unit(tmp_path):
+    path = tmp_path / "paper_reported.csv"
+    paper_rows({"condition": "a", "metric": "p_C", "value": 0.192, "unit": "probability"}).to_csv(path, index=False)
+    assert read_paper_reported(path)["unit"].tolist() == ["probability"]
+
+
+def test_summaries_do_not_depend_on_the_order_rows_arrive_in():
+    # continuous scores over many tasks, so a different draw order would move the percentiles
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame([{"condition": c, "subset": "s", "task_id": f"t{i:02d}", "run": 0, "success": rng.random()}
+                       for c in ("a", "b") for i in range(15)])
+    shuffled = df.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    # groups keep the order they first appear in; their figures must not depend on it
+    key = ["condition", "metric"]
+    before = summarize(df, ["success"], n_resamples=300).sort_values(key, ignore_index=True)
+    after = summarize(shuffled, ["success"], n_resamples=300).sort_values(key, ignore_index=True)
+    pd.testing.assert_frame_equal(before, after)
+    pd.testing.assert_frame_equal(compare(df, "a", "b", "success", n_resamples=300),
+                                  compare(shuffled, "a", "b", "success", n_resamples=300))
+
+
+def test_beside_paper_keeps_the_papers_order_then_ours_only_rows():
+    paper = paper_rows({"condition": "zeta", "metric": "success", "value": 1.0},
+                       {"condition": "alpha", "metric": "success", "value": 1.0})
+    ours = pd.DataFrame([{"condition": c, "subset": "test", "metric": "success", "value": 1.0}
+                         for c in ("mine", "alpha", "zeta")])
+    assert list(beside_paper(ours, paper, "t1")["condition"]) == ["zeta", "alpha", "mine"]

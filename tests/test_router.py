@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from scipy import sparse
 
 from roma_lab import router
-from roma_lab.router import _model
+from roma_lab.router import _evaluate, _execute, _model, _ops, _policies, _reproduce, _suite
 from roma_lab.router.__main__ import main as router_cli
 
 
@@ -34,7 +34,7 @@ def test_suite_sizes_and_workload_balance(suite):
     for split, size in {"train": 216, "dev": 72, "test": 108, "challenge": 108}.items():
         tasks = router.split_tasks(suite, split)
         assert len(tasks) == size
-        per_workload = {w: sum(t.workload == w for t in tasks) for w in router.WORKLOADS}
+        per_workload = {w: sum(t.workload == w for t in tasks) for w in _suite.WORKLOADS}
         assert set(per_workload.values()) == {size // 3}
     assert len({t.task_id for t in suite}) == 504
 
@@ -45,7 +45,7 @@ def test_same_seed_same_hash_other_seed_other_hash(suite):
 
 
 def test_templates_disjoint_across_splits_and_challenge_more_distant():
-    for family in router.FAMILIES.values():
+    for family in _suite.FAMILIES.values():
         t = family.templates
         assert len(set(t.values())) == 4, family.name
         # challenge paraphrases share fewer template words with train than the standard test does
@@ -53,8 +53,8 @@ def test_templates_disjoint_across_splits_and_challenge_more_distant():
 
 
 def test_template_words_drop_slots_and_case():
-    assert router.template_words("Sum the {stat} of Q1-values: {values}.") == {"sum", "the", "of", "q", "values"}
-    family = router.FAMILIES["growth_rate"]
+    assert _suite.template_words("Sum the {stat} of Q1-values: {values}.") == {"sum", "the", "of", "q", "values"}
+    family = _suite.FAMILIES["growth_rate"]
     assert router.train_overlap(family, family.templates["train"]) == 1.0
     # 3 shared words (by, what, percentage) out of 14 train words + 2 new ones
     assert router.train_overlap(family, "By what percentage, roughly, overall?") == pytest.approx(3 / 16)
@@ -67,37 +67,37 @@ def test_every_template_obeys_the_split_rule():
 
 def test_standard_band_is_the_one_dev_already_spans():
     # the band is derived from dev (never rewritten), not chosen to admit a test template
-    dev = [router.train_overlap(f, f.templates["dev"]) for f in router.FAMILIES.values()]
-    challenge = [router.train_overlap(f, f.templates["challenge"]) for f in router.FAMILIES.values()]
+    dev = [router.train_overlap(f, f.templates["dev"]) for f in _suite.FAMILIES.values()]
+    challenge = [router.train_overlap(f, f.templates["challenge"]) for f in _suite.FAMILIES.values()]
     low, high = router.STANDARD_OVERLAP
     assert 0 <= min(dev) - low < 0.01 and 0 <= high - max(dev) < 0.01
     assert 0 <= router.CHALLENGE_MAX_OVERLAP - max(challenge) < 0.05
 
 
 def test_split_rule_rejects_the_pre_lock_test_wording():
-    pre_lock = {name: replace(f, templates={**f.templates, "test": router.PRE_LOCK_TEST_TEMPLATES.get(name, f.templates["test"])})
-                for name, f in router.FAMILIES.items()}
+    pre_lock = {name: replace(f, templates={**f.templates, "test": _suite.PRE_LOCK_TEST_TEMPLATES.get(name, f.templates["test"])})
+                for name, f in _suite.FAMILIES.items()}
     problems = router.split_rule_violations(pre_lock)
-    assert sorted(p.split()[0] for p in problems) == sorted(router.PRE_LOCK_TEST_TEMPLATES)
+    assert sorted(p.split()[0] for p in problems) == sorted(_suite.PRE_LOCK_TEST_TEMPLATES)
     assert all(" test: overlap with train " in p for p in problems)
     # a challenge template as close to train as a standard one breaks the rule too
-    near = {"statistic": replace(router.FAMILIES["statistic"], templates={
-        **router.FAMILIES["statistic"].templates, "challenge": "Compute the {stat} of the values {values}."})}
+    near = {"statistic": replace(_suite.FAMILIES["statistic"], templates={
+        **_suite.FAMILIES["statistic"].templates, "challenge": "Compute the {stat} of the values {values}."})}
     assert router.split_rule_violations(near) == ["statistic challenge: overlap with train 0.800, must be <= 0.2"]
 
 
 def test_family_table_shows_every_overlap_with_train():
     table = router.family_table().set_index("family")
-    for name, f in router.FAMILIES.items():
+    for name, f in _suite.FAMILIES.items():
         for split in ("dev", "test", "challenge"):
             assert table.loc[name, f"overlap_{split}"] == router.train_overlap(f, f.templates[split])
     pre_lock = table["overlap_test_pre_lock"].dropna()
-    assert set(pre_lock.index) == set(router.PRE_LOCK_TEST_TEMPLATES)
+    assert set(pre_lock.index) == set(_suite.PRE_LOCK_TEST_TEMPLATES)
     assert (pre_lock > router.STANDARD_OVERLAP[1]).all()
 
 
 def test_every_family_kind_is_present_in_every_split(suite):
-    for split in router.SPLITS:
+    for split in _suite.SPLITS:
         kinds = {t.kind for t in router.split_tasks(suite, split)}
         assert kinds == {"literal", "selection", "composition", "conflict", "availability"}
 
@@ -110,7 +110,7 @@ def test_only_literal_prompts_carry_a_quoted_answer(suite):
 
 def test_family_table_documents_each_minimum_route():
     table = router.family_table()
-    assert len(table) == len(router.FAMILIES)
+    assert len(table) == len(_suite.FAMILIES)
     assert dict(zip(table.family, table.minimum_route))["invoice_reconciliation"] == "TCV"
 
 
@@ -166,7 +166,7 @@ def test_irrelevant_operation_costs_but_does_not_change_the_answer(suite):
     t = first(suite, "record_lookup")
     base, extra = router.execute(t, ("T",)), router.execute(t, ("T", "G"))
     assert base.answer == extra.answer and extra.success
-    assert extra.cost == pytest.approx(base.cost + router.COSTS["G"])
+    assert extra.cost == pytest.approx(base.cost + _ops.COSTS["G"])
 
 
 def test_labels_never_grant_success(suite):
@@ -178,30 +178,30 @@ def test_labels_never_grant_success(suite):
 
 def test_evaluator_is_exact(suite):
     t = first(suite, "locale_normalisation")
-    assert router._ops.evaluate(t, t.answer) and router._ops.evaluate(t, f" {t.answer}\n")
-    assert not router._ops.evaluate(t, t.answer.replace(",", ""))
-    assert not router._ops.evaluate(t, None)
+    assert _execute.is_correct(t, t.answer) and _execute.is_correct(t, f" {t.answer}\n")
+    assert not _execute.is_correct(t, t.answer.replace(",", ""))
+    assert not _execute.is_correct(t, None)
 
 
 def test_unknown_operation_is_an_error(suite):
     with pytest.raises(ValueError, match="unknown operation"):
         router.execute(suite[0], ("X",))
     with pytest.raises(ValueError, match="unknown operation"):
-        router.canonical(["T", "Q"])
+        _ops.canonical(["T", "Q"])
 
 
 @settings(max_examples=200, deadline=None)
-@given(index=st.integers(0, 503), route=st.lists(st.sampled_from(router.SUPPORT_OPS), max_size=6))
+@given(index=st.integers(0, 503), route=st.lists(st.sampled_from(_ops.SUPPORT_OPS), max_size=6))
 def test_any_route_ends_in_a_typed_outcome(suite, index, route):
     out = router.execute(suite[index], route)
-    assert out.status in router.OUTCOMES
-    assert out.cost <= router.route_cost(tuple(route)) + 1e-9
+    assert out.status in _execute.OUTCOMES
+    assert out.cost <= _ops.route_cost(tuple(route)) + 1e-9
     assert out.trace[-1].op == "A" or out.status == "unavailable_component"
 
 
 # ----------------------------------------------------------------------------- model
 def test_distinct_column_training_equals_plain_gradient_descent(suite):
-    train = router.stratified_subset(router.split_tasks(suite, "train"), 40)
+    train = _reproduce.stratified_subset(router.split_tasks(suite, "train"), 40)
     feats = router.Featurizer.fit([t.prompt for t in train])
     X, Y = feats.transform([t.prompt for t in train]), router.labels_matrix(train)
     config = router.TrainingConfig(steps=60)
@@ -239,8 +239,8 @@ def test_temperatures_minimise_dev_brier_per_head(study, suite):
     logits, labels = study.model.logits([t.prompt for t in dev]), router.labels_matrix(dev)
     for head in range(5):
         briers = [float(((_model._sigmoid(logits[:, head] / t) - labels[:, head]) ** 2).mean())
-                  for t in router.TEMPERATURE_GRID]
-        assert study.model.temperatures[head] == router.TEMPERATURE_GRID[int(np.argmin(briers))]
+                  for t in _model.TEMPERATURE_GRID]
+        assert study.model.temperatures[head] == _model.TEMPERATURE_GRID[int(np.argmin(briers))]
         assert study.dev_brier[head] == pytest.approx(min(briers))
 
 
@@ -248,10 +248,10 @@ def test_tau_is_the_best_dev_row_by_exact_route_then_f1_then_cost(study, suite):
     dev = router.split_tasks(suite, "dev")
     probs, labels = study.model.probabilities([t.prompt for t in dev]), router.labels_matrix(dev)
     table = study.tau_selection.set_index("tau")
-    assert list(table.index) == list(router.TAU_GRID)
-    for tau in router.TAU_GRID:   # every row is what dev measures at that tau
-        routes = [router.greedy_route(p, tau) for p in probs]
-        assert table.loc[tau, "exact_route"] == router.route_quality(routes, labels)["exact_route"]
+    assert list(table.index) == list(_model.TAU_GRID)
+    for tau in _model.TAU_GRID:   # every row is what dev measures at that tau
+        routes = [_model.greedy_route(p, tau) for p in probs]
+        assert table.loc[tau, "exact_route"] == _model.route_quality(routes, labels)["exact_route"]
     best = table.reset_index().sort_values(["exact_route", "f1", "mean_cost", "tau"],
                                            ascending=[False, False, True, True]).iloc[0]
     assert study.model.tau == best["tau"]
@@ -267,13 +267,13 @@ def test_single_and_batch_probabilities_agree(study, suite):
 def test_greedy_route_respects_budget_and_action_count():
     ones = np.ones(5)
     # equal probabilities: the three cheapest (D .45, V .65, T 1.0) win, placed in canonical order
-    assert router.greedy_route(ones, 0.5) == ("D", "T", "V")
-    assert router.greedy_route(ones, 0.5, budget=None, max_ops=None) == router.SUPPORT_OPS
+    assert _model.greedy_route(ones, 0.5) == ("D", "T", "V")
+    assert _model.greedy_route(ones, 0.5, budget=None, max_ops=None) == _ops.SUPPORT_OPS
     # ranked by (p - tau)/c: cheap V beats expensive G at equal probability
-    assert router.greedy_route(np.array([0, 0, 0, 0.9, 0.9]), 0.5, max_ops=1) == ("V",)
+    assert _model.greedy_route(np.array([0, 0, 0, 0.9, 0.9]), 0.5, max_ops=1) == ("V",)
     # G ranks first but no longer fits once T and C are in; the cheaper V still does (skip, not stop)
     probs = np.array([0.0, 0.99, 0.99, 0.55, 0.6])
-    assert router.greedy_route(probs, 0.5, budget=3.2, max_ops=5) == ("T", "C", "V")
+    assert _model.greedy_route(probs, 0.5, budget=3.2, max_ops=5) == ("T", "C", "V")
 
 
 @pytest.mark.parametrize("tau", [-0.1, 1.5])
@@ -281,7 +281,7 @@ def test_threshold_outside_unit_interval_is_rejected(study, tau):
     with pytest.raises(ValueError, match=r"tau must lie in \[0, 1\]"):
         study.model.with_threshold(tau)
     with pytest.raises(ValueError, match="tau"):
-        router.greedy_route(np.zeros(5), tau)
+        _model.greedy_route(np.zeros(5), tau)
 
 
 def test_negative_budget_is_rejected(study, suite):
@@ -308,10 +308,10 @@ def _phrases_outside(rules, prompts):
 
 def test_keyword_rules_come_from_training_vocabulary_only(suite):
     train = [t.prompt for t in router.split_tasks(suite, "train")]
-    assert _phrases_outside(router.KEYWORD_RULES, train) == []
+    assert _phrases_outside(_policies.KEYWORD_RULES, train) == []
     # the check catches a cue that only dev ("calculate", "expert") or test ("down") uses
     for op, extra in (("C", "calculate"), ("G", "expert"), ("G", "down")):
-        rules = {**router.KEYWORD_RULES, op: router.KEYWORD_RULES[op] + (extra,)}
+        rules = {**_policies.KEYWORD_RULES, op: _policies.KEYWORD_RULES[op] + (extra,)}
         assert _phrases_outside(rules, train) == [extra]
 
 
@@ -338,71 +338,108 @@ def test_one_shot_takes_the_highest_probability_operation(study, suite):
     for t in suite:
         probs = study.model.probability(t.prompt)
         best = int(np.argmax(probs))
-        expected = (router.SUPPORT_OPS[best],) if probs[best] >= study.model.tau else ()
+        expected = (_ops.SUPPORT_OPS[best],) if probs[best] >= study.model.tau else ()
         assert one_shot(t) == expected
 
 
-def test_beside_paper_never_drops_a_metric_silently(study):
-    import pandas as pd
-
-    with pytest.raises(ValueError, match="no column for paper metric"):
-        router.beside_paper(pd.DataFrame({"split": ["test"], "policy": ["learned"], "success": [1.0]}), "table2",
-                            suite_hash="h")
-    table = router.model_vs_paper(study).set_index("metric")
+def test_the_fitted_router_beside_the_paper(study):
+    table = _reproduce.model_vs_paper(study).set_index("metric")
     assert table.loc["tau", "ours"] == study.model.tau == 0.35
     assert table.loc["n_features", "ours"] == study.model.featurizer.n_features
+    assert table.loc["temperature", "ours"] == pytest.approx(np.mean(study.model.temperatures))
     # .35 vs the paper's .40 and our vocabulary vs its 3,349 features are real differences, with reasons
     assert table.loc["tau", "agreement"] == table.loc["n_features", "agreement"] == "differs"
     assert table.loc["tau", "why"] == "selected on our dev templates"
     assert "templates" in table.loc["n_features", "why"]
+    assert table.loc["temperature", "why"].endswith("(ours is the mean over heads: D=1, T=0.5, C=0.5, G=1.5, V=1)")
     assert set(table["suite_hash"]) == {router.suite_hash(study.tasks)}
+    assert (table["setting"].str.contains(f"seed {study.suite_seed}")).all()
 
 
-def _hand_rows(tau, n_features):
+def _hand_rows(tau, n_features, *, temperature=0.5):
     import pandas as pd
 
-    return pd.DataFrame([{"split": "dev", "policy": "learned", "tau": tau, "temperature": 0.5},
-                         {"split": "train", "policy": "learned", "n_features": n_features, "train_seconds": 0.12}])
+    return pd.DataFrame([{"condition": "learned", "subset": "dev", "metric": "tau", "value": tau},
+                         {"condition": "learned", "subset": "dev", "metric": "temperature", "value": temperature},
+                         {"condition": "learned", "subset": "train", "metric": "n_features", "value": n_features},
+                         {"condition": "learned", "subset": "train", "metric": "train_seconds", "value": 0.12}])
 
 
-def test_agreement_is_within_one_percent_of_the_paper_on_hand_made_rows():
+def _agreement(table, *metrics):
+    return table.set_index("metric").loc[list(metrics), "agreement"].tolist()
+
+
+def test_router_figures_meet_the_paper_by_the_one_agreement_rule(study):
     # tau: paper .40, tolerance .01 absolute; n_features: paper 3,349, tolerance 1% = 33.49
-    inside = router.beside_paper(_hand_rows(0.409, 3382), "model", suite_hash="h").set_index("metric")
-    outside = router.beside_paper(_hand_rows(0.412, 3383), "model", suite_hash="h").set_index("metric")
-    below = router.beside_paper(_hand_rows(0.391, 3316), "model", suite_hash="h").set_index("metric")
-    assert inside.loc[["tau", "n_features", "temperature"], "agreement"].tolist() == ["matches"] * 3
-    assert below.loc[["tau", "n_features"], "agreement"].tolist() == ["matches"] * 2
-    assert outside.loc[["tau", "n_features"], "agreement"].tolist() == ["differs"] * 2
-    assert (outside.loc[["tau", "n_features"], "why"].str.len() > 10).all() and inside.loc["tau", "why"] == ""
-    assert router.beside_paper(_hand_rows(0.388, 3315), "model", suite_hash="h").set_index("metric").loc[
-        ["tau", "n_features"], "agreement"].tolist() == ["differs"] * 2
+    vs = lambda tau, n: _reproduce._vs_paper(_hand_rows(tau, n), "model", study)  # noqa: E731
+    assert _agreement(vs(0.409, 3382), "tau", "n_features", "temperature") == ["matches"] * 3
+    assert _agreement(vs(0.391, 3316), "tau", "n_features") == ["matches"] * 2
+    outside = vs(0.412, 3383)
+    assert _agreement(outside, "tau", "n_features") == ["differs"] * 2
+    assert (outside.set_index("metric").loc[["tau", "n_features"], "why"].str.len() > 10).all()
+    assert vs(0.409, 3382).set_index("metric").loc["tau", "why"] == ""
+    assert _agreement(vs(0.388, 3315), "tau", "n_features") == ["differs"] * 2
 
 
-@pytest.mark.parametrize("paper, ours, expected", [
-    (0.0156, 0.031, "matches"), (0.0156, 0.0079, "matches"),          # within a factor of two
-    (0.0156, 0.0320, "differs"), (0.0156, 0.0076, "differs"),
-    (1e-13, 5e-14, "matches (below the paper's bound)"), (1e-13, 2e-13, "differs"),   # an upper bound
-])
-def test_sign_test_p_values_agree_within_a_factor_of_two(paper, ours, expected):
-    agreement, why = router._reproduce._agreement("sign_test_p", paper, ours)
-    assert agreement == expected and (why != "") == (expected == "differs")
+def test_a_paper_figure_we_do_not_measure_stays_in_the_comparison_with_a_reason(study):
+    table = _reproduce._vs_paper(_hand_rows(0.4, 3349).iloc[:1], "model", study).set_index("metric")
+    assert table.loc["tau", "agreement"] == "matches"
+    for metric in ("temperature", "n_features", "train_seconds"):
+        assert table.loc[metric, "agreement"] == "not measured"
+        assert table.loc[metric, "why"] == "this suite has no such row"
+
+
+def test_the_papers_bounds_and_p_values_carry_their_units():
+    paper = _reproduce._paper_reported()
+    p_rows = paper[paper["metric"].str.endswith("sign_test_p")]
+    assert len(p_rows) == 4
+    for row in p_rows.itertuples():    # "p < 10^-13" is a bound; "p = .0156" a value
+        assert row.unit == ("p-value bound" if " p < " in row.source else "p-value"), row.source
+
+
+def test_the_paper_file_is_consistent_with_itself():
+    import re
+
+    paper = _reproduce._paper_reported()
+    # a derived figure is the arithmetic its note states on the paper's own numbers (to the paper's rounding)
+    for row in paper[paper["derived"]].itertuples():
+        assert re.fullmatch(r"[\d.+\-/ ]+", row.note), row
+        assert eval(row.note, {"__builtins__": {}}) == pytest.approx(row.value, abs=5e-4), row
+    # each paired CI brackets its difference
+    cis = paper[paper["metric"].str.startswith("success_diff")].pivot(
+        index=["artefact", "condition", "subset"], columns="metric", values="value")
+    assert len(cis) == 4
+    assert (cis["success_diff_ci_low"] < cis["success_diff"]).all()
+    assert (cis["success_diff"] < cis["success_diff_ci_high"]).all()
+
+
+@pytest.mark.parametrize("ours, expected", [(5e-14, "matches"), (1e-13, "matches"), (2e-13, "differs")])
+def test_a_p_value_the_paper_states_as_a_bound_matches_at_or_below_it(study, ours, expected):
+    import pandas as pd
+
+    rows = pd.DataFrame([{"condition": "learned - one_shot", "subset": "test", "metric": "success_diff_sign_test_p",
+                          "value": ours}])
+    row = _reproduce._vs_paper(rows, "table2", study).query(
+        "metric == 'success_diff_sign_test_p' and condition == 'learned - one_shot'").iloc[0]
+    assert (row["unit"], row["paper"], row["agreement"]) == ("p-value bound", 1e-13, expected)
+    assert (row["why"] == "follows the counts of discordant tasks, which depend on our suite") == (expected == "differs")
 
 
 def test_hybrid_with_zero_margin_is_the_learned_router(study, suite):
     hybrid, learned = router.Hybrid(study.model, 0.0), router.Learned(study.model)
     assert all(hybrid(t) == learned(t) for t in router.split_tasks(suite, "challenge"))
     always = router.Hybrid(study.model, 1.0)
-    assert all(always(t) == router.STATIC_ROUTES[t.workload] for t in router.split_tasks(suite, "dev"))
+    assert all(always(t) == _policies.STATIC_ROUTES[t.workload] for t in router.split_tasks(suite, "dev"))
     diffuse = router.Hybrid(study.model, 0.0, max_entropy=0.0)     # any uncertainty at all backs off
-    assert all(diffuse(t) == router.STATIC_ROUTES[t.workload] for t in router.split_tasks(suite, "dev"))
+    assert all(diffuse(t) == _policies.STATIC_ROUTES[t.workload] for t in router.split_tasks(suite, "dev"))
 
 
 def test_hybrid_gate_is_selected_on_dev_only(study, monkeypatch):
     seen = []
-    real_evaluate = router._reproduce.evaluate
+    real_evaluate = _reproduce.evaluate
     monkeypatch.setattr(router._reproduce, "evaluate",
                         lambda policies, tasks, **kw: seen.extend(t.split for t in tasks) or real_evaluate(policies, tasks, **kw))
-    gate, table = router.select_hybrid_gate(study, margins=(0.0, 0.2), entropies=(None, 0.5))
+    gate, table = _reproduce.select_hybrid_gate(study, margins=(0.0, 0.2), entropies=(None, 0.5))
     assert set(seen) == {"dev"} and len(table) == 4
     best = table.sort_values(["dev_success", "dev_mean_cost"], ascending=[False, True]).iloc[0]
     assert table["dev_success"].max() == best["dev_success"] and gate.margin == best["margin"]
@@ -410,32 +447,42 @@ def test_hybrid_gate_is_selected_on_dev_only(study, monkeypatch):
 
 # ----------------------------------------------------------------------------- tables
 def test_summary_metrics_on_a_known_table(study, suite):
+    from roma_lab.results import compare, wide
+
     test = router.split_tasks(suite, "test")
-    results = router.evaluate([router.StaticWorkload(), router.FixedAgent(), router.Oracle()], test, repeats=1)
-    s = router.summarize(results, n_resamples=200).set_index("policy")
-    assert s.loc["static", "budget_compliance"] == pytest.approx(2 / 3)
-    assert s.loc["fixed_agent", "budget_compliance"] == 0
-    assert s.loc["fixed_agent", "mean_cost"] == pytest.approx(4.95)
-    assert s.loc["oracle", "success"] == 1 and s.loc["oracle", "ci_low"] == 1
+    scores = router.evaluate([router.StaticWorkload(), router.FixedAgent(), router.Oracle()], test, repeats=1)
+    assert set(scores["condition"]) == {"static", "fixed_agent", "oracle"} and set(scores["subset"]) == {"test"}
+    long = _evaluate.summarize_routes(scores, n_resamples=200)
+    assert not long.duplicated(["condition", "subset", "metric"]).any()
+    s = wide(long).set_index("condition")
+    assert s.loc["static", "budget_compliant"] == pytest.approx(2 / 3)
+    assert s.loc["fixed_agent", "budget_compliant"] == 0
+    assert s.loc["fixed_agent", "cost"] == pytest.approx(4.95)
+    assert s.loc["oracle", "success"] == 1 and s.loc["oracle", "success_ci_low"] == 1
     assert s.loc["oracle", "exact_route"] == 1 and s.loc["oracle", "f1"] == 1
     outages = sum(t.family == "retrieval_outage" for t in test)
-    assert s.loc["static", "n_unavailable"] == outages
-    paired = router.compare_paired(results, "oracle", "static", n_resamples=200).iloc[0]
+    assert s.loc["static", "n_unavailable"] == s.loc["static", "n_failures"] == outages
+    assert s.loc["static", "n_incorrect"] == s.loc["static", "n_no_answer"] == 0
+    # route quality is micro-averaged over operations: the fixed agent recalls every needed one
+    needed = sum(len(t.labels) for t in test)
+    assert s.loc["fixed_agent", "recall"] == 1 and s.loc["fixed_agent", "precision"] == pytest.approx(needed / (5 * len(test)))
+    paired = compare(scores, "oracle", "static", "success", n_resamples=200).iloc[0]
     assert (paired.wins, paired.losses) == (outages, 0)
     assert paired.sign_test_p == pytest.approx(2 * 0.5 ** outages)
-    with pytest.raises(ValueError, match="not in results"):
-        router.compare_paired(results, "learned", "static")
 
 
 def test_reproduce_writes_tables_and_summary(tmp_path, study):
     import pandas as pd
+
+    from roma_lab.results import wide
 
     out = router.reproduce(tmp_path, tables=["table2", "failures"], n_resamples=50, repeats=1, study=study)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["split_sizes"] == {"train": 216, "dev": 72, "test": 108, "challenge": 108}
     assert summary["suite_hash"] == router.suite_hash(router.generate_suite())
     assert summary["tau"] == study.model.tau and summary["n_features"] == study.model.featurizer.n_features
-    table2 = out["table2_summary"].set_index("policy")
+    table2 = wide(out["table2_summary"]).set_index("condition")
+    assert len(summary["policies"]["test"]) == 8
     for policy, row in summary["policies"]["test"].items():
         for key, value in row.items():
             assert value == pytest.approx(table2.loc[policy, key]), (policy, key)
@@ -447,43 +494,111 @@ def test_reproduce_writes_tables_and_summary(tmp_path, study):
                                      "challenge_max_overlap": router.CHALLENGE_MAX_OVERLAP}
     assert summary["challenge_failures_by_family"] == {
         r.family: r.n_failures for r in out["failures_by_family"].itertuples() if r.n_failures}
-    for name in ("table2_vs_paper", "failures_vs_paper", "model_vs_paper"):   # a changed suite shows in every row
-        assert set(pd.read_csv(tmp_path / f"{name}.csv")["suite_hash"]) == {summary["suite_hash"]}, name
+    for name in ("table2_vs_paper", "failures_vs_paper", "model_vs_paper"):
+        table = pd.read_csv(tmp_path / f"{name}.csv")
+        assert set(table["suite_hash"]) == {summary["suite_hash"]}, name   # a changed suite shows in every row
+        # on the generated suite every paper figure is measured
+        assert "not measured" not in set(table["agreement"]), name
+    scores = pd.read_csv(tmp_path / "table2_tasks.csv")
+    assert list(scores.columns[:3]) == ["subset", "condition", "task_id"]
+
+
+def test_table2_and_3_put_every_paper_figure_beside_ours(study):
+    out = router.table3(study, n_resamples=200, repeats=1)
+    beside = out["table3_vs_paper"].set_index(["condition", "metric"])
+    paired = out["table3_paired"].set_index(["condition", "metric"])
+    # the paper's CI bounds and sign test are figures of the success difference
+    diff = paired.loc[("learned - static", "success_diff")]
+    for metric, value in (("success_diff", diff["value"]), ("success_diff_ci_low", diff["ci_low"]),
+                          ("success_diff_ci_high", diff["ci_high"]), ("success_diff_sign_test_p", diff["sign_test_p"])):
+        assert beside.loc[("learned - static", metric), "ours"] == value, metric
+    assert beside.loc[("learned - static", "cost_diff"), "ours"] == paired.loc[("learned - static", "cost_diff"), "value"]
+    n_failures = out["table3_summary"].query("condition == 'learned' and metric == 'n_failures'")["value"].iloc[0]
+    assert beside.loc[("learned", "n_failures"), "ours"] == n_failures
+    # every figure the paper states for Table 3 is there, and policies its text omits are marked so
+    paper = _reproduce._paper_reported().query("artefact == 'table3'")
+    assert set(zip(paper["condition"], paper["metric"])) <= set(beside.index)
+    assert beside.loc[("keyword", "success"), "agreement"] == "not in paper"
 
 
 def test_table2_shows_the_locked_split_beside_its_sensitivity_block(study):
+    from roma_lab.results import wide
+
     out = router.table2(study, n_resamples=200, repeats=1)
-    learned = out["table2_summary"].set_index("policy").loc["learned"]
+    learned = wide(out["table2_summary"]).set_index("condition").loc["learned"]
     sensitivity = out["table2_sensitivity"].set_index("wording")
-    for column in ("success", "ci_low", "ci_high", "n_failures", "exact_route", "f1", "mean_cost"):
-        assert sensitivity.loc["locked", column] == pytest.approx(learned[column]), column
+    for column, metric in (("success", "success"), ("ci_low", "success_ci_low"), ("ci_high", "success_ci_high"),
+                           ("n_failures", "n_failures"), ("exact_route", "exact_route"), ("f1", "f1"),
+                           ("mean_cost", "cost")):
+        assert sensitivity.loc["locked", column] == pytest.approx(learned[metric]), column
     assert sensitivity.loc["locked", "test_split_hash"] == router.suite_hash(study.split("test"))
     assert (sensitivity["n_failures"] - sensitivity["n_failures_in_reworded"] == learned["n_failures"]
             - sensitivity.loc["locked", "n_failures_in_reworded"]).all()   # other families are untouched
-    row = out["table2_vs_paper"].query("policy == 'learned' and metric == 'success'").iloc[0]
+    beside = out["table2_vs_paper"]
+    row = beside.query("condition == 'learned' and metric == 'success'").iloc[0]
     # the locked split no longer gives the paper's 100%, and the comparison says so and why
     assert row["ours"] < 0.99 and row["agreement"] == "differs"
     assert "locked by a word-overlap rule" in row["why"]
     assert f"learned success is {sensitivity.loc['pre_lock', 'success']:.3f}" in row["why"]
+    # only that figure gets the lock's reason; the others keep the metric's reason
+    cost = beside.query("condition == 'learned' and metric == 'cost'").iloc[0]
+    assert cost["agreement"] == "differs" and cost["why"] == _reproduce.WHY["*"]
+    one_shot = beside.query("condition == 'one_shot' and metric == 'success'").iloc[0]
+    assert one_shot["agreement"] == "differs" and "locked" not in one_shot["why"]
 
 
 def test_reword_changes_only_the_named_families(suite):
     test = router.split_tasks(suite, "test")
-    reworded = router.reword(test, router.PRE_LOCK_TEST_TEMPLATES)
+    reworded = _suite.reword(test, _suite.PRE_LOCK_TEST_TEMPLATES)
     changed = {a.family for a, b in zip(test, reworded) if a.prompt != b.prompt}
-    assert changed == set(router.PRE_LOCK_TEST_TEMPLATES)
+    assert changed == set(_suite.PRE_LOCK_TEST_TEMPLATES)
     assert all(a.answer == b.answer and a.labels == b.labels and a.task_id == b.task_id for a, b in zip(test, reworded))
     growth = next(t for t in reworded if t.family == "growth_rate")
-    assert growth.prompt == router.PRE_LOCK_TEST_TEMPLATES["growth_rate"].format(**growth.slots)
-    assert router.reword(test, {}) == test
+    assert growth.prompt == _suite.PRE_LOCK_TEST_TEMPLATES["growth_rate"].format(**growth.slots)
+    assert _suite.reword(test, {}) == test
     with pytest.raises(ValueError, match="unknown family"):
-        router.reword(test, {"growth": "x"})
+        _suite.reword(test, {"growth": "x"})
 
 
 def test_paper_reported_figures_are_data_with_sources():
-    paper = router.paper_reported_df()
+    paper = _reproduce._paper_reported()      # read_paper_reported checks the schema
     assert paper["source"].str.len().min() > 5
-    assert set(paper["artefact"]) >= {"table2", "table3", "table4", "table5", "failures"}
+    assert set(paper["artefact"]) == {"table2", "table3", "table4", "table5", "model", "failures", "training_size"}
+
+
+def _router_imports() -> dict[str, set[str]]:
+    """Router module -> the router modules it imports, at top level or inside a function."""
+    import ast
+    from pathlib import Path
+
+    graph = {}
+    for path in Path(router.__file__).parent.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        graph[path.stem] = {node.module for node in ast.walk(tree)
+                            if isinstance(node, ast.ImportFrom) and node.level == 1 and node.module}
+    return graph
+
+
+def test_router_modules_import_each_other_without_a_cycle():
+    from graphlib import TopologicalSorter
+
+    graph = _router_imports()
+    assert graph["_ops"] == set() and graph["_suite"] == {"_ops"}   # the executor sits above both
+    assert {"_ops", "_suite"} <= graph["_execute"]
+    list(TopologicalSorter(graph).static_order())                    # raises CycleError on any cycle
+
+
+def test_notebooks_benchmarks_and_widgets_use_public_router_names_only():
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    users = [*root.glob("notebooks/*.ipynb"), *root.glob("benchmarks/*.py"), root / "roma_lab/widgets/_router.py"]
+    used = {name for path in users for name in re.findall(r"\brouter\.([A-Za-z]\w*)", path.read_text())}
+    used |= set(re.findall(r"\w+", re.search(r"from \.\.router import ([^\n]+)",
+                                              (root / "roma_lab/widgets/_router.py").read_text()).group(1)))
+    assert used and used <= set(router.__all__), sorted(used - set(router.__all__))
+    assert all(hasattr(router, name) for name in router.__all__)
 
 
 def test_reproduce_rejects_bad_arguments():
@@ -518,17 +633,17 @@ def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
 
 def test_training_subsets_are_stratified(suite):
     train = router.split_tasks(suite, "train")
-    sub = router.stratified_subset(train, 36)
-    assert len(sub) == 36 and len({t.family for t in sub}) == len(router.FAMILIES)
+    sub = _reproduce.stratified_subset(train, 36)
+    assert len(sub) == 36 and len({t.family for t in sub}) == len(_suite.FAMILIES)
     with pytest.raises(ValueError, match="training size"):
-        router.stratified_subset(train, 0)
+        _reproduce.stratified_subset(train, 0)
 
 
 def test_route_inspector_record(study):
     info = router.inspect_route(study, "challenge-multi_hop-000")
-    assert info["minimum_route"] == "DT" and set(info["probabilities"]) == set(router.SUPPORT_OPS)
+    assert info["minimum_route"] == "DT" and set(info["probabilities"]) == set(_ops.SUPPORT_OPS)
     assert info["known_features"] == study.model.known_features(info["prompt"]) > 0
-    assert info["trace"][-1]["op"] == "A" and info["status"] in router.OUTCOMES
+    assert info["trace"][-1]["op"] == "A" and info["status"] in _execute.OUTCOMES
     with pytest.raises(KeyError):
         router.inspect_route(study, "nope")
 
@@ -537,7 +652,7 @@ def test_route_inspector_record(study):
 @pytest.mark.parametrize("prompt, name", [(None, "NoneType"), (b"sum 1, 2", "bytes"), (3, "int"), (2.5, "float"),
                                           (["sum", "1"], "list"), ({"prompt": "x"}, "dict")])
 def test_routing_a_non_string_is_a_type_error_naming_it(study, prompt, name):
-    for call in (study.model.route, study.model.probability, study.model.known_features, router.check_prompt):
+    for call in (study.model.route, study.model.probability, study.model.known_features, _model.check_prompt):
         with pytest.raises(TypeError, match=f"prompt must be str, got {name}"):
             call(prompt)
     with pytest.raises(TypeError, match="prompt must be str"):
@@ -570,7 +685,7 @@ def test_any_text_gets_a_feasible_route_or_a_value_error(study, text):
     except ValueError as err:
         assert "control character" in str(err) or "no letter or digit" in str(err)
         return
-    assert route == router.canonical(route) and router.is_feasible(route)
+    assert route == _ops.canonical(route) and _ops.is_feasible(route)
     assert route == () or study.model.known_features(text) > 0     # no evidence, no operation
 
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 import pytest
 
 from roma_lab import router
-from roma_lab.router import _reproduce
+from roma_lab.router import _reproduce, _suite
 
 HELD_OUT = ("test", "challenge")
 
@@ -76,7 +76,7 @@ def planted():
     wire = Tripwire()
     tasks = wire.plant(router.generate_suite())
     with wire.armed_():
-        study = router.RouterStudy.fit(tasks, suite_seed=router.DEFAULT_SEED)
+        study = router.RouterStudy.fit(tasks, suite_seed=_suite.DEFAULT_SEED)
     return wire, study, list(wire.reads)   # reads during the build, kept before any test clears them
 
 
@@ -125,7 +125,7 @@ def test_every_refit_reads_train_and_dev_only(planted, wire, refit):
 def test_ablation_models_read_no_held_out_task(planted, wire):
     study = planted[1]
     with wire.armed_():
-        models = router.ablation_models(study)
+        models = _reproduce.ablation_models(study)
     assert wire.reads == [] and set(models) == {"full", "no_char_features", "no_calibration", "no_budget"}
 
 
@@ -140,5 +140,5 @@ def test_table4_and_the_training_size_curve_read_held_out_tasks_only_to_score(pl
 def test_hybrid_gate_selection_reads_no_held_out_task(planted, wire):
     study = planted[1]
     with wire.armed_():
-        router.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None, 0.5))
+        _reproduce.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None, 0.5))
     assert wire.reads == []

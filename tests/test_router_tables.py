@@ -14,6 +14,8 @@ import pytest
 from scipy.special import logit
 
 from roma_lab import router
+from roma_lab.results import wide
+from roma_lab.router import _model, _reproduce
 
 FAMILIES = ("data_literal", "record_lookup", "statistic", "conflicting_sources", "retrieval_outage", "multi_hop")
 LOW = (0.1,) * 5
@@ -54,9 +56,10 @@ def study():
     return hand
 
 
-def by_split(table, policy, column, policy_col="policy"):
-    rows = table[table[policy_col] == policy]
-    return dict(zip(rows["split"], rows[column]))
+def by_split(table, condition, column):
+    """{split: figure} of one condition in a wide table (a sweep, or `wide` of a long summary)."""
+    rows = table[table["condition"] == condition]
+    return dict(zip(rows["subset"], rows[column]))
 
 
 def test_the_hand_model_gives_each_prompt_its_cue_probabilities(study):
@@ -67,15 +70,15 @@ def test_the_hand_model_gives_each_prompt_its_cue_probabilities(study):
 
 def test_table5_success_and_cost_per_tau(study):
     sweep = router.table5(study)["table5_threshold"]
-    success = {(r.split, round(r.tau, 2)): r.success for r in sweep.itertuples()}
+    success = {(r.subset, round(r.tau, 2)): r.success for r in sweep.itertuples()}
     # test: the outage keeps T (.37) below .40; conflicting loses V (.57) from .60; multi-hop D (.63) from .65
     expected_test = {0.30: 5, 0.35: 5, 0.40: 6, 0.45: 6, 0.50: 6, 0.55: 6, 0.60: 5, 0.65: 4, 0.70: 4}
     # challenge: multi-hop needs D (.32) so only .30; lookup T (.42) up to .40; statistic C (.67) up to .65
     expected_challenge = {0.30: 4, 0.35: 3, 0.40: 3, 0.45: 2, 0.50: 2, 0.55: 2, 0.60: 2, 0.65: 2, 0.70: 1}
-    for tau in router.TAU_GRID:
+    for tau in _model.TAU_GRID:
         assert success[("test", tau)] == pytest.approx(expected_test[tau] / 6), tau
         assert success[("challenge", tau)] == pytest.approx(expected_challenge[tau] / 6), tau
-    at_tau = sweep[sweep["selected"]].set_index("split")
+    at_tau = sweep[sweep["selected"]].set_index("subset")
     assert list(at_tau["tau"]) == [TAU, TAU]
     # routes at .40 -- test: (), T, C, TV, G, DT; challenge: (), T, C, DTC, T, T -- plus the answer action
     assert at_tau.loc["test", "mean_cost"] == pytest.approx((0.3 + 1.3 + 1.45 + 1.95 + 1.7 + 1.75) / 6)
@@ -84,25 +87,25 @@ def test_table5_success_and_cost_per_tau(study):
 
 
 def test_table4_ablations(study):
-    table = router.table4(study, n_resamples=50)["table4_ablations"]
-    success = {(r.policy, r.split): r.success for r in table.itertuples()}
+    table = wide(router.table4(study, n_resamples=50)["table4_ablations"])
+    success = {(r.condition, r.subset): r.success for r in table.itertuples()}
     assert success[("full", "test")] == 1.0 and success[("full", "challenge")] == 0.5
     # without temperatures p_T .42 -> .344 drops the challenge lookup; the test split keeps every route
     assert success[("no_calibration", "test")] == 1.0 and success[("no_calibration", "challenge")] == pytest.approx(2 / 6)
     # without the budget the conflicting paraphrase takes D, T, C and G (4 operations): still wrong, now over M
     assert success[("no_budget", "challenge")] == 0.5
-    assert by_split(table, "no_budget", "budget_compliance")["challenge"] == pytest.approx(5 / 6)
-    assert by_split(table, "no_budget", "mean_cost")["challenge"] == pytest.approx((0.3 + 1.3 + 1.45 + 4.3 + 1.3 + 1.3) / 6)
-    assert by_split(table, "full", "budget_compliance") == {"test": 1.0, "challenge": 1.0}
+    assert by_split(table, "no_budget", "budget_compliant")["challenge"] == pytest.approx(5 / 6)
+    assert by_split(table, "no_budget", "cost")["challenge"] == pytest.approx((0.3 + 1.3 + 1.45 + 4.3 + 1.3 + 1.3) / 6)
+    assert by_split(table, "full", "budget_compliant") == {"test": 1.0, "challenge": 1.0}
     # one operation: the argmax T cannot solve TV, DT or the outage paraphrase
     assert success[("one_operation", "test")] == pytest.approx(4 / 6)
     assert success[("one_operation", "challenge")] == pytest.approx(3 / 6)
-    assert set(table.loc[table["policy"] != "no_char_features", "tau"]) == {TAU}
+    assert set(table.loc[table["condition"] != "no_char_features", "tau"]) == {TAU}
     # the word-only router is refitted on the 12 train tasks and re-thresholded on dev, like any study
     refit = router.RouterStudy.fit(study.tasks, training=router.TrainingConfig(chars=False))
     expected = router.evaluate([router.Learned(refit.model)], study.split("test") + study.split("challenge"), repeats=1)
-    assert by_split(table, "no_char_features", "success") == expected.groupby("split")["success"].mean().to_dict()
-    word_only = table[table["policy"] == "no_char_features"].iloc[0]
+    assert by_split(table, "no_char_features", "success") == expected.groupby("subset")["success"].mean().to_dict()
+    word_only = table[table["condition"] == "no_char_features"].iloc[0]
     assert word_only["tau"] == refit.model.tau
     train = [t.prompt for t in study.split("train")]
     assert word_only["n_features"] == router.Featurizer.fit(train, chars=False).n_features
@@ -119,19 +122,25 @@ def test_failure_analysis_by_family(study):
     assert table.loc["multi_hop", "typical_route"] == "T" and table.loc["multi_hop", "incorrect"] == 1
     assert table.loc["multi_hop", "p_D"] == pytest.approx(0.32) and table.loc["conflicting_sources", "p_V"] == pytest.approx(0.12)
     assert sorted(out["failures_tasks"]["family"]) == ["conflicting_sources", "multi_hop", "retrieval_outage"]
-    beside = out["failures_vs_paper"].set_index(["policy", "metric"])
+    beside = out["failures_vs_paper"].set_index(["condition", "metric"])
     assert beside.loc[("multi_hop", "n_failures"), "ours"] == 1 and beside.loc[("multi_hop", "n_failures"), "agreement"] == "differs"
     assert beside.loc[("retrieval_outage", "p_G"), "ours"] == pytest.approx(0.33)
-    assert beside.loc[("aggregate_computation", "n_failures"), "agreement"] == "not measured"
+    assert beside.loc[("aggregate_computation", "n_failures"), "agreement"] == "not measured"   # not in this suite
+    assert beside.loc[("aggregate_computation", "n_failures"), "why"] == "this suite has no such row"
+    # every family's failure count, and the probability of each operation its minimum route needs
+    measured = beside[beside["agreement"] != "not measured"]
+    expected = {(f, "n_failures") for f in FAMILIES} | {(f, f"p_{op}") for f, route in
+                                                         zip(table.index, table["minimum_route"]) for op in route}
+    assert set(measured.index) == expected
 
 
 def test_training_size_curve_refits_each_size_on_train(study):
     out = router.training_size_curve(study, sizes=(6, 12))
     curve = out["training_size"]
-    assert list(zip(curve["n_train"], curve["split"])) == [(6, "test"), (6, "challenge"), (12, "test"), (12, "challenge")]
+    assert list(zip(curve["n_train"], curve["subset"])) == [(6, "test"), (6, "challenge"), (12, "test"), (12, "challenge")]
     for n in (6, 12):
         refit = router.RouterStudy.fit(study.tasks, training=study.training, n_train=n)
-        rows = curve[curve["n_train"] == n].set_index("split")
+        rows = curve[curve["n_train"] == n].set_index("subset")
         assert set(rows["tau"]) == {refit.model.tau} and set(rows["n_features"]) == {refit.model.featurizer.n_features}
         for split in ("test", "challenge"):
             res = router.evaluate([router.Learned(refit.model)], study.split(split), repeats=1)
@@ -146,29 +155,32 @@ def test_training_size_curve_refits_each_size_on_train(study):
 def test_hybrid_gate_chosen_on_dev_and_its_effect(study):
     out = router.hybrid(study, n_resamples=50)
     selection = out["hybrid_selection"]
-    assert len(selection) == len(router._reproduce.HYBRID_MARGINS) * len(router._reproduce.HYBRID_ENTROPIES)
+    assert len(selection) == len(_reproduce.HYBRID_MARGINS) * len(_reproduce.HYBRID_ENTROPIES)
     # dev: the learned route misses multi-hop (p_D .38 < .40); only a margin >= .05 backs it off to DTV
     plain = selection[(selection["margin"] == 0) & selection["max_entropy"].isna()].iloc[0]
     assert plain["dev_success"] == pytest.approx(5 / 6) and plain["dev_backoff_rate"] == 0
-    summary = out["hybrid_summary"]
-    gate = summary[summary["policy"] == "hybrid"].set_index("split")
-    assert set(gate["margin"]) == {0.05} and gate["max_entropy"].isna().all()
+    summary = wide(out["hybrid_summary"])
+    gate = summary[summary["condition"] == "hybrid"].set_index("subset")
     chosen = selection[(selection["margin"] == 0.05) & selection["max_entropy"].isna()].iloc[0]
+    assert selection.index[selection["selected"]].tolist() == [chosen.name]   # margin .05, no entropy limit
     assert chosen["dev_success"] == 1.0
     assert chosen["dev_mean_cost"] == pytest.approx((0.3 + 1.3 + 1.45 + 1.95 + 1.7 + 2.4) / 6)
     # test: the outage's p_T .37 is within .05 of tau, so it backs off to DTV and fails; challenge:
     # the lookup's p_T .42 backs off to DTC and still succeeds
     assert gate.loc["test", "success"] == pytest.approx(5 / 6) and gate.loc["challenge", "success"] == 0.5
     assert gate.loc["test", "backoff_rate"] == pytest.approx(1 / 6) == gate.loc["challenge", "backoff_rate"]
+    assert summary.loc[summary["condition"] != "hybrid", "backoff_rate"].isna().all()
     assert by_split(summary, "learned", "success") == {"test": 1.0, "challenge": 0.5}
     assert by_split(summary, "static", "success") == pytest.approx({"test": 5 / 6, "challenge": 5 / 6})
-    paired = out["hybrid_paired"].set_index(["split", "comparison"])
-    assert paired.loc[("test", "hybrid - learned"), "success_diff"] == pytest.approx(-1 / 6)
-    assert (paired.loc[("test", "hybrid - learned"), "wins"], paired.loc[("test", "hybrid - learned"), "losses"]) == (0, 1)
+    paired = out["hybrid_paired"].set_index(["subset", "condition", "metric"])
+    row = paired.loc[("test", "hybrid - learned", "success_diff")]
+    assert row["value"] == pytest.approx(-1 / 6) and (row["wins"], row["losses"]) == (0, 1)
+    # backing off the outage to DTV costs .70 more on that one task
+    assert paired.loc[("test", "hybrid - learned", "cost_diff"), "value"] == pytest.approx((2.4 - 1.7) / 6)
 
 
 def test_sensitivity_block_rewords_only_the_four_families(study):
-    table = router.wording_sensitivity(study, n_resamples=50).set_index("wording")
+    table = _reproduce.wording_sensitivity(study, n_resamples=50).set_index("wording")
     assert list(table.index) == ["locked", "as_dev", "as_challenge", "pre_lock"]
     # this suite holds two of the four families: conflicting sources and retrieval outage
     assert table.loc["locked", "success"] == 1.0

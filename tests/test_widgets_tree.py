@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
-from roma_lab.controller import Roma, Run, ScriptedRoles, Subtask
+from roma_lab.controller import Node, Roma, Run, ScriptedRoles, Subtask
 from roma_lab.widgets._tree import STATUS_COLORS, ExecutionTreeWidget, render_tree_html, trace_to_tree
 
 
@@ -74,7 +74,7 @@ def test_selecting_a_node_as_the_browser_would_updates_the_detail():
     assert "ValueError: boom" in widget._detail.value
     widget._picker.value = "0.2"  # the user picks in the dropdown
     assert widget.selected_id == "0.2"
-    assert "dependencies did not complete" in widget._detail.value
+    assert "dependencies have no output: 0.1" in widget._detail.value
 
 
 def test_selection_survives_tree_updates_and_static_fallback_exists():
@@ -95,3 +95,46 @@ def test_widget_detail_shows_role_inputs_and_outputs():
     run = asyncio.run(Roma(**kwargs, max_depth=0).arun("answer"))
     widget = ExecutionTreeWidget(run)
     assert "executor:think" in widget._detail.value and "&lt;b&gt;42&lt;/b&gt;" in widget._detail.value
+
+
+def every_status_run() -> Run:
+    """A timed-out run by hand: one child per node status a finished run can hold."""
+    from roma_lab.controller import RoleCall
+
+    unknown = RoleCall(role="executor:think", inputs={"context": ""}, outputs={}, context_chars=1, input_tokens=None,
+                       output_tokens=None, cost=None, latency_s=0.3, started_s=0.0, error="timed out; usage unknown")
+    kids = [Node(id=f"0.{i}", parent_id="0", depth=1, goal=f"{status} child", task_type="think", status=status,
+                 output="out" if status in ("completed", "degraded", "unverified") else None,
+                 error=None if status == "completed" else f"why {status}",
+                 calls=(unknown,) if status == "failed" else ())
+            for i, status in enumerate(["completed", "degraded", "unverified", "failed", "skipped", "cancelled"])]
+    root = Node(id="0", parent_id=None, depth=0, goal="root", task_type="think", status="cancelled",
+                error="run deadline of 1 s reached")
+    return Run(goal="root", status="timed_out", output=None, nodes=(root, *kids), wall_s=1.0)
+
+
+def test_every_status_has_a_colour_and_a_badge():
+    from roma_lab.controller import NODE_STATUSES, RUN_STATUSES
+
+    assert set(NODE_STATUSES) | set(RUN_STATUSES) <= set(STATUS_COLORS)
+    run = every_status_run()
+    tree = trace_to_tree(run)
+    page = render_tree_html(run)
+    for node in run.nodes:
+        assert tree["nodes"][node.id]["color"] == STATUS_COLORS[node.status]
+        assert f">{node.status}</span>" in page
+    assert f'background:{STATUS_COLORS["timed_out"]}' in page and ">timed_out</span>" in page
+    assert "why degraded" in page and "why unverified" in page and "run deadline of 1 s reached" in page
+
+
+def test_unknown_usage_shows_as_unknown_not_zero():
+    run = every_status_run()
+    tree = trace_to_tree(run)
+    assert tree["totals"]["input_tokens"] is None and tree["nodes"]["0.3"]["output_tokens"] is None
+    assert tree["nodes"]["0.0"]["input_tokens"] == 0  # no calls: zero is known
+    widget = ExecutionTreeWidget(run)
+    assert "unknown in / unknown out tokens" in widget._summary.value
+    widget.selected_id = "0.3"
+    assert "unknown in / unknown out tokens" in widget._detail.value and "failed: why failed" in widget._detail.value
+    widget.selected_id = "0.2"
+    assert "unverified: why unverified" in widget._detail.value

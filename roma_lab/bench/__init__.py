@@ -13,6 +13,7 @@ double. The item picker for their execution trees is ``roma_lab.widgets.ItemRunP
 
 from roma_lab.bench._data import (
     DATA_ENV,
+    DataIntegrityError,
     DataNotFoundError,
     Item,
     data_root,
@@ -55,6 +56,7 @@ __all__ = [
     "BrowseCompGrader",
     "DATA_ENV",
     "DSPyJudge",
+    "DataIntegrityError",
     "DataNotFoundError",
     "EQBenchLongformGrader",
     "FramesGrader",

@@ -5,25 +5,54 @@ from __future__ import annotations
 import base64
 import csv
 import hashlib
+import io
 import json
 import os
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from types import MappingProxyType
 
 import numpy as np
 
 DATA_ENV = "ROMA_LAB_DATA"
+MANIFEST = "MANIFEST.tsv"  # path, bytes, sha256 (, source, licence) of every file under the data root
 
 # The GEPA / DSPy-tutorial split of PUPA_New (see graders/papillon/NOTES.md).
 _PAPILLON_SPLITS = {"train": slice(0, 225), "dev": slice(225, 450), "test": slice(450, None)}
 _LONGFORM_CHAPTERS = 8
 
 
+# Items each file holds, as its benchmark defines them: a file cut short and a manifest
+# edited to match it still cannot pass.
+_ITEM_COUNTS = {
+    "seal0/sealqa_seal0.parquet": 111,
+    "frames/frames_test_set.csv": 824,
+    "simpleqa/simple_qa_test_set.csv": 4326,
+    "simpleqa/simpleqa_verified.csv": 1000,
+    "aime2025/aime_2025_I/answers.csv": 15,
+    "aime2025/aime_2025_II/answers.csv": 15,
+    "hotpotqa/hotpot_dev_v1_simplified.json": 7405,
+    "papillon/PUPA_New.csv": 664,
+    "eqbench_longform/longform_creative_writing_prompts_minimalist.json": 12,
+    "browsecomp/browse_comp_test_set.csv": 1266,
+}
+
+
 class DataNotFoundError(FileNotFoundError):
     """A benchmark file is missing: the data root is wrong or the file was never supplied."""
+
+
+class DataIntegrityError(ValueError):
+    """A benchmark file differs from MANIFEST.tsv, or lacks the columns or item count of its
+    benchmark. The message names the file and how to restore it; nothing is loaded from it."""
+
+
+def _restore_hint(relpath: str) -> str:
+    return (f"restore it (in the repository: git checkout -- data/benchmarks/{relpath}; otherwise copy it again "
+            f"from the source {MANIFEST} names)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,30 +106,113 @@ def data_path(relpath: str) -> Path:
     return path
 
 
-@cache
-def _read_cached(path: Path) -> str:
-    return path.read_text(encoding="utf-8")
+@lru_cache(maxsize=8)
+def _manifest(path: Path, size: int, mtime_ns: int) -> Mapping[str, tuple[int, str]]:
+    """relpath -> (bytes, sha256) from a MANIFEST.tsv (cached per version of the file)."""
+    entries = {}
+    try:
+        rows = list(csv.DictReader(io.StringIO(path.read_bytes().decode("utf-8"), newline=""), delimiter="\t"))
+        for row in rows:
+            if not re.fullmatch("[0-9a-f]{64}", row["sha256"]):
+                raise ValueError(f"sha256 {row['sha256']!r} of {row['path']!r}")
+            entries[row["path"]] = (int(row["bytes"]), row["sha256"])
+    except (UnicodeDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise DataIntegrityError(f"{path} is damaged ({type(exc).__name__}: {exc}); restore it (in the repository: "
+                                 f"git checkout -- data/benchmarks/{MANIFEST})") from None
+    return MappingProxyType(entries)
+
+
+@lru_cache(maxsize=256)
+def _read_verified(path: Path, relpath: str, expected: tuple[int, str], size: int, mtime_ns: int) -> bytes:
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if (len(data), digest) != expected:
+        raise DataIntegrityError(
+            f"benchmark file {path} differs from {MANIFEST}: {len(data)} bytes with SHA-256 {digest[:16]}…, "
+            f"expected {expected[0]} bytes with {expected[1][:16]}…. The file is damaged or was edited; "
+            f"{_restore_hint(relpath)}")
+    return data
+
+
+def _verified_bytes(relpath: str) -> bytes:
+    """A data file's bytes, checked against MANIFEST.tsv (hashed once per process and file version;
+    the bytes checked are the bytes parsed)."""
+    path = data_path(relpath)
+    manifest = data_root() / MANIFEST
+    if not manifest.is_file():
+        raise DataNotFoundError(f"no {MANIFEST} in {data_root()}: every benchmark file is checked against it")
+    stat = manifest.stat()
+    entry = _manifest(manifest, stat.st_size, stat.st_mtime_ns).get(relpath)
+    if entry is None:
+        raise DataIntegrityError(f"benchmark file {relpath!r} is not listed in {manifest}; add its path, bytes and "
+                                 "sha256 there before loading it")
+    stat = path.stat()
+    return _read_verified(path, relpath, entry, stat.st_size, stat.st_mtime_ns)
 
 
 def read_data_text(relpath: str) -> str:
-    """Text of a data file, read once per process (grader templates are reused per item)."""
-    return _read_cached(data_path(relpath))
+    """Text of a data file, verified against MANIFEST.tsv (hashed once per process; grader templates
+    are reused per item)."""
+    try:
+        return _verified_bytes(relpath).decode("utf-8")
+    except UnicodeDecodeError as exc:  # only when the manifest itself lists a non-text file here
+        raise DataIntegrityError(f"benchmark file {relpath!r} is not UTF-8 text ({exc}); "
+                                 f"{_restore_hint(relpath)}") from None
 
 
 def _read_lines(relpath: str) -> tuple[str, ...]:
     return tuple(line.strip() for line in read_data_text(relpath).splitlines() if line.strip())
 
 
-def _csv_rows(relpath: str) -> list[dict[str, str]]:
-    with data_path(relpath).open(encoding="utf-8", newline="") as f:
-        return list(csv.DictReader(f))
+def _check_count(relpath: str, n: int) -> None:
+    expected = _ITEM_COUNTS[relpath]
+    if n != expected:
+        raise DataIntegrityError(f"benchmark file {relpath!r} holds {n} items, its benchmark has {expected}; "
+                                 f"{_restore_hint(relpath)}")
+
+
+def _check_columns(relpath: str, found: Sequence[str], needed: Sequence[str]) -> None:
+    missing = [c for c in needed if c not in found]
+    if missing:
+        raise DataIntegrityError(f"benchmark file {relpath!r} lacks the columns {missing}; {_restore_hint(relpath)}")
+
+
+def _csv_rows(relpath: str, columns: Sequence[str]) -> list[dict[str, str]]:
+    """Rows of a verified CSV with at least ``columns``; counted when the file is a benchmark's item list."""
+    reader = csv.DictReader(io.StringIO(read_data_text(relpath), newline=""))
+    _check_columns(relpath, reader.fieldnames or (), columns)
+    rows = list(reader)
+    if any(None in row or None in row.values() for row in rows):  # more or fewer cells than the header
+        raise DataIntegrityError(f"benchmark file {relpath!r} has rows of the wrong width; {_restore_hint(relpath)}")
+    if relpath in _ITEM_COUNTS:
+        _check_count(relpath, len(rows))
+    return rows
+
+
+def _json_records(relpath: str, keys: Sequence[str]) -> list | dict:
+    """A verified JSON file of records (a list, or an object of records), each with ``keys``."""
+    try:
+        data = json.loads(read_data_text(relpath))
+    except json.JSONDecodeError as exc:  # only when the manifest itself lists a broken file
+        raise DataIntegrityError(f"benchmark file {relpath!r} is not JSON ({exc}); {_restore_hint(relpath)}") from None
+    records = list(data.values()) if isinstance(data, dict) else data
+    if not isinstance(records, list) or not all(isinstance(r, dict) for r in records):
+        raise DataIntegrityError(f"benchmark file {relpath!r} is not a list of records; {_restore_hint(relpath)}")
+    for record in records:
+        _check_columns(relpath, list(record), keys)
+    _check_count(relpath, len(records))
+    return data
 
 
 def load_seal0() -> list[Item]:
     """SEAL-0 (111 questions). This is the 2026 revision, not the one 2025 papers scored."""
     import pandas as pd
 
-    df = pd.read_parquet(data_path("seal0/sealqa_seal0.parquet"))
+    relpath = "seal0/sealqa_seal0.parquet"
+    df = pd.read_parquet(io.BytesIO(_verified_bytes(relpath)))
+    _check_columns(relpath, list(df.columns), ("question", "answer", "topic", "freshness", "effective_year",
+                                               "search_results", "question_types", "urls"))
+    _check_count(relpath, len(df))
     return [
         Item(
             benchmark="seal0",
@@ -131,7 +243,7 @@ def load_frames() -> list[Item]:
             answer=row["Answer"],
             metadata={"reasoning_types": row["reasoning_types"], "wiki_links": row["wiki_links"]},
         )
-        for row in _csv_rows("frames/frames_test_set.csv")
+        for row in _csv_rows("frames/frames_test_set.csv", ("id", "Prompt", "Answer", "reasoning_types", "wiki_links"))
     ]
 
 
@@ -146,7 +258,8 @@ def load_simpleqa(verified: bool = False) -> list[Item]:
                 answer=row["answer"],
                 metadata={k: row[k] for k in ("topic", "answer_type", "multi_step", "requires_reasoning")},
             )
-            for row in _csv_rows("simpleqa/simpleqa_verified.csv")
+            for row in _csv_rows("simpleqa/simpleqa_verified.csv", ("original_index", "problem", "answer", "topic",
+                                                                    "answer_type", "multi_step", "requires_reasoning"))
         ]
     return [
         Item(
@@ -156,7 +269,7 @@ def load_simpleqa(verified: bool = False) -> list[Item]:
             answer=row["answer"],
             metadata={"metadata": row["metadata"]},
         )
-        for i, row in enumerate(_csv_rows("simpleqa/simple_qa_test_set.csv"))
+        for i, row in enumerate(_csv_rows("simpleqa/simple_qa_test_set.csv", ("problem", "answer", "metadata")))
     ]
 
 
@@ -165,10 +278,11 @@ def load_aime2025() -> list[Item]:
     items = []
     for exam in ("I", "II"):
         folder = f"aime2025/aime_2025_{exam}"
-        for row in _csv_rows(f"{folder}/answers.csv"):
-            answer = int(row["answer"])
+        for row in _csv_rows(f"{folder}/answers.csv", ("id", "answer")):
+            answer = int(row["answer"]) if row["answer"].isdigit() else -1
             if not 0 <= answer <= 999:
-                raise ValueError(f"AIME {exam}/{row['id']}: answer {answer} outside 0-999")
+                raise DataIntegrityError(f"benchmark file '{folder}/answers.csv': AIME {exam}/{row['id']} answer "
+                                         f"{row['answer']!r} is not an integer 0-999; {_restore_hint(f'{folder}/answers.csv')}")
             items.append(
                 Item(
                     benchmark="aime2025",
@@ -183,7 +297,7 @@ def load_aime2025() -> list[Item]:
 
 def load_hotpotqa() -> list[Item]:
     """HotpotQA dev (7,405), closed-book: questions and answers only, no paragraphs."""
-    rows = json.loads(read_data_text("hotpotqa/hotpot_dev_v1_simplified.json"))
+    rows = _json_records("hotpotqa/hotpot_dev_v1_simplified.json", ("question", "answer", "type"))
     return [
         Item(
             benchmark="hotpotqa",
@@ -200,7 +314,8 @@ def load_papillon(split: str = "test") -> list[Item]:
     """PUPA_New in the GEPA/DSPy split: [:225] train, [225:450] dev, [450:] test (214)."""
     if split not in _PAPILLON_SPLITS:
         raise ValueError(f"split must be one of {sorted(_PAPILLON_SPLITS)}, got {split!r}")
-    rows = list(enumerate(_csv_rows("papillon/PUPA_New.csv")))[_PAPILLON_SPLITS[split]]
+    columns = ("user_query", "target_response", "conversation_hash", "pii_units", "redacted_query", "predicted_category")
+    rows = list(enumerate(_csv_rows("papillon/PUPA_New.csv", columns)))[_PAPILLON_SPLITS[split]]
     return [
         Item(
             benchmark="papillon",
@@ -222,7 +337,8 @@ def load_papillon(split: str = "test") -> list[Item]:
 
 def load_eqbench_longform() -> list[Item]:
     """The 12 EQ-Bench long-form writing prompts (no gold answer; see ``load_longform_spec``)."""
-    prompts = json.loads(read_data_text("eqbench_longform/longform_creative_writing_prompts_minimalist.json"))
+    prompts = _json_records("eqbench_longform/longform_creative_writing_prompts_minimalist.json",
+                            ("writing_prompt", "category", "title"))
     return [
         Item(
             benchmark="eqbench_longform",
@@ -276,7 +392,8 @@ def load_browsecomp() -> list[Item]:
             answer=_xor_decrypt(row["answer"], row["canary"]),
             metadata={"problem_topic": row["problem_topic"]},
         )
-        for i, row in enumerate(_csv_rows("browsecomp/browse_comp_test_set.csv"))
+        for i, row in enumerate(_csv_rows("browsecomp/browse_comp_test_set.csv",
+                                          ("problem", "answer", "canary", "problem_topic")))
     ]
 
 

@@ -18,12 +18,13 @@ from roma_lab.bench._data import DataNotFoundError, Item, sample
 from roma_lab.bench._grade import STRING_MATCH
 from roma_lab.bench._registry import BENCHMARKS, BenchmarkSpec, benchmark_spec
 from roma_lab.bench._run import read_results_df, run_benchmark
-from roma_lab.bench._run_files import RunConfig, check_config
+from roma_lab.bench._run_files import RunConfig, check_config, damaged_traces
 from roma_lab.bench._summary import compare_systems, summarize_results
 from roma_lab.bench._systems import (
     CLOSED_BOOK,
     SINGLE_CALL,
     SYSTEMS,
+    RomaSystem,
     TaskWording,
     check_run,
     make_system,
@@ -203,12 +204,15 @@ def run_roma_table(
     check_config(out, config)
 
     results_path = out / f"{benchmark}_results.csv"
+    runs_dir = out / f"{benchmark}_runs"
     for name in systems:
-        system = make_system(name, model, task, runs_dir=out / f"{benchmark}_runs",
-                             item_ids={it.question: it.item_id for it in items}, search_backend=config.search_backend,
-                             max_depth=max_depth, max_concurrency=max_concurrency)
+        system = make_system(name, model, task, runs_dir=runs_dir, item_ids={it.question: it.item_id for it in items},
+                             search_backend=config.search_backend, max_depth=max_depth,
+                             max_concurrency=max_concurrency)
+        # an item whose saved trace is damaged or gone runs again, so the picker can show every finished item
+        redo = damaged_traces(runs_dir, results_path, items, name) if isinstance(system, RomaSystem) else set()
         run_benchmark(items, system, grader, out_path=results_path, system_name=name, timeout_s=item_timeout_s,
-                      progress=progress)
+                      progress=progress, redo=redo)
 
     results = read_results_df(results_path)
     keys = {(it.benchmark, it.item_id) for it in items}

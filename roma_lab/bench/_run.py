@@ -10,12 +10,13 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
 from roma_lab.bench._data import Item
 from roma_lab.bench._grade import Grade, Grader, guarded
+from roma_lab.results import quarantine, write_text_atomic
 
 COLUMNS = (
     "benchmark", "item_id", "system", "prediction", "label", "score", "grader",
@@ -23,8 +24,13 @@ COLUMNS = (
 )
 
 
+_STAGES = ("", "system", "grader")
+_TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("score", "latency_s"))
+
+
 class RunFileError(ValueError):
-    """The run file cannot be resumed (unknown format, different columns)."""
+    """A run file cannot be used: an unknown format, a file of another table, or a damaged saved
+    trace; the message names the file and what to do."""
 
 
 def _format(path: Path) -> str:
@@ -42,46 +48,133 @@ def _serialize(row: dict[str, Any], fmt: str) -> str:
     return buffer.getvalue()
 
 
-def _parse_records(text: str, fmt: str) -> tuple[list[dict[str, str]], bool]:
-    """Complete records in ``text`` and whether the last write was torn (crash mid-write)."""
-    if fmt == "jsonl":
-        lines = text.split("\n")  # not splitlines(): JSON strings may hold raw U+2028 etc.
-        torn = not text.endswith("\n")
-        return [json.loads(line) for line in lines[:-1] if line.strip()], torn
-    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
-    records, torn = [], False
+def _number(value: Any) -> float | None:
+    """A finite float from a CSV cell or JSON value, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
     try:
-        records.extend(reader)
-    except csv.Error:  # end of file inside a quoted field: the last row was cut there
-        torn = True
-    if not torn and records and not text.endswith("\n"):  # cut outside quotes: last record partial
+        number = float(value)
+    except ValueError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _row_problem(row: Any) -> str | None:
+    """Why a parsed record is not a row this module wrote (None when it is one)."""
+    if not isinstance(row, dict) or set(row) != set(COLUMNS):
+        return "not the run columns"
+    text = {c: "" if row[c] is None else row[c] for c in _TEXT_COLUMNS}
+    if not all(isinstance(v, str) for v in text.values()):
+        return "a text field holds another type"
+    try:
+        "".join(text.values()).encode("utf-8")
+    except UnicodeEncodeError:
+        return "bytes that are not UTF-8"
+    if not (text["benchmark"] and text["item_id"] and text["system"]):
+        return "no benchmark, item or system"
+    if text["error_stage"] not in _STAGES:
+        return "unknown error_stage"
+    if row["score"] not in (None, "") and _number(row["score"]) is None:
+        return "score is not a number"
+    if (row["score"] in (None, "")) != bool(text["error"]):  # a score exactly when there is no error
+        return "score and error disagree"
+    if _number(row["latency_s"]) is None or _number(row["latency_s"]) < 0:
+        return "latency is not a non-negative number"
+    if text["details"]:
+        try:
+            if not isinstance(json.loads(text["details"]), dict):
+                return "details are not a JSON object"
+        except ValueError:
+            return "details are not JSON"
+    return None
+
+
+class _Lines:
+    """Feeds lines to csv.reader and counts how many it took, so a record's raw text can be cut out."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.lines, self.taken = lines, 0
+
+    def __iter__(self) -> _Lines:
+        return self
+
+    def __next__(self) -> str:
+        if self.taken >= len(self.lines):
+            raise StopIteration
+        self.taken += 1
+        return self.lines[self.taken - 1]
+
+
+def _csv_records(text: str) -> list[tuple[list[str] | None, str]]:
+    """(fields, raw text) of each CSV record; fields None where the CSV itself is malformed."""
+    lines = io.StringIO(text, newline="").readlines()
+    feed = _Lines(lines)
+    records = []
+    while feed.taken < len(lines):
+        first = feed.taken
+        try:
+            fields = next(csv.reader(feed, strict=True))
+        except csv.Error:  # e.g. a stray quote: the lines read so far are one bad record
+            fields = None
+        records.append((fields, "".join(lines[first:feed.taken])))
+    return records
+
+
+def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list[bytes], bool, bool]:
+    """Valid rows, raw bytes of damaged records, whether the last record was cut mid-write, and
+    whether a CSV header is missing."""
+    good, bad = [], []
+    if fmt == "jsonl":
+        *lines, tail = raw.split(b"\n")  # not splitlines(): JSON strings may hold raw U+2028 etc.
+        for line in lines:
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line.decode("utf-8"))
+            except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+                row = None
+            if _row_problem(row):
+                bad.append(line + b"\n")
+            else:
+                good.append(row)
+        return good, bad, bool(tail), False
+    text = raw.decode("utf-8", errors="surrogateescape")  # undecodable bytes survive, to be quarantined
+    records = _csv_records(text)
+    torn = not text.endswith("\n")  # this module ends every record with a newline
+    if torn:
         records.pop()
-        torn = True
-    if not records:
-        return [], torn
-    if tuple(records[0]) != COLUMNS:
-        raise RunFileError(f"run file columns {records[0]} differ from {list(COLUMNS)}; use a new out_path")
-    complete = [r for r in records[1:] if r]
-    if any(len(r) != len(COLUMNS) for r in complete):
-        raise RunFileError("run file has rows with the wrong number of fields; it was edited or is corrupt")
-    return [dict(zip(COLUMNS, r, strict=True)) for r in complete], torn
+    has_header = bool(records) and records[0][0] == list(COLUMNS)
+    for fields, record in records[1:] if has_header else records:
+        if fields == []:  # a blank line
+            continue
+        row = dict(zip(COLUMNS, fields, strict=True)) if fields and len(fields) == len(COLUMNS) else None
+        if _row_problem(row):
+            bad.append(record.encode("utf-8", errors="surrogateescape"))
+        else:
+            good.append(row)
+    first = records[0][0] if records else None
+    if not has_header and not good and first and all(f.strip() and f.isprintable() for f in first):
+        raise RunFileError(f"{path} is not a roma_lab.bench run file: its columns are {first}, expected "
+                           f"{list(COLUMNS)}; pass a new out_path (or move this file aside to start over)")
+    return good, bad, torn, not has_header
 
 
-def _load_finished(path: Path, fmt: str) -> list[dict[str, str]]:
-    """Rows already on disk. A torn last row is dropped (with a warning) so the item is re-run."""
+def _load_finished(path: Path, fmt: str) -> list[dict[str, Any]]:
+    """Rows already on disk. Damaged records (bad bytes, wrong fields, a non-numeric score...) are
+    moved to a quarantine file beside ``path`` and a torn last row is dropped, each with a warning;
+    the file is rewritten with the valid rows, so those items are simply run again."""
     if not path.exists() or path.stat().st_size == 0:
         return []
-    records, torn = _parse_records(path.read_text(encoding="utf-8"), fmt)
+    good, bad, torn, no_header = _split(path.read_bytes(), fmt, path)
+    if bad:
+        quarantine(path, f"{len(bad)} damaged record(s) cut out (not rows this module writes); their items run again",
+                   data=b"".join(bad))
     if torn:
         warnings.warn(f"{path}: the last row was cut mid-write; it is dropped and that item re-run", stacklevel=3)
-        tmp = path.with_name(path.name + ".tmp")
-        with tmp.open("w", encoding="utf-8", newline="") as f:
-            if fmt == "csv":
-                f.write(_serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt))
-            for record in records:
-                f.write(_serialize(record, fmt))
-        os.replace(tmp, path)
-    return records
+    if bad or torn or no_header:
+        header = _serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt) if fmt == "csv" else ""
+        write_text_atomic(path, header + "".join(_serialize(row, fmt) for row in good))
+    return good
 
 
 class SystemStalledError(RuntimeError):
@@ -147,14 +240,18 @@ def run_benchmark(
     progress: bool = True,
     retry_errors: bool = True,
     max_consecutive_timeouts: int = 3,
+    redo: Collection[str] = (),
 ):
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
     ``system(question)`` returns a str or an object with ``.output`` (or what the grader needs,
     e.g. a ``LongformStory``). Rows are flushed as each item finishes; rerunning with the same
     ``out_path`` and ``system_name`` skips items already recorded without error (with
-    ``retry_errors=False``, skips every recorded item). A system exception or timeout becomes a
-    row with ``error_stage="system"``; grader failures have ``error_stage="grader"``. A system
+    ``retry_errors=False``, skips every recorded item); item ids in ``redo`` run again regardless
+    (e.g. when a trace saved beside the row was damaged). Damaged rows on disk are moved to a
+    quarantine file beside ``out_path`` and their items run again (see ``_load_finished``). A
+    system exception or timeout becomes a row with ``error_stage="system"``; grader failures
+    have ``error_stage="grader"``. A system
     that times out ``max_consecutive_timeouts`` times in a row is stuck (its threads cannot be
     killed and would starve later items): the run stops with ``SystemStalledError``, every
     finished row on disk. KeyboardInterrupt stops the run likewise. Returns this system's latest
@@ -173,7 +270,7 @@ def run_benchmark(
     if max_consecutive_timeouts < 1:
         raise ValueError(f"max_consecutive_timeouts must be >= 1, got {max_consecutive_timeouts}")
     latest = {(r["benchmark"], r["item_id"]): r for r in _load_finished(path, fmt) if r["system"] == system_name}
-    done = {key for key, r in latest.items() if not (retry_errors and r["error"])}
+    done = {key for key, r in latest.items() if not (retry_errors and r["error"]) and key[1] not in redo}
     todo = [it for it in items if (it.benchmark, it.item_id) not in done]
     new_file = not path.exists() or path.stat().st_size == 0
     with path.open("a", encoding="utf-8", newline="") as f, tqdm(

@@ -1,18 +1,22 @@
 """The files a table run keeps in its folder besides the results: each item's ROMA run JSON, and the
-settings guard that stops a rerun with other settings from mixing into earlier results."""
+settings guard that stops a rerun with other settings from mixing into earlier results. A damaged
+file of either kind is moved aside (``roma_lab.results.quarantine``) and its work done again
+(design/integrity.md)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from roma_lab.bench._run import read_results_df
-from roma_lab.results import write_text_atomic
+from roma_lab.bench._data import Item
+from roma_lab.bench._run import RunFileError, read_results_df
+from roma_lab.results import quarantine, write_text_atomic
 
 if TYPE_CHECKING:
     from roma_lab.controller import Run
@@ -43,8 +47,18 @@ class RunConfig(BaseModel):
 def check_config(out_dir: Path, config: RunConfig) -> None:
     """Refuse to resume into results made with other settings; record the settings otherwise."""
     path = out_dir / f"{config.benchmark}_run_config.json"
+    previous = None
     if path.is_file():
-        previous = RunConfig.model_validate_json(path.read_text(encoding="utf-8"))
+        try:
+            previous = RunConfig.model_validate_json(path.read_bytes())
+        except ValidationError:
+            # The settings the results were made with are unknown, so they cannot be resumed: keep them
+            # aside and start this benchmark over.
+            for damaged in (path, out_dir / f"{config.benchmark}_results.csv", out_dir / f"{config.benchmark}_runs"):
+                if damaged.exists():
+                    quarantine(damaged, f"{path.name} is damaged, so the settings of these results are unknown; "
+                                        f"{config.benchmark} starts over")
+    if previous is not None:
         if previous != config:
             changed = {k: (getattr(previous, k), getattr(config, k)) for k in RunConfig.model_fields
                        if getattr(previous, k) != getattr(config, k)}
@@ -65,19 +79,50 @@ def run_file(runs_dir: Path, item_id: str) -> Path:
 
 
 def load_item_run(out_dir: str | os.PathLike[str], benchmark: str, item_id: str | None = None) -> Run:
-    """The saved ROMA run of one item (``item_id=None``: the first saved item in sorted order)."""
-    from roma_lab.controller import Run
-
+    """The saved ROMA run of one item (``item_id=None``: the first saved item in sorted order).
+    A damaged file raises :class:`RunFileError` naming it."""
     runs_dir = Path(out_dir) / f"{benchmark}_runs"
     if item_id is None or item_id == "":
         files = sorted(runs_dir.glob("*.json"))
         if not files:
             raise FileNotFoundError(f"no saved ROMA runs in {runs_dir}")
-        return Run.from_json(files[0].read_text(encoding="utf-8"))
-    path = run_file(runs_dir, str(item_id))
-    if not path.is_file():
-        raise FileNotFoundError(f"no saved ROMA run for item {item_id!r} in {runs_dir}")
-    return Run.from_json(path.read_text(encoding="utf-8"))
+        path = files[0]
+    else:
+        path = run_file(runs_dir, str(item_id))
+        if not path.is_file():
+            raise FileNotFoundError(f"no saved ROMA run for item {item_id!r} in {runs_dir}")
+    saved = saved_run(path)
+    if saved is None:
+        raise RunFileError(f"{path} is not a saved ROMA run (damaged or edited); rerun the table to run that item again")
+    return saved
+
+
+def saved_run(path: Path) -> Run | None:
+    """The Run saved at ``path``, or None when the file is damaged (not a valid Run JSON)."""
+    from roma_lab.controller import Run
+
+    try:
+        return Run.from_json(path.read_bytes())  # bytes: invalid UTF-8 is a validation error too
+    except ValueError:  # InvalidRunError and pydantic's ValidationError alike
+        return None
+
+
+def damaged_traces(runs_dir: Path, results_path: Path, items: Sequence[Item], condition: str) -> set[str]:
+    """Items whose saved ROMA trace is damaged (moved aside) or missing although their row for
+    ``condition`` is finished: they run again, so every finished item can be shown."""
+    finished: set[str] = set()
+    if results_path.is_file():
+        rows = read_results_df(results_path)
+        finished = set(rows.loc[(rows["system"] == condition) & rows["error"].isna(), "item_id"])
+    redo = set()
+    for item in items:
+        path = run_file(runs_dir, item.item_id)
+        if path.is_file() and saved_run(path) is None:
+            quarantine(path, "damaged ROMA trace; the item is run again")
+            redo.add(item.item_id)
+        elif not path.is_file() and item.item_id in finished:
+            redo.add(item.item_id)
+    return redo
 
 
 def saved_item_ids(out_dir: str | os.PathLike[str], benchmark: str) -> list[str]:

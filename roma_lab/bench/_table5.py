@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 from roma_lab.bench._data import load_eqbench_longform, sample
 from roma_lab.bench._registry import LONGFORM_TASK
 from roma_lab.bench._roma_tables import paper_reported_roma_df
-from roma_lab.bench._run_files import RunConfig, check_config, run_file
+from roma_lab.bench._run_files import RunConfig, check_config, run_file, saved_run
 from roma_lab.bench._scripted import SCRIPTED
 from roma_lab.bench._systems import SYSTEMS, RomaRunError, TaskWording, check_run, model_label, resolve_model
-from roma_lab.results import write_text_atomic
+from roma_lab.results import quarantine, write_text_atomic
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,12 +99,13 @@ def measure_component_cost(
 
     Latency must be measured, so a named local or remote model is resolved with its completion cache
     off. A story whose completed run JSON is already in ``<out_dir>/table5_runs/`` is reused
-    (resume); an unfinished one is run again. Per-chapter figures average finished stories only.
-    Writes table5_components, table5_runs (one row per story), table5_vs_paper; returns them.
+    (resume); an unfinished one, or one whose file is damaged (moved aside), is run again.
+    Per-chapter figures average finished stories only. Writes table5_components, table5_runs (one
+    row per story), table5_vs_paper; returns them.
     """
     import pandas as pd
 
-    from roma_lab.controller import Roma, Run
+    from roma_lab.controller import Roma
     from roma_lab.results import write_table
 
     check_run(n_items, 1, max_concurrency, SYSTEMS)
@@ -119,11 +120,12 @@ def measure_component_cost(
     runs: dict[str, Run] = {}
     for item in sample(load_eqbench_longform(), n_items, seed):
         path = run_file(runs_dir, item.item_id)
-        if path.is_file():
-            saved = Run.from_json(path.read_text(encoding="utf-8"))
-            if saved.status == "completed":  # an unfinished story is run again, like an error row
-                runs[item.item_id] = saved
-                continue
+        saved = saved_run(path) if path.is_file() else None
+        if path.is_file() and saved is None:
+            quarantine(path, "damaged ROMA trace; the story is written again")
+        if saved is not None and saved.status == "completed":  # an unfinished story is run again, like an error row
+            runs[item.item_id] = saved
+            continue
         run = roma.run(task(item.question))
         write_text_atomic(path, run.to_json())
         runs[item.item_id] = run

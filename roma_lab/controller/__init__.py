@@ -8,11 +8,21 @@ DSPy); any callable with the same keyword contract can replace one, e.g. ``Scrip
 from ._plan import PlanCheck, Subtask, validate_plan
 from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from ._roma import Roma, RoleError
-from ._sandbox import SandboxResult, run_python
+from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, check_sandbox, run_python
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
 from ._studies import measure_structure, plot_structure, run_quickstart
-from ._types import TASK_TYPES, Node, NodeEvent, RoleCall, Run
+from ._types import (
+    NODE_STATUSES,
+    OUTPUT_STATUSES,
+    RUN_STATUSES,
+    TASK_TYPES,
+    InvalidRunError,
+    Node,
+    NodeEvent,
+    RoleCall,
+    Run,
+)
 
 # DSPy role modules, loaded on first access (PEP 562) because importing DSPy takes seconds.
 _ROLE_NAMES = ("Aggregator", "Atomizer", "CodeExecutionError", "CodeExecutor", "Planner", "PlannedSubtask",
@@ -28,10 +38,15 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "ISOLATION_MODES",
+    "NODE_STATUSES",
+    "OUTPUT_STATUSES",
+    "RUN_STATUSES",
     "TASK_TYPES",
     "BM25Retriever",
     "CallLogEntry",
     "EmptyCorpusError",
+    "InvalidRunError",
     "Node",
     "NodeEvent",
     "Passage",
@@ -41,10 +56,12 @@ __all__ = [
     "Roma",
     "Run",
     "SandboxResult",
+    "SandboxUnavailableError",
     "ScheduleBounds",
     "ScriptedOutput",
     "ScriptedRoles",
     "Subtask",
+    "check_sandbox",
     "fixed_latency_roles",
     "measure_structure",
     "plot_structure",

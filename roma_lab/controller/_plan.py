@@ -8,10 +8,13 @@ so the scheduler only ever sees a valid DAG; only a plan with no usable subtask 
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
-from graphlib import CycleError, TopologicalSorter
 from typing import Any
+
+_SHOW = reprlib.Repr()  # warnings quote model output, never all of it
+_SHOW.maxstring = _SHOW.maxother = 60
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,25 +32,34 @@ class PlanCheck:
     warnings: tuple[str, ...]
 
 
+def show(value: Any) -> str:
+    """A short repr that never raises, for messages quoting whatever a model returned."""
+    if isinstance(value, int) and value.bit_length() > 64:  # repr() refuses ints over 4,300 digits
+        return f"<int of {value.bit_length()} bits>"
+    try:
+        return _SHOW.repr(value)
+    except Exception:  # an object whose __repr__ raises
+        return f"<unprintable {type(value).__name__}>"
+
+
 def _field(item: Any, name: str) -> Any:
-    if isinstance(item, Mapping):
-        return item.get(name)
-    return getattr(item, name, None)
+    try:
+        return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+    except Exception:  # an item that breaks when read has no usable field
+        return None
 
 
-def _cycle_edges(graph: dict[int, set[int]]) -> set[tuple[int, int]]:
-    """Edges (i, j) of ``graph`` (i depends on j) that lie on a cycle, so a warning can say 'cycle'."""
-    on_cycle: set[tuple[int, int]] = set()
-    while True:
-        try:
-            TopologicalSorter(graph).prepare()
-            return on_cycle
-        except CycleError as err:
-            cycle = err.args[1]  # [a, b, ..., a]: each node depends on the next one
-            edges = list(zip(cycle, cycle[1:], strict=False))
-            on_cycle.update(edges)
-            for a, b in edges:
-                graph[a].discard(b)
+def _on_cycle(n: int, edges: list[tuple[int, int]]) -> set[tuple[int, int]]:
+    """The edges (i, j) of a directed graph on ``range(n)`` that lie on a cycle: exactly those whose
+    two ends share a strongly connected component (linear time, whatever the plan)."""
+    import numpy as np
+    from scipy.sparse import coo_array
+    from scipy.sparse.csgraph import connected_components
+
+    rows, cols = zip(*edges, strict=True)
+    graph = coo_array((np.ones(len(edges)), (rows, cols)), shape=(n, n))
+    _, component = connected_components(graph, directed=True, connection="strong")
+    return {(i, j) for i, j in edges if component[i] == component[j]}
 
 
 def validate_plan(
@@ -59,13 +71,14 @@ def validate_plan(
 ) -> PlanCheck:
     """Return a valid plan repaired from ``raw`` (any planner output), never raising.
 
-    Repairs, each recorded as a warning: non-list plans and items without a goal are dropped;
-    plans longer than ``max_subtasks`` are truncated; unknown task types become ``default_type``;
-    dependencies that are not integers, point at the subtask itself, a later sibling (forward
-    references, which is where cycles come from), a dropped item or outside the plan are removed.
-    Repeated dependency indices are merged first (they mean the same thing).
+    Repairs, each recorded as a warning: plans that are not a list or tuple and items without a
+    goal are dropped; plans longer than ``max_subtasks`` are truncated; unknown task types become
+    ``default_type``; ``depends_on`` that is not a list, tuple or set is ignored; dependencies that
+    are not integers, point at the subtask itself, a later sibling (forward references, which is
+    where cycles come from), a dropped item or outside the plan are removed. Repeated dependency
+    indices are merged first (they mean the same thing).
     """
-    if isinstance(raw, (str, bytes, Mapping)) or not hasattr(raw, "__iter__"):
+    if not isinstance(raw, (list, tuple)):  # only finite, ordered containers: indices refer to positions
         return PlanCheck((), (f"plan is not a list of subtasks (got {type(raw).__name__})",))
     items = list(raw)
     warnings: list[str] = []
@@ -85,21 +98,21 @@ def validate_plan(
             warnings.append(f"subtask {i} has no goal; dropped")
             continue
         task_type = _field(item, "task_type")
-        if task_type not in task_types:
-            warnings.append(f"subtask {i} has unknown task type {task_type!r}; using {default_type!r}")
+        if not (isinstance(task_type, str) and task_type in task_types):
+            warnings.append(f"subtask {i} has unknown task type {show(task_type)}; using {default_type!r}")
             task_type = default_type
         deps = _field(item, "depends_on")
         if deps is None:
             deps = []
-        elif isinstance(deps, (str, bytes, Mapping)) or not hasattr(deps, "__iter__"):
-            warnings.append(f"subtask {i} depends_on is not a list ({deps!r}); ignored")
+        elif not isinstance(deps, (list, tuple, set, frozenset)):
+            warnings.append(f"subtask {i} depends_on is not a list ({show(deps)}); ignored")
             deps = []
         ints: dict[int, None] = {}  # ordered set: a repeated index is one dependency, one warning
         for d in deps:
             if isinstance(d, int) and not isinstance(d, bool):
                 ints[d] = None
             else:
-                warnings.append(f"subtask {i} has non-integer dependency {d!r}; removed")
+                warnings.append(f"subtask {i} has non-integer dependency {show(d)}; removed")
         kept[i] = len(goals)
         goals.append(goal.strip())
         types.append(task_type)
@@ -109,7 +122,9 @@ def validate_plan(
         return PlanCheck((), (*warnings, "no usable subtask left"))
 
     originals = sorted(kept)
-    on_cycle = _cycle_edges({i: {d for d in raw_deps[kept[i]] if d in kept and d != i} for i in originals})
+    edges = [(i, d) for i in originals for d in raw_deps[kept[i]] if d in kept and d != i]
+    # only a forward reference can close a cycle; without one the plan is acyclic already
+    on_cycle = _on_cycle(len(items), edges) if any(d > i for i, d in edges) else set()
     subtasks = []
     for new_i, orig_i in enumerate(originals):
         clean: list[int] = []
@@ -117,7 +132,7 @@ def validate_plan(
             if d == orig_i:
                 warnings.append(f"subtask {orig_i} depends on itself; removed")
             elif d < 0 or d >= len(items):
-                warnings.append(f"subtask {orig_i} depends on {d}, outside the plan; removed")
+                warnings.append(f"subtask {orig_i} depends on {show(d)}, outside the plan; removed")
             elif d not in kept:
                 warnings.append(f"subtask {orig_i} depends on dropped subtask {d}; removed")
             elif d > orig_i:

@@ -16,7 +16,7 @@ import dspy
 from pydantic import BaseModel, Field
 from typing_extensions import TypeAliasType
 
-from ._sandbox import run_python
+from ._sandbox import check_sandbox, run_python
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
 
@@ -208,18 +208,22 @@ class CodeExecutionError(RuntimeError):
 
 
 class CodeExecutor(dspy.Module):
-    """The model writes a script; it runs in the sandbox (separate process, time/memory limits);
-    its stdout is the result. A failing script fails the node with the sandbox's error."""
+    """The model writes a script; it runs in the sandbox (an OS jail, time/memory limits); its
+    stdout is the result. A failing script fails the node with the sandbox's error. ``isolation``
+    names the sandbox mode (see ``run_python``); where it cannot run, the node fails with
+    ``SandboxUnavailableError`` before the model is asked for code."""
 
-    def __init__(self, timeout_s: float = 10.0, memory_mb: int = 512):
+    def __init__(self, timeout_s: float = 10.0, memory_mb: int = 512, isolation: str | None = None):
         super().__init__()
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
+        self.isolation = isolation
         self.write = _JSONRole(CodeSignature)
 
     def forward(self, goal: str, context: str):
+        check_sandbox(self.isolation)
         code = _strip_fences(self.write(goal=goal, context=context).code)
-        result = run_python(code, timeout_s=self.timeout_s, memory_mb=self.memory_mb)
+        result = run_python(code, timeout_s=self.timeout_s, memory_mb=self.memory_mb, isolation=self.isolation)
         if result.error is not None:
             raise CodeExecutionError(f"{result.error}\n{result.stderr[-1000:]}".strip())
         return dspy.Prediction(output=result.stdout.strip(), code=code)

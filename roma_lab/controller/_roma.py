@@ -3,7 +3,9 @@
 Every node runs atomize -> (execute | plan -> children -> aggregate) -> optional verify. Each child is
 its own asyncio task that waits only for its own dependencies, so there are no level barriers.
 One semaphore bounds concurrent *role calls*; a parent never holds a slot while its children run,
-so deep trees cannot deadlock. See design/scheduling.md.
+so deep trees cannot deadlock. No role can hang a run: every call has a time limit that does not
+depend on the role honouring cancellation, and ``run()`` keeps its own thread out of the event loop,
+so its whole-run deadline holds even against a role that blocks the loop. See design/scheduling.md.
 """
 
 from __future__ import annotations
@@ -12,30 +14,32 @@ import asyncio
 import contextvars
 import inspect
 import json
+import math
 import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, is_dataclass, replace
+from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from os import PathLike
 from typing import Any
 
-from ._plan import Subtask, validate_plan
-from ._types import TASK_TYPES, Node, NodeEvent, RoleCall, Run
+from ._plan import Subtask, show, validate_plan
+from ._types import OUTPUT_STATUSES, TASK_TYPES, Node, NodeEvent, RoleCall, Run, RunStatus, run_status
 
 # Context locality: a node sees at most this many ancestor goals, each cut to this length.
 _ANCESTRY_GOALS = 3
 _GOAL_CHARS = 200
 
-_OUTPUT_FIELDS = {
-    "atomizer": ("is_atomic", "task_type"),
-    "planner": ("subtasks",),
-    "executor": ("output",),
-    "aggregator": ("output",),
-    "verifier": ("verdict", "feedback"),
+# Output contract per role: field -> required type (None: any value).
+_CONTRACT: dict[str, dict[str, type | None]] = {
+    "atomizer": {"is_atomic": bool, "task_type": None},
+    "planner": {"subtasks": None},
+    "executor": {"output": str},
+    "aggregator": {"output": str},
+    "verifier": {"verdict": bool, "feedback": None},
 }
 _OPTIONAL_OUTPUTS = ("reasoning", "code", "passages")  # shown in the tree when a role exposes them
+_STOP = (KeyboardInterrupt, SystemExit)  # raised by a role: the run stops (see _Stopped)
 
 Observer = Callable[[NodeEvent], None]
 
@@ -50,34 +54,61 @@ class RoleError(RuntimeError):
 
 
 class _NothingToAggregate(Exception):
-    """Every subtask of a planned node failed or was skipped."""
+    """Every subtask of a planned node failed, was skipped or cancelled."""
+
+
+class _Stopped(Exception):
+    """A role raised KeyboardInterrupt or SystemExit. Carried up the tree as an ordinary exception
+    (raised as itself inside a task, asyncio would tear the loop down), then re-raised as ``cause``."""
+
+    def __init__(self, cause: BaseException):
+        super().__init__(repr(cause))
+        self.cause = cause
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What one role call returned or raised, and what it consumed either way."""
+
+    result: Any
+    error: BaseException | None
+    usage: dict
+    history: list
 
 
 def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (str, int, float, bool)):
+    if value is None or isinstance(value, (str, bool)):
         return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 64 else show(value)  # json.dumps refuses huge ints
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)  # the trace is standard JSON
     if hasattr(value, "model_dump"):
-        return value.model_dump(mode="json")
+        return _jsonable(value.model_dump(mode="json"))
     if is_dataclass(value) and not isinstance(value, type):
         return _jsonable(asdict(value))
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_jsonable(v) for v in value]
-    return str(value)
+    return show(value)
 
 
 def _context_chars(inputs: Mapping[str, Any]) -> int:
     return sum(len(v) if isinstance(v, str) else len(json.dumps(v, ensure_ascii=False)) for v in inputs.values())
 
 
-def _render_context(ancestors: Sequence[str], results: Sequence[tuple[str, str]]) -> str:
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters cut]"
+
+
+def _render_context(ancestors: Sequence[str], results: Sequence[tuple[str, str]], result_chars: int) -> str:
     parts = []
     if ancestors:
         lines = "\n".join(f"- {g[:_GOAL_CHARS]}" for g in ancestors)
         parts.append(f"This task is part of (outermost first):\n{lines}")
     if results:
-        blocks = "\n\n".join(f"[{goal[:_GOAL_CHARS]}]\n{output}" for goal, output in results)
+        blocks = "\n\n".join(f"[{goal[:_GOAL_CHARS]}]\n{_clip(output, result_chars)}" for goal, output in results)
         parts.append(f"Results of prerequisite tasks:\n{blocks}")
     return "\n\n".join(parts)
 
@@ -86,87 +117,157 @@ def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
-def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any) -> tuple[Any, dict, list]:
-    """Run one sync role under its own DSPy usage tracker and LM copy (so concurrent calls never mix)."""
+def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any) -> _Outcome:
+    """Run one sync role under its own DSPy usage tracker and LM copy (so concurrent calls never mix).
+    Usage is read whether the role returns or raises: a failed call still consumed tokens."""
     import dspy
     from dspy.utils.usage_tracker import track_usage
 
     call_lm = lm.copy() if lm is not None else None
     overrides = {"lm": call_lm} if call_lm is not None else {}
+    result, error = None, None
     with dspy.context(**overrides), track_usage() as tracker:
-        result = fn(**inputs)
-    return result, tracker.get_total_tokens(), list(getattr(call_lm, "history", []))
+        try:
+            result = fn(**inputs)
+        except BaseException as err:  # noqa: BLE001 - judged by the caller, after usage is read
+            error = err
+    return _Outcome(result, error, tracker.get_total_tokens(), list(getattr(call_lm, "history", [])))
 
 
-async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any) -> tuple[Any, dict, list]:
+async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any) -> _Outcome:
     import dspy
     from dspy.utils.usage_tracker import track_usage
 
     call_lm = lm.copy() if lm is not None else None
     overrides = {"lm": call_lm} if call_lm is not None else {}
+    result, error = None, None
     with dspy.context(**overrides), track_usage() as tracker:
-        result = await fn(**inputs)
-    return result, tracker.get_total_tokens(), list(getattr(call_lm, "history", []))
+        try:
+            result = await fn(**inputs)
+        except BaseException as err:  # noqa: BLE001 - also our own cancellation after a time-out:
+            error = err  # this task then ends with what the call consumed, for late accounting
+    return _Outcome(result, error, tracker.get_total_tokens(), list(getattr(call_lm, "history", [])))
 
 
-def _in_thread(fn: Callable[..., Any], *args: Any) -> asyncio.Future:
+def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
     """Run a sync role call on its own daemon thread. A timed-out call cannot be killed, but then it
     holds only its own thread, never a pooled worker that later calls would queue behind (and whose
     queueing time would count against their own time limit)."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
 
-    def settle(result: Any, error: BaseException | None) -> None:
-        if not future.done():  # a timed-out caller has already cancelled it
-            future.set_exception(error) if error is not None else future.set_result(result)
+    def settle(outcome: _Outcome) -> None:
+        if not future.done():
+            future.set_result(outcome)
 
     def target() -> None:
         try:
-            outcome: tuple[Any, BaseException | None] = (fn(*args), None)
-        except BaseException as err:  # noqa: BLE001 - handed to the awaiting coroutine
-            outcome = (None, err)
+            outcome = fn(*args)
+        except BaseException as err:  # noqa: BLE001 - e.g. the LM copy failed before the role ran
+            outcome = _Outcome(None, err, {}, [])
         try:
-            loop.call_soon_threadsafe(settle, *outcome)
-        except RuntimeError:  # the run (and its loop) ended while this late call was still going
+            loop.call_soon_threadsafe(settle, outcome)
+        except RuntimeError:  # the run's loop is closed: this late call's usage stays unknown
             pass
 
     threading.Thread(target=target, name="roma-role", daemon=True).start()
     return future
 
 
+def _usage(outcome: _Outcome) -> dict[str, Any]:
+    """Tokens and cost of one finished call, from its own usage tracker and LM history."""
+    usage, history = outcome.usage, outcome.history
+    # a cached completion keeps its original price in history but costs nothing now (and reports no usage)
+    fresh = [h for h in history if not getattr(h.get("response"), "cache_hit", False)]
+    if usage and all(str(model).startswith("local/") for model in usage):
+        cost = 0.0  # an in-process model has no per-call price: zero, not unknown
+    elif history and all(h.get("cost") is not None for h in fresh):
+        cost = float(sum(h["cost"] for h in fresh))
+    else:
+        cost = None  # a fresh completion without a price (or no LM history at all): unknown
+    return {"input_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),
+            "output_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage.values()),
+            "cost": cost, "model": ", ".join(sorted(usage)) or None}
+
+
+def _describe(err: BaseException) -> str:
+    try:
+        text = str(err)
+    except Exception:  # an exception whose __str__ raises still gets named
+        text = "<message unprintable>"
+    return f"{type(err).__name__}: {text}"
+
+
+def _with_trace(err: BaseException, run: Run) -> BaseException:
+    """Attach the partial run to an exception that stops it, so an interrupted user keeps the trace."""
+    err.run = run  # type: ignore[attr-defined]
+    err.add_note(f"ROMA: the partial trace ({len(run.nodes)} nodes, status {run.status}) is attached as .run")
+    return err
+
+
 @dataclass(slots=True)
 class _RunState:
-    """Everything one run mutates; a fresh one per run so a Roma object can be reused."""
+    """Everything one run mutates; a fresh one per run so a Roma object can be reused.
+
+    The loop thread writes nodes; the caller's thread may take the final snapshot at a deadline or
+    an interrupt, so writes hold a lock; once ``closed``, the observer hears nothing more."""
 
     t0: float
     slots: asyncio.Semaphore
     lms: dict[str, Any]
     nodes: dict[str, Node]
     on_event: Observer | None
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    closed: bool = False
 
-    def update(self, node_id: str, **changes: Any) -> Node:
-        node = replace(self.nodes[node_id], **changes)
-        self.nodes[node_id] = node
+    def _notify(self, node: Node) -> None:
         if self.on_event is not None:
             try:
                 self.on_event(NodeEvent(node.status, node))
             except Exception as err:  # a broken view must not break the run, but must be seen
                 warnings.warn(f"run observer raised {err!r}; the run continues", stacklevel=1)
+
+    def put(self, node: Node) -> Node:
+        with self.lock:
+            self.nodes[node.id] = node  # after close() only the abandoned loop still reads these
+            closed = self.closed
+        if not closed:
+            self._notify(node)
         return node
+
+    def update(self, node_id: str, **changes: Any) -> Node:
+        return self.put(replace(self.nodes[node_id], **changes))
 
     def add_warning(self, node_id: str, message: str) -> None:
         self.update(node_id, warnings=self.nodes[node_id].warnings + (message,))
+
+    def replace_call(self, node_id: str, old: RoleCall, new: RoleCall) -> None:
+        calls = self.nodes[node_id].calls
+        self.update(node_id, calls=tuple(new if c is old else c for c in calls))
+
+    def close(self, reason: str | None) -> tuple[Node, ...]:
+        """Freeze the nodes; with a ``reason`` (the run was stopped) unfinished ones become cancelled."""
+        with self.lock:
+            self.closed = True
+            unfinished = [n for n in self.nodes.values() if n.status in ("pending", "running")]
+            if reason is not None:
+                for n in unfinished:
+                    self.nodes[n.id] = replace(n, status="cancelled", error=reason)
+            nodes = tuple(self.nodes.values())
+        for n in unfinished if reason is not None else ():
+            self._notify(self.nodes[n.id])  # the live view sees where the run stopped
+        return nodes
 
 
 class Roma:
     """A recursive ROMA agent. Any role may be replaced by a callable with the same keyword contract.
 
     Args:
-        atomizer: ``(goal, context) -> .is_atomic, .task_type``
+        atomizer: ``(goal, context) -> .is_atomic (bool), .task_type``
         planner: ``(goal, context) -> .subtasks`` (items with goal, task_type, depends_on)
-        executors: ``{task_type: (goal, context) -> .output}`` for task types search/think/write/code
-        aggregator: ``(goal, context, subtask_results) -> .output``
-        verifier: optional ``(goal, context, candidate) -> .verdict, .feedback``
+        executors: ``{task_type: (goal, context) -> .output (str)}`` for task types search/think/write/code
+        aggregator: ``(goal, context, subtask_results) -> .output (str)``
+        verifier: optional ``(goal, context, candidate) -> .verdict (bool), .feedback``
         lm: model for every role: a ``dspy.LM`` or a name for ``roma_lab.lm.resolve_lm``. ``None``:
             the LM configured in DSPy, else (when default roles are used) ``resolve_lm()``.
         role_lms: per-role models, keys ``atomizer``, ``planner``, ``executor``,
@@ -176,6 +277,11 @@ class Roma:
         max_concurrency: role calls in flight at once, over the whole tree.
         max_subtasks: longer plans are truncated (with a warning).
         call_timeout_s: a role call taking longer fails its node.
+        run_timeout_s: whole-run deadline (``None``: none). When it passes, ``run`` returns a
+            ``timed_out`` run with the trace so far, even if a role blocks the event loop or ignores
+            cancellation; ``arun`` shares the caller's loop, so it can only return once that loop runs.
+        max_result_chars: each dependency result shown in a context (a node's own or one its
+            ancestors received) is cut to this many characters, with a note saying how much was cut.
     """
 
     def __init__(
@@ -193,13 +299,17 @@ class Roma:
         max_concurrency: int = 4,
         max_subtasks: int = 8,
         call_timeout_s: float = 600.0,
+        run_timeout_s: float | None = None,
+        max_result_chars: int = 2000,
     ):
         for name, value, low in (("max_depth", max_depth, 0), ("max_concurrency", max_concurrency, 1),
-                                 ("max_subtasks", max_subtasks, 1)):
+                                 ("max_subtasks", max_subtasks, 1), ("max_result_chars", max_result_chars, 1)):
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        if not call_timeout_s > 0:
-            raise ValueError(f"call_timeout_s must be > 0, got {call_timeout_s!r}")
+        for name, value, optional in (("call_timeout_s", call_timeout_s, False), ("run_timeout_s", run_timeout_s, True)):
+            if not (value is None and optional or isinstance(value, (int, float)) and not isinstance(value, bool)
+                    and 0 < value < math.inf):
+                raise ValueError(f"{name} must be a finite number > 0{' or None' if optional else ''}, got {value!r}")
         if executors is not None:
             unknown = set(executors) - set(TASK_TYPES)
             if unknown or not executors:
@@ -229,40 +339,84 @@ class Roma:
         self.max_concurrency = max_concurrency
         self.max_subtasks = max_subtasks
         self.call_timeout_s = float(call_timeout_s)
+        self.run_timeout_s = None if run_timeout_s is None else float(run_timeout_s)
+        self.max_result_chars = max_result_chars
         self.task_types = tuple(t for t in TASK_TYPES if t in self.executors)
         self.default_type = "think" if "think" in self.executors else self.task_types[0]
 
     # --- public entry points ---
 
     def run(self, goal: str, *, on_event: Observer | None = None) -> Run:
-        """Run to completion. Inside a running event loop (Jupyter) the run gets its own thread + loop."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun(goal, on_event=on_event))
+        """Run to the end or to ``run_timeout_s``, on a loop in a thread of its own (also in Jupyter).
+
+        If a role raises KeyboardInterrupt or SystemExit, or the user interrupts while waiting, that
+        exception is re-raised with the partial trace attached as ``.run`` (status ``interrupted``).
+        """
+        state = self._start(goal, on_event)
+        loop = asyncio.new_event_loop()
+        task = loop.create_task(self._drive(state))
+        finished = threading.Event()
+        task.add_done_callback(lambda _: finished.set())
         ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
-        with ThreadPoolExecutor(1, thread_name_prefix="roma-run") as pool:
-            return pool.submit(ctx.run, asyncio.run, self.arun(goal, on_event=on_event)).result()
+        threading.Thread(target=ctx.run, args=(_run_loop, loop, task), name="roma-run", daemon=True).start()
+        try:
+            if not finished.wait(self.run_timeout_s):
+                _cancel_soon(loop, task)  # the loop may be blocked by a role: do not wait for it
+                return self._finish(state, "timed_out", f"run deadline of {self.run_timeout_s:g} s reached")
+        except BaseException as err:  # Ctrl-C (KeyboardInterrupt) while the run was going
+            _cancel_soon(loop, task)
+            raise _with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
+        return self._result(state, task.result())
 
     async def arun(self, goal: str, *, on_event: Observer | None = None) -> Run:
-        """Run inside the caller's event loop. ``on_event`` sees every node change as it happens."""
+        """Run inside the caller's event loop. ``on_event`` sees every node change as it happens.
+        Cancelling this coroutine cancels the run; the CancelledError then carries ``.run``."""
+        state = self._start(goal, on_event)
+        task = asyncio.ensure_future(self._drive(state))
+        try:
+            done, _ = await asyncio.wait({task}, timeout=self.run_timeout_s)
+        except asyncio.CancelledError as err:
+            task.cancel()
+            raise _with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
+        if not done:
+            task.cancel()  # a role may ignore it; the run returns regardless
+            return self._finish(state, "timed_out", f"run deadline of {self.run_timeout_s:g} s reached")
+        return self._result(state, task.result())
+
+    # --- start and end of a run ---
+
+    def _start(self, goal: str, on_event: Observer | None) -> _RunState:
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-empty string")
         root = Node(id="0", parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type)
         lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
-        state = _RunState(time.monotonic(), asyncio.Semaphore(self.max_concurrency), lms, {root.id: root}, on_event)
-        state.update(root.id)  # announce the root as pending
-        await self._solve(state, root.id, inherited=(), dep_results=())
-        nodes = tuple(state.nodes.values())
-        statuses = {n.status for n in nodes}
-        root = state.nodes["0"]
-        if root.status != "completed":
-            status = "failed"
-        elif statuses == {"completed"}:
-            status = "completed"
-        else:
-            status = "partial"
-        return Run(goal=root.goal, status=status, output=root.output, nodes=nodes,
+        state = _RunState(time.monotonic(), asyncio.Semaphore(self.max_concurrency), lms, {}, on_event)
+        state.put(root)  # announce the root as pending
+        return state
+
+    async def _drive(self, state: _RunState) -> BaseException | None:
+        """Solve the tree. Returns what stopped it early (KeyboardInterrupt/SystemExit from a role,
+        or a bug in this controller), never raises it: a BaseException must not escape a task."""
+        try:
+            await self._solve(state, "0", inherited=(), dep_results=())
+        except _Stopped as stop:
+            return stop.cause
+        except Exception as err:  # noqa: BLE001 - a controller bug still hands back its trace
+            return err
+        return None
+
+    def _result(self, state: _RunState, stopped_by: BaseException | None) -> Run:
+        if stopped_by is None:
+            return self._finish(state, None, None)
+        run = self._finish(state, "interrupted", f"the run stopped: {_describe(stopped_by)}")
+        raise _with_trace(stopped_by, run)
+
+    def _finish(self, state: _RunState, stop: RunStatus | None, reason: str | None) -> Run:
+        nodes = state.close(reason)
+        if stop is None or not any(n.status == "cancelled" for n in nodes):
+            stop = None  # the run ended before the stop took effect: it finished normally
+        status = stop or run_status(nodes)
+        return Run(goal=nodes[0].goal, status=status, output=nodes[0].output, nodes=nodes,
                    wall_s=time.monotonic() - state.t0, settings=self._settings(state.lms))
 
     # --- models ---
@@ -302,6 +456,9 @@ class Roma:
             "max_concurrency": self.max_concurrency,
             "max_subtasks": self.max_subtasks,
             "call_timeout_s": self.call_timeout_s,
+            "run_timeout_s": self.run_timeout_s,
+            "context": {"ancestor_goals": _ANCESTRY_GOALS, "goal_chars": _GOAL_CHARS,
+                        "result_chars": self.max_result_chars},
             "verifier": self.verifier is not None,
             "models": {k: getattr(v, "model", None) for k, v in lms.items()},
         }
@@ -309,53 +466,71 @@ class Roma:
     # --- one role call: the only place that touches models, time limits and usage ---
 
     async def _call(self, state: _RunState, node_id: str, role: str, fn: Callable[..., Any], **inputs: Any) -> dict:
-        component = role.split(":")[0]
         lm = state.lms.get(role)
         async with state.slots:
             started = time.monotonic()
+            if _is_async(fn):
+                pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm))
+            else:
+                pending = _in_thread(contextvars.copy_context().run, _tracked_call, fn, inputs, lm)
             try:
-                if _is_async(fn):
-                    pending = _atracked_call(fn, inputs, lm)
-                else:
-                    ctx = contextvars.copy_context()
-                    pending = _in_thread(ctx.run, _tracked_call, fn, inputs, lm)
-                result, usage, history = await asyncio.wait_for(pending, self.call_timeout_s)
-                outputs = {}
-                for name in _OUTPUT_FIELDS[component]:
-                    if not hasattr(result, name):
-                        raise RoleError(role, f"output has no field {name!r} (got {type(result).__name__})")
-                    outputs[name] = _jsonable(getattr(result, name))
-                outputs.update({k: _jsonable(getattr(result, k)) for k in _OPTIONAL_OUTPUTS if hasattr(result, k)})
-                error = None
-            except TimeoutError:
-                error, outputs, usage, history = f"timed out after {self.call_timeout_s:g} s", {}, {}, []
-            except RoleError as err:
-                error, outputs, usage, history = err.message, {}, {}, []
-            except Exception as err:  # the role's own failure, recorded on the node
-                error, outputs, usage, history = f"{type(err).__name__}: {err}", {}, {}, []
+                # asyncio.wait, not wait_for: wait_for waits for a cancelled role to finish, forever if
+                # the role swallows the cancellation
+                done, _ = await asyncio.wait({pending}, timeout=self.call_timeout_s)
+            except asyncio.CancelledError:  # the run is being stopped: stop the role too
+                pending.cancel()
+                raise
             latency = time.monotonic() - started
-        # a cached completion keeps its original price in history but costs nothing now (and reports no usage)
-        known = [h["cost"] for h in history
-                 if h.get("cost") is not None and not getattr(h.get("response"), "cache_hit", False)]
-        # an in-process model has no per-call price: its cost is zero, not unknown
-        local_only = bool(usage) and all(str(model).startswith("local/") for model in usage)
-        call = RoleCall(
-            role=role,
-            inputs=_jsonable(dict(inputs)),
-            outputs=outputs,
-            context_chars=_context_chars(inputs),
-            input_tokens=sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),
-            output_tokens=sum(int(u.get("completion_tokens") or 0) for u in usage.values()),
-            cost=sum(known) if known else (0.0 if local_only else None),
-            latency_s=latency,
-            started_s=started - state.t0,
-            model=", ".join(sorted(usage)) or getattr(lm, "model", None),
-            error=error,
-        )
+        record = {"role": role, "inputs": _jsonable({k: v for k, v in inputs.items() if k != "goal"}),
+                  "context_chars": _context_chars(inputs), "latency_s": latency, "started_s": started - state.t0}
+        if not done:
+            error = f"timed out after {self.call_timeout_s:g} s"
+            call = RoleCall(**record, outputs={}, input_tokens=None, output_tokens=None, cost=None,
+                            model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)")
+            state.update(node_id, calls=state.nodes[node_id].calls + (call,))
+            if isinstance(pending, asyncio.Task):
+                pending.cancel()  # an async role sees CancelledError; a thread cannot be stopped
+
+            def account_late(future: asyncio.Future) -> None:  # the call ended after all: count it
+                if not future.cancelled():
+                    usage = _usage(future.result())
+                    late = replace(call, **{**usage, "model": usage["model"] or call.model},
+                                   error=f"{error}; ended {time.monotonic() - started:.3g} s after it started")
+                    state.replace_call(node_id, call, late)
+
+            pending.add_done_callback(account_late)
+            raise RoleError(role, error)
+        outcome = pending.result()
+        outputs, error = self._read(role, outcome)
+        usage = _usage(outcome)
+        call = RoleCall(**record, outputs=outputs, **{**usage, "model": usage["model"] or getattr(lm, "model", None)},
+                        error=error)
         state.update(node_id, calls=state.nodes[node_id].calls + (call,))
+        if isinstance(outcome.error, _STOP):
+            raise _Stopped(outcome.error)
         if error is not None:
             raise RoleError(role, error)
         return outputs
+
+    @staticmethod
+    def _read(role: str, outcome: _Outcome) -> tuple[dict, str | None]:
+        """The call's outputs under the role's contract, or the error that fails its node."""
+        if outcome.error is not None:
+            return {}, _describe(outcome.error)
+        result = outcome.result
+        try:
+            outputs = {}
+            for name, kind in _CONTRACT[role.split(":")[0]].items():
+                if not hasattr(result, name):
+                    return {}, f"output has no field {name!r} (got {type(result).__name__})"
+                value = getattr(result, name)
+                if kind is not None and not isinstance(value, kind):
+                    return {}, f"{name} must be a {kind.__name__}, got {show(value)} ({type(value).__name__})"
+                outputs[name] = _jsonable(value)
+            outputs.update({k: _jsonable(getattr(result, k)) for k in _OPTIONAL_OUTPUTS if hasattr(result, k)})
+        except Exception as err:  # an output object that breaks when read
+            return {}, f"output could not be read: {_describe(err)}"
+        return outputs, None
 
     # --- the recursive loop ---
 
@@ -374,35 +549,42 @@ class Roma:
         still see what their parent depended on); ``dep_results`` are this node's own.
         """
         node = state.update(node_id, status="running")
-        context = _render_context(self._ancestors(state, node), inherited + dep_results)
+        context = _render_context(self._ancestors(state, node), inherited + dep_results, self.max_result_chars)
+        degraded = None
         try:
             if node.depth >= self.max_depth:
                 state.update(node_id, forced_atomic=True)
                 atomic = True
             else:
                 out = await self._call(state, node_id, "atomizer", self.atomizer, goal=node.goal, context=context)
-                if not isinstance(out["is_atomic"], bool):
-                    raise RoleError("atomizer", f"is_atomic must be a bool, got {out['is_atomic']!r}")
                 atomic = out["is_atomic"]
                 task_type = out["task_type"]
                 if task_type in self.task_types:
                     state.update(node_id, is_atomic=atomic, task_type=task_type)
                 else:
                     state.update(node_id, is_atomic=atomic)
-                    state.add_warning(node_id, f"atomizer gave unknown task type {task_type!r}; kept "
+                    state.add_warning(node_id, f"atomizer gave unknown task type {show(task_type)}; kept "
                                                f"{state.nodes[node_id].task_type!r}")
             plan = () if atomic else await self._plan(state, node_id, context)
+            if plan is None:
+                degraded = "the planner gave no usable plan twice; the goal was executed directly"
             if plan:
-                output = await self._expand(state, node_id, plan, context, inherited + dep_results)
+                output, rejected = await self._expand(state, node_id, plan, context, inherited + dep_results)
             else:
-                output = await self._verified(state, node_id, context, self._executor_step(state, node_id))
+                output, rejected = await self._verified(state, node_id, context, self._executor_step(state, node_id))
         except (RoleError, _NothingToAggregate) as err:
             state.update(node_id, status="failed", error=str(err))
             return
-        state.update(node_id, status="completed", output=output)
+        if rejected is not None:
+            state.update(node_id, status="unverified", output=output, error=rejected)
+        elif degraded is not None:
+            state.update(node_id, status="degraded", output=output, error=degraded)
+        else:
+            state.update(node_id, status="completed", output=output)
 
-    async def _plan(self, state: _RunState, node_id: str, context: str) -> tuple[Subtask, ...]:
-        """Validated plan; re-asks once when nothing usable came back, then falls back to executing."""
+    async def _plan(self, state: _RunState, node_id: str, context: str) -> tuple[Subtask, ...] | None:
+        """Validated plan; re-asks once when nothing usable came back; ``None`` after two failures
+        (the caller then executes the goal directly and marks the node ``degraded``)."""
         goal = state.nodes[node_id].goal
         ask_context = context
         for attempt in (1, 2):
@@ -422,25 +604,23 @@ class Roma:
                 state.add_warning(node_id, f"plan (attempt {attempt}): {w}")
             ask_context = (f"{context}\n\nA previous plan for this goal was unusable ({'; '.join(problems)}). "
                            f"Return between 1 and {self.max_subtasks} subtasks.").strip()
-        state.add_warning(node_id, "planner gave no usable plan twice; executing the goal directly")
-        return ()
+        return None
 
     def _executor_step(self, state: _RunState, node_id: str) -> Callable[[str], Any]:
         async def execute(context: str) -> str:
             node = state.nodes[node_id]
             out = await self._call(state, node_id, f"executor:{node.task_type}", self.executors[node.task_type],
                                    goal=node.goal, context=context)
-            return str(out["output"])
+            return out["output"]
         return execute
 
     async def _expand(self, state: _RunState, node_id: str, plan: Sequence[Subtask], context: str,
-                      inherited: tuple) -> str:
+                      inherited: tuple) -> tuple[str, str | None]:
         parent = state.nodes[node_id]
         ids = [f"{node_id}.{i}" for i in range(len(plan))]
         for child_id, sub in zip(ids, plan, strict=True):
-            state.nodes[child_id] = Node(id=child_id, parent_id=node_id, depth=parent.depth + 1, goal=sub.goal,
-                                         task_type=sub.task_type, depends_on=tuple(ids[j] for j in sub.depends_on))
-            state.update(child_id)
+            state.put(Node(id=child_id, parent_id=node_id, depth=parent.depth + 1, goal=sub.goal,
+                           task_type=sub.task_type, depends_on=tuple(ids[j] for j in sub.depends_on)))
 
         tasks: list[asyncio.Task] = []
 
@@ -448,51 +628,82 @@ class Roma:
             deps = [tasks[j] for j in plan[i].depends_on]  # always earlier siblings, already created
             if deps:
                 await asyncio.wait(deps)
-            missing = [ids[j] for j in plan[i].depends_on if state.nodes[ids[j]].status != "completed"]
+            # a dependency without an output (failed, skipped, cancelled) skips this node; its own
+            # dependents then see a skipped node and are skipped too: the skip is transitive
+            missing = [ids[j] for j in plan[i].depends_on if state.nodes[ids[j]].status not in OUTPUT_STATUSES]
             if missing:
-                state.update(ids[i], status="skipped", error=f"dependencies did not complete: {', '.join(missing)}")
+                state.update(ids[i], status="skipped", error=f"dependencies have no output: {', '.join(missing)}")
                 return
             results = tuple((state.nodes[ids[j]].goal, state.nodes[ids[j]].output) for j in plan[i].depends_on)
             await self._solve(state, ids[i], inherited=inherited, dep_results=results)
 
         for i in range(len(plan)):
             tasks.append(asyncio.create_task(run_child(i)))
-        await asyncio.gather(*tasks)
+        try:
+            await asyncio.gather(*tasks)
+        except BaseException:  # a stop or a cancellation: siblings must not run on unobserved
+            for t in tasks:
+                t.cancel()
+            raise
 
         children = [state.nodes[i] for i in ids]
-        done = [c for c in children if c.status == "completed"]
+        done = [c for c in children if c.status in OUTPUT_STATUSES]
         if not done:
-            raise _NothingToAggregate(f"none of the {len(children)} subtasks completed; nothing to aggregate")
+            raise _NothingToAggregate(f"none of the {len(children)} subtasks has an output; nothing to aggregate")
         if len(done) < len(children):
-            missing = ", ".join(f"{c.id} ({c.status})" for c in children if c.status != "completed")
+            missing = ", ".join(f"{c.id} ({c.status})" for c in children if c.status not in OUTPUT_STATUSES)
             state.add_warning(node_id, f"aggregated {len(done)} of {len(children)} subtasks; missing: {missing}")
         results = [{"goal": c.goal, "task_type": c.task_type, "status": c.status,
-                    "output": c.output if c.status == "completed" else f"MISSING: {c.error}"} for c in children]
+                    "output": c.output if c.status in OUTPUT_STATUSES else f"MISSING: {c.error}"} for c in children]
 
         async def aggregate(ctx: str) -> str:
             out = await self._call(state, node_id, "aggregator", self.aggregator,
                                    goal=parent.goal, context=ctx, subtask_results=results)
-            return str(out["output"])
+            return out["output"]
 
         return await self._verified(state, node_id, context, aggregate)
 
-    async def _verified(self, state: _RunState, node_id: str, context: str, produce: Callable[[str], Any]) -> str:
-        """Produce a result; with a verifier, a rejected result is re-produced once with the feedback."""
-        output = await produce(context)
-        if self.verifier is None:
-            return output
+    async def _verified(self, state: _RunState, node_id: str, context: str,
+                        produce: Callable[[str], Any]) -> tuple[str, str | None]:
+        """Produce a result; with a verifier, a rejected result is re-produced once with the feedback.
+        Returns the output and, if the verifier rejected both attempts, why (the node is then
+        ``unverified``: the last attempt is kept and passed on, marked)."""
         goal = state.nodes[node_id].goal
-        verdict = await self._call(state, node_id, "verifier", self.verifier, goal=goal, context=context,
-                                   candidate=output)
-        if not isinstance(verdict["verdict"], bool):
-            raise RoleError("verifier", f"verdict must be a bool, got {verdict['verdict']!r}")
-        if verdict["verdict"]:
-            return output
-        state.add_warning(node_id, f"verifier rejected the result: {verdict['feedback']}")
-        retry_context = f"{context}\n\nA reviewer rejected a previous attempt: {verdict['feedback']}".strip()
-        output = await produce(retry_context)
-        verdict = await self._call(state, node_id, "verifier", self.verifier, goal=goal, context=retry_context,
-                                   candidate=output)
-        if verdict["verdict"] is not True:  # a non-bool second verdict counts as a rejection
-            state.add_warning(node_id, f"verifier still rejects after one re-execution: {verdict['feedback']}")
-        return output
+        ask_context = context
+        for attempt in (1, 2):
+            output = await produce(ask_context)
+            if self.verifier is None:
+                return output, None
+            verdict = await self._call(state, node_id, "verifier", self.verifier, goal=goal, context=ask_context,
+                                       candidate=output)
+            if verdict["verdict"]:
+                return output, None
+            feedback = show(verdict["feedback"]) if not isinstance(verdict["feedback"], str) else verdict["feedback"]
+            state.add_warning(node_id, f"verifier rejected attempt {attempt}: {feedback}")
+            ask_context = f"{context}\n\nA reviewer rejected a previous attempt: {feedback}".strip()
+        return output, f"the verifier rejected both attempts; the last one is kept (feedback: {feedback})"
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+    """Body of ``run()``'s daemon loop thread: run the tree, then cancel leftover role tasks and
+    wait for them. The caller has its Run already; a role that ignores cancellation keeps only this
+    thread (like a timed-out sync role keeps its own), instead of being torn down half-way."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(task)
+    except asyncio.CancelledError:  # deadline or interrupt: the caller already returned the trace
+        pass
+    finally:
+        leftovers = asyncio.all_tasks(loop)
+        for t in leftovers:
+            t.cancel()
+        if leftovers:
+            loop.run_until_complete(asyncio.wait(leftovers))
+        loop.close()
+
+
+def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
+    try:
+        loop.call_soon_threadsafe(task.cancel)
+    except RuntimeError:  # the loop has closed already
+        pass

@@ -6,10 +6,14 @@ the :class:`RoleCall` s made for it, so usage sums over the tree count each mode
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from collections import Counter
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -17,8 +21,29 @@ if TYPE_CHECKING:
 TASK_TYPES: tuple[str, ...] = ("search", "think", "write", "code")
 ROLES: tuple[str, ...] = ("atomizer", "planner", "executor", "aggregator", "verifier")
 
-RunStatus = Literal["completed", "partial", "failed"]
-NodeStatus = Literal["pending", "running", "completed", "failed", "skipped"]
+RunStatus = Literal["completed", "partial", "failed", "timed_out", "interrupted"]
+NodeStatus = Literal["pending", "running", "completed", "degraded", "unverified", "failed", "skipped", "cancelled"]
+RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
+NODE_STATUSES: tuple[str, ...] = get_args(NodeStatus)
+# A node that ended with one of these has an output: its dependents run and its parent aggregates it.
+# ``degraded``: the planner gave no usable plan twice, so the goal was executed directly.
+# ``unverified``: the verifier rejected both attempts; the last one is kept.
+OUTPUT_STATUSES: tuple[str, ...] = ("completed", "degraded", "unverified")
+# Ended without an output; ``error`` says why. ``cancelled``: the run stopped (deadline or interrupt).
+NO_OUTPUT_STATUSES: tuple[str, ...] = ("failed", "skipped", "cancelled")
+STOPPED_RUN_STATUSES: tuple[str, ...] = ("timed_out", "interrupted")
+
+
+class InvalidRunError(ValueError):
+    """A run (built in memory or read from JSON) breaks an invariant of the trace format."""
+
+
+def run_status(nodes: tuple[Node, ...]) -> RunStatus:
+    """The status of a run that was not stopped: ``failed`` if the root has no output, ``completed``
+    if every node completed, else ``partial`` (some node failed, was skipped, degraded or unverified)."""
+    if nodes[0].status not in OUTPUT_STATUSES:
+        return "failed"
+    return "completed" if all(n.status == "completed" for n in nodes) else "partial"
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +51,19 @@ class RoleCall:
     """One call of one role for one node.
 
     ``role`` is ``atomizer``, ``planner``, ``executor:<task_type>``, ``aggregator`` or ``verifier``.
-    Tokens and cost are what the LM reported for this call (``None`` cost = the provider gave no
-    price); ``context_chars`` is the size of everything the role was shown.
+    ``inputs`` are the role's keyword arguments except ``goal``, which is always the node's goal
+    (kept once, on the node). Tokens and cost are what the LM reported for this call, a failed call
+    included; ``None`` means unknown (a timed-out call whose thread had not finished when the run
+    ended; a provider that gave no price). ``context_chars`` is the size of everything the role was
+    shown, goal included.
     """
 
     role: str
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     context_chars: int
-    input_tokens: int
-    output_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
     cost: float | None
     latency_s: float
     started_s: float  # seconds since the run started, for Gantt views
@@ -45,7 +73,8 @@ class RoleCall:
 
 @dataclass(frozen=True, slots=True)
 class Node:
-    """One task in the execution tree. ``depends_on`` holds ids of earlier siblings."""
+    """One task in the execution tree. ``depends_on`` holds ids of earlier siblings. ``error`` says
+    why a node has no output (failed, skipped, cancelled) or why its output is degraded/unverified."""
 
     id: str
     parent_id: str | None
@@ -72,7 +101,12 @@ class NodeEvent:
 
 @dataclass(frozen=True, slots=True)
 class Run:
-    """A finished run. ``status`` is ``completed`` only if every node completed."""
+    """A finished run; construction checks the trace's invariants (:class:`InvalidRunError`).
+
+    ``status``: ``completed`` only if every node completed; ``partial`` if the root has an output but
+    some node failed, was skipped, degraded or unverified; ``failed`` if the root has no output;
+    ``timed_out`` / ``interrupted`` if the run was stopped (its unfinished nodes are ``cancelled``).
+    """
 
     goal: str
     status: RunStatus
@@ -80,6 +114,11 @@ class Run:
     nodes: tuple[Node, ...]
     wall_s: float
     settings: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        problems = _problems(self)
+        if problems:
+            raise InvalidRunError("invalid run: " + "; ".join(problems))
 
     @property
     def root(self) -> Node:
@@ -95,7 +134,8 @@ class Run:
         return tuple(n for n in self.nodes if n.parent_id == node_id)
 
     def calls_df(self) -> pd.DataFrame:
-        """One row per role call (tidy): node, depth, role, tokens, cost, latency, context size."""
+        """One row per role call (tidy): node, depth, role, tokens, cost, latency, context size.
+        Unknown tokens are <NA> and unknown cost NaN."""
         import pandas as pd
 
         rows = [
@@ -119,41 +159,112 @@ class Run:
         ]
         columns = ["node_id", "depth", "task_type", "role", "component", "model", "input_tokens",
                    "output_tokens", "cost", "latency_s", "started_s", "context_chars", "error"]
-        return pd.DataFrame(rows, columns=columns).astype({"cost": float})  # None -> NaN: price unknown
+        return pd.DataFrame(rows, columns=columns).astype(
+            {"cost": float, "input_tokens": "Int64", "output_tokens": "Int64"})
 
     def usage_df(self) -> pd.DataFrame:
         """Per-component usage in the layout of the ROMA paper's Table 5, plus a Total row.
 
-        Cost stays NaN when no call of a component reported a price (unknown is not zero).
+        A sum with any unknown term is unknown: cost NaN, tokens <NA> (unknown is not zero).
         """
         import pandas as pd
 
         calls = self.calls_df()
-        grouped = calls.groupby("component", sort=False)
-        table = pd.DataFrame({
-            "calls": grouped.size(),
-            "cost": grouped["cost"].sum(min_count=1),
-            "input_tokens": grouped["input_tokens"].sum(),
-            "output_tokens": grouped["output_tokens"].sum(),
-            "latency_s": grouped["latency_s"].sum(),
-        }).reindex([r for r in ROLES if r in set(calls["component"])])
-        table.loc["total"] = [table["calls"].sum(), table["cost"].sum(min_count=1),
-                              table["input_tokens"].sum(), table["output_tokens"].sum(),
-                              table["latency_s"].sum()]
-        table.index.name = "component"
-        return table.reset_index().astype({"calls": int, "input_tokens": int, "output_tokens": int})
+        order = [r for r in ROLES if r in set(calls["component"])]
+        groups = [(c, calls[calls["component"] == c]) for c in order] + [("total", calls)]
+        table = pd.DataFrame([{
+            "component": component,
+            "calls": len(part),
+            "cost": part["cost"].sum(skipna=False) if len(part) else math.nan,
+            "input_tokens": part["input_tokens"].sum(skipna=False),
+            "output_tokens": part["output_tokens"].sum(skipna=False),
+            "latency_s": part["latency_s"].sum(),
+        } for component, part in groups])
+        return table.astype({"calls": int, "cost": float, "input_tokens": "Int64", "output_tokens": "Int64"})
 
     def to_json(self) -> str:
-        return _RunModel.model_validate(asdict(self)).model_dump_json(indent=1)
+        """The run as JSON text that any run can be saved as: the goal is stored once (on the root),
+        non-finite floats are refused by the invariants, and lone surrogates are written as escapes."""
+        data = _RunModel.model_validate(asdict(self)).model_dump(mode="json", exclude={"goal"})
+        text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False)
+        # json.dumps keeps a lone surrogate (e.g. from a model's broken UTF-16) as a raw code point,
+        # which UTF-8 cannot encode; its JSON escape reads back to the same string.
+        return _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Run:
-        m = _RunModel.model_validate_json(text)
+        """Read :meth:`to_json` text back; any malformed or inconsistent trace is an
+        :class:`InvalidRunError` (never a run that breaks the invariants)."""
+        try:
+            m = _RunModel.model_validate(json.loads(text))
+        except (ValueError, ValidationError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+            raise InvalidRunError(f"not a ROMA run trace: {err}") from err
         nodes = tuple(
             Node(**{**n.model_dump(exclude={"calls"}), "calls": tuple(RoleCall(**c.model_dump()) for c in n.calls)})
             for n in m.nodes
         )
-        return cls(**{**m.model_dump(exclude={"nodes"}), "nodes": nodes})
+        if not nodes:
+            raise InvalidRunError("invalid run: a run has at least its root node")
+        if m.goal is not None and m.goal != nodes[0].goal:  # files written before the goal was stored once
+            raise InvalidRunError("invalid run: its goal differs from the root node's goal")
+        return cls(**{**m.model_dump(exclude={"nodes", "goal"}), "goal": nodes[0].goal, "nodes": nodes})
+
+
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _finite(x: float | None, low: float = 0.0) -> bool:
+    return x is None or (math.isfinite(x) and x >= low)
+
+
+def _problems(run: Run) -> list[str]:
+    """Every broken invariant of ``run`` (empty list = valid)."""
+    if not run.nodes:
+        return ["a run has at least its root node"]
+    problems = []
+    root = run.root
+    by_id = {n.id: n for n in run.nodes}
+    repeated = sorted(i for i, k in Counter(n.id for n in run.nodes).items() if k > 1)
+    if repeated:
+        problems.append(f"repeated node ids {repeated}")
+    if root.parent_id is not None or root.depth != 0:
+        problems.append("the first node must be the root (no parent, depth 0)")
+    if run.goal != root.goal or run.output != root.output:
+        problems.append("the run's goal and output must be the root's")
+    if not math.isfinite(run.wall_s) or run.wall_s < 0:
+        problems.append(f"wall_s must be a finite number >= 0, got {run.wall_s!r}")
+    if run.status not in RUN_STATUSES:
+        problems.append(f"unknown run status {run.status!r}")
+    family: dict[str | None, set[str]] = {}
+    for n in run.nodes:
+        family.setdefault(n.parent_id, set()).add(n.id)
+    for n in run.nodes:
+        parent = by_id.get(n.parent_id) if n.parent_id is not None else None
+        if n is not root and (parent is None or n.depth != parent.depth + 1):
+            problems.append(f"node {n.id}: parent {n.parent_id!r} is not in the run one level up")
+        strangers = set(n.depends_on) - (family[n.parent_id] - {n.id})
+        if strangers:
+            problems.append(f"node {n.id}: depends on {sorted(strangers)}, which are not its siblings")
+        if n.status in OUTPUT_STATUSES and not isinstance(n.output, str):
+            problems.append(f"node {n.id} is {n.status} without an output")
+        elif n.status not in OUTPUT_STATUSES and n.output is not None:
+            problems.append(f"node {n.id} is {n.status} but has an output")
+        if n.status in (*NO_OUTPUT_STATUSES, "degraded", "unverified") and not n.error:
+            problems.append(f"node {n.id} is {n.status} without saying why (error)")
+        if n.status not in NODE_STATUSES or n.status in ("pending", "running"):
+            problems.append(f"node {n.id} has status {n.status!r}: a finished run has no pending or running node")
+        for c in n.calls:
+            if not (_finite(c.latency_s) and _finite(c.started_s, -math.inf) and _finite(c.cost)
+                    and all(t is None or t >= 0 for t in (c.input_tokens, c.output_tokens)) and c.context_chars >= 0):
+                problems.append(f"node {n.id}: call {c.role} has a negative or non-finite number")
+    cancelled = any(n.status == "cancelled" for n in run.nodes)
+    if run.status in STOPPED_RUN_STATUSES and not cancelled:
+        problems.append(f"a {run.status} run has no cancelled node")
+    elif run.status not in STOPPED_RUN_STATUSES and not problems and run.status != run_status(run.nodes):
+        problems.append(f"status {run.status!r} does not match its nodes (expected {run_status(run.nodes)!r})")
+    if cancelled and run.status not in STOPPED_RUN_STATUSES:
+        problems.append(f"a {run.status} run has cancelled nodes (only stopped runs have)")
+    return problems
 
 
 # --- JSON boundary (what is written and read back) ---
@@ -167,8 +278,8 @@ class _RoleCallModel(_Strict):
     inputs: dict[str, Any]
     outputs: dict[str, Any]
     context_chars: int
-    input_tokens: int
-    output_tokens: int
+    input_tokens: int | None
+    output_tokens: int | None
     cost: float | None
     latency_s: float
     started_s: float
@@ -193,7 +304,7 @@ class _NodeModel(_Strict):
 
 
 class _RunModel(_Strict):
-    goal: str
+    goal: str | None = None  # written once, on the root node; accepted here from older files
     status: RunStatus
     output: str | None
     nodes: tuple[_NodeModel, ...]

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import shutil
+import signal
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -10,11 +15,30 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from roma_lab.results import package_source_hash, parameters_hash, read_provenance, sha256_file, write_provenance
+from roma_lab.results import (
+    PROVENANCE_FILE,
+    Provenance,
+    ProvenanceError,
+    changed_outputs,
+    package_source_hash,
+    parameters_hash,
+    quarantine,
+    quarantined_files,
+    read_provenance,
+    sha256_file,
+    write_provenance,
+    write_text_atomic,
+)
 
 from ._spec import ExperimentSpec
 
 Outcome = Literal["completed", "skipped", "failed"]
+KERNEL_FILE = ".kernel.json"  # the running kernel of this folder; hidden, so never hashed as an output
+_KILL_WAIT_S = 30  # a SIGKILLed process is gone in milliseconds; this only guards against a hang
+
+
+class RunnerStateError(RuntimeError):
+    """Another runner holds the experiment, or a kernel left by a killed runner cannot be stopped."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,51 +75,158 @@ def _inputs(spec: ExperimentSpec) -> list[str]:
     return [spec.notebook.relative_to(spec.root).as_posix(), *spec.inputs]
 
 
+def _same_run(spec: ExperimentSpec, record: Provenance, recorded: dict[str, Any]) -> bool:
+    """The record was made with these parameters, this notebook and these inputs, by this roma_lab source."""
+    inputs = _inputs(spec)
+    return (record.parameters_hash == parameters_hash(recorded) and set(record.inputs) == set(inputs)
+            and record.roma_lab_source == package_source_hash()  # the code that made the numbers
+            and all((spec.root / p).is_file() and sha256_file(spec.root / p) == record.inputs[p] for p in inputs))
+
+
 def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool = False, lm: str | None = None) -> str:
     """"completed" only if a completed record matches today's parameters, notebook, inputs and
-    roma_lab source, and every declared output exists; otherwise "not run", "stale", "incomplete", "failed",
-    "interrupted", "running" (a run killed hard) or "unreadable"."""
+    roma_lab source, every declared output exists and every recorded output still has its recorded
+    SHA-256. Otherwise "not run", "stale", "incomplete" (a declared output is missing), "modified"
+    (an output was edited or emptied since), "failed", "interrupted", "running" (a run killed
+    hard) or "unreadable" (provenance.json is damaged)."""
     out_dir = Path(results_root) / spec.stem
     try:
         record = read_provenance(out_dir)
     except FileNotFoundError:
         return "not run"
-    except ValueError:  # pydantic's ValidationError: a record from another tool or version
+    except ProvenanceError:
         return "unreadable"
     if record.status != "completed":
         return record.status
-    params = _recorded(run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm))
-    inputs = _inputs(spec)
-    if record.parameters_hash != parameters_hash(params) or set(record.inputs) != set(inputs):
-        return "stale"
-    if record.roma_lab_source != package_source_hash():  # the code that made the numbers changed
-        return "stale"
-    if any(not (spec.root / p).is_file() or sha256_file(spec.root / p) != record.inputs[p] for p in inputs):
+    if not _same_run(spec, record, _recorded(run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm))):
         return "stale"
     if any(not (out_dir / name).is_file() for name in spec.outputs):
         return "incomplete"
+    if changed_outputs(out_dir, record):
+        return "modified"
     return "completed"
 
 
-def _signature(path: Path) -> tuple[int, int, int] | None:
-    """Identity of a file's current contents (inode, size, mtime): any write changes it."""
+# --- the notebook kernel: recorded at launch, stopped before anyone else writes the folder -------
+
+
+def _kernel_manager_class(out_dir: Path) -> type:
+    """A jupyter kernel manager that records its kernel's pid, process group and start time in
+    ``out_dir/.kernel.json`` at launch, so a later run can stop a kernel whose runner was killed."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class RecordingKernelManager(AsyncKernelManager):
+        async def _async_launch_kernel(self, kernel_cmd, **kw):
+            await super()._async_launch_kernel(kernel_cmd, **kw)
+            import psutil
+
+            pid = self.provisioner.pid
+            record = {"pid": pid, "pgid": self.provisioner.pgid, "started": psutil.Process(pid).create_time()}
+            write_text_atomic(out_dir / KERNEL_FILE, json.dumps(record))
+
+    return RecordingKernelManager
+
+
+def _alive(process) -> bool:
+    import psutil
+
     try:
-        st = path.stat()
-    except FileNotFoundError:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _stop_kernel(out_dir: Path) -> None:
+    """Kill the kernel (and its process group) recorded in ``out_dir`` if it still runs.
+
+    After ``kill -9`` of a runner its kernel lives on (ipykernel notices a dead parent only by
+    polling, and not at all while a C call holds the GIL) and may still append rows. It is killed
+    before the folder is touched again, so an orphan can never write into a rerun.
+    """
+    import psutil
+
+    path = out_dir / KERNEL_FILE
+    try:
+        kernel = json.loads(path.read_bytes())
+        process = psutil.Process(kernel["pid"])
+        ours = process.create_time() == kernel["started"]  # not a later process that reuses the pid
+    except (FileNotFoundError, psutil.NoSuchProcess):
+        ours = False
+    except (ValueError, KeyError, TypeError):  # written atomically, so only an outside edit gets here
+        quarantine(path, "unreadable kernel record; no kernel can be stopped from it")
+        return
+    if ours and _alive(process):
+        group = kernel["pgid"]
+        if group and group != os.getpgid(0):  # never our own group
+            os.killpg(group, signal.SIGKILL)
+        else:
+            process.kill()
+        deadline = time.monotonic() + _KILL_WAIT_S
+        while _alive(process):
+            if time.monotonic() > deadline:
+                raise RunnerStateError(f"kernel pid {process.pid} of an earlier run of {out_dir.name} does not stop; "
+                                       "kill it by hand and rerun")
+            time.sleep(0.05)
+    path.unlink(missing_ok=True)
+
+
+# --- preparing the folder: start clean, or resume what the same run left -------------------------
+
+
+def _executed_parameters(spec: ExperimentSpec, out_dir: Path) -> dict[str, Any] | None:
+    """Parameters papermill stored in the executed copy of an earlier attempt (None if unreadable)."""
+    try:
+        nb = json.loads((out_dir / spec.notebook.name).read_bytes())
+        return _recorded(dict(nb["metadata"]["papermill"]["parameters"]))
+    except (OSError, ValueError, KeyError, TypeError):
         return None
-    return st.st_ino, st.st_size, st.st_mtime_ns
 
 
-def _resumable(spec: ExperimentSpec, out_dir: Path, recorded: dict[str, Any]) -> bool:
-    """True when out_dir holds an unfinished run with these parameters, notebook, inputs and
-    package source: only then may its per-item rows be continued."""
+def _has_files(folder: Path) -> bool:
+    return folder.is_dir() and any(folder.iterdir())
+
+
+def _prepare(spec: ExperimentSpec, out_dir: Path, recorded: dict[str, Any], force: bool) -> str | None:
+    """Empty ``out_dir`` unless it holds work of this same run that can be continued; returns a note
+    for the record when damaged files had to be moved aside.
+
+    Kept: an unfinished run (running, failed, interrupted) with the same parameters, inputs and
+    package source, so package functions that append per-item rows resume; a completed one whose
+    outputs were edited or removed (not when forced), minus the changed files, which are moved
+    aside; and, when provenance.json is missing or unreadable, a folder whose executed notebook
+    copy shows these parameters (the package source of such a folder cannot be checked).
+    A folder that cannot be attributed to this run is moved aside whole; one of another run is emptied.
+    """
+    _stop_kernel(out_dir)
+    note = None
     try:
         record = read_provenance(out_dir)
-    except (FileNotFoundError, ValueError):
-        return False
-    current = {p: sha256_file(spec.root / p) for p in _inputs(spec) if (spec.root / p).is_file()}
-    return (record.status != "completed" and record.parameters_hash == parameters_hash(recorded)
-            and record.roma_lab_source == package_source_hash() and record.inputs == current)
+    except FileNotFoundError:
+        record = None
+    except ProvenanceError:
+        moved = quarantine(out_dir / PROVENANCE_FILE, "not a valid provenance record")
+        record = None
+        note = f"provenance.json was unreadable (kept as {moved.name})"
+    if record is None:
+        if _has_files(out_dir) and _executed_parameters(spec, out_dir) == recorded:
+            note = ((note + "; ") if note else "provenance.json was missing; ") + (
+                "kept the items of the earlier attempt, whose executed notebook shows these parameters")
+        elif _has_files(out_dir):
+            aside = quarantine(out_dir, "results folder without a readable record of its parameters; starting over")
+            note = f"the earlier folder, without a readable record of its parameters, was moved to {aside.name}"
+    elif not _same_run(spec, record, recorded) or (record.status == "completed" and force):
+        shutil.rmtree(out_dir)  # another run's results, or a forced fresh start
+    elif record.status == "completed":
+        changed = changed_outputs(out_dir, record)
+        for name in changed:
+            if (out_dir / name).is_file():
+                quarantine(out_dir / name, "changed since the completed run recorded it; the run resumes")
+        note = f"outputs changed after the completed run were moved aside: {', '.join(changed)}" if changed else None
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for tmp in out_dir.rglob(".*.tmp*"):  # a write cut short by the kill; the finished file is intact
+        if tmp.is_file():
+            tmp.unlink()
+    return note
 
 
 def _describe(exc: Exception) -> str:
@@ -109,15 +240,19 @@ def _describe(exc: Exception) -> str:
 def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any]) -> None:
     import papermill
 
-    papermill.execute_notebook(
-        str(spec.notebook),
-        str(out_dir / spec.notebook.name),  # executed copy beside the results, never in place
-        parameters=params,
-        cwd=str(spec.notebook.parent),
-        execution_timeout=spec.timeout_s,
-        kernel_name="python3",
-        progress_bar=False,
-    )
+    try:
+        papermill.execute_notebook(
+            str(spec.notebook),
+            str(out_dir / spec.notebook.name),  # executed copy beside the results, never in place
+            parameters=params,
+            cwd=str(spec.notebook.parent),
+            execution_timeout=spec.timeout_s,
+            kernel_name="python3",
+            progress_bar=False,
+            kernel_manager_class=_kernel_manager_class(out_dir),
+        )
+    finally:
+        _stop_kernel(out_dir)  # papermill shuts its kernel down; this only clears the record
 
 
 def run_experiment(
@@ -130,39 +265,64 @@ def run_experiment(
 ) -> RunOutcome:
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
-    Skipped when already completed with the same parameters, notebook and inputs (unless
-    ``force``). An unfinished earlier run with the same parameters and code keeps its folder, so
-    item-level results resume; otherwise the folder is emptied first. A failing notebook gives a "failed" outcome with its error, never an
-    exception, so a batch keeps going. On KeyboardInterrupt the record says "interrupted"
-    and the interrupt propagates; the next run redoes this experiment.
+    Skipped when already completed with the same parameters, notebook and inputs and unchanged
+    outputs (unless ``force``). One runner at a time per experiment (a lock beside the folder); a
+    kernel left running by a killed runner is stopped before the folder is touched. Work of
+    the same run is kept so item-level results resume (see ``_prepare``); otherwise the folder is
+    emptied first. A failing notebook gives a "failed" outcome with its error, never an exception,
+    so a batch keeps going. On KeyboardInterrupt the record says "interrupted" and the interrupt
+    propagates; the next run redoes this experiment.
     """
     start = time.perf_counter()
     out_dir = (Path(results_root) / spec.stem).resolve()
     params = run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm)
     if not force and experiment_status(spec, results_root=out_dir.parent, smoke=smoke, lm=lm) == "completed":
         return RunOutcome(spec.stem, "skipped", out_dir)
+    try:
+        with _exclusive(out_dir):
+            error = _run(spec, out_dir, params, smoke=smoke, force=force)
+    except RunnerStateError as exc:
+        error = str(exc)
+    return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
 
+
+@contextlib.contextmanager
+def _exclusive(out_dir: Path):
+    """Hold a lock on the experiment for this runner's lifetime (the OS drops it when the runner
+    dies, even by kill -9). Holding it proves that a kernel recorded in the folder is an orphan."""
+    lock = out_dir.parent / f".{out_dir.name}.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with lock.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunnerStateError(f"another runner is running {out_dir.name} now (it holds {lock}); "
+                                   "wait for it to finish, or stop it and rerun") from None
+        yield
+
+
+def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: bool, force: bool) -> str | None:
+    """Prepare the folder, execute, write the record; returns the error (None when completed)."""
     recorded = _recorded(params)
-    # An unfinished run of the same parameters and code keeps its folder, so package functions that
-    # append per-item rows (roma_lab.bench) resume instead of starting over; anything else starts clean.
-    if not _resumable(spec, out_dir, recorded):
-        shutil.rmtree(out_dir, ignore_errors=True)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    note = _prepare(spec, out_dir, recorded, force)
     inputs = _inputs(spec)
     missing_inputs = [p for p in inputs if not (spec.root / p).is_file()]
     lm_default = spec.declared.get("LM")  # source text such as '"local"'
     model = params.get("LM", lm_default.strip("'\"") if lm_default else None)
     started_at = datetime.now(UTC)
-    before = {name: _signature(out_dir / name) for name in spec.outputs}
+    extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke}
+    if note:
+        extra["recovered"] = note
 
     def record(status: str, error: str | None = None) -> None:
+        kept = quarantined_files(out_dir)  # damaged files moved aside by the runner or the notebook
         write_provenance(
             out_dir,
             parameters=recorded,
             seeds={k: v for k, v in recorded.items() if (k == "SEED" or k.endswith("_SEED")) and type(v) is int},
             model=model,
             inputs=[p for p in inputs if p not in missing_inputs],
-            extra={"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke},
+            extra={**extra, "quarantined": kept} if kept else extra,
             status=status,
             started_at=started_at,
             error=error,
@@ -182,13 +342,12 @@ def run_experiment(
         except Exception as exc:  # any failure of this notebook is recorded; the batch goes on
             error = _describe(exc)
         else:
-            # an output left by an earlier attempt does not count: it must be written by this run
-            missing = [name for name in spec.outputs
-                       if not (out_dir / name).is_file() or _signature(out_dir / name) == before[name]]
+            # the folder holds only this run's files (fresh, or kept from this same run): existence suffices
+            missing = [name for name in spec.outputs if not (out_dir / name).is_file()]
             if missing:
                 error = f"notebook finished without writing declared outputs: {', '.join(missing)}"
     record("failed" if error else "completed", error)
-    return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
+    return error
 
 
 def run_experiments(

@@ -5,7 +5,7 @@
 ``replay_lm`` serves recorded completions for tests. See design/local_model.md.
 """
 
-from ._cache import CacheMissError, CachingEngine, ReplayEngine, request_key
+from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
 from ._engine import AsyncEngine, LlamaEngine, free_cores
 from ._models import (
     DEFAULT_VARIANT,
@@ -24,6 +24,7 @@ __all__ = [
     "AsyncEngine",
     "CacheMissError",
     "CachingEngine",
+    "CorruptCacheEntryError",
     "LlamaEngine",
     "LocalModel",
     "ModelChecksumError",

@@ -12,17 +12,28 @@ import hashlib
 import json
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, ValidationError
 
-from roma_lab.results import write_text_atomic
+from roma_lab.results import quarantine, write_text_atomic
 
 from ._engine import SUPPORTED_PARAMS, request_messages
 
-__all__ = ["CacheMissError", "CachingEngine", "ReplayEngine", "request_key"]
+__all__ = ["CacheMissError", "CachingEngine", "CorruptCacheEntryError", "ReplayEngine", "request_key"]
 
 
 class CacheMissError(LookupError):
     """A replayed request was never recorded."""
+
+
+class CorruptCacheEntryError(CacheMissError):
+    """A cache entry is damaged (empty, truncated, not JSON, another schema, or recorded for another
+    request). A replay engine raises it, naming the file; a caching engine moves the entry aside
+    and generates the completion again."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"completion cache entry {path} is damaged ({reason}); delete it and record the completion "
+                         "again by running once with resolve_lm(...) and the same ROMA_LAB_CACHE")
+        self.path, self.reason = path, reason
 
 
 class CachedCompletion(BaseModel):
@@ -68,11 +79,19 @@ def _to_response(entry: CachedCompletion):
                                 total_tokens=entry.input_tokens + entry.output_tokens))
 
 
-def _read(path: Path) -> CachedCompletion | None:
+def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:
+    """The entry at ``path``, or None when there is none; CorruptCacheEntryError when it is damaged."""
     try:
-        return CachedCompletion.model_validate_json(path.read_bytes())
+        data = path.read_bytes()
     except FileNotFoundError:
         return None
+    try:
+        entry = CachedCompletion.model_validate_json(data)
+    except ValidationError as exc:  # empty, truncated, random bytes, another schema
+        raise CorruptCacheEntryError(path, f"not a cache entry: {exc.errors()[0]['msg']}") from None
+    if (entry.key, entry.model_id) != (key, model_id):  # a file copied or renamed into the wrong place
+        raise CorruptCacheEntryError(path, f"recorded for another request (key {entry.key[:12]}, model {entry.model_id!r})")
+    return entry
 
 
 class CachingEngine:
@@ -89,7 +108,14 @@ class CachingEngine:
     def complete(self, request):
         key = request_key(self.model_id, request, self.settings)
         path = _entry_path(self.directory, self.model_id, key)
-        entry = _read(path)
+        try:
+            entry = _read(path, key, self.model_id)
+        except CorruptCacheEntryError as exc:
+            entry = None
+            try:
+                quarantine(path, f"damaged completion cache entry ({exc.reason}); the completion is generated again")
+            except FileNotFoundError:  # another process moved it aside first
+                pass
         if entry is not None:
             return _to_response(entry)
         response = self.inner.complete(request)
@@ -123,7 +149,7 @@ class ReplayEngine:
     def complete(self, request):
         key = request_key(self.model_id, request, self.settings)
         path = _entry_path(self.directory, self.model_id, key)
-        entry = _read(path)
+        entry = _read(path, key, self.model_id)  # a damaged entry raises CorruptCacheEntryError, naming it
         if entry is None:
             last = request.messages[-1].text if request.messages else ""
             raise CacheMissError(

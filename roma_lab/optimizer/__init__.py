@@ -11,10 +11,10 @@ ROMA paper Tables 7 and 8 (benchmark programs, feedback metrics, tidy tables)::
     from roma_lab.optimizer import run_table7, run_table8, plot_convergence
     tables = run_table7(out_dir, lm="local", reflection_lms=[["local", 1.0]], judge_lm="local")
 
-Importing this package imports dspy (about two seconds); ``import roma_lab`` does not.
+Importing this package imports dspy, which is slow to import; ``import roma_lab`` does not.
 """
 
-from roma_lab.optimizer._compile import METHODS, OptimizationResult, compile
+from roma_lab.optimizer._compile import METHODS, SEARCH_STATUSES, OptimizationResult, compile
 from roma_lab.optimizer._config import GepaPlusConfig
 from roma_lab.optimizer._contracts import Contract, atomize, dedupe_sentences, default_contract, edit_size
 from roma_lab.optimizer._proposer import GepaPlusProposer, ProposalError, build_program
@@ -48,6 +48,7 @@ __all__ = [
     "BENCHMARKS",
     "MATHARENA_AIME",
     "METHODS",
+    "SEARCH_STATUSES",
     "UNOPTIMISED",
     "AIMESolver",
     "ClosedBookQA",

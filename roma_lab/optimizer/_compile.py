@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -10,13 +11,15 @@ import dspy
 
 from roma_lab.optimizer._config import GepaPlusConfig
 from roma_lab.optimizer._contracts import Contract, contracts_for
-from roma_lab.optimizer._proposer import GepaPlusProposer, resolve_lm
+from roma_lab.optimizer._proposer import BaselineProposer, GepaPlusProposer, resolve_lm
 from roma_lab.optimizer._records import Record, RunLog, convergence_df, records_df
 
 if TYPE_CHECKING:
     import pandas as pd
 
 METHODS = ("gepa", "gepa+")
+# How a search ended (RunLog.outcome): only "completed" means the proposer ever reached GEPA.
+SEARCH_STATUSES = ("completed", "proposals_failed", "no_proposal")
 # gepa's MergeProposer scores a crossover on at most this many validation examples.
 _CROSSOVER_SUBSAMPLE = 5
 
@@ -25,30 +28,40 @@ _CROSSOVER_SUBSAMPLE = 5
 class OptimizationResult:
     """What ``compile`` returns: the optimised program and everything needed to explain it.
 
+    ``status`` (one of ``SEARCH_STATUSES``) says whether any proposal reached GEPA; when none did
+    (e.g. every draft call failed) ``program`` is the starting program and ``status_detail`` says why.
     ``candidates[i]`` maps predictor name -> instruction for GEPA's i-th candidate (0 = seed);
-    ``val_scores[i]`` is its mean validation score. ``total_metric_calls`` is GEPA's own count
-    (never above ``max_metric_calls``); GEPA+'s verifier runs are counted apart in
-    ``verifier_metric_calls``.
+    ``val_scores[i]`` is its mean validation score. ``gepa_metric_calls`` is GEPA's own count (never
+    above ``max_metric_calls``); GEPA+'s verifier runs the metric outside that budget
+    (``verifier_metric_calls``); ``total_metric_calls`` is both, the figure to compare methods on.
     """
 
     method: str
     program: dspy.Module
+    status: str
+    status_detail: str
     candidates: tuple[dict[str, str], ...]
     val_scores: tuple[float, ...]
     parents: tuple[tuple[int | None, ...], ...]
     best_idx: int
-    total_metric_calls: int
+    gepa_metric_calls: int
     max_metric_calls: int
     judge_calls: int
     verifier_runs: int
     verifier_metric_calls: int
     merge_calls: int
+    proposal_rounds: int
+    failed_proposal_rounds: int
     seed: int
     records: tuple[Record, ...]
 
     @property
     def best_val_score(self) -> float:
         return self.val_scores[self.best_idx]
+
+    @property
+    def total_metric_calls(self) -> int:
+        return self.gepa_metric_calls + self.verifier_metric_calls
 
     def records_df(self) -> pd.DataFrame:
         return records_df(self.records)
@@ -137,6 +150,9 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
     :class:`GepaPlusProposer` with the whole ``config``. ``metric`` is a GEPA feedback metric
     ``(gold, pred, trace=None, pred_name=None, pred_trace=None) -> float | dspy.Prediction(score, feedback)``.
     ``components``: ``"round_robin"``, ``"all"``, or one or more predictor names.
+
+    A search in which no proposal reached GEPA (every draft call failed, or no draft was eligible)
+    returns the starting program with ``status`` other than ``"completed"`` and warns (RuntimeWarning).
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}, got {method!r}")
@@ -182,7 +198,8 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
             )
         }
     else:
-        proposer_kwargs = {"reflection_lm": resolve_lm(first_lm).copy(temperature=float(first_temperature))}
+        proposer_kwargs = {"reflection_lm": resolve_lm(first_lm).copy(temperature=float(first_temperature)),
+                           "instruction_proposer": BaselineProposer(log)}
 
     optimizer = dspy.GEPA(
         metric=metric,
@@ -205,21 +222,29 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
     )
     new_program = optimizer.compile(program, trainset=list(trainset), valset=list(valset))
     details = new_program.detailed_results
+    status, detail = log.outcome()
+    if status != "completed":
+        warnings.warn(f"compile(method={method!r}) made no proposal ({status}): {detail}", RuntimeWarning,
+                      stacklevel=2)
     return OptimizationResult(
         method=method,
         program=new_program,
+        status=status,
+        status_detail=detail,
         candidates=tuple(
             {name: p.signature.instructions for name, p in cand.named_predictors()} for cand in details.candidates
         ),
         val_scores=tuple(float(s) for s in details.val_aggregate_scores),
         parents=tuple(tuple(p or ()) for p in details.parents),
         best_idx=details.best_idx,
-        total_metric_calls=int(details.total_metric_calls),
+        gepa_metric_calls=int(details.total_metric_calls),
         max_metric_calls=max_metric_calls,
         judge_calls=log.judge_calls,
         verifier_runs=log.verifier_runs,
         verifier_metric_calls=log.verifier_metric_calls,
         merge_calls=log.merge_calls,
+        proposal_rounds=len(log.proposal_rounds),
+        failed_proposal_rounds=len(log.failed_rounds),
         seed=seed,
         records=tuple(log.records),
     )

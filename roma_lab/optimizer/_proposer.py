@@ -79,6 +79,28 @@ class _RoundSpend:
     merge: int = 0
 
 
+class BaselineProposer(InstructionProposer):
+    """Plain GEPA's proposer: DSPy's default ``InstructionProposer()`` (the same requests), which also
+    writes a failed reflection call into the run log before GEPA skips the round, so a search whose
+    every proposal failed ends with a visible status instead of silently returning its seed."""
+
+    def __init__(self, log: RunLog):
+        super().__init__()
+        self.log = log
+
+    def __call__(self, candidate, reflective_dataset, components_to_update) -> dict[str, str]:
+        try:
+            return super().__call__(candidate, reflective_dataset, components_to_update)
+        except Exception as e:
+            error = f"{type(e).__name__}: {e}"
+            model, temperature = self.log.baseline_proposer or ("", NAN)
+            for name in components_to_update:
+                self.log.add(Record("draft", self.log.round, name, draft_id=0, proposer_model=model,
+                                    temperature=temperature, note=error))
+            self.log.proposal_failed(error)
+            raise
+
+
 # Subclassing the built-in proposer is deliberate: dspy's GEPA adapter checks
 # isinstance(proposer, InstructionProposer) to decide how to render the reflective dataset, and
 # GEPA+ must see exactly the data plain GEPA's proposer sees.
@@ -160,6 +182,7 @@ class GepaPlusProposer(InstructionProposer):
         drafts = _parallel(lambda i: self._draft(i, name, current, examples), range(cfg.k), cfg.max_parallel)
         if all(d.error for d in drafts):
             self._record(name, drafts)
+            self.log.proposal_failed(drafts[0].error)
             raise ProposalError(f"all {cfg.k} drafts for {name!r} failed; first error: {drafts[0].error}")
 
         seen: dict[str, int] = {}

@@ -1,8 +1,12 @@
 """The run log: one tidy row per draft, merge, acceptance and validation score, plus call counters.
 
 ``RunLog`` is also a gepa callback (duck-typed: gepa calls whichever ``on_*`` methods exist), so
-the search itself tells it the round number, the reflective minibatch, acceptances and the
-metric-call count, for GEPA and GEPA+ alike.
+the search itself tells it the round number, the reflective minibatch, acceptances, proposals and
+the metric-call count, for GEPA and GEPA+ alike.
+
+Metric calls are counted in two parts and reported as their sum: ``gepa_metric_calls`` (GEPA's own
+count, which its budget caps) and ``verifier_metric_calls`` (GEPA+'s verifier re-running the metric
+on the round's minibatch, outside that budget). ``total_metric_calls`` = both is the primary figure.
 """
 
 from __future__ import annotations
@@ -51,7 +55,7 @@ class Record:
     candidate_idx: int | None = None
     val_score: float = NAN
     best_val_score: float = NAN
-    metric_calls_so_far: int | None = None
+    gepa_metric_calls_so_far: int | None = None
     verifier_metric_calls_so_far: int = 0
     note: str = ""
 
@@ -70,6 +74,10 @@ class RunLog:
     verifier_runs: int = 0
     verifier_metric_calls: int = 0
     merge_calls: int = 0
+    proposal_rounds: set[int] = field(default_factory=set)  # rounds whose proposer was asked
+    proposed_rounds: set[int] = field(default_factory=set)  # rounds that handed GEPA an instruction
+    failed_rounds: set[int] = field(default_factory=set)  # rounds whose proposer raised
+    first_proposal_error: str = ""
     _state: Any = field(default=None, init=False)
     _parent: dict[str, str] = field(default_factory=dict, init=False)
     _best: float = field(default=-math.inf, init=False)
@@ -82,6 +90,30 @@ class RunLog:
 
     def _calls(self) -> int | None:
         return None if self._state is None else self._state.total_num_evals
+
+    def proposal_failed(self, error: str) -> None:
+        """The proposer of the current round raised (GEPA then skips the round and goes on)."""
+        with self._lock:
+            self.failed_rounds.add(self.round)
+            self.first_proposal_error = self.first_proposal_error or error
+
+    def outcome(self) -> tuple[str, str]:
+        """(status, detail) of the search: ``completed`` when at least one round handed GEPA an
+        instruction; ``proposals_failed`` when every round's proposer raised (every draft call
+        failed), so the result is the starting program; ``no_proposal`` when no instruction reached
+        GEPA for another reason (no eligible draft, or no round reached the proposer)."""
+        asked, made = len(self.proposal_rounds), len(self.proposed_rounds)
+        failed = len(self.failed_rounds - self.proposed_rounds)
+        detail = (f"{asked} proposal round(s): {made} handed GEPA an instruction, {failed} failed"
+                  + (f" (first error: {self.first_proposal_error})" if failed else "")
+                  + f", {asked - made - failed} had no eligible draft")
+        if made:
+            return "completed", detail
+        if asked == 0:
+            return "no_proposal", "no round reached the proposer (every minibatch already scored perfectly, " \
+                                  "or the budget ran out first); the result is the starting program"
+        status = "proposals_failed" if failed == asked else "no_proposal"
+        return status, detail + "; the result is the starting program"
 
     # ---- gepa callback hooks -------------------------------------------------------------
     def on_iteration_start(self, event: Mapping[str, Any]) -> None:
@@ -99,8 +131,11 @@ class RunLog:
 
     def on_proposal_start(self, event: Mapping[str, Any]) -> None:
         self._parent = dict(event["parent_candidate"])
+        self.round = event["iteration"]
+        self.proposal_rounds.add(event["iteration"])
 
     def on_proposal_end(self, event: Mapping[str, Any]) -> None:
+        self.proposed_rounds.add(event["iteration"])
         # GEPA+ records its own drafts; plain GEPA's single reflection output is recorded here.
         if self.baseline_proposer is None:
             return
@@ -118,12 +153,13 @@ class RunLog:
         crossover = event["iteration"] in self._crossover_rounds
         self.add(Record(
             "accepted", event["iteration"], accepted=True, candidate_idx=event["new_candidate_idx"],
-            metric_calls_so_far=self._calls(), note="crossover" if crossover else "",
+            gepa_metric_calls_so_far=self._calls(), verifier_metric_calls_so_far=self.verifier_metric_calls,
+            note="crossover" if crossover else "",
         ))
 
     def on_candidate_rejected(self, event: Mapping[str, Any]) -> None:
-        self.add(Record("rejected", event["iteration"], accepted=False, metric_calls_so_far=self._calls(),
-                        note=event["reason"]))
+        self.add(Record("rejected", event["iteration"], accepted=False, gepa_metric_calls_so_far=self._calls(),
+                        verifier_metric_calls_so_far=self.verifier_metric_calls, note=event["reason"]))
 
     def on_merge_accepted(self, event: Mapping[str, Any]) -> None:
         self._crossover_rounds.add(event["iteration"])
@@ -140,7 +176,7 @@ class RunLog:
         calls = event["num_examples_evaluated"] if event["iteration"] == 0 else self._calls()
         self.add(Record(
             "valset", event["iteration"], candidate_idx=event["candidate_idx"], val_score=score,
-            best_val_score=self._best, metric_calls_so_far=calls,
+            best_val_score=self._best, gepa_metric_calls_so_far=calls,
             verifier_metric_calls_so_far=self.verifier_metric_calls,
         ))
 
@@ -157,17 +193,22 @@ def records_df(records: Sequence[Record]) -> pd.DataFrame:
     return df
 
 
+CONVERGENCE_COLUMNS = ["total_metric_calls", "gepa_metric_calls", "verifier_metric_calls", "candidate_idx",
+                       "val_score", "best_val_score"]
+
+
 def convergence_df(records: Sequence[Record]) -> pd.DataFrame:
     """Best validation score against metric calls (one row per full validation), for Table 8.
 
-    ``verifier_metric_calls`` are GEPA+'s extra minibatch runs, which GEPA's budget does not count;
-    they are reported so the two methods can also be compared on total cost.
+    ``total_metric_calls`` counts every metric run so far: GEPA's own (``gepa_metric_calls``, what
+    its budget caps) plus GEPA+'s verifier runs on drafts (``verifier_metric_calls``, 0 for GEPA).
     """
     import pandas as pd
 
     rows = [
         {
-            "metric_calls": r.metric_calls_so_far,
+            "total_metric_calls": r.gepa_metric_calls_so_far + r.verifier_metric_calls_so_far,
+            "gepa_metric_calls": r.gepa_metric_calls_so_far,
             "verifier_metric_calls": r.verifier_metric_calls_so_far,
             "candidate_idx": r.candidate_idx,
             "val_score": r.val_score,
@@ -176,16 +217,19 @@ def convergence_df(records: Sequence[Record]) -> pd.DataFrame:
         for r in records
         if r.event == "valset"
     ]
-    return pd.DataFrame(rows, columns=["metric_calls", "verifier_metric_calls", "candidate_idx", "val_score",
-                                       "best_val_score"])
+    return pd.DataFrame(rows, columns=CONVERGENCE_COLUMNS)
 
 
-def calls_to_converge(convergence: pd.DataFrame, *, tolerance: float = 0.0) -> int:
-    """Metric calls spent when the best validation score first came within ``tolerance`` of its final value."""
+def calls_to_converge(convergence: pd.DataFrame, *, tolerance: float = 0.0, calls: str = "total_metric_calls") -> int:
+    """Metric calls spent when the best validation score first came within ``tolerance`` of its final value.
+
+    ``calls`` names the count: ``total_metric_calls`` (default: every metric run, GEPA+'s verifier
+    included) or ``gepa_metric_calls`` (GEPA's budget count only).
+    """
     if convergence.empty:
         raise ValueError("convergence table is empty: the run evaluated no candidate on the validation set")
     if tolerance < 0:
         raise ValueError(f"tolerance must be >= 0, got {tolerance}")
     final = convergence["best_val_score"].iloc[-1]
     reached = convergence[convergence["best_val_score"] >= final - tolerance]
-    return int(reached["metric_calls"].iloc[0])
+    return int(reached[calls].iloc[0])

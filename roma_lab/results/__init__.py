@@ -6,9 +6,13 @@ scores with :func:`summarize` / :func:`compare` and sets them beside the paper's
 :func:`beside_paper` (design/results_vocabulary.md).
 """
 
+from ._files import QuarantineWarning, quarantine, quarantined_files, write_text_atomic
 from ._provenance import (
+    PROVENANCE_FILE,
     TRACKED_PACKAGES,
     Provenance,
+    ProvenanceError,
+    changed_outputs,
     default_repo_root,
     git_state,
     package_source_hash,
@@ -18,7 +22,6 @@ from ._provenance import (
     sha256_file,
     write_provenance,
 )
-from ._files import write_text_atomic
 from ._paper import (
     DIFFERS,
     MATCHES,
@@ -31,7 +34,7 @@ from ._paper import (
     beside_paper,
     read_paper_reported,
 )
-from ._summary import CONDITION, as_metrics, compare, summarize
+from ._summary import CONDITION, as_metrics, compare, summarize, wide
 from ._tables import read_table, write_table
 
 __all__ = [
@@ -49,16 +52,23 @@ __all__ = [
     "as_metrics",
     "beside_paper",
     "compare",
+    "PROVENANCE_FILE",
+    "ProvenanceError",
+    "QuarantineWarning",
+    "changed_outputs",
     "default_repo_root",
     "git_state",
     "package_source_hash",
     "package_versions",
     "parameters_hash",
     "read_paper_reported",
+    "quarantine",
+    "quarantined_files",
     "read_provenance",
     "read_table",
     "sha256_file",
     "summarize",
+    "wide",
     "write_provenance",
     "write_table",
     "write_text_atomic",

@@ -1,10 +1,20 @@
-"""Atomic file writes: a reader, or a rerun after an interruption, never sees half a file."""
+"""Atomic file writes and quarantine: a reader, or a rerun after an interruption, never sees half a
+file, and a damaged file is moved aside (never deleted) so the work it held can be redone."""
 
 from __future__ import annotations
 
 import os
 import threading
+import warnings
+from datetime import UTC, datetime
 from pathlib import Path
+
+
+QUARANTINED = ".quarantined-"  # marks a kept damaged file: evidence, not a result
+
+
+class QuarantineWarning(UserWarning):
+    """A damaged file (or part of one) was moved aside; the work it held is redone."""
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
@@ -19,3 +29,30 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
     return path
+
+
+def quarantine(path: str | os.PathLike[str], reason: str, *, data: bytes | None = None) -> Path:
+    """Keep damaged content as ``<name>.quarantined-<UTC time>`` beside ``path`` and warn, naming both.
+
+    Without ``data`` the file (or folder) at ``path`` itself is moved there; with ``data`` only those
+    bytes are written there (bad rows cut out of a file that stays). ``reason`` says what was wrong
+    and what happens next. Returns the quarantine path.
+    """
+    path = Path(path)
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
+    target = path.with_name(f"{path.name}{QUARANTINED}{stamp}")
+    n = 1
+    while target.exists():  # two quarantines within one microsecond must not overwrite each other
+        target, n = path.with_name(f"{path.name}{QUARANTINED}{stamp}-{n}"), n + 1
+    if data is None:
+        os.replace(path, target)
+    else:
+        target.write_bytes(data)
+    warnings.warn(f"{path}: {reason}; kept as {target.name}", QuarantineWarning, stacklevel=2)
+    return target
+
+
+def quarantined_files(folder: str | os.PathLike[str]) -> list[str]:
+    """Paths (relative to ``folder``, sorted) of the files and folders :func:`quarantine` kept in it."""
+    folder = Path(folder)
+    return sorted(p.relative_to(folder).as_posix() for p in folder.rglob(f"*{QUARANTINED}*"))

@@ -28,8 +28,8 @@ KEYS: tuple[str, ...] = ("condition", "subset", "metric")
 MEASURED_COLUMNS: tuple[str, ...] = ("condition", "subset", "metric", "value")
 
 UNITS: frozenset[str] = frozenset({"fraction", "percent", "percentage points", "count", "cost units", "usd", "ms",
-                                   "s", "tokens", "ratio", "p-value", "p-value bound", "score", "threshold",
-                                   "temperature"})
+                                   "s", "tokens", "ratio", "probability", "p-value", "p-value bound", "score",
+                                   "threshold", "temperature"})
 # Our value in the first unit is multiplied by this to be read in the paper's unit.
 _CONVERSIONS: Mapping[tuple[str, str], float] = {("fraction", "percent"): 100.0,
                                                  ("fraction", "percentage points"): 100.0}
@@ -142,7 +142,11 @@ def beside_paper(
         mine["setting"] = mine["setting"].fillna("").replace("", setting)
     if mine.duplicated(list(KEYS)).any():
         raise ValueError(f"{artefact}: measured table lists some (condition, subset, metric) twice")
-    joined = figures.merge(mine, on=list(KEYS), how="outer", suffixes=("_paper", ""), indicator=True)
+    # rows in the paper file's order, then the conditions only we measured, in our order
+    figures = figures.assign(_paper_order=range(len(figures)))
+    mine = mine.assign(_our_order=range(len(mine)))
+    joined = (figures.merge(mine, on=list(KEYS), how="outer", suffixes=("_paper", ""), indicator=True)
+              .sort_values(["_paper_order", "_our_order"], na_position="last", kind="stable"))
 
     rows = []
     for row in joined.to_dict("records"):

@@ -18,11 +18,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, JsonValue, model_validator
+from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_validator
 
 import roma_lab
 
-from ._files import write_text_atomic
+from ._files import QUARANTINED, write_text_atomic
 
 PROVENANCE_FILE = "provenance.json"
 
@@ -45,6 +45,10 @@ TRACKED_PACKAGES = (
 )
 
 Status = Literal["running", "completed", "failed", "interrupted"]
+
+
+class ProvenanceError(ValueError):
+    """A provenance.json exists but is not a valid record (damaged, edited, or from another tool)."""
 
 
 class Provenance(BaseModel):
@@ -152,12 +156,24 @@ def default_repo_root() -> Path:
     return Path(roma_lab.__file__).resolve().parent.parent
 
 
+def _is_output(out_dir: Path, path: Path) -> bool:
+    # Hidden names are bookkeeping, not results: temporary files of atomic writes, the runner's
+    # kernel record (hashing a temporary file would make the record depend on a write in flight).
+    # Quarantined files are kept as evidence; deleting one must not make a run look modified.
+    relative = path.relative_to(out_dir)
+    return path.is_file() and relative.as_posix() != PROVENANCE_FILE and not any(
+        part.startswith(".") or QUARANTINED in part for part in relative.parts)
+
+
 def _hash_outputs(out_dir: Path) -> dict[str, str]:
-    return {
-        p.relative_to(out_dir).as_posix(): sha256_file(p)
-        for p in sorted(out_dir.rglob("*"))
-        if p.is_file() and p.name != PROVENANCE_FILE
-    }
+    return {p.relative_to(out_dir).as_posix(): sha256_file(p) for p in sorted(out_dir.rglob("*")) if _is_output(out_dir, p)}
+
+
+def changed_outputs(out_dir: str | os.PathLike[str], record: Provenance) -> list[str]:
+    """Outputs the record lists that are now missing or whose bytes differ from the recorded SHA-256."""
+    out = Path(out_dir)
+    return [name for name, digest in record.outputs.items()
+            if not (out / name).is_file() or sha256_file(out / name) != digest]
 
 
 def write_provenance(
@@ -213,8 +229,12 @@ def write_provenance(
 
 
 def read_provenance(out_dir: str | os.PathLike[str]) -> Provenance:
-    """Read and validate ``<out_dir>/provenance.json``."""
+    """Read and validate ``<out_dir>/provenance.json``: FileNotFoundError when there is none,
+    :class:`ProvenanceError` (naming the file) when its content is not a valid record."""
     path = Path(out_dir) / PROVENANCE_FILE
     if not path.is_file():
         raise FileNotFoundError(f"no {PROVENANCE_FILE} in {Path(out_dir)}")
-    return Provenance.model_validate_json(path.read_text())
+    try:
+        return Provenance.model_validate_json(path.read_bytes())  # bytes: invalid UTF-8 is a validation error too
+    except ValidationError as exc:
+        raise ProvenanceError(f"{path} is not a valid provenance record: {exc}") from exc

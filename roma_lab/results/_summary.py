@@ -24,8 +24,9 @@ COMPARE_COLUMNS: tuple[str, ...] = ("condition", "metric", "value", "ci_low", "c
 
 
 def _per_task(group: pd.DataFrame, metric: str, task: str) -> pd.Series:
-    # mean() skips NaN: a task is NaN only if no run of it was scored.
-    return group.groupby(task, sort=False)[metric].mean()
+    # mean() skips NaN: a task is NaN only if no run of it was scored. Sorted by task id: the
+    # bootstrap draws positions, so the interval must not depend on the order rows arrive in.
+    return group.groupby(task, sort=True)[metric].mean()
 
 
 def summarize(
@@ -91,8 +92,9 @@ def compare(
     """Paired comparison ``a - b`` of one metric per group, on the tasks both conditions scored.
 
     One row per group: ``condition`` = ``"a - b"``, ``metric`` = ``"<metric>_diff"``, the mean
-    difference with a paired task-bootstrap CI, both means, and the exact sign test (wins, losses,
-    ties, p) over per-task means. :func:`as_metrics` turns the test columns into metric rows.
+    difference with a paired task-bootstrap CI (tasks taken in task-id order, so the row order of
+    ``scores`` does not matter), both means, and the exact sign test (wins, losses, ties, p) over
+    per-task means. :func:`as_metrics` turns the test columns into metric rows.
     """
     import pandas as pd
 
@@ -107,7 +109,8 @@ def compare(
         if not {a, b} <= present:
             raise ValueError(f"conditions {sorted({a, b} - present)} have no rows in group {dict(zip(by, key))}")
         means = {name: _per_task(group[group[condition] == name], metric, task).dropna() for name in (a, b)}
-        common = means[a].index.intersection(means[b].index)
+        # task-id order, not row order: a - b and b - a give mirrored intervals
+        common = means[a].index.intersection(means[b].index).sort_values()
         va, vb = means[a].loc[common].to_numpy(float), means[b].loc[common].to_numpy(float)
         row = dict(zip(by, key)) | {"condition": f"{a} - {b}", "metric": f"{metric}_diff", "value": math.nan,
                                     "ci_low": math.nan, "ci_high": math.nan, "ci_method": "", "n": len(common),
@@ -126,13 +129,37 @@ def compare(
 
 
 def as_metrics(table: pd.DataFrame, columns: Sequence[str], *, by: Sequence[str] = (CONDITION, "subset")) -> pd.DataFrame:
-    """``table`` plus one metric row per row and column in ``columns`` (e.g. ``sign_test_p`` of a
-    comparison, ``ci_low`` of a CI), so any figure a paper reports can meet ours in ``beside_paper``."""
+    """``table`` plus one metric row per row and column in ``columns``, named ``<metric>_<column>``
+    (e.g. ``success_diff_sign_test_p`` of a comparison, ``success_ci_low`` of a summary), so any
+    figure a paper reports can meet ours in ``beside_paper``. The row's own metric is in the name so
+    that a table of several metrics (success and cost compared) gives each figure its own row."""
     import pandas as pd
 
-    _check_columns(table, [*by, *columns])
-    extra = [table[list(by)].assign(metric=column, value=table[column].astype(float)) for column in columns]
+    _check_columns(table, [*by, "metric", *columns])
+    extra = [table[list(by)].assign(metric=table["metric"] + f"_{column}", value=table[column].astype(float))
+             for column in columns]
     return pd.concat([table, *extra], ignore_index=True)
+
+
+def wide(table: pd.DataFrame, *, by: Sequence[str] = (CONDITION, "subset")) -> pd.DataFrame:
+    """A long summary as a paper-style table for display: one row per group, one column per metric
+    (its ``value``) in order of first appearance, and ``<metric>_ci_low`` / ``<metric>_ci_high``
+    beside each metric that has a CI. Groups without a metric get NaN. The long table stays the
+    source of truth; this is a view of it."""
+    import pandas as pd
+
+    keys = list(by)
+    _check_columns(table, [*keys, "metric", "value"])
+    if table.duplicated([*keys, "metric"]).any():
+        raise ValueError(f"the table lists some ({', '.join(keys)}, metric) twice; a wide view needs one value each")
+    columns = {}
+    for metric, rows in table.groupby("metric", sort=False):
+        rows = rows.set_index(keys)
+        columns[metric] = rows["value"]
+        if "ci_low" in rows and rows["ci_low"].notna().any():
+            columns[f"{metric}_ci_low"], columns[f"{metric}_ci_high"] = rows["ci_low"], rows["ci_high"]
+    groups = table[keys].drop_duplicates().set_index(keys).index
+    return pd.DataFrame(columns).reindex(groups).reset_index()
 
 
 def _method(interval) -> str:

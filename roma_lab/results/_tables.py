@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ._files import write_text_atomic
+
 if TYPE_CHECKING:  # pandas is heavy; imported where used
     import pandas as pd
 
@@ -38,11 +40,7 @@ def write_table(df: pd.DataFrame, out_dir: str | os.PathLike[str], name: str) ->
     plain_index = isinstance(df.index, pd.RangeIndex) and df.index.name is None and df.index.start == 0
     if not plain_index:
         df = df.reset_index()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    df.to_csv(tmp, index=False, lineterminator="\n")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, df.to_csv(index=False, lineterminator="\n"))
 
 
 def read_table(out_dir: str | os.PathLike[str], name: str) -> pd.DataFrame:

@@ -1,33 +1,31 @@
 """Compositional meta-routing: the executable 504-task benchmark, the calibrated raw-text router,
-its seven comparison policies, and every table of the paper (`reproduce`)."""
+its seven comparison policies, and every table of the paper (`reproduce`).
 
-from ._evaluate import compare_paired, evaluate, summarize
+The public names are what notebooks, widgets, benchmarks and users call: the suite and its split
+rule, the policies, `execute` / `evaluate` to run them, the study, the table functions and plots.
+Building blocks (costs, grids, the greedy router, helpers of fitting and selection) stay in the
+private modules, which tests import directly. Summaries, paired comparisons and "paper beside
+ours" are the results vocabulary's (`roma_lab.results`).
+"""
+
+from ._evaluate import evaluate
+from ._execute import execute
 from ._inspect import inspect_route
-from ._model import (TAU_GRID, TEMPERATURE_GRID, Featurizer, OperationModel, TrainingConfig, check_prompt, greedy_route,
-                     route_quality)
-from ._ops import (BUDGET, COSTS, MAX_SUPPORT_OPS, OUTCOMES, SUPPORT_OPS, Outcome, TraceStep, canonical, execute,
-                   is_feasible, route_cost)
+from ._model import Featurizer, OperationModel, TrainingConfig
 from ._plots import plot_split_contrast, plot_threshold_sweep, plot_training_size
-from ._policies import (KEYWORD_RULES, STATIC_ROUTES, Direct, FixedAgent, Hybrid, Keyword, Learned, OneShot, Oracle,
-                        Random, StaticWorkload, baseline_policies)
-from ._reproduce import (TABLES, RouterStudy, ablation_models, beside_paper, model_vs_paper, failure_analysis, hybrid,
-                         paper_reported_df, reproduce, select_hybrid_gate, stratified_subset, sweep_threshold,
-                         table1, table2, table3, table4, table5, training_size_curve, wording_sensitivity)
-from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
-                     STANDARD_OVERLAP, WORKLOADS, Family, Task, family_table, generate_suite, labels_matrix,
-                     reword, split_rule_violations, split_tasks, suite_hash, template_words, train_overlap)
+from ._policies import (Direct, FixedAgent, Hybrid, Keyword, Learned, OneShot, Oracle, Random, StaticWorkload,
+                        baseline_policies)
+from ._reproduce import (RouterStudy, failure_analysis, hybrid, reproduce, sweep_threshold, table1, table2, table3,
+                         table4, table5, training_size_curve)
+from ._suite import (CHALLENGE_MAX_OVERLAP, STANDARD_OVERLAP, family_table, generate_suite, labels_matrix,
+                     split_rule_violations, split_tasks, suite_hash, train_overlap)
 
 __all__ = [
-    "BUDGET", "CHALLENGE_MAX_OVERLAP", "COSTS", "DEFAULT_SEED", "FAMILIES", "KEYWORD_RULES", "MAX_SUPPORT_OPS",
-    "OUTCOMES", "PRE_LOCK_TEST_TEMPLATES", "SPLITS", "STANDARD_OVERLAP", "STATIC_ROUTES", "SUPPORT_OPS", "TABLES",
-    "TAU_GRID", "TEMPERATURE_GRID", "WORKLOADS",
-    "Direct", "Family", "Featurizer", "FixedAgent", "Hybrid", "Keyword", "Learned", "OneShot", "OperationModel",
-    "Oracle", "Outcome", "Random", "RouterStudy", "StaticWorkload", "Task", "TraceStep", "TrainingConfig",
-    "ablation_models", "baseline_policies", "beside_paper", "canonical", "check_prompt", "compare_paired",
-    "evaluate", "execute", "failure_analysis", "family_table", "generate_suite", "greedy_route", "hybrid",
-    "inspect_route", "is_feasible", "labels_matrix", "model_vs_paper", "paper_reported_df", "plot_split_contrast",
-    "plot_threshold_sweep", "plot_training_size", "reproduce", "reword", "route_cost", "route_quality",
-    "select_hybrid_gate", "split_rule_violations", "split_tasks", "stratified_subset", "suite_hash", "summarize",
-    "sweep_threshold", "table1", "table2", "table3", "table4", "table5", "template_words", "train_overlap",
-    "training_size_curve", "wording_sensitivity",
+    "CHALLENGE_MAX_OVERLAP", "STANDARD_OVERLAP",
+    "Direct", "Featurizer", "FixedAgent", "Hybrid", "Keyword", "Learned", "OneShot", "OperationModel", "Oracle",
+    "Random", "RouterStudy", "StaticWorkload", "TrainingConfig",
+    "baseline_policies", "evaluate", "execute", "failure_analysis", "family_table", "generate_suite", "hybrid",
+    "inspect_route", "labels_matrix", "plot_split_contrast", "plot_threshold_sweep", "plot_training_size",
+    "reproduce", "split_rule_violations", "split_tasks", "suite_hash", "sweep_threshold", "table1", "table2",
+    "table3", "table4", "table5", "train_overlap", "training_size_curve",
 ]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from ._ops import SUPPORT_OPS, execute, route_cost
+from ._execute import execute
+from ._ops import SUPPORT_OPS, route_cost
 
 
 def inspect_route(study, task_id: str) -> dict:

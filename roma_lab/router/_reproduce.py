@@ -4,7 +4,9 @@
 test or challenge prompt or label is read for fitting or selection; every refit follows the same
 protocol). Each `tableN(study, ...)` is a pure function of the study returning DataFrames;
 `reproduce(out_dir, ...)` runs the requested tables once, writes CSVs plus `summary.json`, and puts
-the paper's reported figure beside each measured one, with the suite's hash on every comparison row.
+the paper's reported figures beside ours through `roma_lab.results.beside_paper`, with the suite's
+hash on every comparison row. Summaries and comparisons are the results vocabulary's long tables
+(design/results_vocabulary.md).
 """
 
 from __future__ import annotations
@@ -19,9 +21,11 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ._evaluate import compare_paired, evaluate, summarize
+from ..results import as_metrics, beside_paper, compare, read_paper_reported, wide, write_table, write_text_atomic
+from ._evaluate import evaluate, summarize_routes
+from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
 from ._model import TAU_GRID, OperationModel, TrainingConfig, route_quality, routes_at
-from ._ops import SUPPORT_OPS, execute, route_cost
+from ._ops import SUPPORT_OPS, route_cost
 from ._policies import Hybrid, Learned, OneShot, StaticWorkload, baseline_policies
 from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
                      STANDARD_OVERLAP, Task, family_table, generate_suite, labels_matrix, reword, split_tasks)
@@ -110,79 +114,56 @@ def stratified_subset(tasks: Sequence[Task], n: int, *, seed: int = 0) -> tuple[
 
 
 # --------------------------------------------------------------------------- paper figures
-def paper_reported_df() -> pd.DataFrame:
+def _paper_reported() -> pd.DataFrame:
     """Figures stated in the paper's text (its table bodies are not in the seed), with sources."""
-    with resources.files(__package__).joinpath("paper_reported.csv").open() as f:
-        return pd.read_csv(f)
+    with resources.as_file(resources.files(__package__).joinpath("paper_reported.csv")) as path:
+        return read_paper_reported(path)
 
 
-#: Why a measured figure can differ from the paper's, by metric (see design/router_benchmark.md).
-_WHY = {
+#: Why a measured figure can differ from the paper's, by metric ("*": any other metric); see
+#: design/router_benchmark.md.
+WHY: Mapping[str, str] = {
     "latency_ms": "hardware: a shared 2-core Linux VM here, a 10-core Apple M5 in the paper",
     "train_seconds": "hardware: a shared 2-core Linux VM here, a 10-core Apple M5 in the paper",
     "n_features": "vocabulary size depends on the training templates, which are ours",
     "tau": "selected on our dev templates",
     "temperature": "selected on our dev templates",
-    "sign_test_p": "follows the counts of discordant tasks, which depend on our suite",
+    "success_diff_sign_test_p": "follows the counts of discordant tasks, which depend on our suite",
+    "*": ("our own templates and family mix (the paper's are not public): which operations the router "
+          "recalls, and so routes, costs and failures, depend on their wording"),
 }
-_WHY_DEFAULT = ("our own templates and family mix (the paper's are not public): which operations the router "
-                "recalls, and so routes, costs and failures, depend on their wording")
-TOLERANCE = 0.01
+NOT_MEASURED = "this suite has no such row"
 
 
-def _agreement(metric: str, paper: float, ours: float) -> tuple[str, str]:
-    if pd.isna(ours):
-        return "not measured", "this suite has no such row"
-    if metric == "sign_test_p":
-        if paper <= 1e-10:                                  # the paper states an upper bound
-            return ("matches (below the paper's bound)", "") if ours <= paper else ("differs", _WHY[metric])
-        # p-values agree when within a factor of two of each other
-        return ("matches", "") if abs(np.log10(max(ours, 1e-300)) - np.log10(paper)) <= np.log10(2) \
-            else ("differs", _WHY[metric])
-    if abs(ours - paper) <= TOLERANCE * max(1.0, abs(paper)):
-        return "matches", ""
-    return "differs", _WHY.get(metric, _WHY_DEFAULT)
+def _vs_paper(ours: pd.DataFrame, artefact: str, study: RouterStudy, *, why=WHY,
+              n_resamples: int | None = None) -> pd.DataFrame:
+    """Every paper figure of `artefact` beside ours (the results vocabulary's one join and agreement
+    rule), with the hash of the suite ours was measured on, so a changed suite shows in every row."""
+    seed = f"seed {study.suite_seed}" if study.suite_seed is not None else "tasks not generated from a seed"
+    setting = f"our suite ({seed}) built to the paper's specification; its templates are not public"
+    if n_resamples is not None:
+        setting += f"; {n_resamples} bootstrap resamples"
+    return beside_paper(ours, _paper_reported(), artefact, why=why, why_not_measured=NOT_MEASURED,
+                        setting=setting).assign(suite_hash=study.suite_hash)
 
 
-def beside_paper(ours: pd.DataFrame, artefact: str, *, suite_hash: str, keys=("split", "policy")) -> pd.DataFrame:
-    """Long table: every metric the paper reports for `artefact`, paper value beside ours, whether
-    they agree (within 1%) and, where they differ, why, and the hash of the suite ours was measured
-    on (a changed suite shows in every comparison). A metric `ours` has no column for is an error,
-    so a paper figure can never drop out of a comparison silently."""
-    paper = paper_reported_df().query("artefact == @artefact")
-    missing = sorted(set(paper["metric"]) - set(ours.columns))
-    if missing:
-        raise ValueError(f"{artefact}: measured table has no column for paper metric(s) {missing}")
-    rows = []
-    for _, p in paper.iterrows():
-        match = ours
-        for k in keys:
-            match = match[match[k] == p[k]]
-        value = match[p["metric"]].iloc[0] if len(match) else np.nan
-        # success carries its task-bootstrap interval beside the point estimate
-        with_ci = len(match) > 0 and p["metric"] == "success" and "ci_low" in match
-        agreement, why = _agreement(p["metric"], p["value"], value)
-        rows.append({"artefact": artefact, "split": p["split"], "policy": p["policy"], "metric": p["metric"],
-                     "paper": p["value"], "paper_derived": bool(p["derived"]), "ours": value,
-                     "ours_ci_low": match["ci_low"].iloc[0] if with_ci else np.nan,
-                     "ours_ci_high": match["ci_high"].iloc[0] if with_ci else np.nan,
-                     "difference": value - p["value"], "agreement": agreement, "why": why,
-                     "paper_source": p["source"], "suite_hash": suite_hash})
-    return pd.DataFrame(rows)
+def _long(table: pd.DataFrame, metrics: Sequence[str]) -> pd.DataFrame:
+    """Columns of a wide router table (a sweep, a curve, per-family rows) as tidy metric rows."""
+    return table.melt(id_vars=["condition", "subset"], value_vars=list(metrics), var_name="metric")
 
 
 def model_vs_paper(study: RouterStudy) -> pd.DataFrame:
     """The fitted router's own figures (tau, features, temperatures, training time) beside the paper's."""
+    model = study.model
     ours = pd.DataFrame([
-        {"split": "dev", "policy": "learned", "tau": study.model.tau,
-         "temperature": float(np.mean(study.model.temperatures))},
-        {"split": "train", "policy": "learned", "n_features": study.model.featurizer.n_features,
-         "train_seconds": study.train_seconds},
-    ])
-    table = beside_paper(ours, "model", suite_hash=study.suite_hash)
-    per_head = ", ".join(f"{o}={t:g}" for o, t in zip(SUPPORT_OPS, study.model.temperatures))
-    table.loc[table["metric"] == "temperature", "why"] += f" (ours is the mean over heads: {per_head})"
-    return table
+        {"subset": "dev", "metric": "tau", "value": model.tau},
+        {"subset": "dev", "metric": "temperature", "value": float(np.mean(model.temperatures))},
+        {"subset": "train", "metric": "n_features", "value": model.featurizer.n_features},
+        {"subset": "train", "metric": "train_seconds", "value": study.train_seconds},
+    ]).assign(condition="learned")
+    per_head = ", ".join(f"{o}={t:g}" for o, t in zip(SUPPORT_OPS, model.temperatures))
+    why = {**WHY, "temperature": f"{WHY['temperature']} (ours is the mean over heads: {per_head})"}
+    return _vs_paper(ours, "model", study, why=why)
 
 
 # --------------------------------------------------------------------------- tables
@@ -192,15 +173,20 @@ def table1(study: RouterStudy) -> dict[str, pd.DataFrame]:
     return {"table1_families": family_table().merge(counts, on="family")}
 
 
-def _compare(study: RouterStudy, split: str, *, n_resamples: int, seed: int, repeats: int, artefact: str):
-    results = evaluate(baseline_policies(study.model, seed=seed), study.split(split), repeats=repeats)
-    summary = summarize(results, n_resamples=n_resamples, seed=seed)
-    paired = pd.concat([compare_paired(results, "learned", other, n_resamples=n_resamples, seed=seed)
-                        for other in ("static", "one_shot")], ignore_index=True)
-    paired = paired.rename(columns={"comparison": "policy"})
-    beside = beside_paper(pd.concat([summary, paired], ignore_index=True), artefact, suite_hash=study.suite_hash)
-    return {f"{artefact}_tasks": results, f"{artefact}_summary": summary, f"{artefact}_paired": paired,
-            f"{artefact}_vs_paper": beside}
+def _paired(scores: pd.DataFrame, a: str, others: Sequence[str], *, n_resamples: int, seed: int) -> pd.DataFrame:
+    """`a` against each of `others`, success then cost, per split (paired bootstrap + sign test)."""
+    return pd.concat([compare(scores, a, b, metric, n_resamples=n_resamples, seed=seed)
+                      for b in others for metric in ("success", "cost")], ignore_index=True)
+
+
+def _policy_tables(study: RouterStudy, split: str, *, n_resamples: int, seed: int, repeats: int, artefact: str,
+                   why=WHY):
+    scores = evaluate(baseline_policies(study.model, seed=seed), study.split(split), repeats=repeats)
+    summary = summarize_routes(scores, n_resamples=n_resamples, seed=seed)
+    paired = _paired(scores, "learned", ("static", "one_shot"), n_resamples=n_resamples, seed=seed)
+    ours = pd.concat([summary, as_metrics(paired, ["ci_low", "ci_high", "sign_test_p"])], ignore_index=True)
+    return {f"{artefact}_tasks": scores, f"{artefact}_summary": summary, f"{artefact}_paired": paired,
+            f"{artefact}_vs_paper": _vs_paper(ours, artefact, study, why=why, n_resamples=n_resamples)}
 
 
 def wording_sensitivity(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -219,35 +205,40 @@ def wording_sensitivity(study: RouterStudy, *, n_resamples: int = 2000, seed: in
     rows = []
     for name, description, templates in wordings:
         tasks = reword(study.split("test"), templates)
-        results = evaluate([Learned(study.model)], tasks, repeats=1)
-        s = summarize(results, n_resamples=n_resamples, seed=seed).iloc[0]
-        in_four = results["family"].isin(families)
-        rows.append({"wording": name, "description": description, "n": int(s["n"]), "success": s["success"],
-                     "ci_low": s["ci_low"], "ci_high": s["ci_high"], "n_failures": int(s["n_failures"]),
-                     "n_failures_in_reworded": int((~results.loc[in_four, "success"]).sum()),
-                     "exact_route": s["exact_route"], "f1": s["f1"], "mean_cost": s["mean_cost"],
-                     "test_split_hash": hash_tasks(tasks)})
+        scores = evaluate([Learned(study.model)], tasks, repeats=1)
+        s = summarize_routes(scores, n_resamples=n_resamples, seed=seed).set_index("metric")
+        in_four = scores["family"].isin(families)
+        rows.append({"wording": name, "description": description, "n": int(s.loc["success", "n"]),
+                     "success": s.loc["success", "value"], "ci_low": s.loc["success", "ci_low"],
+                     "ci_high": s.loc["success", "ci_high"], "n_failures": int(s.loc["n_failures", "value"]),
+                     "n_failures_in_reworded": int((~scores.loc[in_four, "success"]).sum()),
+                     "exact_route": s.loc["exact_route", "value"], "f1": s.loc["f1", "value"],
+                     "mean_cost": s.loc["cost", "value"], "test_split_hash": hash_tasks(tasks)})
     return pd.DataFrame(rows)
 
 
 def table2(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
     """Held-out standard test: every policy, success CI, cost, latency, compliance, route quality,
     and the sensitivity of learned success to the wording of the four reworded test families."""
-    tables = _compare(study, "test", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table2")
     sensitivity = wording_sensitivity(study, n_resamples=n_resamples, seed=seed)
-    pre_lock = sensitivity.set_index("wording").loc["pre_lock"]
-    beside = tables["table2_vs_paper"]
-    learned_success = (beside["policy"] == "learned") & (beside["metric"] == "success") & (beside["agreement"] == "differs")
-    beside.loc[learned_success, "why"] = (
-        "the standard-test templates are locked by a word-overlap rule fixed before scoring (dev's band with "
-        "train); the paper's templates are not public. Worded as before the lock (four templates rewritten "
-        f"after our first run, nearer train), learned success is {pre_lock['success']:.3f} (table2_sensitivity)")
+    pre_lock = sensitivity.set_index("wording").loc["pre_lock", "success"]
+    locked = ("the standard-test templates are locked by a word-overlap rule fixed before scoring (dev's band with "
+              "train); the paper's templates are not public. Worded as before the lock (four templates rewritten "
+              f"after our first run, nearer train), learned success is {pre_lock:.3f} (table2_sensitivity)")
+
+    def why(row) -> str:
+        if (row["condition"], row["metric"]) == ("learned", "success"):
+            return locked
+        return WHY.get(row["metric"], WHY["*"])
+
+    tables = _policy_tables(study, "test", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table2",
+                            why=why)
     return {**tables, "table2_sensitivity": sensitivity}
 
 
 def table3(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
     """Locked lexical-shift challenge split, same protocol as Table 2."""
-    return _compare(study, "challenge", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table3")
+    return _policy_tables(study, "challenge", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table3")
 
 
 def ablation_models(study: RouterStudy) -> dict[str, OperationModel]:
@@ -260,15 +251,20 @@ def ablation_models(study: RouterStudy) -> dict[str, OperationModel]:
 
 
 def table4(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
+    """Ablations on test and challenge; each ablation's tau and vocabulary size as metric rows too."""
     models = ablation_models(study)
     policies = [replace(Learned(m), name=name) for name, m in models.items()]
     policies.append(replace(OneShot(study.model), name="one_operation"))
-    results = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
-    summary = summarize(results, n_resamples=n_resamples, seed=seed)
-    summary["tau"] = summary["policy"].map({**{k: m.tau for k, m in models.items()}, "one_operation": study.model.tau})
-    summary["n_features"] = summary["policy"].map(
-        {**{k: m.featurizer.n_features for k, m in models.items()}, "one_operation": study.model.featurizer.n_features})
-    return {"table4_ablations": summary, "table4_vs_paper": beside_paper(summary, "table4", suite_hash=study.suite_hash)}
+    models["one_operation"] = study.model
+    scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
+    summary = summarize_routes(scores, n_resamples=n_resamples, seed=seed)
+    groups = summary[["condition", "subset"]].drop_duplicates()
+    tau = {name: m.tau for name, m in models.items()}
+    n_features = {name: m.featurizer.n_features for name, m in models.items()}
+    summary = pd.concat([summary, groups.assign(metric="tau", value=groups["condition"].map(tau)),
+                         groups.assign(metric="n_features", value=groups["condition"].map(n_features))],
+                        ignore_index=True)
+    return {"table4_ablations": summary, "table4_vs_paper": _vs_paper(summary, "table4", study, n_resamples=n_resamples)}
 
 
 def sweep_threshold(model: OperationModel, tasks: Sequence[Task], taus: Sequence[float] = TAU_GRID) -> pd.DataFrame:
@@ -285,11 +281,12 @@ def sweep_threshold(model: OperationModel, tasks: Sequence[Task], taus: Sequence
 
 
 def table5(study: RouterStudy, *, taus: Sequence[float] = TAU_GRID):
-    sweep = pd.concat([sweep_threshold(study.model, study.split(s), taus).assign(split=s)
+    sweep = pd.concat([sweep_threshold(study.model, study.split(s), taus).assign(subset=s)
                        for s in ("test", "challenge")], ignore_index=True)
-    sweep["policy"] = sweep["tau"].map(lambda t: f"learned@{t:.2f}")
+    sweep["condition"] = sweep["tau"].map(lambda t: f"learned@{t:.2f}")
     sweep["selected"] = np.isclose(sweep["tau"], study.model.tau)
-    return {"table5_threshold": sweep, "table5_vs_paper": beside_paper(sweep, "table5", suite_hash=study.suite_hash)}
+    ours = _long(sweep, ["success", "mean_cost", "exact_route", "precision", "recall", "f1"])
+    return {"table5_threshold": sweep, "table5_vs_paper": _vs_paper(ours, "table5", study)}
 
 
 def training_size_curve(study: RouterStudy, *, sizes: Sequence[int] = TRAINING_SIZES, seed: int = 0):
@@ -297,15 +294,14 @@ def training_size_curve(study: RouterStudy, *, sizes: Sequence[int] = TRAINING_S
     for n in sizes:
         sub = study.refit(n_train=n, selection_seed=seed)
         for split in ("test", "challenge"):
-            tasks = sub.split(split)
-            results = evaluate([Learned(sub.model)], tasks, repeats=1)
-            rows.append({"n_train": n, "split": split, "success": results["success"].mean(),
-                         "mean_cost": results["cost"].mean(), "tau": sub.model.tau,
+            scores = evaluate([Learned(sub.model)], sub.split(split), repeats=1)
+            rows.append({"n_train": n, "subset": split, "success": scores["success"].mean(),
+                         "mean_cost": scores["cost"].mean(), "tau": sub.model.tau,
                          "n_features": sub.model.featurizer.n_features})
     curve = pd.DataFrame(rows)
     # the paper reports one figure per split for every size ("unchanged at every size")
-    beside = pd.concat([beside_paper(g.assign(policy="learned"), "training_size", suite_hash=study.suite_hash)
-                        .assign(n_train=n)
+    beside = pd.concat([_vs_paper(_long(g.assign(condition="learned"), ["success", "mean_cost"]), "training_size",
+                                  study).assign(n_train=n)
                         for n, g in curve.groupby("n_train")], ignore_index=True)
     return {"training_size": curve, "training_size_vs_paper": beside}
 
@@ -314,31 +310,36 @@ def failure_analysis(study: RouterStudy, split: str = "challenge"):
     """Learned-router misses per family, with the family's mean per-operation probabilities.
 
     Every family of the split is listed (zero misses included), so the operations a family keeps
-    above tau are visible beside the ones it loses."""
+    above tau are visible beside the ones it loses. Beside the paper: every family's failure count,
+    and the probability of each operation the family's minimum route needs."""
     tasks = study.split(split)
-    results = evaluate([Learned(study.model)], tasks, repeats=1)
+    scores = evaluate([Learned(study.model)], tasks, repeats=1)
     probs = pd.DataFrame(study.model.probabilities([t.prompt for t in tasks]), columns=[f"p_{o}" for o in SUPPORT_OPS])
     probs["task_id"] = [t.task_id for t in tasks]
-    rows = results.merge(probs, on="task_id")
+    rows = scores.merge(probs, on="task_id")
     rows["failed"] = ~rows["success"]
     by_family = (rows.groupby(["family", "labels"], sort=False)
                  .agg(n_tasks=("task_id", "size"), n_failures=("failed", "sum"),
                       typical_route=("route", lambda r: r.mode().iat[0]),
                       **{f"p_{o}": (f"p_{o}", "mean") for o in SUPPORT_OPS},
-                      incorrect=("status", lambda s: int((s == "incorrect_answer").sum())),
-                      no_answer=("status", lambda s: int((s == "no_answer").sum())),
-                      unavailable=("status", lambda s: int((s == "unavailable_component").sum())))
+                      incorrect=("status", lambda s: int((s == INCORRECT).sum())),
+                      no_answer=("status", lambda s: int((s == NO_ANSWER).sum())),
+                      unavailable=("status", lambda s: int((s == UNAVAILABLE).sum())))
                  .reset_index().rename(columns={"labels": "minimum_route"}))
-    by_family.insert(0, "split", split)
-    beside = beside_paper(by_family.assign(policy=by_family["family"]), "failures", suite_hash=study.suite_hash)
+    by_family.insert(0, "subset", split)
+    needed = pd.DataFrame([{"condition": r["family"], "subset": split, "metric": f"p_{op}", "value": r[f"p_{op}"]}
+                           for r in by_family.to_dict("records") for op in r["minimum_route"]],
+                          columns=["condition", "subset", "metric", "value"])
+    ours = pd.concat([_long(by_family.assign(condition=by_family["family"]), ["n_failures"]), needed],
+                     ignore_index=True)
     return {"failures_by_family": by_family, "failures_tasks": rows[rows["failed"]].drop(columns="failed"),
-            "failures_vs_paper": beside}
+            "failures_vs_paper": _vs_paper(ours, "failures", study)}
 
 
 def select_hybrid_gate(study: RouterStudy, margins: Sequence[float] = HYBRID_MARGINS,
                        entropies: Sequence[float | None] = HYBRID_ENTROPIES) -> tuple[Hybrid, pd.DataFrame]:
     """Gate chosen on dev only: highest dev success, then lower dev cost, then the gate that backs
-    off least (smaller margin, then no or a higher entropy limit)."""
+    off least (smaller margin, then no or a higher entropy limit). The table marks it `selected`."""
     dev = study.split("dev")
     rows = []
     for m in margins:
@@ -352,6 +353,7 @@ def select_hybrid_gate(study: RouterStudy, margins: Sequence[float] = HYBRID_MAR
     order = table.assign(_h=table["max_entropy"].fillna(np.inf)).sort_values(
         ["dev_success", "dev_mean_cost", "margin", "_h"], ascending=[False, True, True, False])
     best = order.iloc[0]
+    table["selected"] = table.index == order.index[0]
     h = None if pd.isna(best["max_entropy"]) else float(best["max_entropy"])
     return Hybrid(study.model, float(best["margin"]), h), table
 
@@ -363,22 +365,25 @@ def _backoff_rate(gate: Hybrid, tasks: Sequence[Task]) -> float:
 
 def hybrid(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
     """Beyond the paper: back off to the static route when probabilities are near tau or diffuse.
-    The gate is selected on dev, then evaluated once on test and challenge."""
+    The gate is selected on dev (`hybrid_selection` marks it), then evaluated once on test and
+    challenge; its back-off rate on each is a metric row of the hybrid condition."""
     gate, selection = select_hybrid_gate(study)
     policies = [gate, Learned(study.model), StaticWorkload()]
-    results = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
-    summary = summarize(results, n_resamples=n_resamples, seed=seed)
-    is_hybrid = summary["policy"] == "hybrid"
-    summary["margin"] = np.where(is_hybrid, gate.margin, np.nan)
-    summary["max_entropy"] = np.where(is_hybrid, gate.max_entropy if gate.max_entropy is not None else np.nan, np.nan)
-    summary["backoff_rate"] = [(_backoff_rate(gate, study.split(r.split)) if r.policy == "hybrid" else np.nan)
-                               for r in summary.itertuples()]
-    paired = pd.concat([compare_paired(results, "hybrid", other, n_resamples=n_resamples, seed=seed)
-                        for other in ("learned", "static")], ignore_index=True)
+    scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
+    backoff = pd.DataFrame([{"condition": gate.name, "subset": s, "metric": "backoff_rate",
+                             "value": _backoff_rate(gate, study.split(s)), "n": len(study.split(s))}
+                            for s in ("test", "challenge")])
+    summary = pd.concat([summarize_routes(scores, n_resamples=n_resamples, seed=seed), backoff], ignore_index=True)
+    paired = _paired(scores, gate.name, ("learned", "static"), n_resamples=n_resamples, seed=seed)
     return {"hybrid_selection": selection, "hybrid_summary": summary, "hybrid_paired": paired}
 
 
 # --------------------------------------------------------------------------- driver
+#: Per policy and split in summary.json: columns of the wide view of the Table 2 / 3 summaries.
+_JSON_FIGURES = ("success", "success_ci_low", "success_ci_high", "cost", "budget_compliant", "exact_route", "f1",
+                 "latency_ms")
+
+
 def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dict:
     summary: dict = {
         "suite_seed": study.suite_seed, "suite_hash": study.suite_hash,
@@ -392,10 +397,8 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
     policies: dict = {}
     for key in ("table2_summary", "table3_summary"):
         if key in tables:
-            for _, r in tables[key].iterrows():
-                policies.setdefault(r["split"], {})[r["policy"]] = {
-                    k: float(r[k]) for k in ("success", "ci_low", "ci_high", "mean_cost", "budget_compliance",
-                                             "exact_route", "f1", "latency_ms")}
+            for r in wide(tables[key]).to_dict("records"):
+                policies.setdefault(r["subset"], {})[r["condition"]] = {k: float(r[k]) for k in _JSON_FIGURES}
     if policies:
         summary["policies"] = policies
     if "table2_sensitivity" in tables:
@@ -406,12 +409,12 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
         summary["challenge_failures_by_family"] = {
             r["family"]: int(r["n_failures"]) for _, r in tables["failures_by_family"].iterrows() if r["n_failures"]}
     if "hybrid_summary" in tables:
-        h = tables["hybrid_summary"]
-        rows = h[h.policy == "hybrid"]
-        summary["hybrid"] = {"margin": float(rows["margin"].iat[0]),
-                             "max_entropy": None if rows["max_entropy"].isna().iat[0] else float(rows["max_entropy"].iat[0]),
-                             "success": {r["split"]: float(r["success"]) for _, r in rows.iterrows()},
-                             "backoff_rate": {r["split"]: float(r["backoff_rate"]) for _, r in rows.iterrows()}}
+        gate = tables["hybrid_selection"].query("selected").iloc[0]
+        rows = wide(tables["hybrid_summary"]).query("condition == 'hybrid'")
+        summary["hybrid"] = {"margin": float(gate["margin"]),
+                             "max_entropy": None if pd.isna(gate["max_entropy"]) else float(gate["max_entropy"]),
+                             "success": {r["subset"]: float(r["success"]) for _, r in rows.iterrows()},
+                             "backoff_rate": {r["subset"]: float(r["backoff_rate"]) for _, r in rows.iterrows()}}
     return summary
 
 
@@ -444,9 +447,7 @@ def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABL
         if name in tables:
             out.update(producers[name]())
     if out_dir is not None:
-        from ..results import write_table
-
         for name, df in out.items():
             write_table(df, out_dir, name)
-        Path(out_dir, "summary.json").write_text(json.dumps(_summary_json(study, out), indent=2, sort_keys=True))
+        write_text_atomic(Path(out_dir, "summary.json"), json.dumps(_summary_json(study, out), indent=2, sort_keys=True))
     return out

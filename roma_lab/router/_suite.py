@@ -22,7 +22,6 @@ from ._ops import SUPPORT_OPS, Handler, _State
 SPLITS: tuple[str, ...] = ("train", "dev", "test", "challenge")
 SPLIT_SIZES: Mapping[str, int] = {"train": 216, "dev": 72, "test": 108, "challenge": 108}
 WORKLOADS: tuple[str, ...] = ("data_analysis", "research", "document_processing")
-KINDS: tuple[str, ...] = ("literal", "selection", "composition", "conflict", "availability")
 DEFAULT_SEED = 20260501
 
 

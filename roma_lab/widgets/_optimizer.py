@@ -79,7 +79,9 @@ def evolution_state(records, candidates, *, benchmark: str | None = None, method
     accepted = records[(records["event"].isin(["accepted", "crossover"])) & records["accepted"].map(_is_true)]
     round_of = {int(r.candidate_idx): (int(r.round), r.event == "crossover" or r.note == "crossover")
                 for r in accepted.itertuples() if _clean(r.candidate_idx) is not None}
-    calls = {int(r.candidate_idx): _clean(r.metric_calls_so_far)
+    # (all metric calls, GEPA's budget count) when the candidate was validated: GEPA+'s verifier runs count
+    calls = {int(r.candidate_idx): (int(r.gepa_metric_calls_so_far + r.verifier_metric_calls_so_far),
+                                    int(r.gepa_metric_calls_so_far))
              for r in records[records["event"] == "valset"].itertuples()}
     chosen = records[records["event"].isin(["draft", "merge"]) & records["selected"].map(_is_true)]
 
@@ -109,7 +111,8 @@ def evolution_state(records, candidates, *, benchmark: str | None = None, method
             changes.append(edit)
         steps.append({"candidate_idx": idx, "round": round_no, "parents": parents[idx],
                       "kind": "crossover" if crossover else "proposal", "val_score": score[idx],
-                      "best_so_far": best, "metric_calls": calls.get(idx), "changes": changes})
+                      "best_so_far": best, "metric_calls": calls.get(idx, (None, None))[0],
+                      "gepa_metric_calls": calls.get(idx, (None, None))[1], "changes": changes})
     title = " · ".join(str(v) for v in (benchmark, method, None if repeat is None else f"repeat {repeat}") if v)
     return {"title": title, "seed_val_score": score[0], "seed": {c: t for (i, c), t in text.items() if i == 0},
             "steps": steps}
@@ -144,7 +147,7 @@ def step_html(state: dict[str, Any], step: int) -> str:
     head = (f"<b>candidate {s['candidate_idx']}</b> ({s['kind']}, round {_fmt(s['round'])}, parents "
             f"{s['parents']}) &middot; val score <b>{_fmt(s['val_score'])}</b> &middot; best so far "
             f"{_fmt(s['best_so_far'])} &middot; seed {_fmt(state['seed_val_score'])} &middot; metric calls "
-            f"{_fmt(s['metric_calls'])}")
+            f"{_fmt(s['metric_calls'])} (GEPA's budget count {_fmt(s['gepa_metric_calls'])})")
     parts = [head]
     for c in s["changes"]:
         scores = " &middot; ".join(f"{f} {_fmt(c[f])}" for f in _SCORE_FIELDS)

@@ -17,9 +17,17 @@ import traitlets
 
 from roma_lab.controller import Node, NodeEvent, Run
 
-STATUS_COLORS = {"pending": "#9e9e9e", "running": "#1e88e5", "completed": "#43a047", "failed": "#e53935",
-                 "skipped": "#fb8c00"}
+# Node statuses, then the run statuses that are not also node statuses (both get a badge).
+STATUS_COLORS = {"pending": "#9e9e9e", "running": "#1e88e5", "completed": "#43a047", "degraded": "#c0ca33",
+                 "unverified": "#8e24aa", "failed": "#e53935", "skipped": "#fb8c00", "cancelled": "#6d4c41",
+                 "partial": "#fdd835", "timed_out": "#6d4c41", "interrupted": "#6d4c41"}
 _PREVIEW_CHARS = 160  # node outputs shown inline; the detail pane shows them whole
+
+
+def _total(values: Iterable[int | None]) -> int | None:
+    """A sum with an unknown term is unknown (a timed-out call's usage)."""
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
 
 
 def _call_dict(call) -> dict[str, Any]:
@@ -44,8 +52,8 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
             "warnings": list(n.warnings), "forced_atomic": n.forced_atomic, "is_atomic": n.is_atomic,
             "depends_on": list(n.depends_on), "children": children[n.id],
             "calls": [_call_dict(c) for c in n.calls],
-            "input_tokens": sum(c.input_tokens for c in n.calls),
-            "output_tokens": sum(c.output_tokens for c in n.calls),
+            "input_tokens": _total(c.input_tokens for c in n.calls),
+            "output_tokens": _total(c.output_tokens for c in n.calls),
             "latency_s": round(sum(c.latency_s for c in n.calls), 4),
         }
     calls = [c for n in nodes for c in n.calls]
@@ -56,8 +64,8 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
         "nodes": tree_nodes,
         "edges": [{"source": d, "target": n.id} for n in nodes for d in n.depends_on],
         "totals": {"nodes": len(nodes), "calls": len(calls),
-                   "input_tokens": sum(c.input_tokens for c in calls),
-                   "output_tokens": sum(c.output_tokens for c in calls),
+                   "input_tokens": _total(c.input_tokens for c in calls),
+                   "output_tokens": _total(c.output_tokens for c in calls),
                    "latency_s": round(sum(c.latency_s for c in calls), 4)},
     }
 
@@ -79,10 +87,15 @@ def _badge(status: str) -> str:
     return f'<span style="background:{color};color:white;border-radius:3px;padding:0 4px">{_esc(status)}</span>'
 
 
+def _tokens(value: int | None) -> str:
+    return "unknown" if value is None else str(value)
+
+
 def _summary_html(tree: dict[str, Any]) -> str:
     t = tree["totals"]
     return (f"<div>run {_badge(tree['status'])} &middot; {t['nodes']} nodes &middot; {t['calls']} calls &middot; "
-            f"{t['input_tokens']} in / {t['output_tokens']} out tokens &middot; {t['latency_s']:.2f} s in calls</div>")
+            f"{_tokens(t['input_tokens'])} in / {_tokens(t['output_tokens'])} out tokens &middot; "
+            f"{t['latency_s']:.2f} s in calls</div>")
 
 
 def _node_html(tree: dict[str, Any], node_id: str) -> str:
@@ -114,12 +127,12 @@ def node_detail_html(tree: dict[str, Any], node_id: str) -> str:
         return f"<i>no node {_esc(node_id)}</i>"
     parts = [f"<b>{_esc(n['id'])}</b> {_badge(n['status'])} [{_esc(n['task_type'])}] {_esc(n['goal'])}"]
     if n["error"]:
-        parts.append(f"<div style='color:{STATUS_COLORS['failed']}'>error: {_esc(n['error'])}</div>")
+        parts.append(f"<div style='color:{n['color']}'>{_esc(n['status'])}: {_esc(n['error'])}</div>")
     parts += [f"<div style='color:{STATUS_COLORS['skipped']}'>warning: {_esc(w)}</div>" for w in n["warnings"]]
     for c in n["calls"]:
         cost = "n/a" if c["cost"] is None else f"${c['cost']:.4f}"
-        head = (f"{_esc(c['role'])} &middot; {_esc(c['model'] or 'no model')} &middot; {c['input_tokens']} in / "
-                f"{c['output_tokens']} out tokens &middot; {cost} &middot; {c['latency_s']:.3f} s &middot; "
+        head = (f"{_esc(c['role'])} &middot; {_esc(c['model'] or 'no model')} &middot; {_tokens(c['input_tokens'])} in / "
+                f"{_tokens(c['output_tokens'])} out tokens &middot; {cost} &middot; {c['latency_s']:.3f} s &middot; "
                 f"context {c['context_chars']} chars" + (f" &middot; <b>error</b>: {_esc(c['error'])}" if c["error"] else ""))
         body = (f"<b>inputs</b><pre style='white-space:pre-wrap'>{_esc(json.dumps(c['inputs'], indent=1, ensure_ascii=False))}</pre>"
                 f"<b>outputs</b><pre style='white-space:pre-wrap'>{_esc(json.dumps(c['outputs'], indent=1, ensure_ascii=False))}</pre>")

@@ -1,0 +1,128 @@
+"""The run trace as a file (issue 9 §1): every finished run can be saved and read back exactly, the
+goal is stored once, and a file or a Run that breaks the trace's invariants is a typed error."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from types import SimpleNamespace
+
+import pytest
+
+from roma_lab.controller import InvalidRunError, Node, Roma, Run, ScriptedRoles, Subtask
+from roma_lab.results import write_text_atomic
+
+PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think"), Subtask("c", "think", (1,)))}
+
+
+def scripted_run(goal: str = "root", plans=PLAN, **roles) -> Run:
+    kwargs = ScriptedRoles(dict(plans)).role_kwargs() | roles
+    return asyncio.run(Roma(**kwargs, max_depth=1).arun(goal))
+
+
+@pytest.mark.parametrize("text", ["nul \x00 inside", "lone \ud800 high", "lone \udfff low", "emoji 🙂 and é"])
+def test_any_goal_or_output_is_saved_and_read_back_exactly(text, tmp_path):
+    async def echo(goal, context):
+        return SimpleNamespace(output=f"{text} / {goal}")
+
+    run = scripted_run(text, {}, executors={"think": echo})
+    assert run.status == "completed"
+    saved = run.to_json()
+    saved.encode("utf-8")  # strict UTF-8: a lone surrogate is written as its JSON escape
+    write_text_atomic(tmp_path / "run.json", saved)
+    again = Run.from_json((tmp_path / "run.json").read_bytes())
+    assert again == run and again.output == f"{text} / {text.strip()}"
+
+
+def test_a_1_mb_goal_is_stored_once():
+    goal = "measure " + "x" * 1_000_000
+
+    async def short(goal, context):
+        return SimpleNamespace(output="short")
+
+    async def join(goal, context, subtask_results):
+        return SimpleNamespace(output="joined")
+
+    run = scripted_run(goal, {goal: PLAN["root"]}, executors={"think": short}, aggregator=join)
+    assert run.status == "completed" and len(run.nodes) == 4
+    saved = run.to_json()
+    assert saved.count(goal) == 1 and len(saved) < len(goal) + 50_000
+    assert all("goal" not in c.inputs for n in run.nodes for c in n.calls)  # the node has it
+    assert Run.from_json(saved) == run
+
+
+def test_files_that_stored_the_goal_at_the_top_level_still_load():
+    run = scripted_run()
+    legacy = json.loads(run.to_json()) | {"goal": "root"}
+    assert Run.from_json(json.dumps(legacy)) == run
+    with pytest.raises(InvalidRunError, match="goal differs"):
+        Run.from_json(json.dumps(legacy | {"goal": "another goal"}))
+
+
+def saved() -> dict:
+    run = scripted_run(executors={"think": _fail_b})
+    assert run.status == "partial"  # a: completed, b: failed, c: skipped
+    return json.loads(run.to_json())
+
+
+async def _fail_b(goal, context):
+    if goal == "b":
+        raise ValueError("boom")
+    return SimpleNamespace(output=f"done({goal})")
+
+
+def _set(path: str, value):
+    def apply(data: dict) -> None:
+        *keys, last = path.split(".")
+        target = data
+        for k in keys:
+            target = target[int(k)] if k.isdigit() else target[k]
+        target[int(last) if last.isdigit() else last] = value
+    return apply
+
+
+CORRUPTIONS = {
+    "no nodes": (_set("nodes", []), "at least its root"),
+    "completed run with failed nodes": (_set("status", "completed"), "does not match its nodes"),
+    "failed run whose root has an output": (_set("status", "failed"), "does not match its nodes"),
+    "duplicate node ids": (_set("nodes.2.id", "0.0"), "repeated node ids"),
+    "wall_s NaN": (_set("wall_s", float("nan")), "wall_s must be a finite"),
+    "wall_s negative": (_set("wall_s", -1.0), "wall_s must be a finite"),
+    "a node still running": (_set("nodes.1.status", "running"), "no pending or running"),
+    "unknown status": (_set("status", "great"), "not a ROMA run trace"),
+    "output not the root's": (_set("output", "something else"), "goal and output must be the root's"),
+    "a parent that is not in the run": (_set("nodes.1.parent_id", "9"), "not in the run one level up"),
+    "a dependency that is not a sibling": (_set("nodes.3.depends_on", ["0"]), "not its siblings"),
+    "a failed node that says nothing": (_set("nodes.2.error", None), "without saying why"),
+    "a completed node without output": (_set("nodes.1.output", None), "without an output"),
+    "a timed-out run with nothing cancelled": (_set("status", "timed_out"), "no cancelled node"),
+    "a cancelled node in a partial run": (_set("nodes.3.status", "cancelled"), "only stopped runs"),
+    "a negative token count": (_set("nodes.1.calls.0.input_tokens", -5), "negative or non-finite"),
+    "an infinite latency": (_set("nodes.1.calls.0.latency_s", float("inf")), "negative or non-finite"),
+    "an extra field": (_set("nodes.1.mood", "happy"), "not a ROMA run trace"),
+    "the root is not first": (lambda d: d["nodes"].reverse(), "must be the root"),
+}
+
+
+@pytest.mark.parametrize("name", CORRUPTIONS)
+def test_a_trace_that_breaks_an_invariant_is_refused_on_load(name):
+    data = saved()
+    corrupt, message = CORRUPTIONS[name]
+    corrupt(data)
+    with pytest.raises(InvalidRunError, match=message):
+        Run.from_json(json.dumps(data))
+
+
+@pytest.mark.parametrize("text", ["", "{", "[1, 2]", b"\xff\xfe binary", "null"])
+def test_text_that_is_not_a_trace_is_a_typed_error(text):
+    with pytest.raises(InvalidRunError, match="not a ROMA run trace"):
+        Run.from_json(text)
+
+
+def test_a_run_built_in_memory_is_checked_too():
+    root = Node(id="0", parent_id=None, depth=0, goal="g", task_type="think", status="failed", error="x")
+    with pytest.raises(InvalidRunError, match="does not match"):
+        Run(goal="g", status="completed", output=None, nodes=(root,), wall_s=1.0)
+    with pytest.raises(InvalidRunError, match="at least its root"):
+        Run(goal="g", status="failed", output=None, nodes=(), wall_s=1.0)
+    assert Run(goal="g", status="failed", output=None, nodes=(root,), wall_s=1.0).status == "failed"
