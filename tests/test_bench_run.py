@@ -1,10 +1,11 @@
-"""Resumable graded runs: interruption, errors, timeouts, torn and damaged files.
+"""Resumable graded runs: interruption, errors, timeouts, torn and damaged files, files of an older format.
 
 Summaries and paired comparisons of these rows are tested in test_bench_tables.py."""
 
 import threading
 import warnings
 
+import pandas as pd
 import pytest
 from probe_integrity import RUN_FILE_CASES
 
@@ -137,8 +138,8 @@ def test_systems_share_a_file_and_output_objects_are_accepted(tmp_path):
                         out_path=out, system_name="base", progress=False)
     df = bench.read_results_df(out)
     assert len(df) == 6
-    assert df.groupby("system")["score"].mean().to_dict() == {"base": 0.0, "roma": 1.0}
-    assert df.loc[df["system"] == "roma", "prediction"].tolist() == ["a0", "a1", "a2"]
+    assert df.groupby("condition")["score"].mean().to_dict() == {"base": 0.0, "roma": 1.0}
+    assert df.loc[df["condition"] == "roma", "prediction"].tolist() == ["a0", "a1", "a2"]
 
 
 def test_multiline_predictions_round_trip_in_csv(tmp_path):
@@ -252,3 +253,25 @@ def test_redo_runs_named_items_again(tmp_path):
     bench.run_benchmark(items(3), again, bench.StringMatchGrader(), out_path=out, system_name="s", progress=False,
                         redo={"2"})
     assert again.calls == ["q2"]
+
+
+# --- files written before the results vocabulary: the condition column was called "system" ----------
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_file_that_says_system_is_read_resumed_and_rewritten_as_condition(tmp_path, suffix):
+    out = tmp_path / f"r{suffix}"
+    bench.run_benchmark(items(3), Echo(), bench.StringMatchGrader(), out_path=out, system_name="s", progress=False)
+    new = bench.read_results_df(out)
+    old_name = b'"system":' if suffix == ".jsonl" else b"item_id,system,"
+    out.write_bytes(out.read_bytes().replace(old_name.replace(b"system", b"condition"), old_name))  # as written before
+    assert out.read_bytes().count(old_name) == (3 if suffix == ".jsonl" else 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an old file is not a damaged one: nothing quarantined
+        pd.testing.assert_frame_equal(bench.read_results_df(out), new)
+        echo = Echo()
+        bench.run_benchmark(items(4), echo, bench.StringMatchGrader(), out_path=out, system_name="s", progress=False)
+    assert echo.calls == ["q3"]  # the old rows count as finished
+    assert b"system" not in out.read_bytes().replace(b'"error_stage": "system"', b"")  # rewritten in the vocabulary
+    assert list(bench.read_results_df(out)["condition"]) == ["s"] * 4
+    assert not list(tmp_path.glob("*.quarantined-*"))

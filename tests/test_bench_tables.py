@@ -120,7 +120,7 @@ def test_roma_rows_resume_after_a_torn_write(tmp_path):
     with pytest.warns(UserWarning, match="cut mid-write"):
         tables = run_seal0(tmp_path, lm=counting_lm(engine))
     rows = raw_rows(path)
-    assert len(rows) == 8 and not rows.duplicated(["item_id", "system"]).any()
+    assert len(rows) == 8 and not rows.duplicated(["item_id", "condition"]).any()
     roma_calls = 5  # atomizer, planner, 2 executors, aggregator per item at depth 1
     assert engine.calls == 2 * roma_calls + 4  # 2 roma items re-run, 4 base items
     assert len(list((tmp_path / "seal0_runs").glob("*.json"))) == 4
@@ -332,7 +332,7 @@ def test_paired_comparison_uses_items_both_systems_scored(tmp_path):
     assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 0, 5)
     assert cmp["sign_test_p"] == pytest.approx(0.0625) and cmp["ci_low"] > 0
     graded = results.copy()
-    graded.loc[(graded["system"] == "roma") & (graded["item_id"] == "0"), ["score", "error_stage"]] = [math.nan,
+    graded.loc[(graded["condition"] == "roma") & (graded["item_id"] == "0"), ["score", "error_stage"]] = [math.nan,
                                                                                                      "grader"]
     assert compare_systems(graded, SIMPLEQA, "roma", "base", n_resamples=50).iloc[0]["n"] == 9
 
@@ -368,10 +368,10 @@ def abgen_results(rows):
 def test_abgen_aspects_follow_the_nan_policy_and_overall_is_the_score():
     aspects = {"importance": 4.0, "faithfulness": 2.0, "soundness": 3.0, "overall": 5.0}
     results = abgen_results([
-        {"item_id": "a", "system": "roma", "score": 5.0, "details": json.dumps(aspects)},
-        {"item_id": "b", "system": "roma", "score": None, "details": "", "error": "RuntimeError: x",
+        {"item_id": "a", "condition": "roma", "score": 5.0, "details": json.dumps(aspects)},
+        {"item_id": "b", "condition": "roma", "score": None, "details": "", "error": "RuntimeError: x",
          "error_stage": "system"},
-        {"item_id": "c", "system": "roma", "score": None, "details": "", "error": "JudgeReplyError: y",
+        {"item_id": "c", "condition": "roma", "score": None, "details": "", "error": "JudgeReplyError: y",
          "error_stage": "grader"},
     ])
     spec = bench.BENCHMARKS["abgen"]
@@ -571,7 +571,7 @@ def test_a_damaged_trace_runs_that_item_again(tmp_path):
     assert bench.load_item_run(tmp_path, "seal0", ids[1]).status == "completed"
     assert bench.load_item_run(tmp_path, "seal0", ids[2]).status == "completed"
     rows = raw_rows(tmp_path / "seal0_results.csv")
-    assert sorted(rows.loc[rows["system"] == "roma", "item_id"].value_counts().tolist()) == [1, 1, 2, 2]
+    assert sorted(rows.loc[rows["condition"] == "roma", "item_id"].value_counts().tolist()) == [1, 1, 2, 2]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run_seal0(tmp_path, lm=counting_lm(CountingEngine()))  # repaired: the next rerun is quiet

@@ -167,7 +167,7 @@ def run_roma_table(
     system x metric: mean with task-bootstrap 95% CI; simple-evals' metrics for three-way graders),
     ``<benchmark>_paired.csv`` (ROMA minus base: paired CI, exact sign test), ``<benchmark>_vs_paper.csv``
     (``roma_lab.results.beside_paper``); for AbGen also ``abgen_status.csv``. Returns the tables by
-    file stem; the results table names the system ``condition``.
+    file stem; the results table names the system ``condition``, as the file on disk does.
     """
     spec = benchmark_spec(benchmark)
     if not spec.artefact:
@@ -224,7 +224,7 @@ def run_roma_table(
     graders = dict(zip(summary["condition"], summary["grader"]))
     measured = {name: _Measured(name, config.model, graders[name], settings[name], len(items), len(all_items), seed)
                 for name in systems}
-    tables[f"{benchmark}_results"] = results.rename(columns={"system": "condition"}).reset_index(drop=True)
+    tables[f"{benchmark}_results"] = results.reset_index(drop=True)
     tables[f"{benchmark}_summary"] = summary
     if set(SYSTEMS) <= set(systems):
         tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "base", n_resamples=n_resamples,

@@ -1,4 +1,8 @@
-"""Resumable graded runs: one row per (benchmark, item, system), appended as each item finishes."""
+"""Resumable graded runs: one row per (benchmark, item, condition), appended as each item finishes.
+
+The condition is the system that answered (the results vocabulary's name for what varies,
+design/results_vocabulary.md); files written before that vocabulary call the column ``system``
+and are read, then rewritten with the current header."""
 
 from __future__ import annotations
 
@@ -19,10 +23,11 @@ from roma_lab.bench._grade import Grade, Grader, guarded
 from roma_lab.results import quarantine, write_text_atomic
 
 COLUMNS = (
-    "benchmark", "item_id", "system", "prediction", "label", "score", "grader",
+    "benchmark", "item_id", "condition", "prediction", "label", "score", "grader",
     "error", "error_stage", "latency_s", "details", "grader_raw",
 )
-
+# Files written before the results vocabulary name the condition column "system".
+_OLD_COLUMNS = tuple("system" if c == "condition" else c for c in COLUMNS)
 
 _STAGES = ("", "system", "grader")
 _TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("score", "latency_s"))
@@ -70,8 +75,8 @@ def _row_problem(row: Any) -> str | None:
         "".join(text.values()).encode("utf-8")
     except UnicodeEncodeError:
         return "bytes that are not UTF-8"
-    if not (text["benchmark"] and text["item_id"] and text["system"]):
-        return "no benchmark, item or system"
+    if not (text["benchmark"] and text["item_id"] and text["condition"]):
+        return "no benchmark, item or condition"
     if text["error_stage"] not in _STAGES:
         return "unknown error_stage"
     if row["score"] not in (None, "") and _number(row["score"]) is None:
@@ -121,9 +126,10 @@ def _csv_records(text: str) -> list[tuple[list[str] | None, str]]:
 
 
 def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list[bytes], bool, bool]:
-    """Valid rows, raw bytes of damaged records, whether the last record was cut mid-write, and
-    whether a CSV header is missing."""
-    good, bad = [], []
+    """Valid rows (in the current column names), raw bytes of damaged records, whether the last
+    record was cut mid-write, and whether the file's header or names are not the current ones
+    (a CSV header missing, or the old column names)."""
+    good, bad, old = [], [], False
     if fmt == "jsonl":
         *lines, tail = raw.split(b"\n")  # not splitlines(): JSON strings may hold raw U+2028 etc.
         for line in lines:
@@ -133,17 +139,20 @@ def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list
                 row = json.loads(line.decode("utf-8"))
             except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
                 row = None
+            if isinstance(row, dict) and "system" in row and "condition" not in row:  # an old file's row
+                row, old = {"condition" if k == "system" else k: v for k, v in row.items()}, True
             if _row_problem(row):
                 bad.append(line + b"\n")
             else:
                 good.append(row)
-        return good, bad, bool(tail), False
+        return good, bad, bool(tail), old
     text = raw.decode("utf-8", errors="surrogateescape")  # undecodable bytes survive, to be quarantined
     records = _csv_records(text)
     torn = not text.endswith("\n")  # this module ends every record with a newline
     if torn:
         records.pop()
-    has_header = bool(records) and records[0][0] == list(COLUMNS)
+    header = records[0][0] if records else None
+    has_header = header in (list(COLUMNS), list(_OLD_COLUMNS))
     for fields, record in records[1:] if has_header else records:
         if fields == []:  # a blank line
             continue
@@ -156,7 +165,7 @@ def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list
     if not has_header and not good and first and all(f.strip() and f.isprintable() for f in first):
         raise RunFileError(f"{path} is not a roma_lab.bench run file: its columns are {first}, expected "
                            f"{list(COLUMNS)}; pass a new out_path (or move this file aside to start over)")
-    return good, bad, torn, not has_header
+    return good, bad, torn, header != list(COLUMNS)
 
 
 def _load_finished(path: Path, fmt: str) -> list[dict[str, Any]]:
@@ -165,13 +174,13 @@ def _load_finished(path: Path, fmt: str) -> list[dict[str, Any]]:
     the file is rewritten with the valid rows, so those items are simply run again."""
     if not path.exists() or path.stat().st_size == 0:
         return []
-    good, bad, torn, no_header = _split(path.read_bytes(), fmt, path)
+    good, bad, torn, stale_names = _split(path.read_bytes(), fmt, path)
     if bad:
         quarantine(path, f"{len(bad)} damaged record(s) cut out (not rows this module writes); their items run again",
                    data=b"".join(bad))
     if torn:
         warnings.warn(f"{path}: the last row was cut mid-write; it is dropped and that item re-run", stacklevel=3)
-    if bad or torn or no_header:
+    if bad or torn or stale_names:
         header = _serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt) if fmt == "csv" else ""
         write_text_atomic(path, header + "".join(_serialize(row, fmt) for row in good))
     return good
@@ -216,7 +225,7 @@ def _row(item: Item, system_name: str, prediction: str, grade: Grade | None, err
     return {
         "benchmark": item.benchmark,
         "item_id": item.item_id,
-        "system": system_name,
+        "condition": system_name,
         "prediction": prediction,
         "label": grade.label if grade else None,
         "score": None if grade is None or math.isnan(grade.score) else grade.score,  # empty / null on disk
@@ -245,17 +254,17 @@ def run_benchmark(
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
     ``system(question)`` returns a str or an object with ``.output`` (or what the grader needs,
-    e.g. a ``LongformStory``). Rows are flushed as each item finishes; rerunning with the same
-    ``out_path`` and ``system_name`` skips items already recorded without error (with
-    ``retry_errors=False``, skips every recorded item); item ids in ``redo`` run again regardless
-    (e.g. when a trace saved beside the row was damaged). Damaged rows on disk are moved to a
-    quarantine file beside ``out_path`` and their items run again (see ``_load_finished``). A
-    system exception or timeout becomes a row with ``error_stage="system"``; grader failures
-    have ``error_stage="grader"``. A system
-    that times out ``max_consecutive_timeouts`` times in a row is stuck (its threads cannot be
-    killed and would starve later items): the run stops with ``SystemStalledError``, every
-    finished row on disk. KeyboardInterrupt stops the run likewise. Returns this system's latest
-    row per item for ``items`` as a DataFrame (see ``read_results_df``).
+    e.g. a ``LongformStory``); its rows name it ``system_name`` in the ``condition`` column. Rows
+    are flushed as each item finishes; rerunning with the same ``out_path`` and ``system_name``
+    skips items already recorded without error (with ``retry_errors=False``, skips every recorded
+    item); item ids in ``redo`` run again regardless (e.g. when a trace saved beside the row was
+    damaged). Damaged rows on disk are moved to a quarantine file beside ``out_path`` and their
+    items run again (see ``_load_finished``). A system exception or timeout becomes a row with
+    ``error_stage="system"``; grader failures have ``error_stage="grader"``. A system that times
+    out ``max_consecutive_timeouts`` times in a row is stuck (its threads cannot be killed and
+    would starve later items): the run stops with ``SystemStalledError``, every finished row on
+    disk. KeyboardInterrupt stops the run likewise. Returns this system's latest row per item for
+    ``items`` as a DataFrame (see ``read_results_df``).
     """
     from tqdm.auto import tqdm
 
@@ -269,7 +278,7 @@ def run_benchmark(
     path.parent.mkdir(parents=True, exist_ok=True)
     if max_consecutive_timeouts < 1:
         raise ValueError(f"max_consecutive_timeouts must be >= 1, got {max_consecutive_timeouts}")
-    latest = {(r["benchmark"], r["item_id"]): r for r in _load_finished(path, fmt) if r["system"] == system_name}
+    latest = {(r["benchmark"], r["item_id"]): r for r in _load_finished(path, fmt) if r["condition"] == system_name}
     done = {key for key, r in latest.items() if not (retry_errors and r["error"]) and key[1] not in redo}
     todo = [it for it in items if (it.benchmark, it.item_id) not in done]
     new_file = not path.exists() or path.stat().st_size == 0
@@ -303,7 +312,7 @@ def run_benchmark(
                     f"{system_name}: {timeouts_in_a_row} timeouts in a row; stopped with finished rows in {path} "
                     "(rerun to resume once the system answers again)")
     table = read_results_df(path)
-    mine = table[table["system"] == system_name].set_index(["benchmark", "item_id"])
+    mine = table[table["condition"] == system_name].set_index(["benchmark", "item_id"])
     return mine.loc[keys].reset_index()[list(COLUMNS)]
 
 
@@ -321,4 +330,4 @@ def read_results_df(path: str | os.PathLike[str]):
         df[col] = df[col].replace("", None)
     df["item_id"] = df["item_id"].astype(str)
     # a retried item has several rows: the latest one is its result
-    return df.drop_duplicates(["benchmark", "item_id", "system"], keep="last").reset_index(drop=True)
+    return df.drop_duplicates(["benchmark", "item_id", "condition"], keep="last").reset_index(drop=True)

@@ -113,7 +113,7 @@ def damaged_traces(runs_dir: Path, results_path: Path, items: Sequence[Item], co
     finished: set[str] = set()
     if results_path.is_file():
         rows = read_results_df(results_path)
-        finished = set(rows.loc[(rows["system"] == condition) & rows["error"].isna(), "item_id"])
+        finished = set(rows.loc[(rows["condition"] == condition) & rows["error"].isna(), "item_id"])
     redo = set()
     for item in items:
         path = run_file(runs_dir, item.item_id)
@@ -132,5 +132,5 @@ def saved_item_ids(out_dir: str | os.PathLike[str], benchmark: str) -> list[str]
     if not results.is_file():
         return sorted(p.stem for p in runs_dir.glob("*.json"))
     df = read_results_df(results)
-    ids = df.loc[df["system"] == "roma", "item_id"].tolist()
+    ids = df.loc[df["condition"] == "roma", "item_id"].tolist()
     return [i for i in ids if run_file(runs_dir, i).is_file()]

@@ -32,7 +32,7 @@ def scores_df(results: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
     import pandas as pd
 
     failed = (results["error_stage"] == "system").to_numpy()
-    scores = pd.DataFrame({"condition": results["system"].to_numpy(), "subset": results["benchmark"].to_numpy(),
+    scores = pd.DataFrame({"condition": results["condition"].to_numpy(), "subset": results["benchmark"].to_numpy(),
                            "item_id": results["item_id"].to_numpy()})
     details = [json.loads(text) if text else {} for text in results["details"].fillna("")]
     for metric in metrics_of(spec):
@@ -57,7 +57,7 @@ def _three_way_rows(results: pd.DataFrame) -> list[dict]:
     """simple-evals' metrics per system, when every label is three-way (a system error counts as
     NOT_ATTEMPTED; grader errors are left out, as for the score)."""
     rows = []
-    for (benchmark, system), group in results.groupby(["benchmark", "system"], sort=False):
+    for (benchmark, system), group in results.groupby(["benchmark", "condition"], sort=False):
         system_failed = group["error_stage"] == "system"
         kept = group[system_failed | group["score"].notna()]
         labels = kept["label"].where(kept["error_stage"] != "system", "NOT_ATTEMPTED")
@@ -86,10 +86,10 @@ def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *, n_resamples
     if spec.three_way:
         extra = pd.DataFrame(_three_way_rows(results), columns=summary.columns)
         summary = pd.concat([summary, extra], ignore_index=True) if len(extra) else summary
-    order = {system: i for i, system in enumerate(dict.fromkeys(results["system"]))}
+    order = {system: i for i, system in enumerate(dict.fromkeys(results["condition"]))}
     summary = summary.sort_values("condition", key=lambda c: c.map(order), kind="stable", ignore_index=True)
-    system_errors = results["error_stage"].eq("system").groupby(results["system"]).sum()
-    graders = results.groupby("system")["grader"].agg(lambda g: "; ".join(sorted(g.dropna().unique())))
+    system_errors = results["error_stage"].eq("system").groupby(results["condition"]).sum()
+    graders = results.groupby("condition")["grader"].agg(lambda g: "; ".join(sorted(g.dropna().unique())))
     summary["n_system_errors"] = summary["condition"].map(system_errors).astype(int)
     summary["grader"] = summary["condition"].map(graders)
     return summary
