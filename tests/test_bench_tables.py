@@ -499,19 +499,64 @@ def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
     pd.testing.assert_frame_equal(again["table5_components"], tables["table5_components"])
 
 
-def test_table5_runs_unfinished_stories_again(tmp_path):
-    bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
-    saved = sorted((tmp_path / "table5_runs").glob("*.json"))
-    record = json.loads(saved[0].read_text())
-    # as if that story had failed last time: the root ended without an output
-    record.update(status="failed", output=None)
-    record["nodes"][0].update(status="failed", output=None, error="forged failure")
-    saved[0].write_text(json.dumps(record))
-    saved[1].write_text("{ not a run")               # and a corrupt trace is run again too
-    again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
-    assert (again["table5_runs"]["status"] == "completed").all()
-    assert json.loads(saved[0].read_text())["status"] == "completed"
-    assert json.loads(saved[1].read_text())["status"] == "completed"
+def forge_ending(path, status):
+    """Rewrite a saved story as if its run had ended ``failed`` (root without an output) or ``partial``
+    (a subtask degraded), keeping the trace consistent (Run checks its invariants on load)."""
+    record = json.loads(path.read_text())
+    if status == "failed":
+        record.update(status="failed", output=None)
+        record["nodes"][0].update(status="failed", output=None, error="forged failure")
+    else:
+        record["status"] = "partial"
+        record["nodes"][1].update(status="degraded", error="forged: no usable plan, executed directly")
+    path.write_text(json.dumps(record))
+
+
+def test_table5_runs_stopped_and_damaged_stories_again(tmp_path):
+    with pytest.raises(KeyboardInterrupt):  # story 1 (5 calls) completes, story 2 stops at its 2nd call
+        bench.measure_component_cost(tmp_path, lm=counting_lm(CountingEngine(interrupt_at=7)), n_items=3,
+                                     n_chapters=2)
+    saved = {json.loads(p.read_text())["status"]: p for p in (tmp_path / "table5_runs").glob("*.json")}
+    assert sorted(saved) == ["completed", "interrupted"]  # the interrupted story's trace is kept
+    bench.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
+    saved["completed"].write_text("{ not a run")  # a corrupt trace is run again too
+    engine = CountingEngine()
+    with pytest.warns(UserWarning, match="damaged ROMA trace"):
+        again = bench.measure_component_cost(tmp_path, lm=counting_lm(engine), n_items=3, n_chapters=2)
+    assert engine.calls == 5  # the damaged story only
+    assert (again["table5_runs"]["status"] == "completed").all() and again["table5_runs"]["averaged"].all()
+    assert all(json.loads(p.read_text())["status"] == "completed" for p in saved.values())
+
+
+def test_table5_writes_again_exactly_the_runs_the_controller_stopped():
+    from roma_lab.bench._table5 import _STOPPED
+    from roma_lab.controller._types import STOPPED_RUN_STATUSES
+
+    assert set(_STOPPED) == set(STOPPED_RUN_STATUSES)  # every other run status is where a story ended
+
+
+def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_path):
+    first = bench.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
+    ids = first["table5_runs"]["item_id"].tolist()
+    runs_dir = tmp_path / "table5_runs"
+    forge_ending(runs_dir / f"{ids[0]}.json", "failed")
+    forge_ending(runs_dir / f"{ids[1]}.json", "partial")
+    engine = CountingEngine()
+    again = bench.measure_component_cost(tmp_path, lm=counting_lm(engine), n_items=3, n_chapters=2)
+    assert engine.calls == 0  # a story whose run ended is finished: not written again on resume
+    runs = again["table5_runs"].set_index("item_id")
+    assert runs.loc[ids, "status"].tolist() == ["failed", "partial", "completed"]  # what was left out, and why
+    assert runs.loc[ids, "averaged"].tolist() == [False, False, True]
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "table5_runs.csv", dtype={"item_id": str}),
+                                  again["table5_runs"])
+    only = component_cost_df({ids[2]: bench.load_item_run(tmp_path, "table5", ids[2])}, n_chapters=2)
+    pd.testing.assert_frame_equal(again["table5_components"], only)
+    assert (again["table5_vs_paper"].dropna(subset=["ours"])["n"] == 1).all()
+
+    forge_ending(runs_dir / f"{ids[2]}.json", "partial")  # no completed story left: nothing to average
+    with pytest.raises(bench.RomaRunError, match="no story completed"):
+        bench.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
+    assert pd.read_csv(tmp_path / "table5_runs.csv")["status"].tolist() == ["failed", "partial", "partial"]
 
 
 def test_item_picker_shows_the_chosen_items_tree(tmp_path):

@@ -31,6 +31,10 @@ PAPER_NAME = "ROMA (DeepSeek-V3.1)"  # the paper's row our ROMA stands beside
 _NO_PRICE_PREFIXES = ("local/", f"{SCRIPTED}/")  # no API bill: cost 0, not unknown
 _USAGE_COLUMNS = ("cost", "input_tokens", "output_tokens", "latency_s")
 _UNITS = {"cost_usd": "usd", "input_tokens": "tokens", "output_tokens": "tokens", "latency_s": "s"}
+# A run stopped by its deadline or an interrupt did not reach its end: its story is written again.
+# Every other status is where the story ended (rerunning it with the completion cache off would
+# cost the same time again on every resume); only ``completed`` stories enter the averages.
+_STOPPED = ("timed_out", "interrupted")
 
 
 def component_cost_df(runs: Mapping[str, Run], n_chapters: int) -> pd.DataFrame:
@@ -98,10 +102,13 @@ def measure_component_cost(
     DeepSeek-V3.1 figures.
 
     Latency must be measured, so a named local or remote model is resolved with its completion cache
-    off. A story whose completed run JSON is already in ``<out_dir>/table5_runs/`` is reused
-    (resume); an unfinished one, or one whose file is damaged (moved aside), is run again.
-    Per-chapter figures average finished stories only. Writes table5_components, table5_runs (one
-    row per story), table5_vs_paper; returns them.
+    off. A story whose run JSON is already in ``<out_dir>/table5_runs/`` is reused (resume) unless
+    that run was stopped (``timed_out``, ``interrupted``) or the file is damaged (moved aside with a
+    warning): those stories are written again. Per-chapter figures average ``completed`` stories
+    only; ``table5_runs`` lists every story with its ``status`` and whether it is ``averaged``. A
+    KeyboardInterrupt keeps the interrupted story's trace (status ``interrupted``) before it is
+    re-raised. Writes table5_components, table5_runs, table5_vs_paper; returns them (when no story
+    completed, table5_runs only, then :class:`RomaRunError`).
     """
     import pandas as pd
 
@@ -123,23 +130,31 @@ def measure_component_cost(
         saved = saved_run(path) if path.is_file() else None
         if path.is_file() and saved is None:
             quarantine(path, "damaged ROMA trace; the story is written again")
-        if saved is not None and saved.status == "completed":  # an unfinished story is run again, like an error row
+        if saved is not None and saved.status not in _STOPPED:
             runs[item.item_id] = saved
             continue
-        run = roma.run(task(item.question))
+        try:
+            run = roma.run(task(item.question))
+        except (KeyboardInterrupt, SystemExit) as stop:  # the trace so far is kept; the story runs again
+            if getattr(stop, "run", None) is not None:  # None: stopped before the run began
+                write_text_atomic(path, stop.run.to_json())
+            raise
         write_text_atomic(path, run.to_json())
         runs[item.item_id] = run
-    # per-chapter cost describes finished stories only; unfinished ones are counted in table5_runs
-    finished = {item_id: run for item_id, run in runs.items() if run.status == "completed"}
-    if not finished:
-        raise RomaRunError(f"no story finished ({len(runs)} tried); see {runs_dir} for their traces")
-    components = component_cost_df(finished, n_chapters)
+    # per-chapter cost describes completed stories only; the others are listed in table5_runs
+    completed = {item_id: run for item_id, run in runs.items() if run.status == "completed"}
     story_rows = [{
         "item_id": item_id, "status": run.status, "wall_s": run.wall_s, "n_nodes": len(run.nodes),
         "n_calls": sum(len(n.calls) for n in run.nodes), "planned_subtasks": len(run.children("0")),
-        "chapters_requested": n_chapters, "output_chars": len(run.output or ""),
+        "chapters_requested": n_chapters, "output_chars": len(run.output or ""), "averaged": item_id in completed,
     } for item_id, run in runs.items()]
-    tables = {"table5_components": components, "table5_runs": pd.DataFrame(story_rows),
+    story_runs = pd.DataFrame(story_rows)
+    if not completed:
+        write_table(story_runs, out, "table5_runs")
+        raise RomaRunError(f"no story completed ({len(runs)} tried): their statuses are in "
+                           f"{out / 'table5_runs.csv'}, their traces in {runs_dir}")
+    components = component_cost_df(completed, n_chapters)
+    tables = {"table5_components": components, "table5_runs": story_runs,
               "table5_vs_paper": _beside_paper(components, model_label(model), task)}
     for name, df in tables.items():
         write_table(df, out, name)
