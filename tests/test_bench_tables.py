@@ -8,6 +8,7 @@ import warnings
 
 import pandas as pd
 import pytest
+from probe_integrity import RUN_FILE_CASES
 
 from roma_lab import bench
 from roma_lab.bench._grade import STRING_MATCH
@@ -583,6 +584,12 @@ def test_bench_never_imports_widgets():
 
 
 # --- damaged run files: a settings record, a saved trace ------------------------------------------
+
+
+@pytest.mark.parametrize("case", [c for c in RUN_FILE_CASES if not c.name.startswith("results")],
+                         ids=lambda c: c.name)
+def test_every_probed_table_file_damage_is_recovered(case, tmp_path):
+    assert case.run(tmp_path) == "recovered"  # the integrity probe's cases, so the probe stays runnable
 
 
 def test_a_damaged_run_config_sets_the_old_results_aside_and_starts_over(tmp_path):
