@@ -124,8 +124,11 @@ class Run:
         if isinstance(self.settings, Mapping):  # code written when settings was the file's dict
             warnings.warn("Run(settings=...) takes a RomaSettings; a dict is read as its run-file record, "
                           "over the defaults", DeprecationWarning, stacklevel=3)
-            record = RomaSettings().record() | dict(self.settings)
-            object.__setattr__(self, "settings", RomaSettings.from_record(record) if self.settings else None)
+            try:
+                settings = RomaSettings.from_record(RomaSettings().record() | dict(self.settings))
+            except ValueError as err:
+                raise InvalidRunError(f"invalid run: settings: {err}") from err
+            object.__setattr__(self, "settings", settings if self.settings else None)
         problems = _problems(self)
         if problems:
             raise InvalidRunError("invalid run: " + "; ".join(problems))
