@@ -246,11 +246,16 @@ def test_context_bounds_are_the_settings():
 
 
 def test_results_are_not_cut_when_max_result_chars_is_none():
-    roles = ScriptedRoles({"task": (Subtask("a" * 50, "think"), Subtask("b", "think", (0,)))})
-    run = run_bounded(Roma(**roles.role_kwargs(), max_depth=1, max_result_chars=None), "task")
+    long_output = "L" * 5000  # longer than the default bound
+
+    async def executor(goal, context):
+        return SimpleNamespace(output=long_output if goal == "a" else "short")
+
+    roles = ScriptedRoles({"task": (Subtask("a", "think"), Subtask("b", "think", (0,)))}).role_kwargs()
+    run = run_bounded(Roma(**roles | {"executors": {"think": executor}}, max_depth=1, max_result_chars=None), "task")
     context = next(c.inputs["context"] for n in run.nodes if n.goal == "b" for c in n.calls
                    if c.role.startswith("executor"))
-    assert f"done({'a' * 50})" in context and "characters cut" not in context
+    assert long_output in context and "characters cut" not in context
 
 
 def test_verify_without_a_verifier_runs_the_default_dspy_verifier():
