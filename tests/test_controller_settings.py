@@ -193,8 +193,9 @@ def test_every_bad_setting_is_named_at_once():
 
 def test_keyword_mistakes_are_clear_errors():
     roles = ScriptedRoles(PLAN).role_kwargs()
-    with pytest.raises(TypeError, match=r"unknown settings \['max_dept'\]; valid: \['max_depth'"):
+    with pytest.raises(TypeError, match=r"unknown settings \['max_dept'\]; valid: \['max_depth'") as err:
         Roma(**roles, max_dept=1)
+    assert str(err.value).endswith("'verify']")  # models are not a setting to choose
     with pytest.raises(TypeError, match="unknown settings"):
         RomaProgram(max_dept=1)
     with pytest.raises(TypeError, match="settings must be a RomaSettings, got dict"):

@@ -32,8 +32,8 @@ class RomaSettings:
         call_timeout_s: a role call taking longer fails its node.
         run_timeout_s: whole-run deadline (``None``: none); the run then returns ``timed_out``.
         max_result_chars: each dependency result shown in a context is cut to this many
-            characters, with a note saying how much was cut (``None``: never cut; only runs of the
-            first controller version, which did not cut, are recorded so).
+            characters, with a note saying how much was cut (``None``: never cut, as the first
+            controller version did).
         ancestor_goals: a node's context names at most this many ancestor goals (nearest first) ...
         goal_chars: ... and every goal it names (ancestor or dependency) is cut to this length.
         verify: run the verifier role after every executor and aggregator.
@@ -73,9 +73,10 @@ class RomaSettings:
             settings = cls()
         elif not isinstance(settings, cls):
             raise TypeError(f"settings must be a RomaSettings, got {type(settings).__name__}")
-        unknown = sorted(set(keywords) - {f.name for f in fields(cls)})
+        names = [f.name for f in fields(cls)]
+        unknown = sorted(set(keywords) - set(names))
         if unknown:
-            raise TypeError(f"unknown settings {unknown}; valid: {[f.name for f in fields(cls)]}")
+            raise TypeError(f"unknown settings {unknown}; valid: {[n for n in names if n != 'models']}")
         settings = replace(settings, **keywords)
         if settings.models:
             raise ValueError("settings.models records the models a run called; choose models with lm= and "
