@@ -46,7 +46,7 @@ async def approve(goal, context, candidate):
 
 # --- defaults, written once ------------------------------------------------------------------------
 
-def test_the_defaults_are_the_protocol_s():
+def test_the_defaults_are_pinned():
     # changing one changes every run that does not set it: it must be a deliberate edit of this line too
     assert RomaSettings().record() == {
         "max_depth": 2, "max_concurrency": 4, "max_subtasks": 8, "call_timeout_s": 600.0, "run_timeout_s": None,
@@ -204,7 +204,7 @@ def test_keyword_mistakes_are_clear_errors():
         Roma(**roles, verifier=approve, verify=False)
 
 
-def test_a_run_s_models_are_not_settings_a_roma_takes():
+def test_a_roma_refuses_settings_that_carry_the_models_of_a_run():
     run = run_bounded(Roma(**ScriptedRoles(PLAN).role_kwargs(), lm=DummyLM([])))
     with pytest.raises(ValueError, match="choose models with lm= and role_lms="):
         Roma(**ScriptedRoles(PLAN).role_kwargs(), settings=run.settings)
