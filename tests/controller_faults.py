@@ -345,6 +345,8 @@ FAULTS: tuple[Fault, ...] = (
 def make_roma(kwargs: dict) -> Roma:
     """A Roma from ``kwargs``, minus settings this version of the controller does not have."""
     known = inspect.signature(Roma).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in known.values()):  # settings as **keywords: all are known
+        return Roma(**kwargs, max_depth=1)
     return Roma(**{k: v for k, v in kwargs.items() if k in known}, max_depth=1)
 
 
