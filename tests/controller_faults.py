@@ -182,7 +182,8 @@ def block_thread(**_):
 
 def interrupt_user(**_):
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C, to the thread in Roma.run
-    time.sleep(2)
+    # hold the call until the interrupt has ended the run, however loaded the machine (a daemon thread)
+    threading.Event().wait(120)
     return out(output="never used")
 
 
