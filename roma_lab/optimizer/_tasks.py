@@ -277,7 +277,7 @@ def task_splits(benchmark: str, *, n_train: int, n_val: int, n_test: int, seed: 
 
 
 def evaluate_program(task: Task, program: dspy.Module, examples: Sequence[dspy.Example]) -> list[dict[str, Any]]:
-    """One row per example: item_id, score, error_stage, error.
+    """One row per example: task_id (the item id), score, error_stage, error.
 
     NaN policy (as ``roma_lab.bench``): a program that raises scores 0 (``error_stage="system"``);
     a grader that fails gives NaN (``"grader"``), excluded from means and counted.
@@ -287,10 +287,10 @@ def evaluate_program(task: Task, program: dspy.Module, examples: Sequence[dspy.E
         try:
             pred = program(**gold.inputs())
         except Exception as e:  # noqa: BLE001 - the system's failure is its score (0), recorded
-            rows.append({"item_id": gold.item_id, "score": 0.0, "error_stage": "system",
+            rows.append({"task_id": gold.item_id, "score": 0.0, "error_stage": "system",
                          "error": f"{type(e).__name__}: {e}"})
             continue
         grade = task.grade(gold, pred)
-        rows.append({"item_id": gold.item_id, "score": grade.score,
+        rows.append({"task_id": gold.item_id, "score": grade.score,
                      "error_stage": "grader" if grade.error else "", "error": grade.error or ""})
     return rows
