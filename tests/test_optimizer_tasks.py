@@ -225,7 +225,7 @@ def test_search_settings_are_one_frozen_validated_value(lms):
 @pytest.mark.parametrize("kwargs, message", [
     ({"repeats": 0}, "repeats must be an int >= 1"),
     ({"n_val": 1.5}, "n_val must be an int >= 1"),
-    ({"max_tokens": 0}, "max_tokens must be an int >= 1 or None"),
+    ({"max_tokens": 0}, "max_tokens \\(or None\\) must be an int >= 1"),
     ({"reflection_temperatures": [0.7, 3.0]}, "temperature must be a number in \\[0, 2\\]"),
 ])
 def test_search_settings_refuse_bad_values(lms, kwargs, message):

@@ -15,6 +15,11 @@ def _is_lm_like(x: object) -> bool:
     return (isinstance(x, str) and bool(x)) or (hasattr(x, "copy") and hasattr(x, "model"))
 
 
+def _check_size(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+
+
 def _check_count(name: str, value: int | None) -> None:
     if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
         raise ValueError(f"{name} must be a non-negative int or None (unlimited), got {value!r}")
@@ -130,14 +135,11 @@ class SearchSettings:
             raise ValueError(f"reflection_lms and reflection_temperatures must be non-empty and of equal length, got "
                              f"{len(self.reflection_lms)} model(s) and {len(self.reflection_temperatures)} temperature(s)")
         for name in ("n_train", "n_val", "repeats", "max_metric_calls"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+            _check_size(name, getattr(self, name), 1)
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
             raise ValueError(f"seed must be an int, got {self.seed!r}")
-        if self.max_tokens is not None and (isinstance(self.max_tokens, bool) or not isinstance(self.max_tokens, int)
-                                            or self.max_tokens < 1):
-            raise ValueError(f"max_tokens must be an int >= 1 or None, got {self.max_tokens!r}")
+        if self.max_tokens is not None:
+            _check_size("max_tokens (or None)", self.max_tokens, 1)
         self.gepa_plus_config(self.judge_lm)  # k, n, temperatures and models checked now, not mid-run
 
     @property

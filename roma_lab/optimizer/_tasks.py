@@ -21,6 +21,7 @@ import numpy as np
 
 from roma_lab.bench import AIMEGrader, DSPyJudge, Grade, HotpotQAGrader, Item, PapillonGrader
 from roma_lab.bench import load_aime2025, load_hotpotqa, load_papillon, sample
+from roma_lab.optimizer._config import _check_size
 
 BENCHMARKS = ("aime2025", "hotpotqa", "papillon")
 
@@ -242,11 +243,6 @@ def _example(item: Item) -> dspy.Example:
         return dspy.Example(item_id=item.item_id, question=item.question, answer=item.answer).with_inputs("question")
     return dspy.Example(item_id=item.item_id, user_query=item.question, answer=item.answer,
                         pii_units=list(item.metadata["pii_units"])).with_inputs("user_query")
-
-
-def _check_size(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 def task_splits(benchmark: str, *, n_train: int, n_val: int, n_test: int, seed: int) -> Splits:
