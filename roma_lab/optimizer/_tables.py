@@ -81,7 +81,7 @@ def _models(settings: SearchSettings) -> tuple[dspy.BaseLM, dspy.BaseLM, GepaPlu
 
 def _searches(task: Task, splits: Splits, settings: SearchSettings,
               config: GepaPlusConfig) -> Iterator[tuple[int, str, OptimizationResult]]:
-    """Each repeat runs both methods on the same data and budget, with search seed ``seed + repeat``."""
+    """Each run (repeat) searches with both methods on the same data and budget, with seed ``seed + run``."""
     for run in range(settings.repeats):
         for method in METHODS:
             yield run, method, compile(
@@ -152,11 +152,11 @@ class _SearchLog:
         return {key: _search_status(statuses) for key, statuses in by.items()}
 
 
-def _annotate(summary: pd.DataFrame, statuses: dict[tuple[str, str], str], settings: dict[str, str]) -> pd.DataFrame:
+def _annotate(summary: pd.DataFrame, statuses: dict[tuple[str, str], str], described: dict[str, str]) -> pd.DataFrame:
     """Every summary row says what produced it (``setting``: benchmark, models, sizes, budget) and
     whether its searches ever proposed anything (a search that did not returns the starting program)."""
     keys = list(zip(summary["condition"], summary["subset"], strict=True))
-    return summary.assign(setting=summary["subset"].map(settings),
+    return summary.assign(setting=summary["subset"].map(described),
                           search_status=[statuses.get(key, NO_SEARCH) for key in keys])
 
 
