@@ -182,7 +182,8 @@ def block_thread(**_):
 
 def interrupt_user(**_):
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C, to the thread in Roma.run
-    time.sleep(2)
+    # hold the call until the interrupt has ended the run, however loaded the machine (a daemon thread)
+    threading.Event().wait(120)
     return out(output="never used")
 
 
@@ -345,6 +346,8 @@ FAULTS: tuple[Fault, ...] = (
 def make_roma(kwargs: dict) -> Roma:
     """A Roma from ``kwargs``, minus settings this version of the controller does not have."""
     known = inspect.signature(Roma).parameters
+    if any(p.kind is p.VAR_KEYWORD for p in known.values()):  # settings as **keywords: all are known
+        return Roma(**kwargs, max_depth=1)
     return Roma(**{k: v for k, v in kwargs.items() if k in known}, max_depth=1)
 
 

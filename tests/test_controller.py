@@ -346,7 +346,7 @@ def test_dependency_results_are_bounded_for_the_node_and_all_its_descendants():
     kwargs = roles.role_kwargs() | {"executors": {"think": executor}}
     run = run_bounded(Roma(**kwargs, max_depth=2, max_result_chars=100), "root")
     assert run.status == "completed"
-    assert run.settings["context"] == {"ancestor_goals": 3, "goal_chars": 200, "result_chars": 100}
+    assert (run.settings.ancestor_goals, run.settings.goal_chars, run.settings.max_result_chars) == (3, 200, 100)
     clipped = "L" * 100 + "… [4900 more characters cut]"
     b_calls = [c for c in run.node("0.1").calls if c.role in ("atomizer", "planner")]
     contexts = [c.inputs["context"] for c in b_calls] + [executor_context(run, g) for g in ("b1", "b2")]

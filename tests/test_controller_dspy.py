@@ -33,7 +33,7 @@ def test_default_roles_run_a_planned_tree_on_dummy_lm():
     assert run.node("0.1").depends_on == ("0.0",)
     summarise = run.node("0.1").calls[0]
     assert summarise.role == "executor:write" and "fact one" in summarise.inputs["context"]
-    assert run.settings["models"]["planner"] == "dummy"
+    assert run.settings.models["planner"] == "dummy"
 
 
 def test_oversized_plan_with_unknown_type_from_the_dspy_planner_is_repaired_not_fatal():

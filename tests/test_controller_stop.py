@@ -60,7 +60,7 @@ def test_deadline_returns_the_trace_when_a_role_blocks_the_event_loop():
     assert run.status == "timed_out" and run.output is None
     assert run.root.status == "cancelled" and "run deadline of 0.5 s" in run.root.error
     assert run.node("0.1").status == "cancelled"
-    assert run.settings["run_timeout_s"] == 0.5
+    assert run.settings.run_timeout_s == 0.5
     # the live view was told where the run stopped, and hears nothing after the run returned
     assert events[-1].node.status == "cancelled"
     seen = len(events)

@@ -15,17 +15,9 @@ import pandas as pd
 import pytest
 
 from scripted_engine import ScriptedEngine
-from roma_lab.optimizer import (
-    Contract,
-    GepaPlusConfig,
-    GepaPlusProposer,
-    ProposalError,
-    RunLog,
-    atomize,
-    calls_to_converge,
-    compile,
-)
-from roma_lab.optimizer._contracts import contracts_for
+from roma_lab.optimizer import Contract, GepaPlusConfig, GepaPlusProposer, ProposalError, RunLog, compile
+from roma_lab.optimizer._contracts import atomize, contracts_for
+from roma_lab.optimizer._records import calls_to_converge
 
 def scripted_lm(name, respond):
     engine = ScriptedEngine(respond)

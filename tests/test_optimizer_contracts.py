@@ -3,16 +3,9 @@
 import pandas as pd
 import pytest
 
-from roma_lab.optimizer import (
-    Contract,
-    GepaPlusConfig,
-    atomize,
-    calls_to_converge,
-    dedupe_sentences,
-    default_contract,
-    edit_size,
-)
-from roma_lab.optimizer._contracts import contracts_for
+from roma_lab.optimizer import Contract, GepaPlusConfig
+from roma_lab.optimizer._contracts import atomize, contracts_for, dedupe_sentences, default_contract, edit_size
+from roma_lab.optimizer._records import calls_to_converge
 
 
 def test_contract_reports_each_broken_clause():

@@ -9,6 +9,7 @@ import pytest
 from roma_lab.results import (
     DIFFERS,
     MATCHES,
+    NOT_COMPARABLE,
     NOT_IN_PAPER,
     NOT_MEASURED,
     PAPER_COLUMNS,
@@ -85,6 +86,29 @@ def test_a_difference_or_a_missing_figure_without_a_reason_is_an_error():
     none = differs.iloc[0:0]
     with pytest.raises(ValueError, match="not measured"):
         beside_paper(none, paper, "t1", why="x")
+
+
+def test_a_figure_marked_not_comparable_says_so_with_a_reason_whatever_its_value():
+    paper = paper_rows({"condition": "a", "metric": "success", "value": 0.5},
+                       {"condition": "b", "metric": "success", "value": 0.5},
+                       {"condition": "c", "metric": "success", "value": 0.5})
+    ours = pd.DataFrame([
+        {"condition": "a", "subset": "test", "metric": "success", "value": 0.5, "comparable": False},  # equal
+        {"condition": "b", "subset": "test", "metric": "success", "value": math.nan, "comparable": False},
+        {"condition": "c", "subset": "test", "metric": "success", "value": 0.5, "comparable": True},
+        {"condition": "d", "subset": "test", "metric": "success", "value": 0.1, "comparable": False},
+    ])
+    table = beside_paper(ours, paper, "t1", why_not_comparable=lambda row: f"{row['condition']} proposed nothing")
+    by = table.set_index("condition")
+    assert by.loc["a", "agreement"] == NOT_COMPARABLE and by.loc["a", "why"] == "a proposed nothing"
+    assert by.loc["a", "ours"] == 0.5  # the measured value is still shown
+    assert by.loc["b", "agreement"] == NOT_COMPARABLE  # before "not measured": we ran it, it measures else
+    assert by.loc["c", "agreement"] == MATCHES and by.loc["c", "why"] == ""
+    assert by.loc["d", "agreement"] == NOT_IN_PAPER  # no paper figure to compare with at all
+    with pytest.raises(ValueError, match="not comparable and no reason"):
+        beside_paper(ours, paper, "t1")
+    with pytest.raises(ValueError, match="True or False"):
+        beside_paper(ours.assign(comparable="no"), paper, "t1", why_not_comparable="x")
 
 
 def test_why_may_depend_on_the_metric():

@@ -1,6 +1,7 @@
 """The ROMA recursive controller: atomize -> plan -> execute -> aggregate, on a task tree.
 
-``Roma`` runs the loop; ``Run`` is the trace it returns (JSON round trip, per-role usage table).
+``Roma`` runs the loop under a ``RomaSettings``; ``Run`` is the trace it returns (JSON round trip,
+per-role usage table) and carries the settings it ran with.
 Default roles are DSPy modules (imported lazily: ``import roma_lab.controller`` does not import
 DSPy); any callable with the same keyword contract can replace one, e.g. ``ScriptedRoles``.
 """
@@ -10,13 +11,13 @@ from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from ._roma import Roma, RoleError
 from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, check_sandbox, run_python
 from ._schedule import ScheduleBounds, schedule_bounds
+from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
 from ._studies import measure_structure, plot_structure, run_quickstart
 from ._types import (
     NODE_STATUSES,
     OUTPUT_STATUSES,
     RUN_STATUSES,
-    TASK_TYPES,
     InvalidRunError,
     Node,
     NodeEvent,
@@ -54,6 +55,7 @@ __all__ = [
     "RoleCall",
     "RoleError",
     "Roma",
+    "RomaSettings",
     "Run",
     "SandboxResult",
     "SandboxUnavailableError",

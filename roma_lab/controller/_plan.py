@@ -32,14 +32,18 @@ class PlanCheck:
     warnings: tuple[str, ...]
 
 
+_SHOW_CHARS = 200  # reprlib bounds each level, not the whole: deep nesting can still run long
+
+
 def show(value: Any) -> str:
     """A short repr that never raises, for messages quoting whatever a model returned."""
     if isinstance(value, int) and value.bit_length() > 64:  # repr() refuses ints over 4,300 digits
         return f"<int of {value.bit_length()} bits>"
     try:
-        return _SHOW.repr(value)
+        text = _SHOW.repr(value)
     except Exception:  # an object whose __repr__ raises
         return f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= _SHOW_CHARS else f"{text[:_SHOW_CHARS - 3]}..."
 
 
 def _field(item: Any, name: str) -> Any:

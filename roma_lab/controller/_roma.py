@@ -24,11 +24,8 @@ from os import PathLike
 from typing import Any
 
 from ._plan import Subtask, show, validate_plan
-from ._types import OUTPUT_STATUSES, TASK_TYPES, Node, NodeEvent, RoleCall, Run, RunStatus, run_status
-
-# Context locality: a node sees at most this many ancestor goals, each cut to this length.
-_ANCESTRY_GOALS = 3
-_GOAL_CHARS = 200
+from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
+from ._types import OUTPUT_STATUSES, Node, NodeEvent, RoleCall, Run, RunStatus, run_status
 
 # Output contract per role: field -> required type (None: any value).
 _CONTRACT: dict[str, dict[str, type | None]] = {
@@ -98,17 +95,20 @@ def _context_chars(inputs: Mapping[str, Any]) -> int:
     return sum(len(v) if isinstance(v, str) else len(json.dumps(v, ensure_ascii=False)) for v in inputs.values())
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}… [{len(text) - limit} more characters cut]"
+def _clip(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters cut]"
 
 
-def _render_context(ancestors: Sequence[str], results: Sequence[tuple[str, str]], result_chars: int) -> str:
+def _render_context(ancestors: Sequence[str], results: Sequence[tuple[str, str]], settings: RomaSettings) -> str:
     parts = []
+    cut = settings.goal_chars
     if ancestors:
-        lines = "\n".join(f"- {g[:_GOAL_CHARS]}" for g in ancestors)
+        lines = "\n".join(f"- {g[:cut]}" for g in ancestors)
         parts.append(f"This task is part of (outermost first):\n{lines}")
     if results:
-        blocks = "\n\n".join(f"[{goal[:_GOAL_CHARS]}]\n{_clip(output, result_chars)}" for goal, output in results)
+        blocks = "\n\n".join(f"[{goal[:cut]}]\n{_clip(output, settings.max_result_chars)}" for goal, output in results)
         parts.append(f"Results of prerequisite tasks:\n{blocks}")
     return "\n\n".join(parts)
 
@@ -273,15 +273,14 @@ class Roma:
         role_lms: per-role models, keys ``atomizer``, ``planner``, ``executor``,
             ``executor:<task_type>``, ``aggregator``, ``verifier``.
         corpus: texts or a folder/.jsonl for the default ``search`` executor's BM25 retriever.
-        max_depth: nodes at this depth are executed without asking the atomizer.
-        max_concurrency: role calls in flight at once, over the whole tree.
-        max_subtasks: longer plans are truncated (with a warning).
-        call_timeout_s: a role call taking longer fails its node.
-        run_timeout_s: whole-run deadline (``None``: none). When it passes, ``run`` returns a
-            ``timed_out`` run with the trace so far, even if a role blocks the event loop or ignores
-            cancellation; ``arun`` shares the caller's loop, so it can only return once that loop runs.
-        max_result_chars: each dependency result shown in a context (a node's own or one its
-            ancestors received) is cut to this many characters, with a note saying how much was cut.
+        settings: a :class:`RomaSettings` (default: its defaults).
+        **keywords: any field of :class:`RomaSettings` but ``models``, applied over ``settings``:
+            ``max_depth``, ``max_concurrency``, ``max_subtasks``, ``call_timeout_s``,
+            ``run_timeout_s``, ``max_result_chars``, ``ancestor_goals``, ``goal_chars``, ``verify``.
+            When ``run_timeout_s`` passes, ``run`` returns a ``timed_out`` run with the trace so far,
+            even if a role blocks the event loop or ignores cancellation; ``arun`` shares the
+            caller's loop, so it can only return once that loop runs. A ``verifier`` given turns
+            ``verify`` on; ``verify=True`` without one uses the default DSPy ``Verifier``.
     """
 
     def __init__(
@@ -295,39 +294,34 @@ class Roma:
         lm: Any = None,
         role_lms: Mapping[str, Any] | None = None,
         corpus: Sequence[str] | str | PathLike[str] | None = None,
-        max_depth: int = 2,
-        max_concurrency: int = 4,
-        max_subtasks: int = 8,
-        call_timeout_s: float = 600.0,
-        run_timeout_s: float | None = None,
-        max_result_chars: int = 2000,
+        settings: RomaSettings | None = None,
+        **keywords: Any,
     ):
-        for name, value, low in (("max_depth", max_depth, 0), ("max_concurrency", max_concurrency, 1),
-                                 ("max_subtasks", max_subtasks, 1), ("max_result_chars", max_result_chars, 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-        for name, value, optional in (("call_timeout_s", call_timeout_s, False), ("run_timeout_s", run_timeout_s, True)):
-            if not (value is None and optional or isinstance(value, (int, float)) and not isinstance(value, bool)
-                    and 0 < value < math.inf):
-                raise ValueError(f"{name} must be a finite number > 0{' or None' if optional else ''}, got {value!r}")
+        settings = RomaSettings.from_keywords(settings, keywords)
+        if verifier is not None:
+            if keywords.get("verify") is False:
+                raise ValueError("verify=False, but a verifier was given")
+            settings = replace(settings, verify=True)
         if executors is not None:
             unknown = set(executors) - set(TASK_TYPES)
             if unknown or not executors:
                 raise ValueError(f"executors must map some of {TASK_TYPES} to callables; got {sorted(executors)}")
-        valid_lm_keys = {"atomizer", "planner", "executor", "aggregator", "verifier"}
-        valid_lm_keys |= {f"executor:{t}" for t in TASK_TYPES}
+        valid_lm_keys = {*MODEL_KEYS, "executor"}
         bad = set(role_lms or {}) - valid_lm_keys
         if bad:
             raise ValueError(f"unknown role_lms keys {sorted(bad)}; valid: {sorted(valid_lm_keys)}")
 
-        self.uses_default_roles = None in (atomizer, planner, executors, aggregator)
+        self.uses_default_roles = None in (atomizer, planner, executors, aggregator) or (
+            settings.verify and verifier is None)
         if self.uses_default_roles:
-            from ._roles import Aggregator, Atomizer, Planner, default_executors
+            from ._roles import Aggregator, Atomizer, Planner, Verifier, default_executors
 
             atomizer = atomizer or Atomizer()
             planner = planner or Planner()
             aggregator = aggregator or Aggregator()
             executors = executors or default_executors(corpus)
+            if settings.verify:
+                verifier = verifier or Verifier()
         self.atomizer = atomizer
         self.planner = planner
         self.executors = dict(executors)
@@ -335,12 +329,7 @@ class Roma:
         self.verifier = verifier
         self.lm = lm
         self.role_lms = dict(role_lms or {})
-        self.max_depth = max_depth
-        self.max_concurrency = max_concurrency
-        self.max_subtasks = max_subtasks
-        self.call_timeout_s = float(call_timeout_s)
-        self.run_timeout_s = None if run_timeout_s is None else float(run_timeout_s)
-        self.max_result_chars = max_result_chars
+        self.settings = settings
         self.task_types = tuple(t for t in TASK_TYPES if t in self.executors)
         self.default_type = "think" if "think" in self.executors else self.task_types[0]
 
@@ -360,9 +349,9 @@ class Roma:
         ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
         threading.Thread(target=ctx.run, args=(_run_loop, loop, task), name="roma-run", daemon=True).start()
         try:
-            if not finished.wait(self.run_timeout_s):
+            if not finished.wait(self.settings.run_timeout_s):
                 _cancel_soon(loop, task)  # the loop may be blocked by a role: do not wait for it
-                return self._finish(state, "timed_out", f"run deadline of {self.run_timeout_s:g} s reached")
+                return self._finish(state, "timed_out", f"run deadline of {self.settings.run_timeout_s:g} s reached")
         except BaseException as err:  # Ctrl-C (KeyboardInterrupt) while the run was going
             _cancel_soon(loop, task)
             raise _with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
@@ -374,13 +363,13 @@ class Roma:
         state = self._start(goal, on_event)
         task = asyncio.ensure_future(self._drive(state))
         try:
-            done, _ = await asyncio.wait({task}, timeout=self.run_timeout_s)
+            done, _ = await asyncio.wait({task}, timeout=self.settings.run_timeout_s)
         except asyncio.CancelledError as err:
             task.cancel()
             raise _with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
         if not done:
             task.cancel()  # a role may ignore it; the run returns regardless
-            return self._finish(state, "timed_out", f"run deadline of {self.run_timeout_s:g} s reached")
+            return self._finish(state, "timed_out", f"run deadline of {self.settings.run_timeout_s:g} s reached")
         return self._result(state, task.result())
 
     # --- start and end of a run ---
@@ -390,7 +379,7 @@ class Roma:
             raise ValueError("goal must be a non-empty string")
         root = Node(id="0", parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type)
         lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
-        state = _RunState(time.monotonic(), asyncio.Semaphore(self.max_concurrency), lms, {}, on_event)
+        state = _RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event)
         state.put(root)  # announce the root as pending
         return state
 
@@ -450,18 +439,10 @@ class Roma:
             lms[key] = spec if spec is not None else dspy.settings.lm
         return lms
 
-    def _settings(self, lms: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            "max_depth": self.max_depth,
-            "max_concurrency": self.max_concurrency,
-            "max_subtasks": self.max_subtasks,
-            "call_timeout_s": self.call_timeout_s,
-            "run_timeout_s": self.run_timeout_s,
-            "context": {"ancestor_goals": _ANCESTRY_GOALS, "goal_chars": _GOAL_CHARS,
-                        "result_chars": self.max_result_chars},
-            "verifier": self.verifier is not None,
-            "models": {k: getattr(v, "model", None) for k, v in lms.items()},
-        }
+    def _settings(self, lms: Mapping[str, Any]) -> RomaSettings:
+        """This Roma's settings with the model each role called (a name, whatever ``lm`` was given as)."""
+        models = {k: None if getattr(v, "model", None) is None else str(v.model) for k, v in lms.items()}
+        return replace(self.settings, models=models)
 
     # --- one role call: the only place that touches models, time limits and usage ---
 
@@ -476,7 +457,7 @@ class Roma:
             try:
                 # asyncio.wait, not wait_for: wait_for waits for a cancelled role to finish, forever if
                 # the role swallows the cancellation
-                done, _ = await asyncio.wait({pending}, timeout=self.call_timeout_s)
+                done, _ = await asyncio.wait({pending}, timeout=self.settings.call_timeout_s)
             except asyncio.CancelledError:  # the run is being stopped: stop the role too
                 pending.cancel()
                 raise
@@ -484,7 +465,7 @@ class Roma:
         record = {"role": role, "inputs": _jsonable({k: v for k, v in inputs.items() if k != "goal"}),
                   "context_chars": _context_chars(inputs), "latency_s": latency, "started_s": started - state.t0}
         if not done:
-            error = f"timed out after {self.call_timeout_s:g} s"
+            error = f"timed out after {self.settings.call_timeout_s:g} s"
             call = RoleCall(**record, outputs={}, input_tokens=None, output_tokens=None, cost=None,
                             model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)")
             state.update(node_id, calls=state.nodes[node_id].calls + (call,))
@@ -537,7 +518,7 @@ class Roma:
     def _ancestors(self, state: _RunState, node: Node) -> list[str]:
         goals = []
         parent = node.parent_id
-        while parent is not None and len(goals) < _ANCESTRY_GOALS:
+        while parent is not None and len(goals) < self.settings.ancestor_goals:
             goals.append(state.nodes[parent].goal)
             parent = state.nodes[parent].parent_id
         return goals[::-1]
@@ -549,10 +530,10 @@ class Roma:
         still see what their parent depended on); ``dep_results`` are this node's own.
         """
         node = state.update(node_id, status="running")
-        context = _render_context(self._ancestors(state, node), inherited + dep_results, self.max_result_chars)
+        context = _render_context(self._ancestors(state, node), inherited + dep_results, self.settings)
         degraded = None
         try:
-            if node.depth >= self.max_depth:
+            if node.depth >= self.settings.max_depth:
                 state.update(node_id, forced_atomic=True)
                 atomic = True
             else:
@@ -594,7 +575,7 @@ class Roma:
                 problems = [f"the planner's reply was unusable ({err.message})"]
             else:
                 check = validate_plan(out["subtasks"], task_types=self.task_types, default_type=self.default_type,
-                                      max_subtasks=self.max_subtasks)
+                                      max_subtasks=self.settings.max_subtasks)
                 if check.subtasks:
                     for w in check.warnings:
                         state.add_warning(node_id, f"plan (attempt {attempt}): {w}")
@@ -603,7 +584,7 @@ class Roma:
             for w in problems:
                 state.add_warning(node_id, f"plan (attempt {attempt}): {w}")
             ask_context = (f"{context}\n\nA previous plan for this goal was unusable ({'; '.join(problems)}). "
-                           f"Return between 1 and {self.max_subtasks} subtasks.").strip()
+                           f"Return between 1 and {self.settings.max_subtasks} subtasks.").strip()
         return None
 
     def _executor_step(self, state: _RunState, node_id: str) -> Callable[[str], Any]:

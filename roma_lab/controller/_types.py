@@ -9,16 +9,19 @@ from __future__ import annotations
 import json
 import math
 import re
+import warnings
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._settings import TASK_TYPES, RomaSettings
+
 if TYPE_CHECKING:
     import pandas as pd
 
-TASK_TYPES: tuple[str, ...] = ("search", "think", "write", "code")
 ROLES: tuple[str, ...] = ("atomizer", "planner", "executor", "aggregator", "verifier")
 
 RunStatus = Literal["completed", "partial", "failed", "timed_out", "interrupted"]
@@ -106,6 +109,8 @@ class Run:
     ``status``: ``completed`` only if every node completed; ``partial`` if the root has an output but
     some node failed, was skipped, degraded or unverified; ``failed`` if the root has no output;
     ``timed_out`` / ``interrupted`` if the run was stopped (its unfinished nodes are ``cancelled``).
+    ``settings``: what the run ran with, including the model each role called (``None``: not
+    recorded, as for a run built by hand).
     """
 
     goal: str
@@ -113,9 +118,17 @@ class Run:
     output: str | None
     nodes: tuple[Node, ...]
     wall_s: float
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: RomaSettings | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.settings, Mapping):  # code written when settings was the file's dict
+            warnings.warn("Run(settings=...) takes a RomaSettings; a dict is read as its run-file record, "
+                          "over the defaults", DeprecationWarning, stacklevel=3)
+            try:
+                settings = RomaSettings.from_record(RomaSettings().record() | dict(self.settings))
+            except ValueError as err:
+                raise InvalidRunError(f"invalid run: settings: {err}") from err
+            object.__setattr__(self, "settings", settings if self.settings else None)
         problems = _problems(self)
         if problems:
             raise InvalidRunError("invalid run: " + "; ".join(problems))
@@ -185,7 +198,10 @@ class Run:
     def to_json(self) -> str:
         """The run as JSON text that any run can be saved as: the goal is stored once (on the root),
         non-finite floats are refused by the invariants, and lone surrogates are written as escapes."""
-        data = _RunModel.model_validate(asdict(self)).model_dump(mode="json", exclude={"goal"})
+        data = _RunModel.model_validate({
+            "status": self.status, "output": self.output, "nodes": [asdict(n) for n in self.nodes],
+            "wall_s": self.wall_s, "settings": {} if self.settings is None else self.settings.record(),
+        }).model_dump(mode="json", exclude={"goal"})
         text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False)
         # json.dumps keeps a lone surrogate (e.g. from a model's broken UTF-16) as a raw code point,
         # which UTF-8 cannot encode; its JSON escape reads back to the same string.
@@ -197,6 +213,8 @@ class Run:
         :class:`InvalidRunError` (never a run that breaks the invariants)."""
         try:
             m = _RunModel.model_validate(json.loads(text))
+            # {}: a run built by hand, saved without settings
+            settings = RomaSettings.from_record(m.settings) if m.settings else None
         except (ValueError, ValidationError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise InvalidRunError(f"not a ROMA run trace: {err}") from err
         nodes = tuple(
@@ -207,7 +225,8 @@ class Run:
             raise InvalidRunError("invalid run: a run has at least its root node")
         if m.goal is not None and m.goal != nodes[0].goal:  # files written before the goal was stored once
             raise InvalidRunError("invalid run: its goal differs from the root node's goal")
-        return cls(**{**m.model_dump(exclude={"nodes", "goal"}), "goal": nodes[0].goal, "nodes": nodes})
+        return cls(**{**m.model_dump(exclude={"nodes", "goal", "settings"}), "goal": nodes[0].goal, "nodes": nodes,
+                      "settings": settings})
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -222,6 +241,8 @@ def _problems(run: Run) -> list[str]:
     if not run.nodes:
         return ["a run has at least its root node"]
     problems = []
+    if not isinstance(run.settings, RomaSettings | None):
+        problems.append(f"settings must be a RomaSettings or None, got {type(run.settings).__name__}")
     root = run.root
     by_id = {n.id: n for n in run.nodes}
     repeated = sorted(i for i, k in Counter(n.id for n in run.nodes).items() if k > 1)
@@ -309,4 +330,4 @@ class _RunModel(_Strict):
     output: str | None
     nodes: tuple[_NodeModel, ...]
     wall_s: float
-    settings: dict[str, Any]
+    settings: dict[str, Any]  # RomaSettings.record(); read back by RomaSettings.from_record

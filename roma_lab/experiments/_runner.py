@@ -136,6 +136,13 @@ def _alive(process) -> bool:
         return False
 
 
+def _pgid(process) -> int | None:
+    try:
+        return os.getpgid(process.pid)
+    except ProcessLookupError:
+        return None
+
+
 def _stop_kernel(out_dir: Path) -> None:
     """Kill the kernel (and its process group) recorded in ``out_dir`` if it still runs.
 
@@ -158,11 +165,13 @@ def _stop_kernel(out_dir: Path) -> None:
     if ours and _alive(process):
         group = kernel["pgid"]
         if group and group != os.getpgid(0):  # never our own group
+            members = [p for p in psutil.process_iter() if _pgid(p) == group]
             os.killpg(group, signal.SIGKILL)
         else:
+            members = [process]
             process.kill()
         deadline = time.monotonic() + _KILL_WAIT_S
-        while _alive(process):
+        while any(_alive(p) for p in members):  # a signalled process runs on for a moment
             if time.monotonic() > deadline:
                 raise RunnerStateError(f"kernel pid {process.pid} of an earlier run of {out_dir.name} does not stop; "
                                        "kill it by hand and rerun")

@@ -1,9 +1,10 @@
-"""GEPA+ configuration: one frozen value, validated when built."""
+"""Configuration as frozen values, validated when built: the GEPA+ proposer's settings
+(:class:`GepaPlusConfig`) and the settings of every search of a Table 7 / 8 run (:class:`SearchSettings`)."""
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 # A model is named by a string (resolved with ``roma_lab.lm.resolve_lm``) or given as a dspy LM object.
@@ -12,6 +13,11 @@ LMLike = Any
 
 def _is_lm_like(x: object) -> bool:
     return (isinstance(x, str) and bool(x)) or (hasattr(x, "copy") and hasattr(x, "model"))
+
+
+def _check_size(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
 
 
 def _check_count(name: str, value: int | None) -> None:
@@ -85,3 +91,83 @@ class GepaPlusConfig:
             "max_total_judge_calls", "max_total_verifier_runs", "max_total_merge_calls",
         ):
             _check_count(name, getattr(self, name))
+
+
+def _name(lm: LMLike | None) -> str:
+    """How a model is written down: its name, or the model string of an LM object."""
+    return "" if lm is None else lm if isinstance(lm, str) else str(lm.model)
+
+
+@dataclass(frozen=True, slots=True)
+class SearchSettings:
+    """Everything the GEPA and GEPA+ searches of one Table 7 / Table 8 run share.
+
+    ``run_table7`` / ``run_table8`` build it once from their keywords and write it on every row of
+    their runs tables. Models are names (resolved with ``roma_lab.lm``) or dspy LM objects: ``lm``
+    runs the programs; proposer i is (``reflection_lms[i]``, ``reflection_temperatures[i]``) and
+    plain GEPA uses the first; ``judge_lm`` is GEPA+'s judge and PAPILLON's judges; ``merger_lm``
+    (None: the first reflection model) merges GEPA+'s top ``n`` of ``k`` drafts; ``external_lm`` is
+    PAPILLON's external model (None: the task model). ``max_tokens`` caps the task and judge models
+    only: a cut-off instruction would be a broken proposal. ``seed`` fixes the data split; repeat r
+    searches with seed ``seed + r``. ``max_metric_calls`` caps GEPA's own metric calls per search.
+    """
+
+    lm: LMLike = "local"
+    reflection_lms: tuple[LMLike, ...] = ("local",)
+    reflection_temperatures: tuple[float, ...] = (1.0,)
+    judge_lm: LMLike = "local"
+    merger_lm: LMLike | None = None
+    external_lm: str | None = None
+    max_tokens: int | None = None
+    n_train: int = 4
+    n_val: int = 3
+    repeats: int = 1
+    max_metric_calls: int = 16
+    k: int = 3
+    n: int = 2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        # notebooks pass lists; a frozen value holds tuples
+        object.__setattr__(self, "reflection_lms", tuple(self.reflection_lms))
+        object.__setattr__(self, "reflection_temperatures", tuple(self.reflection_temperatures))
+        if not self.reflection_lms or len(self.reflection_lms) != len(self.reflection_temperatures):
+            raise ValueError(f"reflection_lms and reflection_temperatures must be non-empty and of equal length, got "
+                             f"{len(self.reflection_lms)} model(s) and {len(self.reflection_temperatures)} temperature(s)")
+        for name in ("n_train", "n_val", "repeats", "max_metric_calls"):
+            _check_size(name, getattr(self, name), 1)
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ValueError(f"seed must be an int, got {self.seed!r}")
+        if self.max_tokens is not None:
+            _check_size("max_tokens (or None)", self.max_tokens, 1)
+        self.gepa_plus_config(self.judge_lm)  # k, n, temperatures and models checked now, not mid-run
+
+    @property
+    def merger(self) -> LMLike:
+        return self.merger_lm if self.merger_lm is not None else self.reflection_lms[0]
+
+    def gepa_plus_config(self, judge: LMLike) -> GepaPlusConfig:
+        """The GEPA+ proposer's settings, with ``judge`` (the judge model as resolved for the run)."""
+        return GepaPlusConfig(
+            proposers=tuple(zip(self.reflection_lms, self.reflection_temperatures, strict=True)), k=self.k, n=self.n,
+            judge=judge, merger=self.merger,
+        )
+
+    def as_row(self) -> dict[str, Any]:
+        """The settings as columns of a table row: models by name (the merger as used), several values
+        joined by "; "."""
+        return {f.name: getattr(self, f.name) for f in fields(self)} | {
+            "lm": _name(self.lm), "judge_lm": _name(self.judge_lm), "external_lm": _name(self.external_lm),
+            "merger_lm": _name(self.merger),
+            "reflection_lms": "; ".join(_name(lm) for lm in self.reflection_lms),
+            "reflection_temperatures": "; ".join(f"{t:g}" for t in self.reflection_temperatures),
+        }
+
+    def describe(self) -> str:
+        """One line for the ``setting`` of every measured row set beside the paper's."""
+        proposers = ", ".join(f"{_name(m)} at T={t:g}" for m, t in zip(self.reflection_lms,
+                                                                         self.reflection_temperatures, strict=True))
+        return (f"model {_name(self.lm)}, judge {_name(self.judge_lm)}, proposers {proposers}, merger "
+                f"{_name(self.merger)}; k={self.k}, n={self.n}; n_train {self.n_train}, "
+                f"n_val {self.n_val}; {self.repeats} repeat(s) from seed {self.seed}; budget {self.max_metric_calls} "
+                "GEPA metric calls per search")

@@ -26,6 +26,7 @@ from roma_lab.controller import (
     Atomizer,
     Planner,
     Roma,
+    RomaSettings,
     Verifier,
     default_executors,
 )
@@ -67,10 +68,10 @@ class RomaProgram(dspy.Module):
     """ROMA with its default DSPy roles, as one DSPy program (``forward(goal) -> answer, run``).
 
     Args mirror ``Roma``: ``lm`` (None: the LM configured in DSPy, as for any DSPy program),
-    ``role_lms``, ``corpus`` for the search executor's BM25 retriever, ``verify`` adds the
-    verifier role, ``max_depth``, ``max_concurrency``, ``max_subtasks``, ``call_timeout_s``.
-    The planner's and aggregator's seed instructions are the controller's, plus one sentence
-    naming what their contract protects (see ``_SEED_SENTENCES``).
+    ``role_lms``, ``corpus`` for the search executor's BM25 retriever, ``settings`` (a
+    ``RomaSettings``) and keywords for its fields (``verify=True`` adds the verifier role,
+    ``max_depth``...). The planner's and aggregator's seed instructions are the controller's, plus
+    one sentence naming what their contract protects (see ``_SEED_SENTENCES``).
     """
 
     def __init__(
@@ -79,13 +80,11 @@ class RomaProgram(dspy.Module):
         lm: Any = None,
         role_lms: Mapping[str, Any] | None = None,
         corpus: Sequence[str] | str | PathLike[str] | None = None,
-        verify: bool = False,
-        max_depth: int = 2,
-        max_concurrency: int = 4,
-        max_subtasks: int = 8,
-        call_timeout_s: float = 600.0,
+        settings: RomaSettings | None = None,
+        **keywords: Any,
     ):
         super().__init__()
+        self.settings = RomaSettings.from_keywords(settings, keywords)
         executors = default_executors(corpus)
         # Attribute order is named_predictors() order, hence GEPA's round-robin order: the loop's.
         self.atomizer = Atomizer()
@@ -95,18 +94,14 @@ class RomaProgram(dspy.Module):
         self.executor_write = executors["write"]
         self.executor_code = executors["code"]
         self.aggregator = Aggregator()
-        self.verifier = Verifier() if verify else None
+        self.verifier = Verifier() if self.settings.verify else None
         self.models = _Models(lm, dict(role_lms or {}))
-        self.max_depth = max_depth
-        self.max_concurrency = max_concurrency
-        self.max_subtasks = max_subtasks
-        self.call_timeout_s = call_timeout_s
         for name, predictor in self.named_predictors():
             if name in _SEED_SENTENCES:
                 seed = predictor.signature.instructions
                 if not all(_mentions(seed, t) for t in ROMA_REQUIRED_TERMS[name]):
                     predictor.signature = predictor.signature.with_instructions(f"{seed} {_SEED_SENTENCES[name]}")
-        self.roma()  # bad settings fail here, not on the first example
+        self.roma()  # bad role_lms fail here, not on the first example
 
     def roma(self) -> Roma:
         """A ``Roma`` over this program's own role modules (so a candidate's instructions are used)."""
@@ -115,8 +110,7 @@ class RomaProgram(dspy.Module):
             {"search": self.executor_search, "think": self.executor_think, "write": self.executor_write,
              "code": self.executor_code},
             self.aggregator, self.verifier,
-            lm=self.models.lm, role_lms=self.models.role_lms, max_depth=self.max_depth,
-            max_concurrency=self.max_concurrency, max_subtasks=self.max_subtasks, call_timeout_s=self.call_timeout_s,
+            lm=self.models.lm, role_lms=self.models.role_lms, settings=self.settings,
         )
 
     def default_contracts(self) -> dict[str, Contract]:

@@ -21,6 +21,7 @@ import numpy as np
 
 from roma_lab.bench import AIMEGrader, DSPyJudge, Grade, HotpotQAGrader, Item, PapillonGrader
 from roma_lab.bench import load_aime2025, load_hotpotqa, load_papillon, sample
+from roma_lab.optimizer._config import _check_size
 
 BENCHMARKS = ("aime2025", "hotpotqa", "papillon")
 
@@ -244,11 +245,6 @@ def _example(item: Item) -> dspy.Example:
                         pii_units=list(item.metadata["pii_units"])).with_inputs("user_query")
 
 
-def _check_size(name: str, value: int, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-
-
 def task_splits(benchmark: str, *, n_train: int, n_val: int, n_test: int, seed: int) -> Splits:
     """Disjoint seeded train / validation / test samples.
 
@@ -277,7 +273,7 @@ def task_splits(benchmark: str, *, n_train: int, n_val: int, n_test: int, seed: 
 
 
 def evaluate_program(task: Task, program: dspy.Module, examples: Sequence[dspy.Example]) -> list[dict[str, Any]]:
-    """One row per example: item_id, score, error_stage, error.
+    """One row per example: task_id (the item id), score, error_stage, error.
 
     NaN policy (as ``roma_lab.bench``): a program that raises scores 0 (``error_stage="system"``);
     a grader that fails gives NaN (``"grader"``), excluded from means and counted.
@@ -287,10 +283,10 @@ def evaluate_program(task: Task, program: dspy.Module, examples: Sequence[dspy.E
         try:
             pred = program(**gold.inputs())
         except Exception as e:  # noqa: BLE001 - the system's failure is its score (0), recorded
-            rows.append({"item_id": gold.item_id, "score": 0.0, "error_stage": "system",
+            rows.append({"task_id": gold.item_id, "score": 0.0, "error_stage": "system",
                          "error": f"{type(e).__name__}: {e}"})
             continue
         grade = task.grade(gold, pred)
-        rows.append({"item_id": gold.item_id, "score": grade.score,
+        rows.append({"task_id": gold.item_id, "score": grade.score,
                      "error_stage": "grader" if grade.error else "", "error": grade.error or ""})
     return rows

@@ -25,6 +25,7 @@ from ._provenance import (
 from ._paper import (
     DIFFERS,
     MATCHES,
+    NOT_COMPARABLE,
     NOT_IN_PAPER,
     NOT_MEASURED,
     PAPER_COLUMNS,
@@ -41,6 +42,7 @@ __all__ = [
     "CONDITION",
     "DIFFERS",
     "MATCHES",
+    "NOT_COMPARABLE",
     "NOT_IN_PAPER",
     "NOT_MEASURED",
     "PAPER_COLUMNS",

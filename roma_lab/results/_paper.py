@@ -41,6 +41,9 @@ TOLERANCE = 0.01
 P_VALUE_FACTOR = 2.0
 
 MATCHES, DIFFERS, NOT_MEASURED, NOT_IN_PAPER = "matches", "differs", "not measured", "not in paper"
+#: Verdict for a measured figure that measures something other than what the paper's does (our row
+#: has ``comparable`` False, e.g. a search that made no proposal scores its starting program).
+NOT_COMPARABLE = "not comparable"
 
 Why = str | Mapping[str, str] | Callable[[Mapping[str, Any]], str]
 
@@ -110,20 +113,24 @@ def beside_paper(
     *,
     why: Why | None = None,
     why_not_measured: Why | None = None,
+    why_not_comparable: Why | None = None,
     setting: str | None = None,
 ) -> pd.DataFrame:
     """Every paper figure of ``artefact`` beside ours: an outer join on (condition, subset, metric).
 
     ``ours``: tidy measured rows (:data:`MEASURED_COLUMNS`, optionally ``unit``, ``ci_low``,
-    ``ci_high``, ``n``, ``setting``); rows for metrics the paper does not report for ``artefact`` are
-    left out. A paper figure we did not measure stays as ``not measured``; a measured condition the
+    ``ci_high``, ``n``, ``setting``, ``comparable``); rows for metrics the paper does not report for
+    ``artefact`` are left out. A paper figure we did not measure stays as ``not measured``; a measured condition the
     paper does not have is ``not in paper``. ``why`` explains differences (one text, a mapping metric
     -> text with optional ``"*"``, or a function of the row); every ``differs`` row needs a reason, so
     a difference can never go unexplained, and so does every ``not measured`` row
-    (``why_not_measured``). ``setting`` says what differs from the paper's set-up (model, data, n, R)
+    (``why_not_measured``). A row of ours with ``comparable`` False measures something other than
+    the paper's figure: it reads ``not comparable`` whatever its value (the value is still shown),
+    with a required reason (``why_not_comparable``). ``setting`` says what differs from the paper's set-up (model, data, n, R)
     and goes on every measured row that has no ``setting`` of its own. ``paper_in_ci`` says whether
     the paper's figure lies inside our confidence interval.
     """
+    import numpy as np
     import pandas as pd
 
     missing = [c for c in MEASURED_COLUMNS if c not in ours.columns]
@@ -136,6 +143,10 @@ def beside_paper(
     for column in ("ci_low", "ci_high", "n"):
         if column not in mine:
             mine[column] = math.nan
+    if "comparable" not in mine:
+        mine["comparable"] = True
+    elif not mine["comparable"].map(lambda v: isinstance(v, bool | np.bool_)).all():
+        raise ValueError(f"{artefact}: the comparable column must hold True or False only")
     if "setting" not in mine:
         mine["setting"] = setting or ""
     elif setting is not None:
@@ -162,6 +173,8 @@ def beside_paper(
         p = row["value_paper"]
         if row["_merge"] == "right_only":
             verdict = NOT_IN_PAPER
+        elif row["_merge"] == "both" and not row["comparable"]:
+            verdict = NOT_COMPARABLE
         else:
             verdict = agreement(p, value, unit)
         out = {
@@ -180,6 +193,11 @@ def beside_paper(
             if not out["why"]:
                 raise ValueError(f"{artefact}: {row['condition']}/{row['subset']}/{row['metric']} differs from the "
                                  f"paper ({value:g} vs {p:g}) and no reason was given")
+        elif verdict == NOT_COMPARABLE:
+            out["why"] = _reason(why_not_comparable, out)
+            if not out["why"]:
+                raise ValueError(f"{artefact}: {row['condition']}/{row['subset']}/{row['metric']} is marked not "
+                                 "comparable and no reason was given")
         elif verdict == NOT_MEASURED:
             out["why"] = _reason(why_not_measured, out)
             if not out["why"]:

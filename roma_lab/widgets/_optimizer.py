@@ -53,26 +53,27 @@ def _one_run(df, filters: dict[str, Any], name: str):
             if column not in df:
                 raise ValueError(f"{name} table has no {column!r} column to filter on")
             df = df[df[column] == wanted]
-    for column in ("benchmark", "method", "repeat"):
+    for column in ("condition", "subset", "run"):
         if column in df and df[column].nunique() > 1:
             raise ValueError(f"{name} table holds several runs ({column} = {sorted(df[column].unique())}); "
                              f"pass {column}=... to pick one")
     return df
 
 
-def evolution_state(records, candidates, *, benchmark: str | None = None, method: str | None = None,
-                    repeat: int | None = None) -> dict[str, Any]:
-    """One run's accepted candidates, in order, as a JSON-able dict.
+def evolution_state(records, candidates, *, condition: str | None = None, subset: str | None = None,
+                    run: int | None = None) -> dict[str, Any]:
+    """One search's accepted candidates, in order, as a JSON-able dict. ``condition`` (the method),
+    ``subset`` (the benchmark) and ``run`` (the repeat) pick the search from tables that hold several.
 
     Each step: the candidate, its parent(s), whether it came from a proposal or a crossover, its
     validation score and the best so far, and per changed component the instruction before and
     after with the J components of the draft or merge that produced it.
     """
-    filters = {"benchmark": benchmark, "method": method, "repeat": repeat}
+    filters = {"condition": condition, "subset": subset, "run": run}
     records = _one_run(records, filters, "records")
     candidates = _one_run(candidates, filters, "candidates")
     if candidates.empty:
-        raise ValueError("no candidates for this run (check benchmark/method/repeat)")
+        raise ValueError("no candidates for this search (check condition/subset/run)")
     text = {(int(r.candidate_idx), r.component): r.instruction for r in candidates.itertuples()}
     score = {int(r.candidate_idx): float(r.val_score) for r in candidates.itertuples()}
     parents = {int(r.candidate_idx): _parents(r.parents) for r in candidates.itertuples()}
@@ -113,7 +114,7 @@ def evolution_state(records, candidates, *, benchmark: str | None = None, method
                       "kind": "crossover" if crossover else "proposal", "val_score": score[idx],
                       "best_so_far": best, "metric_calls": calls.get(idx, (None, None))[0],
                       "gepa_metric_calls": calls.get(idx, (None, None))[1], "changes": changes})
-    title = " · ".join(str(v) for v in (benchmark, method, None if repeat is None else f"repeat {repeat}") if v)
+    title = " · ".join(str(v) for v in (subset, condition, None if run is None else f"run {run}") if v)
     return {"title": title, "seed_val_score": score[0], "seed": {c: t for (i, c), t in text.items() if i == 0},
             "steps": steps}
 
@@ -172,7 +173,7 @@ def evolution_html(state: dict[str, Any]) -> str:
 class OptimizerEvolutionWidget(widgets.VBox):
     """Step through a run's accepted candidates::
 
-        OptimizerEvolutionWidget(evolution_state(records, candidates, method="gepa+"))
+        OptimizerEvolutionWidget(evolution_state(records, candidates, condition="gepa+"))
 
     State is the ``evolution`` dict plus ``step`` (0-based); slider and buttons change ``step``.
     """
