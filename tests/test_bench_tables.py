@@ -18,7 +18,7 @@ from roma_lab.bench._scripted import SCRIPTED_LABEL, ScriptedEngine, ScriptedJud
 from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
 from roma_lab.bench._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
 from roma_lab.bench._table5 import PAPER_NAME, component_cost_df
-from roma_lab.controller import Node, RoleCall, Run
+from roma_lab.controller import Node, RoleCall, RomaSettings, Run
 from roma_lab.lm import AsyncEngine
 from roma_lab.results import DIFFERS, NOT_IN_PAPER, NOT_MEASURED, PAPER_COLUMNS
 from roma_lab.widgets import ItemRunPicker
@@ -461,7 +461,7 @@ def scripted_run(scale=1, model="local/test", cost=None):
     kids = tuple(Node(id=f"0.{i}", parent_id="0", depth=1, goal=f"chapter {i}", task_type="write", status="completed",
                       output="c", calls=(call("executor:write", 50 * scale, 100, 3.0, cost, model),)) for i in range(2))
     return Run(goal="story", status="completed", output="s", nodes=(root, *kids), wall_s=13.0,
-               settings={"models": {"atomizer": model}})
+               settings=RomaSettings(models={"atomizer": model}))
 
 
 def test_table5_divides_usage_by_chapters_and_averages_over_stories():

@@ -52,7 +52,7 @@ def component_cost_df(runs: Mapping[str, Run], n_chapters: int) -> pd.DataFrame:
     per_story = []
     for item_id, run in runs.items():
         usage = run.usage_df()
-        models = [str(m) for m in run.settings.get("models", {}).values()]
+        models = [str(m) for m in (run.settings.models.values() if run.settings else ())]
         if models and all(m.startswith(_NO_PRICE_PREFIXES) for m in models):
             usage["cost"] = usage["cost"].fillna(0.0)
         for col in ("calls", *_USAGE_COLUMNS):
