@@ -83,6 +83,7 @@ def test_fixture_spec_loads(project):
         (lambda t: t + "\n[parameters]\nSEED = {{ a = 1 }}\n", "not a plain literal"),
         (lambda t: t + "\n[parameters]\nOUT_DIR = 'x'\n", "injected by the runner"),
         (lambda t: t + "\n[smoke]\nN_RWOS = 1\n", "\\['N_RWOS'\\] are not declared"),
+        (lambda t: t + "\n[parameters]\nN_ROWS = 3\nSEED = 1\n", "\\['N_ROWS'\\] repeat the notebook's defaults"),
         (lambda t: t + "\n[parameters\n", "Expected"),  # broken TOML
     ],
 )
@@ -98,7 +99,7 @@ def test_notebook_must_declare_runner_parameters(project):
     nb = json.loads(nb_path.read_text())
     nb["cells"][2]["source"] = ['OUT_DIR = "out"\n', "N_ROWS = 3\n"]
     nb_path.write_text(json.dumps(nb))
-    with pytest.raises(SpecError, match="must declare \\['SMOKE', 'SEED'\\]"):
+    with pytest.raises(SpecError, match="must declare \\['SEED'\\]"):
         load_spec(project / "experiments" / "00_fixture.toml")
 
 
@@ -117,9 +118,8 @@ def test_load_specs_reports_every_bad_file_and_sorts(project):
 def test_run_parameters_injection(project):
     (spec,) = load_specs(project)
     out = project / "results" / spec.stem
-    assert run_parameters(spec, out_dir=out, smoke=False, lm=None) == {
-        "SEED": 7, "N_ROWS": 4, "OUT_DIR": str(out), "SMOKE": False,
-    }
+    # only the spec's overrides and OUT_DIR: every other value is the notebook's own default
+    assert run_parameters(spec, out_dir=out, smoke=False, lm=None) == {"SEED": 7, "N_ROWS": 4, "OUT_DIR": str(out)}
     assert run_parameters(spec, out_dir=out, smoke=True, lm="m")["N_ROWS"] == 2
     assert run_parameters(spec, out_dir=out, smoke=True, lm="m")["LM"] == "m"
     no_lm = replace(spec, declared={k: v for k, v in spec.declared.items() if k != "LM"})
@@ -144,7 +144,10 @@ def test_completed_then_skipped_then_forced(project, tmp_path):
     assert spec.notebook.read_bytes() == source_before  # never executed in place
     record = read_provenance(out)
     assert record.status == "completed" and record.model == "test-model" and record.seeds == {"SEED": 7}
-    assert record.parameters == {"SEED": 7, "N_ROWS": 4, "SMOKE": False, "LM": "test-model"}
+    # the record holds every parameter the run used: the notebook's defaults with the overrides on top
+    assert record.parameters == {"SEED": 7, "N_ROWS": 4, "LM": "test-model", "FAIL": False, "WRITE": True,
+                                 "SLEEP_S": 0}
+    assert record.extra["smoke"] is False
     assert set(record.inputs) == {"notebooks/00_fixture.ipynb", "data/label.txt"}
     assert set(record.outputs) == {"rows.csv", "00_fixture.ipynb"}
 
@@ -278,7 +281,7 @@ def test_cli_run_list_and_exit_codes(project, tmp_path, capsys, monkeypatch):
     assert main([*base, "run", "--all", "--smoke", "--results", str(results)]) == 0
     assert "1 completed" in capsys.readouterr().out
     record = read_provenance(results / "00_fixture")
-    assert record.model == "env-model" and record.parameters["SMOKE"] is True and record.parameters["N_ROWS"] == 2
+    assert record.model == "env-model" and record.extra["smoke"] is True and record.parameters["N_ROWS"] == 2
     assert main([*base, "list", "--smoke", "--results", str(results)]) == 0
     assert "completed" in capsys.readouterr().out
 

@@ -29,11 +29,11 @@ def test_contract_catches_each_violation(tmp_path):
     nb["cells"][0]["source"] = ["# Some other title"]
     nb["cells"][1]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["hi"]}]
     nb["cells"][1]["source"] = ["f = lambda x: x\n"]
-    params = ['OUT_DIR = "out"\n', "SMOKE = 0\n", 'LM = "openai/gpt-4o"\n', "N_ROWS = 3\n",
+    params = ['OUT_DIR = "out"\n', "SEED = 0.5\n", 'LM = "openai/gpt-4o"\n', "N_ROWS = 3\n",
               "FAIL = False\n", "WRITE = True\n", "SLEEP_S = 0\n"]
-    nb["cells"][2]["source"] = [*params, "SEED = 0\n"]
-    (root / "notebooks" / "00_fixture.ipynb").write_text(json.dumps(nb))
     nb["cells"][2]["source"] = params
+    (root / "notebooks" / "00_fixture.ipynb").write_text(json.dumps(nb))
+    nb["cells"][2]["source"] = [p for p in params if not p.startswith("SEED")]
     (root / "notebooks" / "05_orphan.ipynb").write_text(json.dumps(nb))
     (root / "notebooks" / "scratch.ipynb").write_text(json.dumps(nb))
     text = "\n".join(contract_problems(root))
@@ -43,7 +43,7 @@ def test_contract_catches_each_violation(tmp_path):
         "00_fixture.ipynb: cell 1 has stored outputs",
         "00_fixture.ipynb: cell 1 defines a function, class or lambda",
         "05_orphan.ipynb: the parameters cell must declare SEED",
-        "00_fixture.ipynb: parameter SMOKE must default to a bool",
+        "00_fixture.ipynb: parameter SEED must default to int, got 0.5",
         '00_fixture.ipynb: parameter LM must default to "local"',
         "00_fixture.ipynb: the markdown header must name the artefact 'Fixture table'",
     ]:
@@ -64,5 +64,5 @@ def test_smoke_tier(spec_path, tmp_path):
         if path.suffix == ".json":
             assert json.loads(path.read_text()), f"{name} is an empty JSON document"
     record = read_provenance(outcome.out_dir)
-    assert record.status == "completed" and record.parameters["SMOKE"] is True
+    assert record.status == "completed" and record.extra["smoke"] is True
     assert set(spec.outputs) <= set(record.outputs)

@@ -86,7 +86,7 @@ def test_provenance_round_trip(tmp_path):
     write_table(pd.DataFrame({"x": [1]}), out, "t")
     (out / "figs").mkdir()
     (out / "figs" / "f.txt").write_text("figure")
-    params = {"SEED": 3, "N": 10, "SMOKE": False}
+    params = {"SEED": 3, "N": 10, "VERBOSE": False}
     path = write_provenance(
         out, parameters=params, seeds={"SEED": 3}, model="local", inputs=["data/in.txt"],
         extra={"note": "x"}, root=root,

@@ -21,7 +21,7 @@ def _parser() -> argparse.ArgumentParser:
         help="project root holding experiments/ and notebooks/ (default: the checkout roma_lab is installed from)",
     )
     shared = argparse.ArgumentParser(add_help=False)
-    shared.add_argument("--smoke", action="store_true", help="apply each spec's [smoke] overrides, SMOKE=True")
+    shared.add_argument("--smoke", action="store_true", help="apply each spec's [smoke] overrides (small sizes, test models)")
     shared.add_argument("--results", type=Path, help="results folder (default: <root>/results, smoke: <root>/results/smoke)")
     shared.add_argument(
         "--lm",

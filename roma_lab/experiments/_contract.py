@@ -13,7 +13,7 @@ from pathlib import Path
 from ._spec import NOTEBOOK_NAME, REQUIRED_PARAMETERS, SpecError, declared_parameters, load_spec
 
 # Expected type of each runner-facing parameter's default.
-_PARAMETER_TYPES = {"OUT_DIR": str, "SMOKE": bool, "SEED": int, "LM": str}
+_PARAMETER_TYPES = {"OUT_DIR": str, "SEED": int, "LM": str}
 _NO_LOGIC = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
 
 
@@ -66,7 +66,7 @@ def notebook_problems(path: str | Path) -> list[str]:
                 continue
             expected = _PARAMETER_TYPES.get(name)
             if expected is not None and type(value) is not expected:
-                problems.append(f"parameter {name} must default to a {expected.__name__}, got {default}")
+                problems.append(f"parameter {name} must default to {expected.__name__}, got {default}")
         if "LM" in declared and declared["LM"].strip("'\"") != "local":
             problems.append(f"parameter LM must default to \"local\", got {declared['LM']}")
     return [f"{path.name}: {p}" for p in problems]

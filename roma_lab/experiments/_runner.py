@@ -53,21 +53,22 @@ class RunOutcome:
 
 
 def run_parameters(spec: ExperimentSpec, *, out_dir: Path, smoke: bool, lm: str | None) -> dict[str, Any]:
-    """Parameters papermill injects: the spec's, smoke overrides, OUT_DIR, SMOKE, and ``lm`` as LM
-    when given and the notebook declares LM."""
+    """Parameters papermill injects: the spec's overrides ([parameters], then [smoke] for the smoke
+    tier), OUT_DIR, and ``lm`` as LM when given and the notebook declares LM. Everything else keeps
+    the default written in the notebook's parameters cell."""
     params: dict[str, Any] = dict(spec.parameters)
     if smoke:
         params.update(spec.smoke)
     params["OUT_DIR"] = str(Path(out_dir).resolve())
-    params["SMOKE"] = smoke
     if lm is not None and "LM" in spec.declared:
         params["LM"] = lm
     return params
 
 
-def _recorded(params: dict[str, Any]) -> dict[str, Any]:
-    # OUT_DIR is the folder the record lives in; keeping it out lets results move with the repo.
-    return {k: v for k, v in params.items() if k != "OUT_DIR"}
+def _recorded(spec: ExperimentSpec, injected: dict[str, Any]) -> dict[str, Any]:
+    """The parameters a run used: the notebook's defaults with the injected values on top.
+    OUT_DIR is the folder the record lives in; keeping it out lets results move with the repo."""
+    return {k: v for k, v in (dict(spec.defaults) | injected).items() if k != "OUT_DIR"}
 
 
 def _inputs(spec: ExperimentSpec) -> list[str]:
@@ -98,7 +99,7 @@ def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool =
         return "unreadable"
     if record.status != "completed":
         return record.status
-    if not _same_run(spec, record, _recorded(run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm))):
+    if not _same_run(spec, record, _recorded(spec, run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm))):
         return "stale"
     if any(not (out_dir / name).is_file() for name in spec.outputs):
         return "incomplete"
@@ -186,7 +187,7 @@ def _executed_parameters(spec: ExperimentSpec, out_dir: Path) -> dict[str, Any] 
     """Parameters papermill stored in the executed copy of an earlier attempt (None if unreadable)."""
     try:
         nb = json.loads((out_dir / spec.notebook.name).read_bytes())
-        return _recorded(dict(nb["metadata"]["papermill"]["parameters"]))
+        return _recorded(spec, dict(nb["metadata"]["papermill"]["parameters"]))
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -312,7 +313,7 @@ def _exclusive(out_dir: Path):
 
 def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: bool, force: bool) -> str | None:
     """Prepare the folder, execute, write the record; returns the error (None when completed)."""
-    recorded = _recorded(params)
+    recorded = _recorded(spec, params)
     note = _prepare(spec, out_dir, recorded, force)
     inputs = _inputs(spec)
     missing_inputs = [p for p in inputs if not (spec.root / p).is_file()]

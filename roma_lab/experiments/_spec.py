@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import math
 import re
 import tomllib
@@ -11,11 +12,11 @@ from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
 NOTEBOOK_NAME = re.compile(r"^\d{2}_.+\.ipynb$")
-# Injected by the runner, so a spec may not set them. (A spec may set LM, e.g. a small model
-# for the smoke tier; the runner's ``lm`` argument, from --lm or $ROMA_LAB_LM, overrides it.)
-INJECTED = ("OUT_DIR", "SMOKE")
+# Injected by the runner, so a spec may not set it. (A spec may set LM, e.g. a small model for
+# the smoke tier; the runner's ``lm`` argument, from --lm or $ROMA_LAB_LM, overrides it.)
+INJECTED = ("OUT_DIR",)
 # Every numbered notebook's parameters cell declares these.
-REQUIRED_PARAMETERS = ("OUT_DIR", "SMOKE", "SEED")
+REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
 _OPTIONAL_KEYS = ("timeout_s", "inputs", "outputs", "parameters", "smoke")
@@ -41,9 +42,10 @@ class ExperimentSpec:
     timeout_s: int
     inputs: tuple[str, ...]  # root-relative files hashed into provenance
     outputs: tuple[str, ...]  # files the notebook must write into OUT_DIR
-    parameters: Mapping[str, ParamValue]
+    parameters: Mapping[str, ParamValue]  # overrides of the notebook's defaults for `make reproduce`
     smoke: Mapping[str, ParamValue]  # overrides applied on top of parameters for the smoke tier
     declared: Mapping[str, str]  # parameters-cell name -> default source text
+    defaults: Mapping[str, ParamValue]  # the declared defaults as values
 
 
 def _is_literal(value: object) -> bool:
@@ -70,6 +72,16 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
     except Exception as exc:  # papermill raises plain ValueError/JSON errors on malformed notebooks
         raise SpecError(f"{notebook}: cannot read its parameters cell: {exc}") from None
     return {name: info["default"] for name, info in found.items()}
+
+
+def _defaults(declared: Mapping[str, str], problems: list[str]) -> dict[str, ParamValue]:
+    values = {}
+    for name, source in declared.items():
+        try:
+            values[name] = ast.literal_eval(source)
+        except (ValueError, SyntaxError):
+            problems.append(f"parameter {name} = {source} is not a plain literal")
+    return values
 
 
 def _parameter_table(data: dict, key: str, problems: list[str]) -> dict[str, ParamValue]:
@@ -128,6 +140,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
     if notebook is None and "notebook" in data:
         problems.append(f"'notebook' must be a path relative to {root}, got {data['notebook']!r}")
     declared: dict[str, str] = {}
+    defaults: dict[str, ParamValue] = {}
     if notebook is not None:
         if not NOTEBOOK_NAME.match(notebook.name):
             problems.append(f"notebook name {notebook.name!r} must match {NOTEBOOK_NAME.pattern}")
@@ -143,6 +156,12 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
             undeclared = sorted((set(parameters) | set(smoke)) - set(declared))
             if undeclared:
                 problems.append(f"parameters {undeclared} are not declared in the notebook's 'parameters' cell")
+            defaults = _defaults(declared, problems)
+            # The notebook's parameters cell is the one place a default is written; a spec holds
+            # overrides only, so the two can never drift apart.
+            repeated = sorted(k for k, v in parameters.items() if k in defaults and defaults[k] == v)
+            if repeated:
+                problems.append(f"[parameters] {repeated} repeat the notebook's defaults; a spec holds overrides only")
     if problems:
         raise SpecError(f"{path}:\n  " + "\n  ".join(problems))
     return ExperimentSpec(
@@ -159,6 +178,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         parameters=MappingProxyType(dict(parameters)),
         smoke=MappingProxyType(dict(smoke)),
         declared=MappingProxyType(declared),
+        defaults=MappingProxyType(defaults),
     )
 
 
