@@ -10,7 +10,6 @@ from pathlib import Path
 
 import dspy
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 from probe_integrity import CACHE_CASES
 
 from roma_lab.lm import (
@@ -22,13 +21,14 @@ from roma_lab.lm import (
     ModelNotInstalledError,
     ModelSpec,
     ReplayEngine,
+    ScriptedEngine,
     describe_lm_name,
     free_cores,
     model_file,
     replay_lm,
     resolve_lm,
 )
-from roma_lab.lm._engine import MAX_STRING_CHARS, SUPPORTED_PARAMS, json_grammar
+from roma_lab.lm._engine import MAX_STRING_CHARS, json_grammar
 
 
 class Atomize(dspy.Signature):
@@ -39,23 +39,9 @@ class Atomize(dspy.Signature):
     task_type: str = dspy.OutputField()
 
 
-class FakeEngine:
-    """Scripted engine that counts calls and answers the Atomize signature."""
-
-    supports_response_schema = True
-    supported_params = SUPPORTED_PARAMS
-
-    def __init__(self):
-        self.calls = 0
-
-    def complete(self, request):
-        self.calls += 1
-        text = '{"is_atomic": true, "task_type": "write"}'
-        return Response(id=None, model="fake", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=100 + self.calls, output_tokens=7, total_tokens=107 + self.calls))
-
-    def close(self):
-        pass
+def atomize_engine():
+    """The scripted engine answering the Atomize signature; ``len(engine.requests)`` counts its calls."""
+    return ScriptedEngine(lambda request: {"is_atomic": True, "task_type": "write"})
 
 
 @pytest.fixture(autouse=True)
@@ -172,34 +158,36 @@ def test_single_part_mismatch_is_refused():
 
 
 def test_cache_hit_avoids_a_second_engine_call(tmp_path):
-    fake = FakeEngine()
+    fake = atomize_engine()
     lm = dspy.LM("local/fake", engine=CachingEngine(fake, model_id="fake", directory=tmp_path), cache=False)
     first = predict(lm)
     again = predict(lm)
-    assert fake.calls == 1 and first.is_atomic is True and again.task_type == "write"
+    assert len(fake.requests) == 1 and first.is_atomic is True and again.task_type == "write"
     # A fresh engine over the same directory (a re-run notebook) makes no call either,
     # and reports the recorded usage so usage tables replay identically.
-    rerun = FakeEngine()
+    rerun = atomize_engine()
     lm2 = dspy.LM("local/fake", engine=CachingEngine(rerun, model_id="fake", directory=tmp_path), cache=False)
-    assert predict(lm2).get_lm_usage()["local/fake"]["prompt_tokens"] == 101 and rerun.calls == 0
+    recorded = first.get_lm_usage()["local/fake"]["prompt_tokens"]
+    assert recorded > 0 and predict(lm2).get_lm_usage()["local/fake"]["prompt_tokens"] == recorded
+    assert len(rerun.requests) == 0
     predict(lm2, goal="Another goal")
-    assert rerun.calls == 1
+    assert len(rerun.requests) == 1
 
 
 def test_cache_key_covers_model_and_settings(tmp_path):
-    fake = FakeEngine()
+    fake = atomize_engine()
     variants = [("a", {}, None), ("b", {}, None), ("a", {"temperature": 0.7}, None), ("a", {"max_tokens": 64}, None),
                 ("a", {}, {"json_mode": "repair"})]
     for model_id, kwargs, settings in variants:
         engine = CachingEngine(fake, model_id=model_id, directory=tmp_path, settings=settings)
         predict(dspy.LM("local/x", engine=engine, cache=False, **kwargs))
-    assert fake.calls == len(variants)
+    assert len(fake.requests) == len(variants)
 
 
 def test_replay_serves_recorded_and_fails_clearly_on_miss(tmp_path):
     model_id = MODELS["smollm2-135m"].model_id
     recorder = dspy.LM("local/" + model_id, max_tokens=1024, cache=False,
-                       engine=CachingEngine(FakeEngine(), model_id=model_id, directory=tmp_path,
+                       engine=CachingEngine(atomize_engine(), model_id=model_id, directory=tmp_path,
                                             settings={"json_mode": MODELS["smollm2-135m"].json_mode}))
     predict(recorder)
     replay = replay_lm("local:smollm2-135m", directory=tmp_path)
@@ -225,7 +213,7 @@ def test_every_probed_cache_damage_is_regenerated_or_named(case, tmp_path):
 def test_a_damaged_entry_is_moved_aside_regenerated_and_named_by_replay(tmp_path):
     from roma_lab.results import QuarantineWarning
 
-    predict(dspy.LM("local/fake", engine=CachingEngine(FakeEngine(), model_id="fake", directory=tmp_path), cache=False))
+    predict(dspy.LM("local/fake", engine=CachingEngine(atomize_engine(), model_id="fake", directory=tmp_path), cache=False))
     (entry,) = tmp_path.rglob("*.json")
     entry.write_bytes(b'{"key": "trunc')
     replay = dspy.LM("local/fake", engine=ReplayEngine(model_id="fake", directory=tmp_path), cache=False)
@@ -236,11 +224,11 @@ def test_a_damaged_entry_is_moved_aside_regenerated_and_named_by_replay(tmp_path
     assert str(entry) in str(damaged[0]) and "record the completion again" in str(damaged[0])
     assert entry.read_bytes() == b'{"key": "trunc'  # replay never changes the recording
 
-    fake = FakeEngine()
+    fake = atomize_engine()
     with pytest.warns(QuarantineWarning, match="damaged completion cache entry"):
         result = predict(dspy.LM("local/fake", engine=CachingEngine(fake, model_id="fake", directory=tmp_path),
                                  cache=False))
-    assert fake.calls == 1 and result.task_type == "write"
+    assert len(fake.requests) == 1 and result.task_type == "write"
     (kept,) = entry.parent.glob(f"{entry.name}.quarantined-*")
     assert kept.read_bytes() == b'{"key": "trunc'
     with warnings.catch_warnings():
@@ -254,7 +242,7 @@ def test_replay_rejects_remote_names():
 
 
 def test_async_calls_use_the_same_cache(tmp_path):
-    fake = FakeEngine()
+    fake = atomize_engine()
     from roma_lab.lm import AsyncEngine
 
     engine = CachingEngine(fake, model_id="fake", directory=tmp_path)
@@ -265,7 +253,7 @@ def test_async_calls_use_the_same_cache(tmp_path):
             return [await dspy.Predict(Atomize).acall(goal="Write a haiku.") for _ in range(2)]
 
     results = asyncio.run(run())
-    assert [r.task_type for r in results] == ["write", "write"] and fake.calls == 1
+    assert [r.task_type for r in results] == ["write", "write"] and len(fake.requests) == 1
 
 
 class FakeLlama:
