@@ -6,6 +6,7 @@ import math
 import re
 import warnings
 
+import dspy
 import pandas as pd
 import pytest
 from probe_integrity import RUN_FILE_CASES
@@ -19,7 +20,7 @@ from roma_lab.bench._summary import compare_systems, scores_df, summarize_result
 from roma_lab.bench._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
 from roma_lab.bench._table5 import PAPER_NAME, component_cost_df
 from roma_lab.controller import Node, RoleCall, RomaSettings, Run
-from roma_lab.lm import SCRIPTED, model_label, script_reply, scripted_lm
+from roma_lab.lm import SCRIPTED, ScriptedEngine, model_label, script_reply, scripted_lm
 from roma_lab.results import DIFFERS, NOT_IN_PAPER, NOT_MEASURED, PAPER_COLUMNS
 from roma_lab.widgets import ItemRunPicker
 
@@ -466,6 +467,9 @@ def test_table5_divides_usage_by_chapters_and_averages_over_stories():
 def test_table5_cost_unknown_stays_nan_and_known_cost_is_kept():
     unknown = component_cost_df({"a": scripted_run(model="openai/x")}, n_chapters=1)
     assert unknown["cost_usd"].isna().all()
+    # a scripted run saved before its calls were costed 0 (old files name it "scripted/test-double")
+    for name in ("scripted", "scripted/test-double"):
+        assert (component_cost_df({"a": scripted_run(model=name)}, n_chapters=1)["cost_usd"] == 0.0).all()
     priced = component_cost_df({"a": scripted_run(model="openai/x", cost=0.01)}, n_chapters=1)
     assert math.isclose(priced.set_index("component").loc["total", "cost_usd"], 0.05)
 
@@ -483,6 +487,17 @@ def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
     assert (tables["table5_runs"]["status"] == "completed").all()
     again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)  # reuses saved runs
     pd.testing.assert_frame_equal(again["table5_components"], tables["table5_components"])
+    cost_why = vs.query("metric == 'cost_usd' and why != ''")["why"]  # (a figure that matches needs no why)
+    assert len(cost_why) and cost_why.str.contains("our model has no API price, so its cost is 0").all()
+
+
+def test_table5_cost_of_a_remote_model_without_a_price_is_unknown_not_zero(tmp_path):
+    remote = dspy.LM("openai/unpriced", engine=ScriptedEngine(), cache=False)  # offline: answers from the script
+    tables = bench.measure_component_cost(tmp_path, lm=remote, n_items=1, n_chapters=2)
+    assert tables["table5_components"]["cost_usd"].isna().all()
+    assert tables["table5_components"]["input_tokens"].gt(0).all()  # what it did report is kept
+    cost = tables["table5_vs_paper"].query("metric == 'cost_usd'")
+    assert cost["ours"].isna().all() and not cost["why"].str.contains("no API price").any()
 
 
 def forge_ending(path, status):

@@ -152,12 +152,15 @@ def test_usage_tokens_with_an_unknown_term_are_unknown():
     ([{"cost": 0.5, "cached": True}, {"cost": 0.2}], 0.2),  # a cache hit costs nothing now
     ([{"cost": 0.5, "cached": True}], 0.0),
     ([{"cost": 0.2}, {"cost": None}], None),  # one fresh completion without a price: unknown, not 0.2
+    ([{"cost": 0.2}, {"cost": None, "model": "local/embedded"}], 0.2),  # an in-process model's completion costs 0
+    ([{"cost": 0.2}, {"cost": None, "model": "scripted"}], 0.2),
+    ([{"cost": 0.2}, {"cost": None, "model": "openai/other"}], None),
     ([], None),  # no LM history at all: unknown
 ])
 def test_a_calls_cost_is_unknown_when_any_fresh_completion_has_no_price(history, expected):
     def executor(goal, context):  # a sync role whose LM reports these completions
         for h in history:
-            dspy.settings.lm.history.append({"cost": h["cost"],
+            dspy.settings.lm.history.append({"cost": h["cost"], "model": h.get("model", "openai/priced-model"),
                                              "response": SimpleNamespace(cache_hit=h.get("cached", False))})
         return SimpleNamespace(output="done")
 
@@ -167,3 +170,11 @@ def test_a_calls_cost_is_unknown_when_any_fresh_completion_has_no_price(history,
                lm=priced, max_depth=0).run("job")
     (c,) = run.root.calls
     assert c.cost == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_a_run_on_the_scripted_model_names_it_and_costs_zero_per_call():
+    run = Roma(lm="scripted", max_depth=1, max_concurrency=2).run("write a report")  # resolved by roma_lab.lm
+    calls = [c for n in run.nodes for c in n.calls]
+    assert run.status == "completed" and len(calls) == 5  # atomize, plan, 2 executors, aggregate
+    assert {c.model for c in calls} == {"scripted"} and set(run.settings.models.values()) == {"scripted"}
+    assert all(c.cost == 0.0 and c.input_tokens > 0 for c in calls)  # no bill: zero, not unknown

