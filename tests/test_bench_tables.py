@@ -5,6 +5,7 @@ import json
 import math
 import re
 import warnings
+from types import SimpleNamespace
 
 import dspy
 import pandas as pd
@@ -18,16 +19,16 @@ from roma_lab.bench._roma_tables import OTHER_SYSTEM
 from roma_lab.bench._scripted import ScriptedJudge
 from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
 from roma_lab.bench._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
-from roma_lab.bench._table5 import PAPER_NAME, component_cost_df
+from roma_lab.bench._table5 import PAPER_NAME, _beside_paper, component_cost_df
 from roma_lab.controller import Node, RoleCall, RomaSettings, Run
-from roma_lab.lm import SCRIPTED, ScriptedEngine, model_label, script_reply, scripted_lm
+from roma_lab.lm import ScriptedEngine, script_reply, scripted_lm
 from roma_lab.results import DIFFERS, NOT_IN_PAPER, NOT_MEASURED, PAPER_COLUMNS
 from roma_lab.widgets import ItemRunPicker
 
 TABLE_BENCHMARKS = {"seal0", "frames", "simpleqa", "simpleqa_verified", "eqbench_longform", "abgen"}
 
 
-SCRIPTED_LABEL = model_label(SCRIPTED)
+SCRIPTED_LABEL = "scripted (test double, not a measurement)"
 
 
 def counting_lm(interrupt_at=None):
@@ -489,6 +490,13 @@ def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
     pd.testing.assert_frame_equal(again["table5_components"], tables["table5_components"])
     cost_why = vs.query("metric == 'cost_usd' and why != ''")["why"]  # (a figure that matches needs no why)
     assert len(cost_why) and cost_why.str.contains("our model has no API price, so its cost is 0").all()
+
+
+def test_table5_says_no_api_price_only_of_an_in_process_model():
+    priced = component_cost_df({"a": scripted_run(model="openai/x", cost=0.01)}, n_chapters=1)
+    vs = _beside_paper(priced, SimpleNamespace(model="openai/x"), TaskWording(LONGFORM_TASK, n_chapters=1))
+    why = vs.query("metric == 'cost_usd' and why != ''")["why"]
+    assert len(why) and not why.str.contains("no API price").any()
 
 
 def test_table5_cost_of_a_remote_model_without_a_price_is_unknown_not_zero(tmp_path):

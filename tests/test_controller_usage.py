@@ -178,3 +178,19 @@ def test_a_run_on_the_scripted_model_names_it_and_costs_zero_per_call():
     assert run.status == "completed" and len(calls) == 5  # atomize, plan, 2 executors, aggregate
     assert {c.model for c in calls} == {"scripted"} and set(run.settings.models.values()) == {"scripted"}
     assert all(c.cost == 0.0 and c.input_tokens > 0 for c in calls)  # no bill: zero, not unknown
+
+
+def test_a_call_that_also_used_a_remote_model_without_a_price_is_unknown():
+    local = dspy.LM("local/embedded", engine=ScriptedEngine(lambda request: "ok"), cache=False)
+    remote = dspy.LM("openai/unpriced", engine=ScriptedEngine(lambda request: "ok"), cache=False)
+
+    def executor(goal, context):
+        local("hello")  # in-process: costs 0
+        ask_model()  # the call's own LM, remote: its provider reported no price
+        return SimpleNamespace(output="done")
+
+    atomizer = lambda goal, context: SimpleNamespace(is_atomic=True, task_type="think")  # noqa: E731
+    run = Roma(atomizer=atomizer, executors={"think": executor}, planner=atomizer, aggregator=atomizer,
+               lm=remote, max_depth=0).run("job")
+    (call,) = run.root.calls
+    assert call.input_tokens > 0 and call.cost is None  # unknown, not the local model's 0
