@@ -43,7 +43,7 @@ class ScriptedRequest:
 
 
 Respond = Callable[[ScriptedRequest], "Mapping[str, object] | str"]
-Usage = Callable[[ScriptedRequest, str], "tuple[int, int]"]
+CountUsage = Callable[[ScriptedRequest, str], "tuple[int, int]"]
 
 
 def count_words(request: ScriptedRequest, text: str) -> tuple[int, int]:
@@ -108,7 +108,7 @@ class ScriptedEngine:
     supports_response_schema = True
     supported_params = SUPPORTED_PARAMS
 
-    def __init__(self, respond: Respond = script_reply, *, usage: Usage = count_words):
+    def __init__(self, respond: Respond = script_reply, *, usage: CountUsage = count_words):
         self.respond = respond
         self.usage = usage
         self.requests: list[ScriptedRequest] = []
