@@ -6,12 +6,11 @@ Prints wall-clock seconds and the ratio; run with
 """
 
 import itertools
-import json
 import time
 
 import dspy
-from dspy.lm15 import Message, Response, TextPart, Usage
 
+from roma_lab.lm import scripted_lm
 from roma_lab.optimizer import GepaPlusConfig, GepaPlusProposer, RunLog
 from roma_lab.optimizer._contracts import contracts_for
 
@@ -19,30 +18,20 @@ LATENCY_S = 0.2
 K = 4
 
 
-class SleepyEngine:
-    """Answers ``make(call_number)`` after LATENCY_S; distinct drafts so each one gets judged."""
+def sleepy_lm(name, make):
+    """A scripted model answering ``make(call_number)`` after LATENCY_S; distinct drafts so each one gets judged."""
+    count = itertools.count()
 
-    def __init__(self, make):
-        self.make = make
-        self.count = itertools.count()
-
-    def complete(self, request):
+    def respond(request):
         time.sleep(LATENCY_S)
-        values = self.make(next(self.count))
-        return Response(id=None, model=request.model, message=Message.assistant([TextPart(json.dumps(values))]),
-                        finish_reason="stop", usage=Usage(input_tokens=0, output_tokens=0, total_tokens=0))
+        return make(next(count))
 
-    def stream(self, request):
-        raise NotImplementedError
-
-    def close(self):
-        pass
+    return scripted_lm(respond, name=f"scripted/{name}")
 
 
 def one_round(max_parallel: int) -> float:
-    proposer_lm = dspy.LM("scripted/proposer", engine=SleepyEngine(lambda i: {"new_instruction": f"Answer. Rule {i}."}),
-                          cache=False)
-    judge_lm = dspy.LM("scripted/judge", engine=SleepyEngine(lambda i: {"score": 0.5}), cache=False)
+    proposer_lm = sleepy_lm("proposer", lambda i: {"new_instruction": f"Answer. Rule {i}."})
+    judge_lm = sleepy_lm("judge", lambda i: {"score": 0.5})
     config = GepaPlusConfig(proposers=((proposer_lm, 0.7),), k=K, n=1, beta=0.0, judge=judge_lm,
                             max_parallel=max_parallel)
     program = dspy.Predict("question -> answer")

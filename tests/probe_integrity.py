@@ -170,26 +170,11 @@ DATA_CASES = [data_case(loader, c) for loader in _loaders() for c in CORRUPTIONS
 # --- completion cache -----------------------------------------------------------------------------
 
 
-class _Engine:
-    """Answers every request with the same JSON; counts calls."""
+def _engine():
+    """The scripted engine answering every request with the same JSON; ``len(engine.requests)`` counts calls."""
+    from roma_lab.lm import ScriptedEngine
 
-    supports_response_schema = True
-
-    def __init__(self):
-        from roma_lab.lm._engine import SUPPORTED_PARAMS
-
-        self.supported_params = SUPPORTED_PARAMS
-        self.calls = 0
-
-    def complete(self, request):
-        from dspy.lm15 import Message, Response, TextPart, Usage
-
-        self.calls += 1
-        return Response(id=None, model="probe", message=Message.assistant([TextPart('{"answer": "forty-two"}')]),
-                        finish_reason="stop", usage=Usage(input_tokens=10, output_tokens=5, total_tokens=15))
-
-    def close(self):
-        pass
+    return ScriptedEngine(lambda request: {"answer": "forty-two"})
 
 
 def _ask(engine, question: str):
@@ -209,7 +194,7 @@ def _other_entry(directory: Path, target: Path) -> bytes:
     from roma_lab.lm import CachingEngine
 
     other = directory.parent / "other"
-    _ask(CachingEngine(_Engine(), model_id="probe", directory=other), "another question")
+    _ask(CachingEngine(_engine(), model_id="probe", directory=other), "another question")
     return _entries(other)[0].read_bytes()
 
 
@@ -227,10 +212,10 @@ def cache_case(corruption: str, mode: str) -> Case:
         from roma_lab.lm import CachingEngine, ReplayEngine
 
         directory = tmp / "cache"
-        _ask(CachingEngine(_Engine(), model_id="probe", directory=directory), "what is six times seven?")
+        _ask(CachingEngine(_engine(), model_id="probe", directory=directory), "what is six times seven?")
         (entry,) = _entries(directory)
         entry.write_bytes(CACHE_CORRUPTIONS[corruption](directory, entry))
-        fresh = _Engine()
+        fresh = _engine()
         engine = (CachingEngine(fresh, model_id="probe", directory=directory) if mode == "caching"
                   else ReplayEngine(model_id="probe", directory=directory))
         try:
@@ -241,8 +226,8 @@ def cache_case(corruption: str, mode: str) -> Case:
             return classify_error(exc, (entry.name,))
         if mode == "replay":  # nothing valid was recorded for this request any more
             return "silent"
-        repaired = _ask(CachingEngine(_Engine(), model_id="probe", directory=directory), "what is six times seven?")
-        ok = answer == repaired == "forty-two" and fresh.calls == 1
+        repaired = _ask(CachingEngine(_engine(), model_id="probe", directory=directory), "what is six times seven?")
+        ok = answer == repaired == "forty-two" and len(fresh.requests) == 1
         return "recovered" if ok else "silent"
 
     return Case("cache", f"{mode}: {corruption}", run)

@@ -5,7 +5,9 @@ import json
 import math
 import re
 import warnings
+from types import SimpleNamespace
 
+import dspy
 import pandas as pd
 import pytest
 from probe_integrity import RUN_FILE_CASES
@@ -14,36 +16,31 @@ from roma_lab import bench
 from roma_lab.bench._grade import STRING_MATCH
 from roma_lab.bench._registry import LONGFORM_TASK
 from roma_lab.bench._roma_tables import OTHER_SYSTEM
-from roma_lab.bench._scripted import SCRIPTED_LABEL, ScriptedEngine, ScriptedJudge
+from roma_lab.bench._scripted import ScriptedJudge
 from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
 from roma_lab.bench._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
-from roma_lab.bench._table5 import PAPER_NAME, component_cost_df
+from roma_lab.bench._table5 import PAPER_NAME, _beside_paper, component_cost_df
 from roma_lab.controller import Node, RoleCall, RomaSettings, Run
-from roma_lab.lm import AsyncEngine
+from roma_lab.lm import ScriptedEngine, script_reply, scripted_lm
 from roma_lab.results import DIFFERS, NOT_IN_PAPER, NOT_MEASURED, PAPER_COLUMNS
 from roma_lab.widgets import ItemRunPicker
 
 TABLE_BENCHMARKS = {"seal0", "frames", "simpleqa", "simpleqa_verified", "eqbench_longform", "abgen"}
 
 
-class CountingEngine(ScriptedEngine):
-    """The scripted engine, counting calls; raises KeyboardInterrupt on call number ``interrupt_at``."""
+SCRIPTED_LABEL = "scripted (test double, not a measurement)"
 
-    def __init__(self, interrupt_at=None):
-        self.calls = 0
-        self.interrupt_at = interrupt_at
 
-    def complete(self, request):
-        self.calls += 1
-        if self.calls == self.interrupt_at:
+def counting_lm(interrupt_at=None):
+    """The scripted model of ``lm="scripted"``, raising KeyboardInterrupt on call number ``interrupt_at``;
+    ``len(lm.engine.requests)`` counts its calls (the interrupted one too)."""
+    def respond(request):
+        if len(lm.engine.requests) == interrupt_at:
             raise KeyboardInterrupt
-        return super().complete(request)
+        return script_reply(request)
 
-
-def counting_lm(engine):
-    import dspy
-
-    return dspy.LM("scripted/test-double", engine=engine, async_engine=AsyncEngine(engine), cache=False)
+    lm = scripted_lm(respond)
+    return lm
 
 
 def run_seal0(out, **kwargs):
@@ -94,21 +91,21 @@ def test_task_wording_fills_the_spec_template():
 # --- resume and labels ---------------------------------------------------------------------------------------------
 
 def test_interrupted_run_resumes_without_losing_or_repeating_items(tmp_path):
-    engine = CountingEngine(interrupt_at=3)  # base system: one call per item, so items 1-2 finish
+    lm = counting_lm(interrupt_at=3)  # base system: one call per item, so items 1-2 finish
     with pytest.raises(KeyboardInterrupt):
-        run_seal0(tmp_path, lm=counting_lm(engine), systems=("base",))
+        run_seal0(tmp_path, lm=lm, systems=("base",))
     assert len(raw_rows(tmp_path / "seal0_results.csv")) == 2
 
-    engine = CountingEngine()
-    tables = run_seal0(tmp_path, lm=counting_lm(engine), systems=("base",))
-    assert engine.calls == 2  # only the two unfinished items were asked
+    lm = counting_lm()
+    tables = run_seal0(tmp_path, lm=lm, systems=("base",))
+    assert len(lm.engine.requests) == 2  # only the two unfinished items were asked
     rows = raw_rows(tmp_path / "seal0_results.csv")
     assert len(rows) == 4 and rows["item_id"].is_unique
     assert set(rows["item_id"]) == set(tables["seal0_results"]["item_id"])
 
-    engine = CountingEngine()
-    run_seal0(tmp_path, lm=counting_lm(engine), systems=("base",))
-    assert engine.calls == 0  # everything finished: a rerun asks nothing
+    lm = counting_lm()
+    run_seal0(tmp_path, lm=lm, systems=("base",))
+    assert len(lm.engine.requests) == 0  # everything finished: a rerun asks nothing
 
 
 def test_roma_rows_resume_after_a_torn_write(tmp_path):
@@ -117,13 +114,13 @@ def test_roma_rows_resume_after_a_torn_write(tmp_path):
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
     assert len(lines) == 9  # header + 4 roma + 4 base
     path.write_text("".join(lines[:3]) + lines[3][:20], encoding="utf-8")  # killed mid-row
-    engine = CountingEngine()
+    lm = counting_lm()
     with pytest.warns(UserWarning, match="cut mid-write"):
-        tables = run_seal0(tmp_path, lm=counting_lm(engine))
+        tables = run_seal0(tmp_path, lm=lm)
     rows = raw_rows(path)
     assert len(rows) == 8 and not rows.duplicated(["item_id", "condition"]).any()
     roma_calls = 5  # atomizer, planner, 2 executors, aggregator per item at depth 1
-    assert engine.calls == 2 * roma_calls + 4  # 2 roma items re-run, 4 base items
+    assert len(lm.engine.requests) == 2 * roma_calls + 4  # 2 roma items re-run, 4 base items
     assert len(list((tmp_path / "seal0_runs").glob("*.json"))) == 4
     accuracy = tables["seal0_summary"].query("metric == 'accuracy'")
     assert (accuracy["n"] + accuracy["n_missing"]).tolist() == [4, 4]
@@ -232,24 +229,14 @@ def test_paper_figures_agree_with_the_seed_lines_they_quote():
     assert marks.query("artefact == 'table1'").loc[symbols == "⋆", "mark"].iloc[0] == "⋆ = SEAL-0 leaderboard"
 
 
-class GoldEngine(ScriptedEngine):
-    """The scripted engine, answering every text field with the gold answer of the question it sees."""
-
-    def __init__(self, gold):
-        self.gold = gold
-
-    def complete(self, request):
-        from dspy.lm15 import Message, Response, TextPart, Usage
-
-        user = "\n".join(m.text or "" for m in request.messages)
-        reply = json.dumps({"answer": next(a for q, a in self.gold.items() if q in user)})
-        return Response(id=None, model="scripted", message=Message.assistant([TextPart(reply)]), finish_reason="stop",
-                        usage=Usage(input_tokens=1, output_tokens=1, total_tokens=2))
+def gold_reply(gold):
+    """A script answering with the gold answer of the question it sees."""
+    return lambda request: {"answer": next(a for q, a in gold.items() if q in "\n".join(request.messages))}
 
 
 def test_measured_accuracy_is_read_in_the_papers_percent(tmp_path):
     gold = {it.question: str(it.answer) for it in bench.load_seal0()}
-    tables = run_seal0(tmp_path, lm=counting_lm(GoldEngine(gold)), systems=("base",))
+    tables = run_seal0(tmp_path, lm=scripted_lm(gold_reply(gold)), systems=("base",))
     summary = tables["seal0_summary"].set_index("metric")
     assert summary.loc["accuracy", "value"] == 1.0 and summary.loc["accuracy", "unit"] == "fraction"
     row = tables["seal0_vs_paper"].set_index("condition").loc["GLM-4.6"]
@@ -481,6 +468,9 @@ def test_table5_divides_usage_by_chapters_and_averages_over_stories():
 def test_table5_cost_unknown_stays_nan_and_known_cost_is_kept():
     unknown = component_cost_df({"a": scripted_run(model="openai/x")}, n_chapters=1)
     assert unknown["cost_usd"].isna().all()
+    # a scripted run saved before its calls were costed 0 (old files name it "scripted/test-double")
+    for name in ("scripted", "scripted/test-double"):
+        assert (component_cost_df({"a": scripted_run(model=name)}, n_chapters=1)["cost_usd"] == 0.0).all()
     priced = component_cost_df({"a": scripted_run(model="openai/x", cost=0.01)}, n_chapters=1)
     assert math.isclose(priced.set_index("component").loc["total", "cost_usd"], 0.05)
 
@@ -498,6 +488,24 @@ def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
     assert (tables["table5_runs"]["status"] == "completed").all()
     again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)  # reuses saved runs
     pd.testing.assert_frame_equal(again["table5_components"], tables["table5_components"])
+    cost_why = vs.query("metric == 'cost_usd' and why != ''")["why"]  # (a figure that matches needs no why)
+    assert len(cost_why) and cost_why.str.contains("our model has no API price, so its cost is 0").all()
+
+
+def test_table5_says_no_api_price_only_of_an_in_process_model():
+    priced = component_cost_df({"a": scripted_run(model="openai/x", cost=0.01)}, n_chapters=1)
+    vs = _beside_paper(priced, SimpleNamespace(model="openai/x"), TaskWording(LONGFORM_TASK, n_chapters=1))
+    why = vs.query("metric == 'cost_usd' and why != ''")["why"]
+    assert len(why) and not why.str.contains("no API price").any()
+
+
+def test_table5_cost_of_a_remote_model_without_a_price_is_unknown_not_zero(tmp_path):
+    remote = dspy.LM("openai/unpriced", engine=ScriptedEngine(), cache=False)  # offline: answers from the script
+    tables = bench.measure_component_cost(tmp_path, lm=remote, n_items=1, n_chapters=2)
+    assert tables["table5_components"]["cost_usd"].isna().all()
+    assert tables["table5_components"]["input_tokens"].gt(0).all()  # what it did report is kept
+    cost = tables["table5_vs_paper"].query("metric == 'cost_usd'")
+    assert cost["ours"].isna().all() and not cost["why"].str.contains("no API price").any()
 
 
 def forge_ending(path, status):
@@ -515,16 +523,16 @@ def forge_ending(path, status):
 
 def test_table5_runs_stopped_and_damaged_stories_again(tmp_path):
     with pytest.raises(KeyboardInterrupt):  # story 1 (5 calls) completes, story 2 stops at its 2nd call
-        bench.measure_component_cost(tmp_path, lm=counting_lm(CountingEngine(interrupt_at=7)), n_items=3,
+        bench.measure_component_cost(tmp_path, lm=counting_lm(interrupt_at=7), n_items=3,
                                      n_chapters=2)
     saved = {json.loads(p.read_text())["status"]: p for p in (tmp_path / "table5_runs").glob("*.json")}
     assert sorted(saved) == ["completed", "interrupted"]  # the interrupted story's trace is kept
     bench.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
     saved["completed"].write_text("{ not a run")  # a corrupt trace is run again too
-    engine = CountingEngine()
+    lm = counting_lm()
     with pytest.warns(UserWarning, match="damaged ROMA trace"):
-        again = bench.measure_component_cost(tmp_path, lm=counting_lm(engine), n_items=3, n_chapters=2)
-    assert engine.calls == 5  # the damaged story only
+        again = bench.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
+    assert len(lm.engine.requests) == 5  # the damaged story only
     assert (again["table5_runs"]["status"] == "completed").all() and again["table5_runs"]["averaged"].all()
     assert all(json.loads(p.read_text())["status"] == "completed" for p in saved.values())
 
@@ -542,9 +550,9 @@ def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_pa
     runs_dir = tmp_path / "table5_runs"
     forge_ending(runs_dir / f"{ids[0]}.json", "failed")
     forge_ending(runs_dir / f"{ids[1]}.json", "partial")
-    engine = CountingEngine()
-    again = bench.measure_component_cost(tmp_path, lm=counting_lm(engine), n_items=3, n_chapters=2)
-    assert engine.calls == 0  # a story whose run ended is finished: not written again on resume
+    lm = counting_lm()
+    again = bench.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
+    assert len(lm.engine.requests) == 0  # a story whose run ended is finished: not written again on resume
     runs = again["table5_runs"].set_index("item_id")
     assert runs.loc[ids, "status"].tolist() == ["failed", "partial", "completed"]  # what was left out, and why
     assert runs.loc[ids, "averaged"].tolist() == [False, False, True]
@@ -598,10 +606,10 @@ def test_a_damaged_run_config_sets_the_old_results_aside_and_starts_over(tmp_pat
     run_seal0(tmp_path, lm="scripted", systems=("base",))
     config = tmp_path / "seal0_run_config.json"
     config.write_bytes(b'{"benchmark": "seal0", "model": tru')
-    engine = CountingEngine()
+    lm = counting_lm()
     with pytest.warns(QuarantineWarning, match="seal0_run_config.json is damaged"):
-        run_seal0(tmp_path, lm=counting_lm(engine), systems=("base",))
-    assert engine.calls == 4  # results of unknown settings are never resumed: every item runs again
+        run_seal0(tmp_path, lm=lm, systems=("base",))
+    assert len(lm.engine.requests) == 4  # results of unknown settings are never resumed: every item runs again
     assert len(raw_rows(tmp_path / "seal0_results.csv")) == 4
     assert len(list(tmp_path.glob("seal0_results.csv.quarantined-*"))) == 1  # kept aside, not deleted
     assert len(list(tmp_path.glob("seal0_run_config.json.quarantined-*"))) == 1
@@ -616,17 +624,17 @@ def test_a_damaged_trace_runs_that_item_again(tmp_path):
     with pytest.raises(bench.RunFileError, match=rf"{ids[1]}\.json is not a saved ROMA run"):
         bench.load_item_run(tmp_path, "seal0", ids[1])
     (tmp_path / "seal0_runs" / f"{ids[2]}.json").unlink()  # a finished item whose trace is gone
-    engine = CountingEngine()
+    lm = counting_lm()
     with pytest.warns(UserWarning, match="damaged ROMA trace"):
-        run_seal0(tmp_path, lm=counting_lm(engine))
-    assert engine.calls == 2 * 5  # items 1 and 2 only: 5 ROMA calls each, no base call
+        run_seal0(tmp_path, lm=lm)
+    assert len(lm.engine.requests) == 2 * 5  # items 1 and 2 only: 5 ROMA calls each, no base call
     assert bench.load_item_run(tmp_path, "seal0", ids[1]).status == "completed"
     assert bench.load_item_run(tmp_path, "seal0", ids[2]).status == "completed"
     rows = raw_rows(tmp_path / "seal0_results.csv")
     assert sorted(rows.loc[rows["condition"] == "roma", "item_id"].value_counts().tolist()) == [1, 1, 2, 2]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        run_seal0(tmp_path, lm=counting_lm(CountingEngine()))  # repaired: the next rerun is quiet
+        run_seal0(tmp_path, lm=counting_lm())  # repaired: the next rerun is quiet
 
 
 def test_table5_writes_a_story_with_a_damaged_trace_again(tmp_path):

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import json
 import threading
 
 import dspy
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 from dspy.utils import DummyLM
 
 from roma_lab.controller import Roma, Run
+from roma_lab.lm import ScriptedEngine
 
 
 def dummy(*answers):
@@ -88,39 +87,32 @@ def test_search_executor_answers_from_the_bm25_corpus():
     assert run.root.calls[-1].outputs["passages"][0] == corpus[0]
 
 
-class CountingEngine:
-    """A DSPy 3.4 engine that answers every role and reports distinct usage per call."""
+def role_reply(name):
+    """A script answering every role: a 4-part plan; "part" goals are atomic; executors answer ``name``."""
+    def respond(request):
+        if "subtasks" in request.outputs:
+            return {"subtasks": [{"goal": f"part {i}", "task_type": "write", "depends_on": []} for i in range(4)]}
+        if "is_atomic" in request.outputs:
+            return {"is_atomic": request.inputs["goal"].startswith("part"), "task_type": "write"}
+        return {"output": f"{name} answer"}
+    return respond
 
-    def __init__(self, name: str):
-        self.name = name
-        self.reported: list[tuple[int, int]] = []
-        self.lock = threading.Lock()
 
-    def complete(self, request):
-        text = "".join(m.text or "" for m in request.messages) + str(request.system or "")
-        if "`subtasks`" in text:
-            out = {"subtasks": [{"goal": f"part {i}", "task_type": "write", "depends_on": []} for i in range(4)]}
-        elif "`is_atomic`" in text:
-            out = {"is_atomic": "[[ ## goal ## ]]\npart" in text, "task_type": "write"}
-        else:
-            out = {"output": f"{self.name} answer"}
-        with self.lock:
-            n = len(self.reported) + 1
-            tokens = (100 * n, n)
-            self.reported.append(tokens)
-        return Response(id=None, model=self.name, message=Message.assistant([TextPart(json.dumps(out))]),
-                        finish_reason="stop", usage=Usage(input_tokens=tokens[0], output_tokens=tokens[1],
-                                                          total_tokens=sum(tokens)))
+def counting_engine(name):
+    """The scripted engine reporting distinct usage per call: (100 n, n) for its n-th call, in ``reported``."""
+    reported, lock = [], threading.Lock()
 
-    def stream(self, request):
-        raise NotImplementedError
+    def usage(request, text):
+        with lock:
+            reported.append((100 * (len(reported) + 1), len(reported) + 1))
+            return reported[-1]
 
-    def close(self):
-        pass
+    engine = ScriptedEngine(role_reply(name), usage=usage)
+    return engine, reported
 
 
 def test_usage_per_call_comes_from_the_lm_and_sums_without_double_counting():
-    main, executor = CountingEngine("main"), CountingEngine("exec")
+    (main, main_reported), (executor, executor_reported) = counting_engine("main"), counting_engine("exec")
     roma = Roma(lm=dspy.LM("local/main", engine=main, cache=False),
                 role_lms={"executor:write": dspy.LM("local/exec", engine=executor, cache=False)},
                 max_depth=2, max_concurrency=4)
@@ -132,11 +124,11 @@ def test_usage_per_call_comes_from_the_lm_and_sums_without_double_counting():
             assert call.model == ("local/exec" if call.role == "executor:write" else "local/main")
     # every engine call is attributed to exactly one role call, concurrency notwithstanding
     recorded = sorted((c.input_tokens, c.output_tokens) for n in run.nodes for c in n.calls)
-    assert recorded == sorted(main.reported + executor.reported)
+    assert recorded == sorted(main_reported + executor_reported)
     total = run.usage_df().set_index("component").loc["total"]
-    assert total["input_tokens"] == sum(t[0] for t in main.reported + executor.reported)
-    assert total["output_tokens"] == sum(t[1] for t in main.reported + executor.reported)
-    assert total["calls"] == len(main.reported) + len(executor.reported)
+    assert total["input_tokens"] == sum(t[0] for t in main_reported + executor_reported)
+    assert total["output_tokens"] == sum(t[1] for t in main_reported + executor_reported)
+    assert total["calls"] == len(main_reported) + len(executor_reported)
     # in-process models report no price: their cost is zero, not unknown
     assert all(c.cost == 0.0 for n in run.nodes for c in n.calls) and total["cost"] == 0.0
 

@@ -231,6 +231,11 @@ def test_a_run_with_settings_of_another_type_is_invalid():
     root = Node(id="0", parent_id=None, depth=0, goal="g", task_type="think", status="completed", output="o")
     with pytest.raises(InvalidRunError, match="settings must be a RomaSettings or None, got int"):
         Run(goal="g", status="completed", output="o", nodes=(root,), wall_s=1.0, settings=3)  # type: ignore[arg-type]
+    # the dict record of before is not read as settings any more (and RomaSettings has no dict-style get)
+    with pytest.raises(InvalidRunError, match="settings must be a RomaSettings or None, got dict"):
+        Run(goal="g", status="completed", output="o", nodes=(root,), wall_s=1.0,
+            settings={"models": {"atomizer": "local/x"}})  # type: ignore[arg-type]
+    assert not hasattr(RomaSettings(), "get")
 
 
 # --- every setting is read by the loop -------------------------------------------------------------
@@ -270,20 +275,3 @@ def test_verify_without_a_verifier_runs_the_default_dspy_verifier():
     assert run.settings.verify and run.settings.models["verifier"] == "dummy"
     unverified = Roma(**ScriptedRoles({}).role_kwargs(), max_depth=0).settings
     assert not unverified.verify
-
-
-# --- the dict-shaped settings of before, still readable while bench moves over -------------------
-
-def test_dict_settings_are_read_as_the_record_with_a_deprecation_warning():
-    root = Node(id="0", parent_id=None, depth=0, goal="g", task_type="think", status="completed", output="o")
-    with pytest.warns(DeprecationWarning, match="takes a RomaSettings"):
-        run = Run(goal="g", status="completed", output="o", nodes=(root,), wall_s=1.0,
-                  settings={"models": {"atomizer": "local/x"}})  # type: ignore[arg-type]
-    assert run.settings == RomaSettings(models={"atomizer": "local/x"})
-    with pytest.warns(DeprecationWarning, match="read its attributes"):
-        assert run.settings.get("models", {}) == {"atomizer": "local/x"}
-    with pytest.warns(DeprecationWarning):
-        assert run.settings.get("context")["result_chars"] == 2000
-    with pytest.warns(DeprecationWarning), pytest.raises(InvalidRunError, match="max_depth"):
-        Run(goal="g", status="completed", output="o", nodes=(root,), wall_s=1.0,
-            settings={"max_depth": -1})  # type: ignore[arg-type]

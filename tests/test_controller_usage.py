@@ -12,31 +12,17 @@ from types import SimpleNamespace
 import dspy
 import pandas as pd
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 
 from roma_lab.controller import Node, RoleCall, Roma, Run, ScriptedRoles, Subtask
+from roma_lab.lm import ScriptedEngine
 
 PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think"), Subtask("c", "think", (1,)))}
 
 
-class TokenEngine:
-    """A DSPy engine whose every completion reports 1,000 input and 10 output tokens."""
-
-    def __init__(self):
-        self.input_tokens = 0
-        self.lock = threading.Lock()
-
-    def complete(self, request):
-        with self.lock:
-            self.input_tokens += 1000
-        return Response(id=None, model="tokens", message=Message.assistant([TextPart("ok")]), finish_reason="stop",
-                        usage=Usage(input_tokens=1000, output_tokens=10, total_tokens=1010))
-
-    def stream(self, request):
-        raise NotImplementedError
-
-    def close(self):
-        pass
+def token_engine():
+    """The scripted engine answering "ok" to any prompt, every completion reporting 1,000 input and 10
+    output tokens; ``len(engine.requests)`` counts the calls begun."""
+    return ScriptedEngine(lambda request: "ok", usage=lambda request, text: (1000, 10))
 
 
 def engine_lm(engine):
@@ -48,7 +34,7 @@ def ask_model():
 
 
 def test_a_failed_call_counts_what_it_consumed():
-    engine = TokenEngine()
+    engine = token_engine()
 
     def executor(goal, context):
         ask_model()
@@ -60,12 +46,12 @@ def test_a_failed_call_counts_what_it_consumed():
                lm=engine_lm(engine), max_depth=0).run("x")
     (call,) = run.root.calls
     assert run.status == "failed" and call.error.startswith("RuntimeError")
-    assert engine.input_tokens == 2000
+    assert len(engine.requests) == 2
     assert call.input_tokens == 2000 and call.output_tokens == 20 and call.cost == 0.0
     assert run.usage_df().set_index("component").loc["total", "input_tokens"] == 2000
 
 
-def gated_b_roles(engine: TokenEngine, release: threading.Event, finished: threading.Event) -> dict:
+def gated_b_roles(engine: ScriptedEngine, release: threading.Event, finished: threading.Event) -> dict:
     """b (a sync role, on its own thread) waits for ``release``, asks the model, sets ``finished``."""
     def executor(goal, context):
         if goal == "b":
@@ -78,7 +64,7 @@ def gated_b_roles(engine: TokenEngine, release: threading.Event, finished: threa
 
 
 def test_a_timed_out_thread_that_ends_during_the_run_is_accounted_late():
-    engine, release, finished = TokenEngine(), threading.Event(), threading.Event()
+    engine, release, finished = token_engine(), threading.Event(), threading.Event()
 
     async def aggregator(goal, context, subtask_results):  # runs after b timed out, while b's thread lives
         release.set()
@@ -94,11 +80,11 @@ def test_a_timed_out_thread_that_ends_during_the_run_is_accounted_late():
     (call,) = b.calls
     assert call.input_tokens == 1000 and call.output_tokens == 10
     assert "ended" in call.error and "after it started" in call.error
-    assert run.usage_df().set_index("component").loc["total", "input_tokens"] == engine.input_tokens == 1000
+    assert run.usage_df().set_index("component").loc["total", "input_tokens"] == 1000 and len(engine.requests) == 1
 
 
 def test_a_timed_out_thread_still_running_when_the_run_ends_is_unknown_not_zero():
-    engine, release, finished = TokenEngine(), threading.Event(), threading.Event()
+    engine, release, finished = token_engine(), threading.Event(), threading.Event()
     run = Roma(**gated_b_roles(engine, release, finished), max_depth=1, call_timeout_s=0.2).run("root")
     (call,) = run.node("0.1").calls
     assert call.input_tokens is None and call.output_tokens is None and call.cost is None
@@ -114,7 +100,7 @@ def test_a_timed_out_thread_still_running_when_the_run_ends_is_unknown_not_zero(
 
 
 def test_an_async_role_cancelled_at_its_time_limit_is_accounted():
-    engine = TokenEngine()
+    engine = token_engine()
 
     async def executor(goal, context):
         if goal == "b":
@@ -166,12 +152,15 @@ def test_usage_tokens_with_an_unknown_term_are_unknown():
     ([{"cost": 0.5, "cached": True}, {"cost": 0.2}], 0.2),  # a cache hit costs nothing now
     ([{"cost": 0.5, "cached": True}], 0.0),
     ([{"cost": 0.2}, {"cost": None}], None),  # one fresh completion without a price: unknown, not 0.2
+    ([{"cost": 0.2}, {"cost": None, "model": "local/embedded"}], 0.2),  # an in-process model's completion costs 0
+    ([{"cost": 0.2}, {"cost": None, "model": "scripted"}], 0.2),
+    ([{"cost": 0.2}, {"cost": None, "model": "openai/other"}], None),
     ([], None),  # no LM history at all: unknown
 ])
 def test_a_calls_cost_is_unknown_when_any_fresh_completion_has_no_price(history, expected):
     def executor(goal, context):  # a sync role whose LM reports these completions
         for h in history:
-            dspy.settings.lm.history.append({"cost": h["cost"],
+            dspy.settings.lm.history.append({"cost": h["cost"], "model": h.get("model", "openai/priced-model"),
                                              "response": SimpleNamespace(cache_hit=h.get("cached", False))})
         return SimpleNamespace(output="done")
 
@@ -181,3 +170,27 @@ def test_a_calls_cost_is_unknown_when_any_fresh_completion_has_no_price(history,
                lm=priced, max_depth=0).run("job")
     (c,) = run.root.calls
     assert c.cost == (pytest.approx(expected) if expected is not None else None)
+
+
+def test_a_run_on_the_scripted_model_names_it_and_costs_zero_per_call():
+    run = Roma(lm="scripted", max_depth=1, max_concurrency=2).run("write a report")  # resolved by roma_lab.lm
+    calls = [c for n in run.nodes for c in n.calls]
+    assert run.status == "completed" and len(calls) == 5  # atomize, plan, 2 executors, aggregate
+    assert {c.model for c in calls} == {"scripted"} and set(run.settings.models.values()) == {"scripted"}
+    assert all(c.cost == 0.0 and c.input_tokens > 0 for c in calls)  # no bill: zero, not unknown
+
+
+def test_a_call_that_also_used_a_remote_model_without_a_price_is_unknown():
+    local = dspy.LM("local/embedded", engine=ScriptedEngine(lambda request: "ok"), cache=False)
+    remote = dspy.LM("openai/unpriced", engine=ScriptedEngine(lambda request: "ok"), cache=False)
+
+    def executor(goal, context):
+        local("hello")  # in-process: costs 0
+        ask_model()  # the call's own LM, remote: its provider reported no price
+        return SimpleNamespace(output="done")
+
+    atomizer = lambda goal, context: SimpleNamespace(is_atomic=True, task_type="think")  # noqa: E731
+    run = Roma(atomizer=atomizer, executors={"think": executor}, planner=atomizer, aggregator=atomizer,
+               lm=remote, max_depth=0).run("job")
+    (call,) = run.root.calls
+    assert call.input_tokens > 0 and call.cost is None  # unknown, not the local model's 0

@@ -1,4 +1,5 @@
-"""roma_lab.lm: model naming, model files, completion cache, replay, and a real local-model smoke test."""
+"""roma_lab.lm: model naming (the scripted test double included), labels, the cost rule, the scripted
+engine, model files, completion cache, replay, and a real local-model smoke test."""
 
 import asyncio
 import hashlib
@@ -10,7 +11,6 @@ from pathlib import Path
 
 import dspy
 import pytest
-from dspy.lm15 import Message, Response, TextPart, Usage
 from probe_integrity import CACHE_CASES
 
 from roma_lab.lm import (
@@ -21,14 +21,20 @@ from roma_lab.lm import (
     ModelChecksumError,
     ModelNotInstalledError,
     ModelSpec,
+    SCRIPTED,
     ReplayEngine,
+    ScriptedEngine,
+    call_cost,
     describe_lm_name,
     free_cores,
+    in_process,
     model_file,
+    model_label,
     replay_lm,
     resolve_lm,
+    scripted_lm,
 )
-from roma_lab.lm._engine import MAX_STRING_CHARS, SUPPORTED_PARAMS, json_grammar
+from roma_lab.lm._engine import MAX_STRING_CHARS, json_grammar
 
 
 class Atomize(dspy.Signature):
@@ -39,23 +45,9 @@ class Atomize(dspy.Signature):
     task_type: str = dspy.OutputField()
 
 
-class FakeEngine:
-    """Scripted engine that counts calls and answers the Atomize signature."""
-
-    supports_response_schema = True
-    supported_params = SUPPORTED_PARAMS
-
-    def __init__(self):
-        self.calls = 0
-
-    def complete(self, request):
-        self.calls += 1
-        text = '{"is_atomic": true, "task_type": "write"}'
-        return Response(id=None, model="fake", message=Message.assistant([TextPart(text)]), finish_reason="stop",
-                        usage=Usage(input_tokens=100 + self.calls, output_tokens=7, total_tokens=107 + self.calls))
-
-    def close(self):
-        pass
+def atomize_engine():
+    """The scripted engine answering the Atomize signature; ``len(engine.requests)`` counts its calls."""
+    return ScriptedEngine(lambda request: {"is_atomic": True, "task_type": "write"})
 
 
 @pytest.fixture(autouse=True)
@@ -126,6 +118,99 @@ def test_missing_package_names_the_install_command(monkeypatch):
         resolve_lm("local:ghost")
 
 
+def test_scripted_name_gives_the_labelled_test_double(monkeypatch):
+    lm = resolve_lm("scripted", max_tokens=64, cache=True)
+    assert isinstance(lm.engine, ScriptedEngine) and lm.model == SCRIPTED and lm.kwargs["max_tokens"] == 64
+    assert lm.cache is False  # every reply is computed: never served from a cache
+    result = predict(lm)
+    assert (result.is_atomic, result.task_type) == (False, "think")  # the default script plans
+    assert model_label(lm) == model_label("scripted") == "scripted (test double, not a measurement)"
+    monkeypatch.setenv("ROMA_LAB_LM", "scripted")
+    assert isinstance(resolve_lm().engine, ScriptedEngine)
+    with pytest.raises(ValueError, match="scripted/<name>"):
+        scripted_lm(name="local/pretend")  # a double cannot pass for a real model
+
+
+def test_an_lm_object_passes_through_and_other_objects_are_refused():
+    lm = dspy.LM("openai/gpt-4o-mini")
+    assert resolve_lm(lm) is lm
+    with pytest.raises(TypeError, match="model name or a dspy LM"):
+        resolve_lm(3)
+
+
+def test_model_label_marks_every_scripted_model_and_nothing_else():
+    assert model_label("scripted/judge") == "scripted/judge (test double, not a measurement)"
+    assert model_label(scripted_lm(name="scripted/task")) == "scripted/task (test double, not a measurement)"
+    for name in ("local", "local/qwen2.5-coder-1.5b@0123456789ab", "openai/gpt-4o-mini", "scripted-v2", "my/scripted"):
+        assert model_label(name) == name
+    assert model_label(dspy.LM("openai/gpt-4o-mini")) == "openai/gpt-4o-mini"
+
+
+IN_PROCESS = ["local", "local:smollm2-135m", "local/qwen2.5-coder-1.5b@0123456789ab", "/models/tiny.gguf", "scripted",
+              "scripted/task"]
+REMOTE = ["openai/gpt-4o-mini", "ollama_chat/qwen2.5", "localhost/model", "scripted-v2", "my/local/model"]
+
+
+@pytest.mark.parametrize("model", IN_PROCESS)
+def test_an_in_process_model_costs_zero_whatever_was_reported(model):
+    assert in_process(model)
+    assert call_cost(model, None) == 0.0 and call_cost(model, 0.3) == 0.0
+
+
+@pytest.mark.parametrize("model", [*REMOTE, None])
+def test_a_remote_model_costs_what_was_reported_and_unknown_is_never_zero(model):
+    assert model is None or not in_process(model)
+    assert call_cost(model, 0.25) == 0.25 and call_cost(model, 0.0) == 0.0
+    assert call_cost(model, None) is None
+
+
+# --- the scripted engine ------------------------------------------------------------------------
+
+
+class Plan(dspy.Signature):
+    """Plan the goal."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField()
+    is_atomic: bool = dspy.OutputField()
+    subtasks: list[dict] = dspy.OutputField()
+    note: str = dspy.OutputField()
+
+
+@pytest.mark.parametrize("adapter", [dspy.JSONAdapter(), dspy.ChatAdapter()], ids=["json", "chat"])
+def test_scripted_replies_parse_under_either_adapter_from_the_fields_of_the_request(adapter):
+    lm = scripted_lm()
+    with dspy.context(lm=lm, adapter=adapter):
+        result = dspy.Predict(Plan)(goal="Write a haiku.\n\nAbout rain.", context="none")
+    (request,) = lm.engine.requests  # one call: the reply parsed first time, no adapter fallback
+    assert request.outputs == ("is_atomic", "subtasks", "note") and request.inputs["context"] == "none"
+    assert request.inputs["goal"] == "Write a haiku.\n\nAbout rain." and request.model == SCRIPTED
+    assert result.is_atomic is False and [t["depends_on"] for t in result.subtasks] == [[], [0]]
+    assert result.note == "scripted reply: Write a haiku."  # the goal's first paragraph
+    assert result.subtasks[1]["goal"] == "second half of: Write a haiku."
+
+
+def test_scripted_engine_logs_each_request_before_answering_and_reports_its_usage():
+    def respond(request):
+        if request.messages[-1] == "fail":
+            raise RuntimeError("scripted failure")
+        return "plain text"
+
+    engine = ScriptedEngine(respond, usage=lambda request, text: (len(request.messages), len(text)))
+    lm = dspy.LM("scripted/raw", engine=engine, cache=False, temperature=0.5)
+    with dspy.context(track_usage=True):
+        assert lm("hello") == ["plain text"]  # a string is sent as it is
+        with pytest.raises(Exception, match="scripted failure"):
+            lm("fail")
+    assert [(r.messages, r.temperature) for r in engine.requests] == [(("hello",), 0.5), (("fail",), 0.5)]
+    assert lm.history[0]["usage"]["prompt_tokens"] == 1 and lm.history[0]["usage"]["completion_tokens"] == 10
+
+
+def test_default_script_refuses_a_request_without_output_fields():
+    with pytest.raises(Exception, match="no output fields"):
+        scripted_lm()("hello")
+
+
 # --- model files --------------------------------------------------------------------------------
 
 # Two small files of an installed distribution stand in for model part packages.
@@ -172,34 +257,36 @@ def test_single_part_mismatch_is_refused():
 
 
 def test_cache_hit_avoids_a_second_engine_call(tmp_path):
-    fake = FakeEngine()
+    fake = atomize_engine()
     lm = dspy.LM("local/fake", engine=CachingEngine(fake, model_id="fake", directory=tmp_path), cache=False)
     first = predict(lm)
     again = predict(lm)
-    assert fake.calls == 1 and first.is_atomic is True and again.task_type == "write"
+    assert len(fake.requests) == 1 and first.is_atomic is True and again.task_type == "write"
     # A fresh engine over the same directory (a re-run notebook) makes no call either,
     # and reports the recorded usage so usage tables replay identically.
-    rerun = FakeEngine()
+    rerun = atomize_engine()
     lm2 = dspy.LM("local/fake", engine=CachingEngine(rerun, model_id="fake", directory=tmp_path), cache=False)
-    assert predict(lm2).get_lm_usage()["local/fake"]["prompt_tokens"] == 101 and rerun.calls == 0
+    recorded = first.get_lm_usage()["local/fake"]["prompt_tokens"]
+    assert recorded > 0 and predict(lm2).get_lm_usage()["local/fake"]["prompt_tokens"] == recorded
+    assert len(rerun.requests) == 0
     predict(lm2, goal="Another goal")
-    assert rerun.calls == 1
+    assert len(rerun.requests) == 1
 
 
 def test_cache_key_covers_model_and_settings(tmp_path):
-    fake = FakeEngine()
+    fake = atomize_engine()
     variants = [("a", {}, None), ("b", {}, None), ("a", {"temperature": 0.7}, None), ("a", {"max_tokens": 64}, None),
                 ("a", {}, {"json_mode": "repair"})]
     for model_id, kwargs, settings in variants:
         engine = CachingEngine(fake, model_id=model_id, directory=tmp_path, settings=settings)
         predict(dspy.LM("local/x", engine=engine, cache=False, **kwargs))
-    assert fake.calls == len(variants)
+    assert len(fake.requests) == len(variants)
 
 
 def test_replay_serves_recorded_and_fails_clearly_on_miss(tmp_path):
     model_id = MODELS["smollm2-135m"].model_id
     recorder = dspy.LM("local/" + model_id, max_tokens=1024, cache=False,
-                       engine=CachingEngine(FakeEngine(), model_id=model_id, directory=tmp_path,
+                       engine=CachingEngine(atomize_engine(), model_id=model_id, directory=tmp_path,
                                             settings={"json_mode": MODELS["smollm2-135m"].json_mode}))
     predict(recorder)
     replay = replay_lm("local:smollm2-135m", directory=tmp_path)
@@ -225,7 +312,7 @@ def test_every_probed_cache_damage_is_regenerated_or_named(case, tmp_path):
 def test_a_damaged_entry_is_moved_aside_regenerated_and_named_by_replay(tmp_path):
     from roma_lab.results import QuarantineWarning
 
-    predict(dspy.LM("local/fake", engine=CachingEngine(FakeEngine(), model_id="fake", directory=tmp_path), cache=False))
+    predict(dspy.LM("local/fake", engine=CachingEngine(atomize_engine(), model_id="fake", directory=tmp_path), cache=False))
     (entry,) = tmp_path.rglob("*.json")
     entry.write_bytes(b'{"key": "trunc')
     replay = dspy.LM("local/fake", engine=ReplayEngine(model_id="fake", directory=tmp_path), cache=False)
@@ -236,11 +323,11 @@ def test_a_damaged_entry_is_moved_aside_regenerated_and_named_by_replay(tmp_path
     assert str(entry) in str(damaged[0]) and "record the completion again" in str(damaged[0])
     assert entry.read_bytes() == b'{"key": "trunc'  # replay never changes the recording
 
-    fake = FakeEngine()
+    fake = atomize_engine()
     with pytest.warns(QuarantineWarning, match="damaged completion cache entry"):
         result = predict(dspy.LM("local/fake", engine=CachingEngine(fake, model_id="fake", directory=tmp_path),
                                  cache=False))
-    assert fake.calls == 1 and result.task_type == "write"
+    assert len(fake.requests) == 1 and result.task_type == "write"
     (kept,) = entry.parent.glob(f"{entry.name}.quarantined-*")
     assert kept.read_bytes() == b'{"key": "trunc'
     with warnings.catch_warnings():
@@ -254,7 +341,7 @@ def test_replay_rejects_remote_names():
 
 
 def test_async_calls_use_the_same_cache(tmp_path):
-    fake = FakeEngine()
+    fake = atomize_engine()
     from roma_lab.lm import AsyncEngine
 
     engine = CachingEngine(fake, model_id="fake", directory=tmp_path)
@@ -265,7 +352,7 @@ def test_async_calls_use_the_same_cache(tmp_path):
             return [await dspy.Predict(Atomize).acall(goal="Write a haiku.") for _ in range(2)]
 
     results = asyncio.run(run())
-    assert [r.task_type for r in results] == ["write", "write"] and fake.calls == 1
+    assert [r.task_type for r in results] == ["write", "write"] and len(fake.requests) == 1
 
 
 class FakeLlama:

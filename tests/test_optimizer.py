@@ -9,31 +9,33 @@ GEPA+'s contract text (``additional_instructions``) they write a different instr
 
 import json
 import warnings
+from dataclasses import replace
 
 import dspy
 import pandas as pd
 import pytest
 
-from scripted_engine import ScriptedEngine
+from roma_lab.lm import ScriptedEngine, model_label
+from roma_lab.lm import scripted_lm as make_scripted_lm
 from roma_lab.optimizer import Contract, GepaPlusConfig, GepaPlusProposer, ProposalError, RunLog, compile
 from roma_lab.optimizer._contracts import atomize, contracts_for
 from roma_lab.optimizer._records import calls_to_converge
 
 def scripted_lm(name, respond):
-    engine = ScriptedEngine(respond)
-    return dspy.LM(f"scripted/{name}", engine=engine, cache=False), engine
+    lm = make_scripted_lm(respond, name=f"scripted/{name}")
+    return lm, lm.engine
 
 
-def task_respond(model, inputs, outputs, system):
-    if outputs == ("notes",):
+def task_respond(request):
+    if request.outputs == ("notes",):
         return {"notes": "short notes"}
-    word = inputs["question"]
-    return {"answer": word.upper() if "UPPERCASE" in system else word.lower()}
+    word = request.inputs["question"]
+    return {"answer": word.upper() if "UPPERCASE" in request.system else word.lower()}
 
 
-def reflection_respond(model, inputs, outputs, system):
-    current = inputs["current_instruction"]
-    style = model.split("/")[-1]
+def reflection_respond(request):
+    current = request.inputs["current_instruction"]
+    style = request.model.split("/")[-1]
     if style == "good":
         text = current + " Reply in UPPERCASE."
     elif style == "verbose":
@@ -44,18 +46,18 @@ def reflection_respond(model, inputs, outputs, system):
         text = current + " Be brief."
     else:
         raise RuntimeError(f"scripted proposer {style} is down")
-    if "additional_instructions" in inputs:  # GEPA+'s contract text changes what this proposer writes
+    if "additional_instructions" in request.inputs:  # GEPA+'s contract text changes what this proposer writes
         text += " Follow the stated requirements."
     return {"new_instruction": text}
 
 
-def judge_respond(model, inputs, outputs, system):
-    return {"score": 0.9 if "UPPERCASE" in inputs["proposed_instruction"] else 0.2}
+def judge_respond(request):
+    return {"score": 0.9 if "UPPERCASE" in request.inputs["proposed_instruction"] else 0.2}
 
 
-def merger_respond(model, inputs, outputs, system):
-    proposals = json.loads(inputs["ranked_proposals"])
-    if model.endswith("breaking-merger"):
+def merger_respond(request):
+    proposals = json.loads(request.inputs["ranked_proposals"])
+    if request.model.endswith("breaking-merger"):
         return {"merged_instruction": "Merged."}
     return {"merged_instruction": " ".join(proposals)}  # naive concatenation: dedupe must clean it
 
@@ -128,9 +130,10 @@ def test_k_drafts_use_the_configured_model_temperature_pairs(lms):
     assert not drafts.empty
     for _, group in drafts.groupby(["round", "component"]):
         pairs = sorted(zip(group["proposer_model"], group["temperature"], strict=True))
-        assert pairs == [("scripted/good", 0.3), ("scripted/good", 0.3), ("scripted/verbose", 0.9)]
+        good, verbose = model_label("scripted/good"), model_label("scripted/verbose")
+        assert pairs == [(good, 0.3), (good, 0.3), (verbose, 0.9)]
     # The requests themselves carried those temperatures.
-    sent = [(m, t) for m, t, outs, _ in lms["good_engine"].calls + lms["verbose_engine"].calls]
+    sent = [(r.model, r.temperature) for r in lms["good_engine"].requests + lms["verbose_engine"].requests]
     assert set(sent) == {("scripted/good", 0.3), ("scripted/verbose", 0.9)}
     assert len(sent) == 3 * drafts.groupby(["round", "component"]).ngroups
 
@@ -138,10 +141,7 @@ def test_k_drafts_use_the_configured_model_temperature_pairs(lms):
 def test_each_draft_of_an_embedded_model_samples_its_own_stream(lms):
     seeds = []
 
-    def respond(model, inputs, outputs, system):
-        return reflection_respond("scripted/good", inputs, outputs, system)
-
-    engine = ScriptedEngine(respond)
+    engine = ScriptedEngine(lambda request: reflection_respond(replace(request, model="scripted/good")))
     real_complete = engine.complete
     engine.complete = lambda request: seeds.append(request.config.seed) or real_complete(request)
     local = dspy.LM("local/fake", engine=engine, cache=False)
@@ -157,7 +157,7 @@ def test_each_draft_of_an_embedded_model_samples_its_own_stream(lms):
 def test_contract_breaking_drafts_are_rejected_and_never_reach_gepa(lms):
     res = run(lms, proposers=((lms["breaker"], 0.5), (lms["good"], 0.5)), k=2, n=1)
     df = res.records_df()
-    broken = df[(df.event == "draft") & (df.proposer_model == "scripted/breaker")]
+    broken = df[(df.event == "draft") & (df.proposer_model == model_label("scripted/breaker"))]
     assert (broken.violations > 0).all()
     assert broken.note.str.contains("rejected: contract violation").all()
     assert not broken.selected.any()
@@ -220,7 +220,7 @@ def test_merge_skipped_when_its_budget_is_spent(lms):
     config = GepaPlusConfig(proposers=((lms["good"], 0.5), (lms["verbose"], 0.5)), k=2, n=2,
                             judge=lms["judge"], merger=lms["merger"], max_total_merge_calls=0)
     out, log = _call_proposer(lms, config)
-    assert log.merge_calls == 0 and not lms["merger_engine"].calls
+    assert log.merge_calls == 0 and not lms["merger_engine"].requests
     assert "merge skipped: budget" in next(r for r in log.records if r.event == "merge").note
 
 
@@ -265,7 +265,7 @@ def test_custom_contract_is_enforced(lms):
     config = GepaPlusConfig(proposers=((lms["good"], 0.5), (lms["lazy"], 0.5)), k=2, n=1, alpha=0.0)
     contracts = {"answer": Contract("answer", required_terms=("notes", "UPPERCASE"))}
     out, log = _call_proposer(lms, config, contracts)
-    lazy = next(r for r in log.records if r.proposer_model == "scripted/lazy")
+    lazy = next(r for r in log.records if r.proposer_model == model_label("scripted/lazy"))
     assert lazy.violation_detail == "missing required term 'UPPERCASE'"
     assert "UPPERCASE" in out["answer"]
 
@@ -340,7 +340,7 @@ def test_gepa_and_gepa_plus_share_the_search(lms):
     first = lambda res: res.records_df().query("event == 'draft' and selected").iloc[0]  # noqa: E731
     assert first(plus3)["round"] == first(gepa)["round"] and first(plus3).component == first(gepa).component
     gepa_drafts = gepa.records_df().query("event == 'draft'")
-    assert gepa_drafts.judge.isna().all() and (gepa_drafts.proposer_model == "scripted/good").all()
+    assert gepa_drafts.judge.isna().all() and (gepa_drafts.proposer_model == model_label("scripted/good")).all()
 
 
 def test_with_a_contract_gepa_plus_adds_exactly_one_field_to_gepas_request(lms):
@@ -350,10 +350,10 @@ def test_with_a_contract_gepa_plus_adds_exactly_one_field_to_gepas_request(lms):
     single = {"proposers": ((lms["good"], 0.7),), "k": 1, "n": 1, "alpha": 0.0, "beta": 0.0}
     engine = lms["good_engine"]
     gepa = run(lms, method="gepa", **single)
-    first_gepa = next(inputs for *_, outs, inputs in engine.calls if outs == ("new_instruction",))
-    n = len(engine.calls)
+    first_gepa = next(r.inputs for r in engine.requests if r.outputs == ("new_instruction",))
+    n = len(engine.requests)
     plus = run(lms, **single)
-    first_plus = next(inputs for *_, outs, inputs in engine.calls[n:] if outs == ("new_instruction",))
+    first_plus = next(r.inputs for r in engine.requests[n:] if r.outputs == ("new_instruction",))
     assert "additional_instructions" not in first_gepa
     assert {k: v for k, v in first_plus.items() if k != "additional_instructions"} == first_gepa
     assert first_plus["additional_instructions"] == "The instruction must keep mentioning: question, notes."

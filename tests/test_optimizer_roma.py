@@ -15,9 +15,9 @@ import pandas as pd
 import pytest
 from dspy.teleprompt.bootstrap_trace import bootstrap_trace_data
 
-from scripted_engine import ScriptedEngine
 from roma_lab.controller import Roma
 from roma_lab.controller._roles import PlannerSignature
+from roma_lab.lm import model_label, scripted_lm
 from roma_lab.optimizer import GepaPlusConfig, RomaProgram, compile, roma_contracts
 
 ROLES = ["atomizer.predict", "planner.predict", "executor_search.answer.predict", "executor_think.predict",
@@ -25,12 +25,13 @@ ROLES = ["atomizer.predict", "planner.predict", "executor_search.answer.predict"
 CALLED = {"atomizer.predict", "planner.predict", "executor_write.predict", "aggregator.predict"}
 
 
-def roles_respond(model, inputs, outputs, system):
+def roles_respond(request):
+    inputs, outputs = request.inputs, request.outputs
     goal = inputs["goal"]
     if outputs == ("is_atomic", "task_type"):
         return {"is_atomic": False, "task_type": "write"}
     if outputs == ("subtasks",):
-        upper = " in UPPERCASE" if "UPPERCASE" in system else ""
+        upper = " in UPPERCASE" if "UPPERCASE" in request.system else ""
         return {"subtasks": [{"goal": f"spell {goal}{upper}", "task_type": "write", "depends_on": []}]}
     if "subtask_results" in inputs:
         return {"output": " ".join(r["output"] for r in json.loads(inputs["subtask_results"]))}
@@ -38,16 +39,16 @@ def roles_respond(model, inputs, outputs, system):
     return {"output": word.upper() if goal.endswith("UPPERCASE") else word}
 
 
-def reflection_respond(model, inputs, outputs, system):
-    current = inputs["current_instruction"]
-    if model.endswith("breaker"):  # drops the planner's task types and dependency rule
+def reflection_respond(request):
+    current = request.inputs["current_instruction"]
+    if request.model.endswith("breaker"):  # drops the planner's task types and dependency rule
         return {"new_instruction": "List subtasks in UPPERCASE."}
     return {"new_instruction": current + " Reply in UPPERCASE."}
 
 
 def scripted(name, respond):
-    engine = ScriptedEngine(respond)
-    return dspy.LM(f"scripted/{name}", engine=engine, cache=False), engine
+    lm = scripted_lm(respond, name=f"scripted/{name}")
+    return lm, lm.engine
 
 
 def metric(gold, pred, trace=None, pred_name=None, pred_trace=None):
@@ -146,7 +147,7 @@ def test_optimising_one_role_changes_only_that_role(lms, method):
 
 def test_reflection_sees_the_planner_calls_made_inside_roma(lms):
     optimise(lms, program())
-    asked = [inputs for _, _, outputs, inputs in lms["good_engine"].calls if outputs == ("new_instruction",)]
+    asked = [r.inputs for r in lms["good_engine"].requests if r.outputs == ("new_instruction",)]
     assert asked and all("Split the goal" in a["current_instruction"] for a in asked)
     # the reflective examples are the planner's own inputs and outputs, taken from the trace
     assert any("spell" in a["examples_with_feedback"] and "expected" in a["examples_with_feedback"] for a in asked)
@@ -184,7 +185,7 @@ def test_roma_contracts_protect_the_planner_and_aggregator(lms):
 
     res = optimise(lms, prog, proposers=((lms["breaker"], 0.5), (lms["good"], 0.5)))
     drafts = res.records_df().query("event == 'draft'")
-    broken = drafts[drafts.proposer_model == "scripted/breaker"]
+    broken = drafts[drafts.proposer_model == model_label("scripted/breaker")]
     assert not broken.empty and broken.note.str.contains("rejected: contract violation").all()
     assert not broken.selected.any()
     for cand in res.candidates:

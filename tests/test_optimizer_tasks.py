@@ -17,6 +17,7 @@ import pytest
 from test_optimizer import scripted_lm
 
 from roma_lab.bench import Grade, load_aime2025, load_hotpotqa, load_papillon
+from roma_lab.lm import model_label
 from roma_lab.optimizer import (
     BENCHMARKS,
     METHODS,
@@ -36,7 +37,8 @@ PII = {it.question.strip(): it.metadata["pii_units"] for split in ("train", "dev
        for it in load_papillon(split)}
 
 
-def task_respond(model, inputs, outputs, system):
+def task_respond(request):
+    inputs, outputs, system = request.inputs, request.outputs, request.system
     if "answer" in outputs:  # AIME (with reasoning) or HotpotQA
         question = (inputs.get("problem") or inputs.get("question")).strip()
         known = "ANSWER-KEY" in system
@@ -52,12 +54,13 @@ def task_respond(model, inputs, outputs, system):
     raise AssertionError(f"unexpected task request for {outputs}")
 
 
-def reflection_respond(model, inputs, outputs, system):
-    current = inputs["current_instruction"]
+def reflection_respond(request):
+    current = request.inputs["current_instruction"]
     return {"new_instruction": current + " Use the ANSWER-KEY. Send NO-PII outside."}
 
 
-def judge_respond(model, inputs, outputs, system):
+def judge_respond(request):
+    inputs, outputs = request.inputs, request.outputs
     if "score" in outputs:  # GEPA+ judge
         return {"score": 0.8}
     if "judgment" in outputs:  # PAPILLON quality judge
@@ -68,8 +71,8 @@ def judge_respond(model, inputs, outputs, system):
     raise AssertionError(f"unexpected judge request for {outputs}")
 
 
-def merger_respond(model, inputs, outputs, system):
-    return {"merged_instruction": " ".join(json.loads(inputs["ranked_proposals"]))}
+def merger_respond(request):
+    return {"merged_instruction": " ".join(json.loads(request.inputs["ranked_proposals"]))}
 
 
 @pytest.fixture
@@ -124,7 +127,7 @@ def test_papillon_metric_combines_quality_and_leakage(lms):
 
 
 def test_papillon_impossible_leak_count_is_a_grader_error(lms):
-    liar, _ = scripted_lm("liar", lambda m, i, o, s: {"reasoning": "", "judgment": True, "num_pii_leaked": 150})
+    liar, _ = scripted_lm("liar", lambda request: {"reasoning": "", "judgment": True, "num_pii_leaked": 150})
     task = make_task("papillon", judge_lm=liar)
     gold = _gold("papillon", user_query="q", answer="ref", pii_units=["a", "b"])
     pred = dspy.Prediction(llm_request="a b", llm_response="r", response="ok")
@@ -202,6 +205,18 @@ def test_string_model_names_resolve_through_roma_lab_lm(lms, monkeypatch):
     assert {"local:proposer", "local:judge"} <= set(asked)
 
 
+def test_the_scripted_model_is_named_like_any_other(lms):
+    config = GepaPlusConfig(proposers=(("scripted", 0.7),), k=1, n=1, judge="scripted")  # no monkeypatch
+    task = make_task("hotpotqa")
+    splits = task_splits("hotpotqa", n_train=2, n_val=2, n_test=2, seed=0)
+    # the default script's instruction "scripted reply" breaks the contract: no proposal, said so
+    with dspy.context(lm=lms["task"]), pytest.warns(RuntimeWarning, match="no_proposal"):
+        res = compile(task.make_program(), trainset=splits.train, valset=splits.val, metric=task.metric, config=config,
+                      max_metric_calls=8, reflection_minibatch_size=2)
+    drafts = res.records_df().query("event == 'draft'")
+    assert len(drafts) and (drafts["proposer_model"] == "scripted (test double, not a measurement)").all()
+
+
 # ---- one settings object for every search of a table run ----------------------------------------
 
 
@@ -211,8 +226,9 @@ def test_search_settings_are_one_frozen_validated_value(lms):
     with pytest.raises(AttributeError):
         settings.k = 5
     row = settings.as_row()
-    assert row["lm"] == "scripted/task" and row["reflection_lms"] == "scripted/reflect; scripted/reflect"
-    assert row["reflection_temperatures"] == "0.7; 1" and row["merger_lm"] == "scripted/merger"
+    task, reflect, merger = (model_label(f"scripted/{name}") for name in ("task", "reflect", "merger"))
+    assert row["lm"] == task and row["reflection_lms"] == f"{reflect}; {reflect}"
+    assert row["reflection_temperatures"] == "0.7; 1" and row["merger_lm"] == merger
     assert (row["k"], row["n"], row["n_train"], row["max_metric_calls"], row["seed"]) == (2, 2, 2, 12, 0)
     config = settings.gepa_plus_config(lms["judge"])
     assert config.proposers == ((lms["reflect"], 0.7), (lms["reflect"], 1.0)) and config.merger is lms["merger"]
@@ -220,6 +236,9 @@ def test_search_settings_are_one_frozen_validated_value(lms):
     plain = SearchSettings(reflection_lms=["local:a", "local:b"], reflection_temperatures=[0.7, 1.0])
     assert plain.gepa_plus_config("local").merger == "local:a" and plain.as_row()["merger_lm"] == "local:a"
     assert "merger local:a" in plain.describe() and "budget 16 GEPA metric calls" in plain.describe()
+    # a model named "scripted" is written down as the test double it is
+    double = SearchSettings(lm="scripted", judge_lm="scripted", reflection_lms=["scripted"], reflection_temperatures=[1.0])
+    assert double.as_row()["lm"] == double.as_row()["judge_lm"] == "scripted (test double, not a measurement)"
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -277,7 +296,8 @@ def test_table7_optimisers_beat_the_seed_on_the_scripted_task(table7):
     assert (summary["n"] == 3).all() and (summary.loc[(slice(None), "gepa"), "runs"] == 2).all()
     assert summary["ci_method"].str.contains("task bootstrap").all()
     # every measured row names what produced it, and whether its searches proposed anything
-    assert summary["setting"].str.contains("model scripted/task, judge scripted/judge").all()
+    setting = f"model {model_label('scripted/task')}, judge {model_label('scripted/judge')}"
+    assert summary["setting"].str.contains(setting, regex=False).all()
     assert summary["setting"].str.contains("n_train 2, n_val 2; 2 repeat").all()
     assert "closed-book" in summary.loc[("hotpotqa", "gepa"), "setting"]
     assert summary["search_status"].to_dict() == {
@@ -290,7 +310,7 @@ def test_table7_optimisers_beat_the_seed_on_the_scripted_task(table7):
     plus = runs[runs["condition"] == "gepa+"]
     assert (plus["total_metric_calls"] > plus["gepa_metric_calls"]).all()  # the verifier ran, and counts
     # the run's settings are on every search row; repeat r searched with seed + r
-    assert (runs["lm"] == "scripted/task").all() and (runs["reflection_temperatures"] == "0.7; 1").all()
+    assert (runs["lm"] == model_label("scripted/task")).all() and (runs["reflection_temperatures"] == "0.7; 1").all()
     assert (runs["max_metric_calls"] == 12).all() and (runs["search_seed"] == runs["seed"] + runs["run"]).all()
 
 
@@ -331,7 +351,7 @@ def test_paper_numbers_never_land_in_measured_columns(table7):
     assert len(merged) == 4 and (merged["unit"] == "percent").all()
     assert (merged["ours"] == merged["value"] * 100).all() and (merged["paper"] != merged["ours"]).all()
     assert (merged["agreement"] == "differs").all() and merged["why"].str.contains("not the paper's setting").all()
-    assert merged["setting"].str.contains("model scripted/task").all()
+    assert merged["setting"].str.contains(f"model {model_label('scripted/task')}", regex=False).all()
 
 
 def test_table7_records_feed_the_evolution_widget(table7):
@@ -388,7 +408,7 @@ def test_table8_curves_summary_and_paper_beside(lms, tmp_path):
     runs = tables["table8_runs"].set_index("condition")
     assert (runs["gepa_metric_calls"] <= 12).all() and runs.loc["gepa", "judge_calls"] == 0
     assert runs.loc["gepa+", "judge_calls"] > 0 and runs.loc["gepa+", "verifier_metric_calls"] > 0
-    assert (runs["status"] == "completed").all() and (runs["judge_lm"] == "scripted/judge").all()
+    assert (runs["status"] == "completed").all() and (runs["judge_lm"] == model_label("scripted/judge")).all()
     summary = tables["table8_summary"].set_index(["condition", "metric"])["value"]
     assert summary["gepa", "gain"] == 1.0 and summary["gepa+", "gain"] == 1.0
     # GEPA+'s verifier ran before it converged, so its total is above its GEPA-budget count
@@ -522,7 +542,7 @@ def test_vs_paper_says_why_a_figure_is_not_measured_or_not_comparable():
     assert vs.loc["gepa", "agreement"] == "matches"
 
 
-def _down(model, inputs, outputs, system):
+def _down(request):
     raise RuntimeError("reflection model is down")
 
 

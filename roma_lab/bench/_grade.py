@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from roma_lab.bench._data import Item
+from roma_lab.lm import model_label
 
 STRING_MATCH = "string-match, not the official judge"
 
@@ -106,7 +107,7 @@ class DSPyJudge:
 
     @property
     def name(self) -> str:
-        return str(getattr(self.lm, "model", type(self.lm).__name__))
+        return model_label(self.lm)
 
     def __call__(self, prompt: str, system: str | None = None) -> str:
         import dspy

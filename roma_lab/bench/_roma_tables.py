@@ -28,11 +28,10 @@ from roma_lab.bench._systems import (
     TaskWording,
     check_run,
     make_system,
-    model_label,
     resolve_judge,
-    resolve_model,
     system_setting,
 )
+from roma_lab.lm import model_label, resolve_lm
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -195,7 +194,7 @@ def run_roma_table(
     if len(set(questions)) != len(questions):
         raise ValueError(f"{benchmark}: the sample holds duplicate questions; ROMA runs are saved per question")
 
-    model = resolve_model(lm)
+    model = resolve_lm(lm)
     judge = resolve_judge(judge_lm, model, lm)
     grader = spec.grader(judge)  # raises for rubric benchmarks without a judge
     config = RunConfig(benchmark=benchmark, model=model_label(model), judge=grader.name, max_depth=max_depth,

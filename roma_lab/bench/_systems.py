@@ -1,5 +1,5 @@
 """The two systems of the ROMA tables (ROMA and its base model), the task wording they get, and the
-one place that turns a model or judge name into an object for them."""
+judge they are graded by (models themselves come from ``roma_lab.lm.resolve_lm``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from typing import Any
 from roma_lab.bench._grade import DSPyJudge
 from roma_lab.bench._registry import QUESTION
 from roma_lab.bench._run_files import run_file
-from roma_lab.bench._scripted import SCRIPTED, SCRIPTED_LABEL, ScriptedJudge, scripted_lm
+from roma_lab.bench._scripted import ScriptedJudge
+from roma_lab.lm import SCRIPTED, resolve_lm
 from roma_lab.results import write_text_atomic
 
 SYSTEMS = ("roma", "base")
@@ -24,24 +25,6 @@ class RomaRunError(RuntimeError):
     """ROMA's root task failed; recorded as a system error row (its run JSON is kept)."""
 
 
-def resolve_model(lm: Any, **kwargs: Any) -> Any:
-    """``"scripted"`` -> the scripted test double (never cached; ``kwargs`` do not apply); any other
-    name -> ``roma_lab.lm.resolve_lm(lm, **kwargs)``; an LM object is used as it is."""
-    if lm == SCRIPTED:
-        return scripted_lm()
-    if isinstance(lm, str):
-        from roma_lab.lm import resolve_lm
-
-        return resolve_lm(lm, **kwargs)
-    return lm
-
-
-def model_label(lm: Any) -> str:
-    """The model's name as the tables print it (the scripted double says it measures nothing)."""
-    name = str(getattr(lm, "model", type(lm).__name__))
-    return SCRIPTED_LABEL if name.startswith(f"{SCRIPTED}/") else name
-
-
 def resolve_judge(judge_lm: Any, model: Any = None, model_name: Any = None):
     """None or "" -> no judge (string-match fallback); "scripted" -> :class:`ScriptedJudge`; a model
     name or LM -> :class:`DSPyJudge`. A judge named like the task model reuses that model object."""
@@ -50,7 +33,7 @@ def resolve_judge(judge_lm: Any, model: Any = None, model_name: Any = None):
     if judge_lm == SCRIPTED:
         return ScriptedJudge()
     if isinstance(judge_lm, str):
-        return DSPyJudge(model if judge_lm == model_name and model is not None else resolve_model(judge_lm))
+        return DSPyJudge(model if judge_lm == model_name and model is not None else resolve_lm(judge_lm))
     if hasattr(judge_lm, "forward") or hasattr(judge_lm, "model"):  # a dspy LM object
         return DSPyJudge(judge_lm)
     return judge_lm  # already a Judge callable

@@ -17,8 +17,8 @@ from roma_lab.bench._data import load_eqbench_longform, sample
 from roma_lab.bench._registry import LONGFORM_TASK
 from roma_lab.bench._roma_tables import paper_reported_roma_df
 from roma_lab.bench._run_files import RunConfig, check_config, run_file, saved_run
-from roma_lab.bench._scripted import SCRIPTED
-from roma_lab.bench._systems import SYSTEMS, RomaRunError, TaskWording, check_run, model_label, resolve_model
+from roma_lab.bench._systems import SYSTEMS, RomaRunError, TaskWording, check_run
+from roma_lab.lm import in_process, model_label, resolve_lm
 from roma_lab.results import quarantine, write_text_atomic
 
 if TYPE_CHECKING:
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 ARTEFACT = "table5"
 PAPER_NAME = "ROMA (DeepSeek-V3.1)"  # the paper's row our ROMA stands beside
-_NO_PRICE_PREFIXES = ("local/", f"{SCRIPTED}/")  # no API bill: cost 0, not unknown
 _USAGE_COLUMNS = ("cost", "input_tokens", "output_tokens", "latency_s")
 _UNITS = {"cost_usd": "usd", "input_tokens": "tokens", "output_tokens": "tokens", "latency_s": "s"}
 # A run stopped by its deadline or an interrupt did not reach its end: its story is written again.
@@ -53,7 +52,9 @@ def component_cost_df(runs: Mapping[str, Run], n_chapters: int) -> pd.DataFrame:
     for item_id, run in runs.items():
         usage = run.usage_df()
         models = [str(m) for m in (run.settings.models.values() if run.settings else ())]
-        if models and all(m.startswith(_NO_PRICE_PREFIXES) for m in models):
+        # in-process models cost 0 even where a call recorded no cost (cut off by a timeout, or a run
+        # saved before the controller costed scripted calls so)
+        if models and all(in_process(m) for m in models):
             usage["cost"] = usage["cost"].fillna(0.0)
         for col in ("calls", *_USAGE_COLUMNS):
             usage[col] = usage[col].astype(float) / n_chapters
@@ -68,20 +69,23 @@ def component_cost_df(runs: Mapping[str, Run], n_chapters: int) -> pd.DataFrame:
     return table.rename(columns={"calls": "calls_per_chapter", "cost": "cost_usd"}).reset_index()
 
 
-def _beside_paper(components: pd.DataFrame, model: str, task: TaskWording) -> pd.DataFrame:
-    """The paper's Table 5 beside ours: one row per component x metric, in the paper's units."""
+def _beside_paper(components: pd.DataFrame, model: Any, task: TaskWording) -> pd.DataFrame:
+    """The paper's Table 5 beside ours (``model``: the LM that wrote): one row per component x metric,
+    in the paper's units."""
     from roma_lab.results import beside_paper
+
+    label = model_label(model)
 
     ours = components.melt(id_vars=["component", "n_stories"], value_vars=list(_UNITS), var_name="metric")
     ours = ours.rename(columns={"component": "subset", "n_stories": "n"}).assign(
         condition=PAPER_NAME, unit=ours["metric"].map(_UNITS))
     n = int(components["n_stories"].max())
-    ours["setting"] = (f"roma on {model}, depth 1; {n} stories of {task.n_chapters} chapters of about "
+    ours["setting"] = (f"roma on {label}, depth 1; {n} stories of {task.n_chapters} chapters of about "
                        f"{task.chapter_words} words, one task each; per chapter = a run's usage / {task.n_chapters}")
-    differs = (f"our roma runs on {model}, not as the paper's {PAPER_NAME}; our stories are {task.n_chapters} chapters "
+    differs = (f"our roma runs on {label}, not as the paper's {PAPER_NAME}; our stories are {task.n_chapters} chapters "
                f"of about {task.chapter_words} words asked in one task, the paper's 8 chapter turns of 1000 words "
                f"in a 13-turn conversation; {n} stories")
-    unpriced = "; our model has no API price, so its cost is 0" if components["cost_usd"].eq(0).all() else ""
+    unpriced = "; our model has no API price, so its cost is 0" if in_process(model.model) else ""
     why = {"*": differs, "cost_usd": differs + unpriced}
     return beside_paper(ours, paper_reported_roma_df(), ARTEFACT, why=why,
                         why_not_measured="no call of this component in our finished stories")
@@ -118,7 +122,7 @@ def measure_component_cost(
     check_run(n_items, 1, max_concurrency, SYSTEMS)
     task = TaskWording(LONGFORM_TASK, n_chapters, chapter_words)
     out = Path(out_dir)
-    model = resolve_model(lm, cache=False)
+    model = resolve_lm(lm, cache=False)
     check_config(out, RunConfig(benchmark=ARTEFACT, model=model_label(model), judge="", max_depth=1,
                                 max_concurrency=max_concurrency, search_backend="", longform_task=task("{prompt}")))
     runs_dir = out / f"{ARTEFACT}_runs"
@@ -155,7 +159,7 @@ def measure_component_cost(
                            f"{out / 'table5_runs.csv'}, their traces in {runs_dir}")
     components = component_cost_df(completed, n_chapters)
     tables = {"table5_components": components, "table5_runs": story_runs,
-              "table5_vs_paper": _beside_paper(components, model_label(model), task)}
+              "table5_vs_paper": _beside_paper(components, model, task)}
     for name, df in tables.items():
         write_table(df, out, name)
     return tables

@@ -176,13 +176,16 @@ def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
 
 def _usage(outcome: _Outcome) -> dict[str, Any]:
     """Tokens and cost of one finished call, from its own usage tracker and LM history."""
+    from roma_lab.lm import call_cost, in_process
+
     usage, history = outcome.usage, outcome.history
     # a cached completion keeps its original price in history but costs nothing now (and reports no usage)
-    fresh = [h for h in history if not getattr(h.get("response"), "cache_hit", False)]
-    if usage and all(str(model).startswith("local/") for model in usage):
-        cost = 0.0  # an in-process model has no per-call price: zero, not unknown
-    elif history and all(h.get("cost") is not None for h in fresh):
-        cost = float(sum(h["cost"] for h in fresh))
+    costs = [call_cost(h.get("model"), h.get("cost")) for h in history
+             if not getattr(h.get("response"), "cache_hit", False)]
+    if usage and all(in_process(str(model)) for model in usage):
+        cost = 0.0  # only in-process models answered (also when the LM history is not this call's)
+    elif history and None not in costs:
+        cost = float(sum(costs))
     else:
         cost = None  # a fresh completion without a price (or no LM history at all): unknown
     return {"input_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),

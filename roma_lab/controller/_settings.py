@@ -8,7 +8,6 @@ where it is set. The JSON record keeps the shape run files had before this type 
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
@@ -111,13 +110,6 @@ class RomaSettings:
                    call_timeout_s=r.call_timeout_s, run_timeout_s=r.run_timeout_s,
                    max_result_chars=r.context.result_chars, ancestor_goals=r.context.ancestor_goals,
                    goal_chars=r.context.goal_chars, verify=r.verifier, models=r.models)
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """Deprecated: read the run-file record by key, for code written when ``Run.settings`` was
-        that dict (``run.settings.get("models")`` is now ``run.settings.models``)."""
-        warnings.warn("Run.settings is a RomaSettings: read its attributes (e.g. .models), not keys",
-                      DeprecationWarning, stacklevel=2)
-        return self.record().get(key, default)
 
 
 _FIRST_VERSION = {"run_timeout_s": None, "context": {"ancestor_goals": 3, "goal_chars": 200, "result_chars": None}}

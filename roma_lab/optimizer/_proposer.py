@@ -16,7 +16,8 @@ import dspy
 from dspy.adapters.json_adapter import JSONAdapter
 from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
 
-from roma_lab.optimizer._config import GepaPlusConfig, LMLike
+import roma_lab.lm
+from roma_lab.optimizer._config import GepaPlusConfig
 from roma_lab.optimizer._contracts import Contract, dedupe_sentences, edit_size
 from roma_lab.optimizer._records import NAN, Record, RunLog
 from roma_lab.optimizer._signatures import JudgeInstructionEdit, MergeInstructionEdits
@@ -24,18 +25,6 @@ from roma_lab.optimizer._signatures import JudgeInstructionEdit, MergeInstructio
 
 class ProposalError(RuntimeError):
     """Every draft of a round failed; the first failure is chained as the cause."""
-
-
-def resolve_lm(lm: LMLike) -> dspy.BaseLM:
-    """A dspy LM from a model name (through ``roma_lab.lm.resolve_lm``, the project's one way to
-    name a model: "local", "local:<variant>", a .gguf path or a LiteLLM string) or an LM object."""
-    if isinstance(lm, str):
-        from roma_lab.lm import resolve_lm as resolve_name
-
-        return resolve_name(lm)
-    if isinstance(lm, dspy.BaseLM):
-        return lm
-    raise TypeError(f"expected a model name or a dspy LM, got {type(lm).__name__}")
 
 
 def build_program(student: dspy.Module, candidate: Mapping[str, str]) -> dspy.Module:
@@ -131,9 +120,10 @@ class GepaPlusProposer(InstructionProposer):
         self.contracts = dict(contracts)
         self.log = log
         self.failure_score = failure_score
-        self._proposers = [(resolve_lm(lm), float(t)) for lm, t in config.proposers]
-        self._judge_lm = resolve_lm(config.judge) if config.judge is not None else None
-        self._merger_lm = resolve_lm(config.merger) if config.merger is not None else None
+        resolve = roma_lab.lm.resolve_lm
+        self._proposers = [(resolve(lm), float(t)) for lm, t in config.proposers]
+        self._judge_lm = resolve(config.judge) if config.judge is not None else None
+        self._merger_lm = resolve(config.merger) if config.merger is not None else None
         self._drafters = {
             name: InstructionProposer(additional_instructions=c.describe() or None) for name, c in self.contracts.items()
         }
@@ -225,12 +215,12 @@ class GepaPlusProposer(InstructionProposer):
         base, temperature = self._proposers[i % len(self._proposers)]
         # Each draft gets its own sampling stream, fixed by (search seed, round, draft): otherwise two
         # drafts from one (model, temperature) pair, or the same draft in another repeat, are one cache
-        # entry. Embedded models sample with `seed` (part of their cache key); remote ones get DSPy's
+        # entry. In-process models sample with `seed` (part of their cache key); remote ones get DSPy's
         # `rollout_id`, which keys its cache without reaching providers that reject `seed`.
         stream = (self.seed * 1_000_003 + self._round) * 1_009 + i
-        key = "seed" if str(base.model).startswith("local/") else "rollout_id"
+        key = "seed" if roma_lab.lm.in_process(str(base.model)) else "rollout_id"
         lm = base.copy(temperature=temperature, **{key: stream})
-        draft = _Draft(i, str(base.model), temperature)
+        draft = _Draft(i, roma_lab.lm.model_label(base), temperature)
         try:
             with dspy.context(lm=lm):
                 draft.text = self._drafters[name]({name: current}, {name: examples}, [name])[name].strip()

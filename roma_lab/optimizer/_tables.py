@@ -25,10 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 import dspy
 
+import roma_lab.lm
 from roma_lab.optimizer._compile import METHODS, OptimizationResult, compile
 from roma_lab.optimizer._config import GepaPlusConfig, SearchSettings
 from roma_lab.optimizer._records import CONVERGENCE_COLUMNS, calls_to_converge
-from roma_lab.optimizer._tasks import BENCHMARKS, Splits, Task, as_lm, evaluate_program, make_task, task_splits
+from roma_lab.optimizer._tasks import BENCHMARKS, Splits, Task, evaluate_program, make_task, task_splits
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,7 +76,8 @@ def _paper_reported() -> pd.DataFrame:
 def _models(settings: SearchSettings) -> tuple[dspy.BaseLM, dspy.BaseLM, GepaPlusConfig]:
     """The task and judge models, resolved once (``max_tokens`` caps both), and GEPA+'s settings."""
     cap = {"max_tokens": settings.max_tokens} if settings.max_tokens else {}
-    task_lm, judge_lm = as_lm(settings.lm, **cap), as_lm(settings.judge_lm, **cap)
+    resolve = roma_lab.lm.resolve_lm
+    task_lm, judge_lm = resolve(settings.lm, **cap), resolve(settings.judge_lm, **cap)
     return task_lm, judge_lm, settings.gepa_plus_config(judge_lm)
 
 

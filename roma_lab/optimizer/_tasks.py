@@ -19,6 +19,7 @@ from typing import Any
 import dspy
 import numpy as np
 
+import roma_lab.lm
 from roma_lab.bench import AIMEGrader, DSPyJudge, Grade, HotpotQAGrader, Item, PapillonGrader
 from roma_lab.bench import load_aime2025, load_hotpotqa, load_papillon, sample
 from roma_lab.optimizer._config import _check_size
@@ -34,18 +35,6 @@ SETTINGS = {
     "hotpotqa": "HotpotQA dev, closed-book: questions only, no distractor paragraphs; answer exact match",
     "papillon": "PUPA_New (PAPILLON), DSPy-tutorial pipeline; (quality + (1 - leakage)) / 2 by the tutorial judges",
 }
-
-
-def as_lm(lm: Any, **kwargs: Any) -> dspy.BaseLM:
-    """A dspy LM from a model name (``roma_lab.lm.resolve_lm``; kwargs such as max_tokens go to it)
-    or an LM object (returned as is)."""
-    if isinstance(lm, str):
-        from roma_lab.lm import resolve_lm
-
-        return resolve_lm(lm, **kwargs)
-    if isinstance(lm, dspy.BaseLM):
-        return lm
-    raise TypeError(f"expected a model name or a dspy LM, got {type(lm).__name__}")
 
 
 # ---- programs -------------------------------------------------------------------------------
@@ -127,7 +116,7 @@ class Papillon(dspy.Module):
 
     def forward(self, user_query: str) -> dspy.Prediction:
         llm_request = self.craft_redacted_request(user_query=user_query).llm_request
-        external = as_lm(self.external_lm) if self.external_lm else dspy.settings.lm
+        external = roma_lab.lm.resolve_lm(self.external_lm) if self.external_lm else dspy.settings.lm
         with dspy.context(lm=external):
             llm_response = dspy.Predict(ExternalLLM)(request=llm_request).response
         response = self.respond_to_query(
@@ -222,7 +211,7 @@ def make_task(benchmark: str, *, judge_lm: Any = None, external_lm: str | None =
         if judge_lm is None:
             raise ValueError("PAPILLON is scored by judge models: pass judge_lm (a model name or a dspy LM)")
         return Task(benchmark, SETTINGS[benchmark], lambda: Papillon(external_lm),
-                    PapillonGrader(DSPyJudge(as_lm(judge_lm))), _papillon_feedback, judge_lm, external_lm)
+                    PapillonGrader(DSPyJudge(roma_lab.lm.resolve_lm(judge_lm))), _papillon_feedback, judge_lm, external_lm)
     raise ValueError(f"unknown benchmark {benchmark!r}; choose from {BENCHMARKS}")
 
 
