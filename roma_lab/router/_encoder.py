@@ -157,6 +157,10 @@ class MiniLM:
     def identity(self) -> str:
         return f"{self.name}@{MINILM_SHA256['model.safetensors'][:12]}"
 
+    @property
+    def dim(self) -> int:
+        return int(_minilm(str(minilm_archive()))[1].word.shape[1])
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = _texts(texts)
         tokenizer, bert = _minilm(str(minilm_archive()))
@@ -189,10 +193,14 @@ class GGUFPooled:
 
         return f"gguf-mean:{MODELS[self.variant].model_id}"
 
+    @property
+    def dim(self) -> int:
+        return int(_gguf(self.variant).n_embd())
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         texts = _texts(texts)
         llm = _gguf(self.variant)
-        return _normalise(np.array([llm.embed(t) for t in texts], dtype=np.float32))
+        return _normalise(np.array(llm.embed(list(texts)), dtype=np.float32))   # one batched call
 
 
 @cache

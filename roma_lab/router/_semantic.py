@@ -51,6 +51,10 @@ class CachedEncoder:
     def identity(self) -> str:
         return self.encoder.identity
 
+    @property
+    def dim(self) -> int:
+        return self.encoder.dim
+
     def encode(self, texts: Sequence[str]) -> np.ndarray:
         if isinstance(texts, str):
             raise TypeError("encode takes a sequence of prompts, got one str")
@@ -76,7 +80,7 @@ class EmbeddingFeaturizer:
 
     @property
     def n_features(self) -> int:
-        return int(self.encoder.encode(["a"]).shape[1])
+        return self.encoder.dim
 
     def transform(self, texts: Sequence[str]) -> np.ndarray:
         return self.scale * self.encoder.encode(texts).astype(np.float64)
