@@ -18,7 +18,7 @@ from ._model import Featurizer, OperationModel, TrainingConfig
 from ._plots import plot_split_contrast, plot_threshold_sweep, plot_training_size
 from ._policies import (Direct, FixedAgent, Hybrid, Keyword, Learned, OneShot, Oracle, Random, StaticWorkload,
                         baseline_policies)
-from ._reproduce import (RouterStudy, failure_analysis, hybrid, reproduce, semantic, semantic_hybrid, sweep_threshold,
+from ._reproduce import (RouterStudy, closing_note, failure_analysis, hybrid, reproduce, semantic, semantic_hybrid, sweep_threshold,
                          table1, table2, table3, table4, table5, training_size_curve)
 from ._semantic import SemanticStudy, natural_prompts
 from ._suite import (CHALLENGE_MAX_OVERLAP, STANDARD_OVERLAP, family_table, generate_suite, labels_matrix,
@@ -28,7 +28,7 @@ __all__ = [
     "CHALLENGE_MAX_OVERLAP", "STANDARD_OVERLAP",
     "Direct", "Featurizer", "FixedAgent", "Hybrid", "Keyword", "Learned", "OneShot", "OperationModel", "Oracle",
     "Random", "RouterStudy", "SemanticStudy", "StaticWorkload", "TrainingConfig",
-    "baseline_policies", "compare_atomizers", "evaluate", "execute", "failure_analysis", "family_table",
+    "baseline_policies", "closing_note", "compare_atomizers", "evaluate", "execute", "failure_analysis", "family_table",
     "generate_suite", "hybrid", "inspect_route", "labels_matrix", "natural_prompts", "plot_split_contrast",
     "plot_threshold_sweep", "plot_training_size", "reproduce", "semantic", "semantic_hybrid", "split_rule_violations",
     "split_tasks", "suite_hash", "sweep_threshold", "table1", "table2", "table3", "table4", "table5", "train_overlap",

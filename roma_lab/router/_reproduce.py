@@ -28,13 +28,15 @@ from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
 from ._model import TAU_GRID, OperationModel, TrainingConfig, route_quality, routes_at
 from ._ops import SUPPORT_OPS, route_cost
 from ._policies import Hybrid, Learned, OneShot, StaticWorkload, baseline_policies
-from ._semantic import SemanticStudy, coverage_by_family, natural_prompts, route_natural, with_name
+from ._semantic import ENCODERS, SemanticStudy, coverage_by_family, natural_prompts, route_natural, with_name
 from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
                      STANDARD_OVERLAP, Task, family_table, generate_suite, labels_matrix, reword, split_tasks)
 from ._suite import suite_hash as hash_tasks
 
 TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid",
                            "semantic", "semantic_hybrid")
+#: Encoder candidates of the semantic tables, in tie-break order (design/router_semantic.md).
+ENCODER_CANDIDATES: tuple[str, ...] = tuple(ENCODERS)
 #: Tables that need the semantic variants (a sentence encoder); the others need the lexical study only.
 SEMANTIC_TABLES: tuple[str, ...] = ("semantic", "semantic_hybrid")
 TRAINING_SIZES: tuple[int, ...] = (36, 72, 108, 144, 216)
@@ -475,7 +477,7 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
 def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABLES, suite_seed: int = DEFAULT_SEED,
               seed: int = 0, n_resamples: int = 2000, repeats: int = 5,
               training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
-              encoders: Sequence[str] = ("minilm",)) -> dict[str, pd.DataFrame]:
+              encoders: Sequence[str] = ENCODER_CANDIDATES) -> dict[str, pd.DataFrame]:
     """Fit once (or reuse `study`), compute the requested tables, write `<name>.csv` and
     `summary.json` into out_dir. The semantic tables choose among `encoders` on dev (`_semantic`)."""
     unknown = set(tables) - set(TABLES)
@@ -509,3 +511,22 @@ def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABL
             write_table(df, out_dir, name)
         write_text_atomic(Path(out_dir, "summary.json"), json.dumps(_summary_json(study, out), indent=2, sort_keys=True))
     return out
+
+
+def closing_note(tables: Mapping[str, pd.DataFrame], atomizer: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Issue 12's closing figures, read from this run's tables: per router variant its challenge
+    success (95% CI), hand-written-prompt coverage (95% CI) and routing latency per task; per ROMA
+    atomizer the mean role calls, LM calls, tokens, wall time and score per item."""
+    summary = wide(tables["semantic_summary"])
+    natural = wide(tables["semantic_natural_summary"]).set_index("condition")
+    rows = []
+    for r in summary[summary["condition"].isin(natural.index) & (summary["subset"] == "challenge")].itertuples():
+        n = natural.loc[r.condition]
+        rows.append({"what": f"router: {r.condition}",
+                     "challenge_success": f"{r.success:.3f} [{r.success_ci_low:.3f}, {r.success_ci_high:.3f}]",
+                     "natural_coverage": f"{n['coverage']:.3f} [{n['coverage_ci_low']:.3f}, {n['coverage_ci_high']:.3f}]",
+                     "route_ms_per_task": f"{r.latency_ms:.4f} (route + execute, features cached)"})
+    for r in wide(atomizer["atomizer_summary"]).itertuples():
+        rows.append({"what": f"ROMA: {r.condition} ({r.model})", "role_calls": r.role_calls, "lm_calls": r.lm_calls,
+                     "tokens": r.tokens, "wall_s": r.wall_s, "score": r.score})
+    return pd.DataFrame(rows)
