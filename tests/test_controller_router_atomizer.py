@@ -68,6 +68,8 @@ def test_compare_atomizers_counts_the_lm_calls_each_condition_made(model, tmp_pa
     assert (lm["role_calls"] == 5).all() and (lm["lm_calls"] == 5).all() and (lm["atomizer_lm_calls"] == 1).all()
     assert (rt["atomizer_lm_calls"] == 0).all()
     assert (rt["lm_calls"] == rt["role_calls"] - 1).all()     # max_depth 1: the root's decision only
+    failed = tables["atomizer_runs"][tables["atomizer_runs"]["error"].notna()]
+    assert not failed.empty and (failed["score"] == 0).all()   # a run that failed to answer scores 0, not NaN
     paired = tables["atomizer_paired"].set_index("metric")
     assert paired.loc["lm_calls_diff", "value"] == pytest.approx((rt["lm_calls"] - lm["lm_calls"]).mean())
     assert set(pd.read_csv(tmp_path / "atomizer_runs.csv")["condition"]) == {"lm_atomizer", "router_atomizer"}

@@ -289,3 +289,15 @@ def test_the_hybrid_gate_is_rechosen_on_dev_for_each_embedding_router(sem):
     assert set(selection["router"]) == {"semantic", "lexical+semantic"}
     assert selection.groupby("router")["selected"].sum().to_dict() == {"semantic": 1, "lexical+semantic": 1}
     assert {"hybrid[semantic]", "semantic", "static"} <= set(tables["semantic_hybrid_summary"]["condition"])
+
+
+def test_the_closing_note_reads_this_runs_tables(sem, study, tmp_path):
+    tables = _reproduce.semantic(sem, n_resamples=20)
+    atomizer = router.compare_atomizers(tmp_path, study.model, lm="scripted", n_items=2, n_resamples=20)
+    note = router.closing_note(tables, atomizer).set_index("what")
+    challenge = tables["semantic_tasks"].query("subset == 'challenge'").groupby("condition")["success"].mean()
+    for variant in _semantic.VARIANTS:
+        assert note.loc[f"router: {variant}", "challenge_success"].startswith(f"{challenge[variant]:.3f} [")
+    runs = atomizer["atomizer_runs"].groupby("condition")["lm_calls"].mean()
+    rows = note[note.index.str.startswith("ROMA: router_atomizer")]
+    assert len(rows) == 1 and rows["lm_calls"].iloc[0] == pytest.approx(runs["router_atomizer"])

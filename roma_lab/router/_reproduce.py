@@ -526,7 +526,8 @@ def closing_note(tables: Mapping[str, pd.DataFrame], atomizer: Mapping[str, pd.D
                      "challenge_success": f"{r.success:.3f} [{r.success_ci_low:.3f}, {r.success_ci_high:.3f}]",
                      "natural_coverage": f"{n['coverage']:.3f} [{n['coverage_ci_low']:.3f}, {n['coverage_ci_high']:.3f}]",
                      "route_ms_per_task": f"{r.latency_ms:.4f} (route + execute, features cached)"})
+    model = atomizer["atomizer_summary"]["model"].iloc[0]
     for r in wide(atomizer["atomizer_summary"]).itertuples():
-        rows.append({"what": f"ROMA: {r.condition} ({r.model})", "role_calls": r.role_calls, "lm_calls": r.lm_calls,
+        rows.append({"what": f"ROMA: {r.condition} ({model})", "role_calls": r.role_calls, "lm_calls": r.lm_calls,
                      "tokens": r.tokens, "wall_s": r.wall_s, "score": r.score})
     return pd.DataFrame(rows)
