@@ -61,7 +61,7 @@ def test_a_goal_the_router_cannot_read_fails_its_node_with_the_routers_message(m
 
 
 def test_compare_atomizers_counts_the_lm_calls_each_condition_made(model, tmp_path):
-    tables = router.compare_atomizers(tmp_path, model, lm="scripted", n_items=2, n_resamples=20)
+    tables = router.compare_atomizers(tmp_path, model, lm="scripted", n_items=3, n_resamples=20)
     runs = tables["atomizer_runs"].set_index(["condition", "task_id"])
     lm, rt = runs.loc["lm_atomizer"], runs.loc["router_atomizer"]
     # the scripted LM atomizer always plans: atomize, plan, 2 executors, aggregate = 5 LM calls
@@ -75,5 +75,5 @@ def test_compare_atomizers_counts_the_lm_calls_each_condition_made(model, tmp_pa
     assert set(pd.read_csv(tmp_path / "atomizer_runs.csv")["condition"]) == {"lm_atomizer", "router_atomizer"}
     # resumable: a rerun finds every graded row and runs nothing again
     before = (tmp_path / "atomizer_results.csv").read_text()
-    router.compare_atomizers(tmp_path, model, lm="scripted", n_items=2, n_resamples=20)
+    router.compare_atomizers(tmp_path, model, lm="scripted", n_items=3, n_resamples=20)
     assert (tmp_path / "atomizer_results.csv").read_text() == before
