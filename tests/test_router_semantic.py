@@ -301,3 +301,14 @@ def test_the_closing_note_reads_this_runs_tables(sem, study, tmp_path):
     runs = atomizer["atomizer_runs"].groupby("condition")["lm_calls"].mean()
     rows = note[note.index.str.startswith("ROMA: router_atomizer")]
     assert len(rows) == 1 and rows["lm_calls"].iloc[0] == pytest.approx(runs["router_atomizer"])
+
+
+def test_the_choice_rule_breaks_ties_by_exact_route_f1_brier_then_the_smaller_scale():
+    rows = [{"dev_exact_route": .8, "dev_f1": .9, "dev_brier": .05, "order": 0},
+            {"dev_exact_route": .8, "dev_f1": .9, "dev_brier": .05, "order": 1},
+            {"dev_exact_route": .8, "dev_f1": .9, "dev_brier": .04, "order": 2},
+            {"dev_exact_route": .8, "dev_f1": .95, "dev_brier": .09, "order": 3},
+            {"dev_exact_route": .7, "dev_f1": 1.0, "dev_brier": .01, "order": 4}]
+    assert _semantic._best(rows[:2])["order"] == 0
+    assert _semantic._best(rows[:3])["order"] == 2
+    assert _semantic._best(rows)["order"] == 3
