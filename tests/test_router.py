@@ -409,7 +409,7 @@ def test_a_paper_figure_we_do_not_measure_stays_in_the_comparison_with_a_reason(
 def test_the_papers_bounds_and_p_values_carry_their_units():
     paper = _reproduce._paper_reported()
     p_rows = paper[paper["metric"].str.endswith("sign_test_p")]
-    assert len(p_rows) == 4
+    assert len(p_rows) == 6
     for row in p_rows.itertuples():    # "p < 10^-13" is a bound; "p = .0156" a value
         assert row.unit == ("p-value bound" if " p < " in row.source else "p-value"), row.source
 
@@ -425,7 +425,7 @@ def test_the_paper_file_is_consistent_with_itself():
     # each paired CI brackets its difference
     cis = paper[paper["metric"].str.startswith("success_diff")].pivot(
         index=["artefact", "condition", "subset"], columns="metric", values="value")
-    assert len(cis) == 4
+    assert len(cis) == 6
     assert (cis["success_diff_ci_low"] < cis["success_diff"]).all()
     assert (cis["success_diff"] < cis["success_diff_ci_high"]).all()
 
@@ -580,7 +580,20 @@ def test_reword_changes_only_the_named_families(suite):
 def test_paper_reported_figures_are_data_with_sources():
     paper = _reproduce._paper_reported()      # read_paper_reported checks the schema
     assert paper["source"].str.len().min() > 5
-    assert set(paper["artefact"]) == {"table2", "table3", "table4", "table5", "model", "failures", "training_size"}
+    assert set(paper["artefact"]) == {"table2", "table3", "table4", "table5", "model", "failures", "training_size",
+                                      "semantic"}
+
+
+def test_the_semantic_tables_paper_rows_are_the_papers_lexical_router_figures():
+    # issue 12's table stands our variants beside the paper's (lexical) learned router: the same
+    # figures as Tables 2 and 3, under the name `lexical`; a copy that drifts from its source fails here
+    paper = _reproduce._paper_reported()
+    source = paper[paper["artefact"].isin(["table2", "table3"])].replace({"condition": {"learned": "lexical",
+                                                                                        "learned - static": "lexical - static"}})
+    key = ["condition", "subset", "metric"]
+    semantic = paper[paper["artefact"] == "semantic"].merge(source, on=key, suffixes=("", "_source"))
+    assert len(semantic) == (paper["artefact"] == "semantic").sum() == 22
+    assert (semantic["value"] == semantic["value_source"]).all() and (semantic["unit"] == semantic["unit_source"]).all()
 
 
 def _router_imports() -> dict[str, set[str]]:
