@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from itertools import accumulate, chain
 from typing import Mapping, Sequence
 
 import numpy as np
@@ -87,23 +88,25 @@ class Featurizer:
         return len(self.vocabulary)
 
     def indices(self, text: str) -> np.ndarray:
-        return self._indices(_grams(check_prompt(text), chars=self.chars))
-
-    def _indices(self, grams: set[str]) -> np.ndarray:
         # sorted so that sums over features run in one order in every process (set order is hash-seeded)
-        found = [i for i in map(self.vocabulary.get, grams) if i is not None]
-        return np.sort(np.array(found, dtype=np.int64))
+        return np.sort(np.array(self._found(_grams(check_prompt(text), chars=self.chars)), dtype=np.int64))
+
+    def _found(self, grams: set[str]) -> list[int]:
+        return [i for i in map(self.vocabulary.get, grams) if i is not None]
 
     def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
         if isinstance(texts, str):
             raise TypeError("transform takes a sequence of prompts, got one str")
-        return self.matrix([self.indices(t) for t in texts])
+        return self.matrix([self._found(_grams(check_prompt(t), chars=self.chars)) for t in texts])
 
-    def matrix(self, rows: Sequence[np.ndarray]) -> sparse.csr_matrix:
-        """Binary design matrix from per-prompt feature indices."""
-        indptr = np.cumsum([0] + [len(r) for r in rows])
-        cols = np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64)
-        return sparse.csr_matrix((np.ones(len(cols)), cols, indptr), shape=(len(rows), self.n_features))
+    def matrix(self, rows: Sequence[Sequence[int]]) -> sparse.csr_matrix:
+        """Binary design matrix from per-prompt feature indices (built in one pass, columns sorted
+        per row in C: the same summation order as `indices`)."""
+        indptr = np.fromiter(accumulate(map(len, rows), initial=0), dtype=np.int64, count=len(rows) + 1)
+        cols = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=int(indptr[-1]))
+        X = sparse.csr_matrix((np.ones(len(cols)), cols, indptr), shape=(len(rows), self.n_features))
+        X.sort_indices()
+        return X
 
     def prepare(self, texts: Sequence[str]) -> None:
         """Nothing to precompute for n-grams (embedding featurizers encode a batch here)."""
@@ -246,7 +249,7 @@ class OperationModel:
         if featurizer is None:
             grams = [_grams(check_prompt(t), chars=config.chars) for t in texts]
             featurizer = Featurizer.from_grams(grams, chars=config.chars, min_df=config.min_df)
-            X = featurizer.matrix([featurizer._indices(g) for g in grams])
+            X = featurizer.matrix([featurizer._found(g) for g in grams])
         else:
             X = featurizer.transform(texts)
         W, b = train_heads(X, np.asarray(labels, dtype=np.float64), config)
