@@ -288,6 +288,16 @@ def test_batch_routes_equal_the_greedy_route_of_every_row(rows, tau, budget, max
         _model.greedy_route(p, tau, budget=budget, max_ops=max_ops) for p in probs]
 
 
+@pytest.mark.parametrize("chars", [True, False])
+def test_the_numpy_batch_featurizer_equals_the_per_prompt_n_grams(suite, chars):
+    feats = router.Featurizer.fit([t.prompt for t in router.split_tasks(suite, "train")], chars=chars)
+    texts = ([t.prompt for t in suite] + list(router.natural_prompts()["prompt"])
+             + ["Ünïcode: the revenue of R-1234", "ab", "x", "Q3  revenue\tof\nR-1"])
+    batch = feats.transform(texts)
+    for row, text in enumerate(texts):
+        assert list(batch.indices[batch.indptr[row]:batch.indptr[row + 1]]) == list(feats.indices(text)), text
+
+
 def test_batch_routing_equals_per_task_routing_on_the_suite(study, suite):
     texts = [t.prompt for t in suite]
     assert study.model.routes(texts) == [study.model.route(t) for t in texts]

@@ -63,6 +63,60 @@ def _grams(text: str, *, chars: bool) -> set[str]:
     return grams
 
 
+def _word_grams(text: str) -> set[str]:
+    """The word and bigram keys of `_grams` for normalised text."""
+    words = _WORD.findall(text)
+    grams = {"\n" + w for w in words}
+    grams.update(["\t" + a + " " + b for a, b in zip(words, words[1:])])
+    return grams
+
+
+def _pack(gram: str) -> int:
+    """An ASCII character n-gram (n <= 5) as one integer, its length in the top bits: no collisions."""
+    return int.from_bytes(gram.encode(), "big") | len(gram) << 40
+
+
+_TABLES: dict[int, tuple] = {}
+
+
+def _char_table(vocabulary: Mapping[str, int]) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted packed keys of the vocabulary's ASCII character n-grams and their feature ids (cached
+    per vocabulary object: a fitted vocabulary is never changed)."""
+    cached = _TABLES.get(id(vocabulary))
+    if cached is None or cached[0] is not vocabulary:
+        chars = [(_pack(g), i) for g, i in vocabulary.items() if g[0] not in "\n\t" and g.isascii()]
+        keys = np.array([k for k, _ in chars], dtype=np.int64)
+        ids = np.array([i for _, i in chars], dtype=np.int64)
+        order = np.argsort(keys)
+        cached = _TABLES[id(vocabulary)] = (vocabulary, keys[order], ids[order])
+    return cached[1], cached[2]
+
+
+def _char_hits(texts: Sequence[str], keys: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(row, feature id) of every character 3-5-gram of the padded ASCII `texts` found in the table."""
+    padded = [" " + t + " " for t in texts]
+    buf = np.frombuffer("\0".join(padded).encode(), dtype=np.uint8).astype(np.int64)
+    starts = np.cumsum([0] + [len(p) + 1 for p in padded[:-1]])
+    rows, found = [], []
+    for n in (3, 4, 5):
+        m = len(buf) - n + 1
+        if m <= 0:
+            continue
+        key = np.zeros(m, dtype=np.int64)
+        crosses = np.zeros(m, dtype=bool)
+        for j in range(n):
+            key = key << 8 | buf[j:j + m]
+            crosses |= buf[j:j + m] == 0                 # a window across two prompts
+        key |= n << 40
+        at = np.minimum(np.searchsorted(keys, key), len(keys) - 1) if len(keys) else np.zeros(m, dtype=np.int64)
+        hit = ~crosses & (keys[at] == key) if len(keys) else np.zeros(m, dtype=bool)
+        rows.append(np.searchsorted(starts, np.nonzero(hit)[0], side="right") - 1)
+        found.append(ids[at[hit]])
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(rows), np.concatenate(found)
+
+
 @dataclass(frozen=True, slots=True)
 class Featurizer:
     """Binary n-gram vocabulary fitted on training prompts (min document frequency applies)."""
@@ -95,9 +149,24 @@ class Featurizer:
         return [i for i in map(self.vocabulary.get, grams) if i is not None]
 
     def transform(self, texts: Sequence[str]) -> sparse.csr_matrix:
+        """Binary design matrix of a batch. Character n-grams of ASCII prompts are matched in numpy
+        (each n-gram packed into one integer, looked up in the sorted vocabulary); words, bigrams and
+        non-ASCII prompts take the per-prompt path. The same features either way (a test checks)."""
         if isinstance(texts, str):
             raise TypeError("transform takes a sequence of prompts, got one str")
-        return self.matrix([self._found(_grams(check_prompt(t), chars=self.chars)) for t in texts])
+        texts = [" ".join(check_prompt(t).lower().split()) for t in texts]
+        fast = [i for i, t in enumerate(texts) if self.chars and t.isascii()]
+        slow = set(range(len(texts))) - set(fast)
+        rows = [self._found(_grams(t, chars=self.chars) if i in slow else _word_grams(t)) for i, t in enumerate(texts)]
+        row_ids = np.repeat(np.arange(len(texts)), [len(r) for r in rows])
+        cols = np.fromiter(chain.from_iterable(rows), dtype=np.int64, count=len(row_ids))
+        if fast:
+            r, c = _char_hits([texts[i] for i in fast], *_char_table(self.vocabulary))
+            row_ids, cols = np.concatenate([row_ids, np.asarray(fast)[r]]), np.concatenate([cols, c])
+        cell = np.unique(row_ids * max(self.n_features, 1) + cols)     # binary: each feature once per prompt
+        indptr = np.searchsorted(cell // max(self.n_features, 1), np.arange(len(texts) + 1))
+        return sparse.csr_matrix((np.ones(len(cell)), cell % max(self.n_features, 1), indptr),
+                                 shape=(len(texts), self.n_features))
 
     def matrix(self, rows: Sequence[Sequence[int]]) -> sparse.csr_matrix:
         """Binary design matrix from per-prompt feature indices (built in one pass, columns sorted
