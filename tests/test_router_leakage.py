@@ -142,3 +142,79 @@ def test_hybrid_gate_selection_reads_no_held_out_task(planted, wire):
     with wire.armed_():
         _reproduce.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None, 0.5))
     assert wire.reads == []
+
+
+# ----------------------------------------------------------------------------- issue 12: semantic variants
+class RecordingEncoder:
+    """Hashed-word vectors; notes (through the wire) every held-out prompt it is asked to encode, and
+    keeps every text it saw, so a test can also check that no natural prompt reached a fit."""
+
+    identity = "recording@test"
+    dim = 32
+
+    def __init__(self, wire):
+        self.wire, self.seen = wire, []
+
+    def encode(self, texts):
+        import hashlib
+
+        import numpy as np
+
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            if isinstance(text, self.wire.Prompt):
+                self.wire.note("prompt", text)
+            self.seen.append(str.__str__(text))
+            for word in str.lower(text).split():
+                out[i, hashlib.md5(word.encode()).digest()[0] % self.dim] += 1.0
+        return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def semantic_wire(planted, wire, monkeypatch, tmp_path):
+    from roma_lab.router import _semantic
+
+    encoder = RecordingEncoder(wire)
+    monkeypatch.setattr(_semantic, "ENCODERS", {"recording": encoder})
+    monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path))     # a fresh disk cache: every encode is seen
+    monkeypatch.setattr(_reproduce, "route_natural", wire.disarmed(_reproduce.route_natural))
+    # the back-off rate on test and challenge is a score of the chosen gate, reported after the choice
+    monkeypatch.setattr(_reproduce, "_backoff_rate", wire.disarmed(_reproduce._backoff_rate))
+    return wire, encoder
+
+
+def test_semantic_variants_fit_choose_scale_and_encoder_on_train_and_dev_only(planted, semantic_wire, monkeypatch):
+    from roma_lab.router import _semantic
+
+    wire, encoder = semantic_wire
+    study = planted[1]
+
+    def no_natural(*args, **kwargs):
+        raise AssertionError("a fit read the natural prompts")
+
+    monkeypatch.setattr(_semantic, "natural_prompts", no_natural)
+    with wire.armed_():
+        sem = router.SemanticStudy.build(study, encoders=("recording",))
+    assert wire.reads == []
+    fitted_on = {t.prompt for t in study.split("train") + study.split("dev")}
+    assert set(encoder.seen) <= fitted_on and set(sem.models) == {"lexical", "semantic", "lexical+semantic"}
+
+
+def test_semantic_tables_and_hybrid_read_held_out_tasks_only_to_score(planted, semantic_wire):
+    wire, _ = semantic_wire
+    study = planted[1]
+    sem = router.SemanticStudy.build(study, encoders=("recording",))
+    with wire.armed_():
+        router.semantic(sem, n_resamples=20)
+        router.semantic_hybrid(sem, n_resamples=20)
+        _reproduce.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None,), model=sem.models["semantic"])
+    assert wire.reads == []
+
+
+def test_the_semantic_tripwire_fires_on_a_held_out_encode(planted, semantic_wire):
+    wire, _ = semantic_wire
+    study = planted[1]
+    sem = router.SemanticStudy.build(study, encoders=("recording",))
+    with wire.armed_():
+        sem.models["semantic"].probabilities([t.prompt for t in study.split("challenge")[:1]])
+    assert [what for what, _ in wire.reads] == ["prompt"]

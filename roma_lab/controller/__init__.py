@@ -9,6 +9,7 @@ DSPy); any callable with the same keyword contract can replace one, e.g. ``Scrip
 from ._plan import PlanCheck, Subtask, validate_plan
 from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from ._roma import Roma, RoleError
+from ._router_atomizer import RouterAtomizer
 from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, check_sandbox, run_python
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
@@ -55,6 +56,7 @@ __all__ = [
     "RoleCall",
     "RoleError",
     "Roma",
+    "RouterAtomizer",
     "RomaSettings",
     "Run",
     "SandboxResult",

@@ -9,7 +9,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ._reproduce import TABLES, TRAINING_SIZES, reproduce
+from ._reproduce import ENCODER_CANDIDATES, TABLES, TRAINING_SIZES, reproduce
 from ._suite import DEFAULT_SEED
 
 
@@ -23,6 +23,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--seed", type=int, default=0, help="bootstrap / random-baseline seed")
     rep.add_argument("--n-resamples", type=int, default=2000)
     rep.add_argument("--repeats", type=int, default=5, help="latency repetitions per task")
+    rep.add_argument("--encoders", nargs="+", default=list(ENCODER_CANDIDATES), choices=ENCODER_CANDIDATES,
+                     help="sentence-encoder candidates of the semantic tables (chosen on dev)")
     rep.add_argument("--force", action="store_true", help="empty a non-empty --out first")
     args = parser.parse_args(argv)
 
@@ -38,10 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     started = datetime.now(UTC)
     clock = time.perf_counter()
     params = {"tables": args.tables, "suite_seed": args.suite_seed, "seed": args.seed,
-              "n_resamples": args.n_resamples, "repeats": args.repeats, "training_sizes": list(TRAINING_SIZES)}
+              "n_resamples": args.n_resamples, "repeats": args.repeats, "training_sizes": list(TRAINING_SIZES),
+              "encoders": args.encoders}
     try:
         out = reproduce(args.out, tables=args.tables, suite_seed=args.suite_seed, seed=args.seed,
-                        n_resamples=args.n_resamples, repeats=args.repeats)
+                        n_resamples=args.n_resamples, repeats=args.repeats, encoders=args.encoders)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

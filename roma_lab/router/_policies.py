@@ -100,6 +100,9 @@ class Learned:
     def __call__(self, task) -> tuple[str, ...]:
         return self.model.route(task.prompt)
 
+    def prepare(self, tasks) -> None:
+        self.model.prepare([t.prompt for t in tasks])
+
 
 @dataclass(frozen=True, slots=True)
 class OneShot:
@@ -107,6 +110,9 @@ class OneShot:
 
     model: OperationModel
     name: str = "one_shot"
+
+    def prepare(self, tasks) -> None:
+        self.model.prepare([t.prompt for t in tasks])
 
     def __call__(self, task) -> tuple[str, ...]:
         probs = self.model.probability(task.prompt)
@@ -147,6 +153,9 @@ class Hybrid:
         if not 0 <= self.margin <= 1 or not (self.max_entropy is None or 0 <= self.max_entropy <= 1):
             raise ValueError(f"margin must lie in [0, 1] and max_entropy in [0, 1] bits or be None, "
                              f"got {self.margin}, {self.max_entropy}")
+
+    def prepare(self, tasks) -> None:
+        self.model.prepare([t.prompt for t in tasks])
 
     def backs_off(self, probs: np.ndarray) -> bool:
         near = bool(np.any(np.abs(probs - self.model.tau) < self.margin))

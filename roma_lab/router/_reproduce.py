@@ -21,17 +21,24 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..results import as_metrics, beside_paper, compare, read_paper_reported, wide, write_table, write_text_atomic
+from ..results import (as_metrics, beside_paper, compare, read_paper_reported, summarize, wide, write_table,
+                       write_text_atomic)
 from ._evaluate import evaluate, summarize_routes
 from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
 from ._model import TAU_GRID, OperationModel, TrainingConfig, route_quality, routes_at
 from ._ops import SUPPORT_OPS, route_cost
 from ._policies import Hybrid, Learned, OneShot, StaticWorkload, baseline_policies
+from ._semantic import ENCODERS, SemanticStudy, coverage_by_family, natural_prompts, route_natural, with_name
 from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
                      STANDARD_OVERLAP, Task, family_table, generate_suite, labels_matrix, reword, split_tasks)
 from ._suite import suite_hash as hash_tasks
 
-TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid")
+TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid",
+                           "semantic", "semantic_hybrid")
+#: Encoder candidates of the semantic tables, in tie-break order (design/router_semantic.md).
+ENCODER_CANDIDATES: tuple[str, ...] = tuple(ENCODERS)
+#: Tables that need the semantic variants (a sentence encoder); the others need the lexical study only.
+SEMANTIC_TABLES: tuple[str, ...] = ("semantic", "semantic_hybrid")
 TRAINING_SIZES: tuple[int, ...] = (36, 72, 108, 144, 216)
 HYBRID_MARGINS: tuple[float, ...] = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 HYBRID_ENTROPIES: tuple[float | None, ...] = (None, 0.3, 0.4, 0.5, 0.6)   # bits, mean over heads
@@ -337,14 +344,17 @@ def failure_analysis(study: RouterStudy, split: str = "challenge"):
 
 
 def select_hybrid_gate(study: RouterStudy, margins: Sequence[float] = HYBRID_MARGINS,
-                       entropies: Sequence[float | None] = HYBRID_ENTROPIES) -> tuple[Hybrid, pd.DataFrame]:
+                       entropies: Sequence[float | None] = HYBRID_ENTROPIES, *,
+                       model: OperationModel | None = None) -> tuple[Hybrid, pd.DataFrame]:
     """Gate chosen on dev only: highest dev success, then lower dev cost, then the gate that backs
-    off least (smaller margin, then no or a higher entropy limit). The table marks it `selected`."""
+    off least (smaller margin, then no or a higher entropy limit). The table marks it `selected`.
+    `model`: the router behind the gate (default: the study's lexical router)."""
+    model = study.model if model is None else model
     dev = study.split("dev")
     rows = []
     for m in margins:
         for h in entropies:
-            gate = Hybrid(study.model, m, h)
+            gate = Hybrid(model, m, h)
             res = evaluate([gate], dev, repeats=1)
             rows.append({"margin": m, "max_entropy": h, "dev_success": res["success"].mean(),
                          "dev_mean_cost": res["cost"].mean(),
@@ -355,7 +365,7 @@ def select_hybrid_gate(study: RouterStudy, margins: Sequence[float] = HYBRID_MAR
     best = order.iloc[0]
     table["selected"] = table.index == order.index[0]
     h = None if pd.isna(best["max_entropy"]) else float(best["max_entropy"])
-    return Hybrid(study.model, float(best["margin"]), h), table
+    return Hybrid(model, float(best["margin"]), h), table
 
 
 def _backoff_rate(gate: Hybrid, tasks: Sequence[Task]) -> float:
@@ -363,19 +373,65 @@ def _backoff_rate(gate: Hybrid, tasks: Sequence[Task]) -> float:
     return float(np.mean([gate.backs_off(p) for p in probs]))
 
 
-def hybrid(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
+def hybrid(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, model: OperationModel | None = None,
+           name: str = "hybrid", learned: str = "learned"):
     """Beyond the paper: back off to the static route when probabilities are near tau or diffuse.
     The gate is selected on dev (`hybrid_selection` marks it), then evaluated once on test and
-    challenge; its back-off rate on each is a metric row of the hybrid condition."""
-    gate, selection = select_hybrid_gate(study)
-    policies = [gate, Learned(study.model), StaticWorkload()]
+    challenge; its back-off rate on each is a metric row of the hybrid condition. `model` (default:
+    the lexical router) is the router behind the gate, named `learned` in the tables; the gate `name`."""
+    model = study.model if model is None else model
+    gate, selection = select_hybrid_gate(study, model=model)
+    gate = replace(gate, name=name)
+    policies = [gate, replace(Learned(model), name=learned), StaticWorkload()]
     scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
     backoff = pd.DataFrame([{"condition": gate.name, "subset": s, "metric": "backoff_rate",
                              "value": _backoff_rate(gate, study.split(s)), "n": len(study.split(s))}
                             for s in ("test", "challenge")])
     summary = pd.concat([summarize_routes(scores, n_resamples=n_resamples, seed=seed), backoff], ignore_index=True)
-    paired = _paired(scores, gate.name, ("learned", "static"), n_resamples=n_resamples, seed=seed)
+    paired = _paired(scores, gate.name, (learned, "static"), n_resamples=n_resamples, seed=seed)
     return {"hybrid_selection": selection, "hybrid_summary": summary, "hybrid_paired": paired}
+
+
+# --------------------------------------------------------------------------- issue 12: semantic variants
+def semantic(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0, natural_path=None):
+    """The router variants (lexical, semantic, lexical+semantic) and static routing on test and
+    challenge, paired against the lexical router and against static routing; their coverage of the
+    hand-written natural prompts, paired against the lexical router; the paper's lexical figures beside.
+    Every variant was fitted and chosen on train and dev (`semantic_selection`)."""
+    study = sem.study
+    policies = [with_name(m, v) for v, m in sem.models.items()] + [StaticWorkload()]
+    scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
+    summary = summarize_routes(scores, n_resamples=n_resamples, seed=seed)
+    groups = summary[["condition", "subset"]].drop_duplicates()
+    groups = groups[groups["condition"].isin(list(sem.models))]
+    chosen = sem.selection[sem.selection["selected"] & sem.selection["encoder_selected"]].set_index("variant")
+    summary = pd.concat([summary] + [groups.assign(metric=m, value=groups["condition"].map(chosen[m]))
+                                     for m in ("tau", "scale", "n_features")], ignore_index=True)
+    others = [v for v in sem.models if v != "lexical"]
+    paired = pd.concat([_paired(scores, v, ("lexical", "static"), n_resamples=n_resamples, seed=seed) for v in others]
+                       + [_paired(scores, "lexical", ("static",), n_resamples=n_resamples, seed=seed)],
+                       ignore_index=True)
+    natural = route_natural(sem.models, natural_prompts(natural_path))
+    natural_summary = summarize(natural, ["coverage", "exact_route", "cost"], ci=["coverage"], run=None,
+                                n_resamples=n_resamples, seed=seed)
+    natural_paired = pd.concat([compare(natural, v, "lexical", m, n_resamples=n_resamples, seed=seed)
+                                for v in others for m in ("coverage", "cost")], ignore_index=True)
+    ours = pd.concat([summary, as_metrics(paired, ["ci_low", "ci_high", "sign_test_p"])], ignore_index=True)
+    return {"semantic_selection": sem.selection, "semantic_tasks": scores, "semantic_summary": summary,
+            "semantic_paired": paired, "semantic_natural_tasks": natural, "semantic_natural_summary": natural_summary,
+            "semantic_natural_paired": natural_paired, "semantic_natural_by_family": coverage_by_family(natural),
+            "semantic_vs_paper": _vs_paper(ours, "semantic", study, n_resamples=n_resamples)}
+
+
+def semantic_hybrid(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0):
+    """Notebook 16's dev-gated back-off, re-evaluated with each embedding variant behind the gate."""
+    out: dict[str, pd.DataFrame] = {}
+    for variant in (v for v in sem.models if v != "lexical"):
+        tables = hybrid(sem.study, n_resamples=n_resamples, seed=seed, model=sem.models[variant],
+                        name=f"hybrid[{variant}]", learned=variant)
+        for key, df in tables.items():
+            out.setdefault(key.replace("hybrid_", "semantic_hybrid_"), []).append(df.assign(router=variant))
+    return {k: pd.concat(v, ignore_index=True) for k, v in out.items()}
 
 
 # --------------------------------------------------------------------------- driver
@@ -420,9 +476,10 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
 
 def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABLES, suite_seed: int = DEFAULT_SEED,
               seed: int = 0, n_resamples: int = 2000, repeats: int = 5,
-              training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None) -> dict[str, pd.DataFrame]:
+              training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
+              encoders: Sequence[str] = ENCODER_CANDIDATES) -> dict[str, pd.DataFrame]:
     """Fit once (or reuse `study`), compute the requested tables, write `<name>.csv` and
-    `summary.json` into out_dir."""
+    `summary.json` into out_dir. The semantic tables choose among `encoders` on dev (`_semantic`)."""
     unknown = set(tables) - set(TABLES)
     if unknown:
         raise ValueError(f"unknown table(s) {sorted(unknown)}; expected some of {TABLES}")
@@ -442,6 +499,9 @@ def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABL
         "failures": lambda: failure_analysis(study),
         "hybrid": lambda: hybrid(study, n_resamples=n_resamples, seed=seed),
     }
+    sem = SemanticStudy.build(study, encoders=encoders) if set(tables) & set(SEMANTIC_TABLES) else None
+    producers |= {"semantic": lambda: semantic(sem, n_resamples=n_resamples, seed=seed),
+                  "semantic_hybrid": lambda: semantic_hybrid(sem, n_resamples=n_resamples, seed=seed)}
     out: dict[str, pd.DataFrame] = {"tau_selection": study.tau_selection, "model_vs_paper": model_vs_paper(study)}
     for name in TABLES:
         if name in tables:
@@ -451,3 +511,23 @@ def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABL
             write_table(df, out_dir, name)
         write_text_atomic(Path(out_dir, "summary.json"), json.dumps(_summary_json(study, out), indent=2, sort_keys=True))
     return out
+
+
+def closing_note(tables: Mapping[str, pd.DataFrame], atomizer: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """Issue 12's closing figures, read from this run's tables: per router variant its challenge
+    success (95% CI), hand-written-prompt coverage (95% CI) and routing latency per task; per ROMA
+    atomizer the mean role calls, LM calls, tokens, wall time and score per item."""
+    summary = wide(tables["semantic_summary"])
+    natural = wide(tables["semantic_natural_summary"]).set_index("condition")
+    rows = []
+    for r in summary[summary["condition"].isin(natural.index) & (summary["subset"] == "challenge")].itertuples():
+        n = natural.loc[r.condition]
+        rows.append({"what": f"router: {r.condition}",
+                     "challenge_success": f"{r.success:.3f} [{r.success_ci_low:.3f}, {r.success_ci_high:.3f}]",
+                     "natural_coverage": f"{n['coverage']:.3f} [{n['coverage_ci_low']:.3f}, {n['coverage_ci_high']:.3f}]",
+                     "route_ms_per_task": f"{r.latency_ms:.4f} (route + execute, features cached)"})
+    model = atomizer["atomizer_summary"]["model"].iloc[0]
+    for r in wide(atomizer["atomizer_summary"]).itertuples():
+        rows.append({"what": f"ROMA: {r.condition} ({model})", "role_calls": r.role_calls, "lm_calls": r.lm_calls,
+                     "tokens": r.tokens, "wall_s": r.wall_s, "score": r.score})
+    return pd.DataFrame(rows)

@@ -1,0 +1,106 @@
+"""The router inside ROMA (issue 12 §2): the same benchmark items with ROMA's LM atomizer and with
+`RouterAtomizer` (zero LM calls per atomizer decision), paired.
+
+Per item and condition: the graded answer (the benchmark's grader, string match without a judge),
+and from the saved execution tree the role calls, the LM calls (every role call except the router's
+own atomizer decisions), the tokens the LM reported and the run's wall time. Answers are written
+through `roma_lab.bench.run_benchmark`, so an interrupted run resumes; the traces are saved per item.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from ..results import compare, summarize, write_table, write_text_atomic
+
+CONDITIONS: tuple[str, ...] = ("lm_atomizer", "router_atomizer")
+RUN_METRICS: tuple[str, ...] = ("score", "role_calls", "lm_calls", "atomizer_lm_calls", "tokens", "wall_s",
+                                "root_atomic")
+
+
+@dataclass(frozen=True, slots=True)
+class _RomaOnItems:
+    """ROMA as a `question -> answer` system that saves every item's trace (a failed root raises)."""
+
+    roma: Any
+    runs_dir: Path
+    item_ids: Mapping[str, str]
+
+    def __call__(self, question: str) -> str:
+        run = self.roma.run(question)
+        self.runs_dir.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.runs_dir / f"{self.item_ids[question]}.json", run.to_json())
+        if run.output is None:
+            raise RuntimeError(f"ROMA root failed: {run.root.error}")
+        return run.output
+
+
+def run_figures(run, condition: str) -> dict:
+    """Role calls, LM calls, tokens and wall time of one saved run."""
+    calls = run.calls_df()
+    atomizer = int((calls["component"] == "atomizer").sum())
+    lm_calls = len(calls) - (atomizer if condition == "router_atomizer" else 0)
+    tokens = calls["input_tokens"].sum(skipna=False) + calls["output_tokens"].sum(skipna=False)
+    return {"role_calls": len(calls), "lm_calls": lm_calls,
+            "atomizer_lm_calls": 0 if condition == "router_atomizer" else atomizer,
+            "tokens": float("nan") if pd.isna(tokens) else float(tokens), "wall_s": run.wall_s,
+            "root_atomic": float(bool(run.root.is_atomic))}
+
+
+def _resolve(lm):
+    """A model object for ROMA: "scripted" is the benchmark room's labelled test double."""
+    from ..bench._systems import resolve_model   # the one place that turns a model name into an object
+
+    return resolve_model(lm)
+
+
+def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa", lm: Any = "local",
+                      n_items: int = 3, seed: int = 0, max_depth: int = 1, n_resamples: int = 2000,
+                      progress: bool = False) -> dict[str, pd.DataFrame]:
+    """ROMA on `n_items` seeded items of `benchmark`, once with its LM atomizer and once with
+    `RouterAtomizer(model)` (every other role the same, on the same `lm`), one call at a time.
+
+    Writes `atomizer_results.csv` (graded rows, resumable), `runs/<condition>/<item>.json`,
+    `atomizer_runs.csv` (tidy: item x condition with score, role and LM calls, tokens, wall time),
+    `atomizer_summary.csv` (means with task-bootstrap CIs) and `atomizer_paired.csv` (router minus
+    LM atomizer, paired CI and exact sign test)."""
+    from .. import bench
+    from ..controller import Roma, RouterAtomizer, Run
+
+    if n_items < 1 or max_depth < 0:
+        raise ValueError(f"need n_items >= 1 and max_depth >= 0, got {n_items}, {max_depth}")
+    spec = bench.BENCHMARKS[benchmark]
+    items = bench.sample(spec.load(), n_items, seed)
+    grader = bench.grader_for(benchmark)
+    engine = _resolve(lm)
+    out = Path(out_dir)
+    results_path = out / "atomizer_results.csv"
+    ids = {it.question: it.item_id for it in items}
+    for condition in CONDITIONS:
+        atomizer = RouterAtomizer(model) if condition == "router_atomizer" else None
+        roma = Roma(atomizer=atomizer, lm=engine, max_depth=max_depth, max_concurrency=1)
+        bench.run_benchmark(items, _RomaOnItems(roma, out / "runs" / condition, ids), grader, out_path=results_path,
+                            system_name=condition, progress=progress)
+    results = bench.read_results_df(results_path)
+    rows = []
+    for r in results.itertuples(index=False):
+        path = out / "runs" / r.condition / f"{r.item_id}.json"
+        figures = run_figures(Run.from_json(path.read_text()), r.condition) if path.is_file() else {}
+        # a system that failed to answer scores 0 (results vocabulary); only a failed grader leaves NaN
+        score = 0.0 if r.error_stage == "system" else r.score
+        rows.append({"condition": r.condition, "subset": benchmark, "task_id": r.item_id, "score": score,
+                     "error": r.error, **figures})
+    runs = pd.DataFrame(rows).reindex(columns=["condition", "subset", "task_id", "error", *RUN_METRICS])
+    summary = summarize(runs, list(RUN_METRICS), ci=list(RUN_METRICS), run=None, n_resamples=n_resamples, seed=seed)
+    paired = pd.concat([compare(runs, "router_atomizer", "lm_atomizer", m, n_resamples=n_resamples, seed=seed)
+                        for m in RUN_METRICS if m != "root_atomic"], ignore_index=True)
+    model_name = str(getattr(engine, "model", type(engine).__name__))
+    tables = {"atomizer_runs": runs, "atomizer_summary": summary.assign(model=model_name),
+              "atomizer_paired": paired.assign(model=model_name)}
+    for name, df in tables.items():
+        write_table(df, out, name)
+    return {"atomizer_results": results, **tables}
