@@ -113,14 +113,18 @@ class FaultProxy:
     """Reverse proxy on loopback before ``upstream`` (an http://host:port origin).
 
     ``inject(kind, times=None)`` makes the next ``times`` requests (all, when None) fail with
-    ``kind``: "429" (rate limit, ``Retry-After: 0``), "500", "malformed" (HTTP 200 whose body is cut-off
-    JSON), "slow" (the reply is held ``hold_s`` seconds, then forwarded). When the upstream cannot be
+    ``kind``: "429" (rate limit, ``Retry-After: 0``), "500", "malformed" (the server's reply, cut off
+    inside a JSON string, as HTTP 200), "slow" (the request is held ``hold_s`` seconds before it is
+    forwarded; at teardown it is dropped instead). When the upstream cannot be
     reached or drops the connection, the client's connection is closed without a reply, as a dead
     server's would be. ``exchanges`` records every request and the reply sent back.
     """
 
-    def __init__(self, upstream_port: int):
+    def __init__(self, upstream_port: int, *, max_tokens_cap: int | None = None):
         self.upstream_port = upstream_port
+        # A server-side limit on reply length (as llama.cpp's own server has with --n-predict), for
+        # runs whose requests ask for more than a test can wait for; the model still answers them.
+        self.max_tokens_cap = max_tokens_cap
         self.exchanges: list[Exchange] = []
         self.release = threading.Event()  # ends every hold at once (teardown)
         self._plan = _Plan()
@@ -211,8 +215,11 @@ class FaultProxy:
                     exchange.status = 500
                     self._reply(500, b'{"error": {"message": "internal error (injected)", "type": "server_error"}}')
                     return
-                if plan.fault == "slow":
-                    proxy.release.wait(plan.hold_s)
+                if plan.fault == "slow" and proxy.release.wait(plan.hold_s):
+                    self.close_connection = True  # released at teardown: the reply never comes
+                    return
+                if proxy.max_tokens_cap and isinstance(request.get("max_tokens"), int):
+                    body = json.dumps({**request, "max_tokens": min(request["max_tokens"], proxy.max_tokens_cap)}).encode()
                 try:
                     upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=300)
                     upstream.request(self.command, self.path, body=body or None,
@@ -228,8 +235,8 @@ class FaultProxy:
                     exchange.response = json.loads(payload)
                 except ValueError:
                     exchange.response = None
-                if plan.fault == "malformed":
-                    payload = payload[: len(payload) // 2]  # cut mid-JSON, still HTTP 200
+                if plan.fault == "malformed":  # the real reply, cut inside a string: HTTP 200, not JSON
+                    payload = payload.partition(b'"choices"')[0] + b'"choices": [{"message": {"content": "cut'
                 try:
                     self._reply(reply.status, payload)
                 except OSError:  # the client gave up (timed out) before the held reply came
@@ -259,12 +266,14 @@ def proxy(llama_server):
 
 @pytest.fixture(autouse=True)
 def online_isolation(tmp_path, monkeypatch):
-    """A fresh DSPy request cache per test (a request cached by another test would never reach the
-    server), roma_lab's own cache in tmp, and no model or server named by the environment."""
+    """A fresh DSPy request cache per test, in this process and in any it starts (a request cached
+    by another test or run would never reach the server), roma_lab's own cache in tmp, and no model
+    or server named by the environment."""
     import dspy
     from dspy.clients.cache import Cache
 
     monkeypatch.setattr(dspy, "cache", Cache(True, True, str(tmp_path / "dspy-cache")), raising=False)
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))  # the same for a notebook's kernel
     monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "roma-cache"))
     for name in ("ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)

@@ -7,18 +7,22 @@ Decoding is greedy (temperature 0), so the small model's replies are the same on
 """
 
 import warnings
+from pathlib import Path
 
 import dspy
 import pandas as pd
 from dspy.clients.base_lm import GLOBAL_HISTORY
-from online_server import SERVED_NAME, llama_server, online_isolation, proxy  # noqa: F401 - fixtures
+from online_server import SERVED_NAME, FaultProxy, llama_server, online_isolation, proxy  # noqa: F401 - fixtures
 
 from roma_lab import bench
 from roma_lab.bench._systems import RomaSystem
 from roma_lab.controller import Roma
+from roma_lab.experiments import experiment_status, load_spec, run_experiment
 from roma_lab.lm import model_label, resolve_lm, served_from_cache
 from roma_lab.optimizer import SEARCH_STATUSES, GepaPlusConfig, compile
+from roma_lab.results import read_provenance
 
+REPO = Path(__file__).resolve().parents[1]
 NAME = f"openai/{SERVED_NAME}"  # what a user writes: the served model under LiteLLM's OpenAI prefix
 GOAL = "Name the capital of France."
 
@@ -159,3 +163,24 @@ def test_a_gepa_step_runs_through_the_server(proxy):
     assert sorted((h["usage"]["prompt_tokens"], h["usage"]["completion_tokens"]) for h in fresh) == sorted(
         (e.response["usage"]["prompt_tokens"], e.response["usage"]["completion_tokens"]) for e in answered)
     assert all(h["cost"] is None for h in history) and all(not h["usage"] for h in history if h not in fresh)
+
+
+def test_a_notebook_is_pointed_at_the_server_by_the_runners_lm_and_the_environment(llama_server, tmp_path, monkeypatch):
+    spec = load_spec(REPO / "experiments" / "01_run_quickstart.toml")
+    with FaultProxy(llama_server.port, max_tokens_cap=64) as capped:  # a server that caps replies
+        monkeypatch.setenv("ROMA_LAB_API_BASE", capped.api_base)  # inherited by the notebook's kernel
+        outcome = run_experiment(spec, results_root=tmp_path, smoke=True, lm=NAME)
+        answered = capped.completions()
+
+    assert outcome.status == "completed", outcome.error  # the notebook ran (the 135M model may fail a role)
+    assert read_provenance(outcome.out_dir).model == f"{NAME} @ {capped.api_base}"
+    calls = pd.read_csv(outcome.out_dir / "calls.csv")
+    assert len(answered) >= len(calls) >= 1 and set(calls["model"]) == {NAME}
+    assert all(e.request["model"] == SERVED_NAME and e.request["temperature"] == 0.0 for e in answered)
+    assert (calls["input_tokens"].sum(), calls["output_tokens"].sum()) == server_tokens(answered)
+    total = pd.read_csv(outcome.out_dir / "usage.csv").set_index("component").loc["total"]
+    assert pd.isna(total["cost"])  # written as unknown, not 0
+
+    assert experiment_status(spec, results_root=tmp_path, smoke=True, lm=NAME) == "completed"
+    monkeypatch.setenv("ROMA_LAB_API_BASE", "http://127.0.0.1:9/v1")
+    assert experiment_status(spec, results_root=tmp_path, smoke=True, lm=NAME) == "stale"  # another server

@@ -22,6 +22,8 @@ def test_the_environment_sends_an_openai_name_to_the_users_server_through_litell
     lm = resolve_lm("openai/qwen2.5-7b", max_tokens=64)
     assert isinstance(lm, dspy.LM) and lm.model == "openai/qwen2.5-7b" and lm.engine == "litellm"
     assert (lm.kwargs["api_base"], lm.kwargs["api_key"], lm.kwargs["max_tokens"]) == (BASE, "lab-key", 64)
+    assert lm.kwargs["temperature"] == 0.0  # the embedded engine's greedy default, as max_tokens=1024 below
+    assert resolve_lm("openai/qwen2.5-7b").kwargs["max_tokens"] == resolve_lm("local:smollm2-135m").kwargs["max_tokens"]
     assert model_label(lm) == model_label("openai/qwen2.5-7b") == f"openai/qwen2.5-7b @ {BASE}"
 
 
@@ -43,8 +45,10 @@ def test_a_server_without_a_key_gets_a_placeholder_never_the_openai_key(monkeypa
 
 def test_arguments_win_over_the_environment(monkeypatch):
     monkeypatch.setenv("ROMA_LAB_API_BASE", BASE)
-    lm = resolve_lm("openai/served", api_base="http://10.0.0.2:9000/v1", api_key="k", engine="auto")
+    lm = resolve_lm("openai/served", api_base="http://10.0.0.2:9000/v1", api_key="k", engine="auto",
+                    temperature=0.7, max_tokens=None)
     assert (lm.kwargs["api_base"], lm.kwargs["api_key"], lm.engine) == ("http://10.0.0.2:9000/v1", "k", "auto")
+    assert lm.kwargs["temperature"] == 0.7 and lm.kwargs.get("max_tokens") is None
 
 
 def test_other_providers_and_openai_itself_are_untouched(monkeypatch):
@@ -54,8 +58,9 @@ def test_other_providers_and_openai_itself_are_untouched(monkeypatch):
         assert "api_base" not in lm.kwargs and "api_key" not in lm.kwargs and lm.engine == "auto"
         assert model_label(lm) == model_label(name) == name
     monkeypatch.delenv("ROMA_LAB_API_BASE")
-    cloud = resolve_lm("openai/gpt-4o-mini")  # no server named: OpenAI's own endpoint and key, DSPy's engine
+    cloud = resolve_lm("openai/gpt-4o-mini")  # no server named: OpenAI's own endpoint, key, engine, defaults
     assert "api_base" not in cloud.kwargs and "api_key" not in cloud.kwargs and cloud.engine == "auto"
+    assert cloud.kwargs.get("temperature") is None and cloud.kwargs.get("max_tokens") is None
     assert model_label(cloud) == "openai/gpt-4o-mini"
 
 

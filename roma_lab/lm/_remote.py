@@ -22,15 +22,16 @@ NO_KEY = "no-key"
 _OPENAI = "openai/"
 
 
-def remote_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def remote_kwargs(name: str, kwargs: dict[str, Any], server_defaults: dict[str, Any]) -> dict[str, Any]:
     """The ``dspy.LM`` keywords for a LiteLLM name: ``kwargs`` with the server from the environment.
 
     For ``openai/<name>``: ``api_base`` from $ROMA_LAB_API_BASE unless given, and, whenever a server
-    address is set, ``api_key`` ($ROMA_LAB_API_KEY, else :data:`NO_KEY`) and ``engine="litellm"``
-    unless given. An OpenAI-compatible server speaks an unknown dialect of OpenAI's API: LiteLLM's
-    ``openai/`` route sends the portable ``max_tokens`` and JSON mode, where DSPy's native engine sends
-    OpenAI's ``max_completion_tokens``, which llama-cpp-python's server ignores (generation then runs
-    to the context limit).
+    address is set, ``api_key`` ($ROMA_LAB_API_KEY, else :data:`NO_KEY`), ``engine="litellm"`` and
+    ``server_defaults`` (the embedded engine's generation settings), each unless given. An
+    OpenAI-compatible server speaks an unknown dialect of OpenAI's API: LiteLLM's ``openai/`` route
+    sends the portable ``max_tokens`` and JSON mode, where DSPy's native engine sends OpenAI's
+    ``max_completion_tokens``, which llama-cpp-python's server ignores (generation then runs to the
+    context limit).
     """
     if not name.startswith(_OPENAI):
         return kwargs
@@ -42,8 +43,7 @@ def remote_kwargs(name: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if base and not (kwargs.get("api_base") or kwargs.get("base_url")):
         kwargs["api_base"] = base
     if kwargs.get("api_base") or kwargs.get("base_url"):
-        kwargs.setdefault("api_key", key or NO_KEY)
-        kwargs.setdefault("engine", "litellm")
+        kwargs = {**server_defaults, "api_key": key or NO_KEY, "engine": "litellm", **kwargs}
     return kwargs
 
 

@@ -22,6 +22,10 @@ ENV_VAR = "ROMA_LAB_LM"
 _ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode")
 # dspy.LM defaults for local models; recorded and replayed runs must share them (they are in the key).
 _LM_DEFAULTS = {"max_tokens": 1024}
+# A model at the user's own server gets the embedded engine's settings (bounded, greedy unless a
+# temperature is given): such servers often generate to the context limit and sample by default, and a
+# run there should compare with a local one and repeat from the cache. Providers' endpoints keep theirs.
+_SERVER_DEFAULTS = _LM_DEFAULTS | {"temperature": 0.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +73,8 @@ def resolve_lm(name: Any = None, **kwargs):
       labelled by ``model_label`` as measuring nothing.
     - anything else: ``dspy.LM(name, **kwargs)`` (a LiteLLM string; api_base etc. in kwargs). An
       ``openai/<name>`` model goes to $ROMA_LAB_API_BASE when that is set (key: $ROMA_LAB_API_KEY)
-      and, at any server address, through LiteLLM (see ``remote_kwargs``, design/online.md).
+      and, at any server address, through LiteLLM with the local models' ``max_tokens`` and greedy
+      decoding unless given (see ``remote_kwargs``, design/online.md).
     - a ``dspy`` LM object: returned as it is (``kwargs`` configure models built from a name only).
 
     Local models run in-process through llama-cpp-python, with completions cached on disk under
@@ -89,7 +94,7 @@ def resolve_lm(name: Any = None, **kwargs):
     local = _local_model(name, check_installed=True)
     if local is None:
         # DSPy's request cache stays on (dspy.LM's default): a rerun repeats no remote call; see design/online.md
-        return dspy.LM(name, **remote_kwargs(name, kwargs))
+        return dspy.LM(name, **remote_kwargs(name, kwargs, _SERVER_DEFAULTS))
     from ._cache import CachingEngine
     from ._engine import AsyncEngine, LlamaEngine
 
