@@ -11,6 +11,7 @@ from pathlib import Path
 
 import dspy
 import pandas as pd
+import pytest
 from dspy.clients.base_lm import GLOBAL_HISTORY
 from online_server import SERVED_NAME, FaultProxy, llama_server, online_isolation, proxy  # noqa: F401 - fixtures
 
@@ -59,6 +60,18 @@ def test_a_roma_run_named_by_the_environment_counts_the_servers_tokens_and_an_un
     total = run.usage_df().set_index("component").loc["total"]
     assert pd.isna(total["cost"]) and total["input_tokens"] == server_tokens(answered)[0]
     assert set(run.settings.models.values()) == {NAME}
+
+
+def test_a_server_gets_the_portable_max_tokens_which_dspys_native_engine_does_not_send(proxy):
+    # Why resolve_lm picks LiteLLM for openai/ at a server: llama-cpp-python's server ignores OpenAI's
+    # newer max_completion_tokens, the only limit DSPy's native engine sends (design/online.md).
+    proxy.inject("500")  # only the request is of interest: nothing is generated
+    for lm in (served(proxy, max_tokens=8, num_retries=0), served(proxy, max_tokens=8, num_retries=0, engine="auto")):
+        with pytest.raises(Exception, match="internal error"):
+            lm("Say hi.")
+    ours, native = (e.request for e in proxy.exchanges)
+    assert ours["max_tokens"] == 8 and "max_completion_tokens" not in ours
+    assert native["max_completion_tokens"] == 8 and "max_tokens" not in native
 
 
 def test_a_repeated_request_is_served_from_dspys_cache_marked_and_costs_nothing_new(proxy):

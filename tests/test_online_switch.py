@@ -22,7 +22,7 @@ def test_the_environment_sends_an_openai_name_to_the_users_server_through_litell
     lm = resolve_lm("openai/qwen2.5-7b", max_tokens=64)
     assert isinstance(lm, dspy.LM) and lm.model == "openai/qwen2.5-7b" and lm.engine == "litellm"
     assert (lm.kwargs["api_base"], lm.kwargs["api_key"], lm.kwargs["max_tokens"]) == (BASE, "lab-key", 64)
-    assert lm.kwargs["temperature"] == 0.0  # the embedded engine's greedy default, as max_tokens=1024 below
+    assert (lm.kwargs["temperature"], lm.kwargs["timeout"]) == (0.0, 600.0)  # greedy as in-process; ROMA's call limit
     assert resolve_lm("openai/qwen2.5-7b").kwargs["max_tokens"] == resolve_lm("local:smollm2-135m").kwargs["max_tokens"]
     assert model_label(lm) == model_label("openai/qwen2.5-7b") == f"openai/qwen2.5-7b @ {BASE}"
 
@@ -52,7 +52,8 @@ def test_arguments_win_over_the_environment(monkeypatch):
 
 
 def test_other_providers_and_openai_itself_are_untouched(monkeypatch):
-    for name in ("anthropic/claude-sonnet-4", "ollama_chat/qwen2.5", "gemini/gemini-2.5-flash"):
+    # gpt-4o-mini without the prefix is OpenAI's own model: a judge on OpenAI beside a system on a server
+    for name in ("anthropic/claude-sonnet-4", "ollama_chat/qwen2.5", "gemini/gemini-2.5-flash", "gpt-4o-mini"):
         monkeypatch.setenv("ROMA_LAB_API_BASE", BASE)
         lm = resolve_lm(name)
         assert "api_base" not in lm.kwargs and "api_key" not in lm.kwargs and lm.engine == "auto"
@@ -60,7 +61,7 @@ def test_other_providers_and_openai_itself_are_untouched(monkeypatch):
     monkeypatch.delenv("ROMA_LAB_API_BASE")
     cloud = resolve_lm("openai/gpt-4o-mini")  # no server named: OpenAI's own endpoint, key, engine, defaults
     assert "api_base" not in cloud.kwargs and "api_key" not in cloud.kwargs and cloud.engine == "auto"
-    assert cloud.kwargs.get("temperature") is None and cloud.kwargs.get("max_tokens") is None
+    assert [cloud.kwargs.get(k) for k in ("temperature", "max_tokens", "timeout")] == [None, None, None]
     assert model_label(cloud) == "openai/gpt-4o-mini"
 
 

@@ -24,8 +24,9 @@ _ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode")
 _LM_DEFAULTS = {"max_tokens": 1024}
 # A model at the user's own server gets the embedded engine's settings (bounded, greedy unless a
 # temperature is given): such servers often generate to the context limit and sample by default, and a
-# run there should compare with a local one and repeat from the cache. Providers' endpoints keep theirs.
-_SERVER_DEFAULTS = _LM_DEFAULTS | {"temperature": 0.0}
+# run there should compare with a local one and repeat from the cache. Its HTTP timeout is ROMA's
+# call_timeout_s default (LiteLLM's own is 6000 s). Providers' endpoints keep their defaults.
+_SERVER_DEFAULTS = _LM_DEFAULTS | {"temperature": 0.0, "timeout": 600.0}
 
 
 @dataclass(frozen=True, slots=True)
