@@ -13,7 +13,15 @@ import csv
 import json
 
 import pytest
-from online_server import SERVED_NAME, LlamaServer, free_port, llama_server, online_isolation, proxy  # noqa: F401
+from online_server import (  # noqa: F401 - llama_server, online_isolation and proxy are fixtures
+    SERVED_NAME,
+    FaultProxy,
+    LlamaServer,
+    free_port,
+    llama_server,
+    online_isolation,
+    proxy,
+)
 
 from roma_lab import bench
 from roma_lab.bench._systems import RomaSystem
@@ -26,7 +34,7 @@ FIRST, SECOND = bench.load_simpleqa()[0], bench.load_simpleqa()[2]
 
 
 def served(api_base, **kwargs):
-    return resolve_lm(NAME, api_base=api_base, max_tokens=24, temperature=0.0, **kwargs)
+    return resolve_lm(NAME, api_base=api_base, max_tokens=24, **kwargs)
 
 
 def run_items(lm, out, items=(SECOND,), max_depth=0):
@@ -119,8 +127,6 @@ def test_a_server_down_at_start_fails_the_item_typed_and_the_rerun_completes_onc
 def test_a_server_killed_mid_run_loses_nothing_and_the_rerun_sends_only_what_failed(tmp_path):
     server = LlamaServer(tmp_path).start()
     try:
-        from online_server import FaultProxy
-
         with FaultProxy(server.port) as watcher:
             # Depth 1: each item is an atomizer then an executor request. The server dies when the
             # fourth request arrives: after the first item and the second item's atomizer.

@@ -3,7 +3,8 @@
 provider, ``openai/<name>`` at an ``api_base``. A recording proxy stands between them, so every token
 count can be checked against what the server itself reported.
 
-Decoding is greedy (temperature 0), so the small model's replies are the same on every run.
+Decoding is greedy (``resolve_lm``'s default at a server), so the small model's replies are the same on
+every run.
 """
 
 import warnings
@@ -29,7 +30,7 @@ GOAL = "Name the capital of France."
 
 
 def served(proxy, max_tokens=48, **kwargs):
-    return resolve_lm(NAME, api_base=proxy.api_base, max_tokens=max_tokens, temperature=0.0, **kwargs)
+    return resolve_lm(NAME, api_base=proxy.api_base, max_tokens=max_tokens, **kwargs)
 
 
 def calls_of(run):
@@ -45,7 +46,7 @@ def server_tokens(exchanges):
 def test_a_roma_run_named_by_the_environment_counts_the_servers_tokens_and_an_unknown_cost(proxy, monkeypatch):
     monkeypatch.setenv("ROMA_LAB_API_BASE", proxy.api_base)
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-never-leave-this-machine")
-    lm = resolve_lm(NAME, max_tokens=48, temperature=0.0)  # the server comes from the environment
+    lm = resolve_lm(NAME, max_tokens=48)  # the server comes from the environment
     assert model_label(lm) == f"{NAME} @ {proxy.api_base}"
 
     run = Roma(lm=lm, max_depth=1, max_concurrency=1).run(GOAL)
@@ -53,7 +54,8 @@ def test_a_roma_run_named_by_the_environment_counts_the_servers_tokens_and_an_un
     assert run.status == "completed", run.root.error
     calls, answered = calls_of(run), proxy.completions()
     assert len(calls) >= 2 and len(answered) >= len(calls)  # atomizer + executor at least, all at the server
-    assert all(e.request["model"] == SERVED_NAME and e.request["max_tokens"] == 48 for e in proxy.exchanges)
+    assert all((e.request["model"], e.request["max_tokens"], e.request["temperature"]) == (SERVED_NAME, 48, 0.0)
+               for e in proxy.exchanges)  # the server defaults: greedy
     assert {e.authorization for e in proxy.exchanges} == {"Bearer no-key"}  # never $OPENAI_API_KEY
     assert (sum(c.input_tokens for c in calls), sum(c.output_tokens for c in calls)) == server_tokens(answered)
     assert all(c.model == NAME and c.cost is None for c in calls)  # an unpriced remote model: unknown, not 0
