@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import pytest
+
 SERVED_NAME = "smollm2-135m"  # the server's --model_alias; clients call it as openai/<this>
 READY_TIMEOUT_S = 120.0  # hang guard for start-up (model load), never a speed assertion
 FAULTS = ("429", "500", "malformed", "slow")
@@ -246,8 +248,6 @@ class FaultProxy:
 
 
 # --- pytest fixtures (imported by the tests/test_online_*.py modules) ---------------------------------
-
-import pytest  # noqa: E402 - the helpers above need no pytest
 
 
 @pytest.fixture(scope="module")

@@ -38,7 +38,7 @@ def remote_kwargs(name: str, kwargs: dict[str, Any], server_defaults: dict[str, 
     base, key = os.environ.get(API_BASE_ENV), os.environ.get(API_KEY_ENV)
     if key and not base:
         raise ValueError(f"${API_KEY_ENV} is set but ${API_BASE_ENV} is not: name the server it is the key of "
-                         f"(for OpenAI itself, set OPENAI_API_KEY instead)")
+                         "(for OpenAI itself, set OPENAI_API_KEY instead)")
     kwargs = dict(kwargs)
     if base and not (kwargs.get("api_base") or kwargs.get("base_url")):
         kwargs["api_base"] = base
