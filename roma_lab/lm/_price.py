@@ -2,14 +2,18 @@
 
 A model that runs in this process (an embedded local model, the scripted test double) sends no bill:
 its calls cost 0. Any other model is remote: a call costs what its provider reported, and a call
-without a reported price is unknown (None, NaN in tables), never 0.
+without a reported price is unknown (None, NaN in tables), never 0. A request DSPy served from its
+cache reached no provider: it costs nothing now, whatever its history entry says it cost once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 from ._scripted import is_scripted
 
-__all__ = ["call_cost", "in_process"]
+__all__ = ["call_cost", "in_process", "served_from_cache"]
 
 
 def in_process(model: str) -> bool:
@@ -22,3 +26,20 @@ def call_cost(model: str | None, reported: float | None) -> float | None:
     """A call's cost in USD: 0 on an in-process model, else the ``reported`` price (None: unknown).
     ``model=None`` (not known) is treated as remote."""
     return 0.0 if model is not None and in_process(model) else reported
+
+
+def served_from_cache(entry: Mapping[str, Any]) -> bool:
+    """Whether a ``dspy.LM`` history entry was served from DSPy's request cache.
+
+    DSPy marks a hit in two ways, by engine: a LiteLLM reply is stamped ``cache_hit``; a native
+    (lm15) reply is stored as it came, with the usage it reported, and only the entry's own ``usage``
+    is emptied (no tokens were spent). A fresh native reply's entry carries that reply's usage.
+    """
+    response = entry.get("response")
+    if getattr(response, "cache_hit", False):
+        return True
+    from dspy.lm15 import Response
+
+    reported = getattr(response, "usage", None)
+    return (isinstance(response, Response) and not entry.get("usage") and reported is not None
+            and any(n for n in (reported.input_tokens, reported.output_tokens, reported.total_tokens)))

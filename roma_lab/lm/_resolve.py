@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ._models import DEFAULT_VARIANT, MODELS, cache_dir, file_sha256, model_file, part_paths
+from ._remote import endpoint, remote_kwargs
 from ._scripted import SCRIPTED, is_scripted, scripted_lm
 
 __all__ = ["LocalModel", "describe_lm_name", "model_label", "replay_lm", "resolve_lm"]
@@ -21,6 +22,11 @@ ENV_VAR = "ROMA_LAB_LM"
 _ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode")
 # dspy.LM defaults for local models; recorded and replayed runs must share them (they are in the key).
 _LM_DEFAULTS = {"max_tokens": 1024}
+# A model at the user's own server gets the embedded engine's settings (bounded, greedy unless a
+# temperature is given): such servers often generate to the context limit and sample by default, and a
+# run there should compare with a local one and repeat from the cache. Its HTTP timeout is ROMA's
+# call_timeout_s default (LiteLLM's own is 6000 s). Providers' endpoints keep their defaults.
+_SERVER_DEFAULTS = _LM_DEFAULTS | {"temperature": 0.0, "timeout": 600.0}
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +72,10 @@ def resolve_lm(name: Any = None, **kwargs):
     - a path ending in .gguf: that file.
     - "scripted": the deterministic test double (``scripted_lm``), never cached; its rows are
       labelled by ``model_label`` as measuring nothing.
-    - anything else: ``dspy.LM(name, **kwargs)`` (a LiteLLM string; api_base etc. in kwargs).
+    - anything else: ``dspy.LM(name, **kwargs)`` (a LiteLLM string; api_base etc. in kwargs). An
+      ``openai/<name>`` model goes to $ROMA_LAB_API_BASE when that is set (key: $ROMA_LAB_API_KEY)
+      and, at any server address, through LiteLLM with the local models' ``max_tokens`` and greedy
+      decoding unless given (see ``remote_kwargs``, design/online.md).
     - a ``dspy`` LM object: returned as it is (``kwargs`` configure models built from a name only).
 
     Local models run in-process through llama-cpp-python, with completions cached on disk under
@@ -85,7 +94,8 @@ def resolve_lm(name: Any = None, **kwargs):
         return scripted_lm(**kwargs)
     local = _local_model(name, check_installed=True)
     if local is None:
-        return dspy.LM(name, **kwargs)
+        # DSPy's request cache stays on (dspy.LM's default): a rerun repeats no remote call; see design/online.md
+        return dspy.LM(name, **remote_kwargs(name, kwargs, _SERVER_DEFAULTS))
     from ._cache import CachingEngine
     from ._engine import AsyncEngine, LlamaEngine
 
@@ -102,9 +112,14 @@ def resolve_lm(name: Any = None, **kwargs):
 
 def model_label(lm: Any) -> str:
     """How tables and run files name a model: a name as written, or an LM's model string; the
-    scripted test double's says it is one ("scripted (test double, not a measurement)")."""
+    scripted test double's says it is one ("scripted (test double, not a measurement)"), and a model
+    called at a server of the user's says where ("openai/qwen @ http://host:8000/v1": the name alone
+    would pass for the provider's own model)."""
     name = lm if isinstance(lm, str) else str(getattr(lm, "model", type(lm).__name__))
-    return f"{name} (test double, not a measurement)" if is_scripted(name) else name
+    if is_scripted(name):
+        return f"{name} (test double, not a measurement)"
+    server = endpoint(lm)
+    return f"{name} @ {server}" if server else name
 
 
 def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mode: str | None = None, **kwargs):
