@@ -1,0 +1,30 @@
+"""OAgents' design choices as one switchable, tested tool-using agent, and an offline tool benchmark.
+
+``AgentConfig`` holds every choice of the OAgents study (planning, memory, test-time scaling,
+search, re-answering, per-role models); ``Agent(config).run(task)`` returns a ``Trajectory``;
+``run_agent`` runs a configuration over tasks x R runs with resumable, tidy rows. Tasks come from
+``suite_tasks`` (the 504-task meta-routing suite, its operations as tools, graded exactly) or
+``qa_tasks`` (benchmark items from ``roma_lab.bench`` with their graders). See design/agents.md.
+"""
+
+from ._agent import STATIC_WORKFLOW, Agent, rollout_seed
+from ._config import MEMORY, PLANNING, QUERY_OPTIMIZATION, ROLES, SELECTION, TTS, AgentConfig, PlanTips, config_hash
+from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
+from ._qa import BM25Source, Source, expand_query, qa_tasks, search_passages
+from ._run import ROW_COLUMNS, read_trajectories, run_agent, run_label, trajectory_rows_df
+from ._select import VoteResult, is_non_answer, pick_best_score, vote
+from ._tips import SplitLeakError, mine_tips
+from ._toolbench import SUITE_BENCHMARK, SUITE_TOOLS, SuiteGrader, suite_tasks
+from ._types import (ROLLOUT_STATUSES, ModelCall, PlanRevision, RecordedGrade, Rollout, Selection, Step, ToolCall,
+                     Trajectory)
+
+__all__ = [
+    "MEMORY", "PLANNING", "QUERY_OPTIMIZATION", "ROLES", "ROLLOUT_STATUSES", "ROW_COLUMNS", "SELECTION",
+    "STATIC_WORKFLOW", "SUITE_BENCHMARK", "SUITE_TOOLS", "TTS",
+    "Agent", "AgentConfig", "AgentTask", "BM25Source", "Environment", "ModelCall", "PlanRevision", "PlanTips",
+    "RecordedGrade", "Rollout", "Selection", "Source", "SplitLeakError", "Step", "SuiteGrader", "Tool", "ToolCall",
+    "ToolContext", "ToolError", "ToolUnavailable", "Trajectory", "VoteResult",
+    "config_hash", "describe_tools", "expand_query", "is_non_answer", "mine_tips", "pick_best_score", "qa_tasks",
+    "read_trajectories", "rollout_seed", "run_agent", "run_label", "search_passages", "suite_tasks",
+    "trajectory_rows_df", "vote",
+]
