@@ -269,27 +269,31 @@ class Agent:
             delegation, sub_steps, calls, result = self._delegate(ctx, env, seed, tips_text)
             steps.extend(sub_steps)
             memory.add(f"Subtask decomposition (ROMA): {result}")
-        loop = self._loop(ctx, env, seed, question, tips_text, memory, plans, cfg.max_steps, feedback, subtask=None)
+        loop = self._loop(ctx, env, seed, question, tips_text, memory, plans, cfg.max_steps, note=feedback, subtask=None)
         return Rollout(index=index, kind=kind, seed=seed, status=loop.status, error=loop.error, answer=loop.answer,
                        feedback=feedback, tips_shown=tips, steps=tuple(steps + loop.steps), plans=tuple(loop.plans),
                        long_term_before=long_term, long_term_after=loop.long_term, delegation=delegation,
                        calls=tuple(calls))
 
     def _loop(self, ctx: _Context, env: Environment, seed: int | None, question: str, tips_text: str, memory: Memory,
-              plans: list[PlanRevision], max_steps: int, feedback: str, subtask: str | None) -> _Loop:
+              plans: list[PlanRevision], max_steps: int, note: str, subtask: str | None) -> _Loop:
+        """Steps until an answer or a stop. ``note`` (a critique of an earlier attempt) is shown at
+        every step, before the feedback on the previous step."""
         cfg = self.config
         tools = {t.name.lower(): t for t in env.tools}
         steps: list[Step] = []
         errors_in_a_row, since_plan = 0, []
         status, error, answer = "step_limit", f"no answer within {max_steps} steps", None
+        feedback = ""
         for index in range(1, max_steps + 1):
             if ctx.timed_out():
                 status, error = "timeout", f"wall-time budget of {cfg.max_wall_s:g} s spent before step {index}"
                 break
             plan_shown = next((p.plan for p in reversed(plans) if p.visible), "")
             memory_shown = memory.render(question)
+            feedback_shown = "\n".join(x for x in (note, feedback) if x)
             prediction, act_call = self._call("actor", seed, task=question, tools=ctx.tools_text, plan=plan_shown,
-                                              tips=tips_text, memory=memory_shown, feedback=feedback)
+                                              tips=tips_text, memory=memory_shown, feedback=feedback_shown)
             thought, action, arguments, tool_call, kind, message, final = "", "", {}, None, None, None, None
             if prediction is None:
                 kind = "malformed_output" if "AdapterParseError" in (act_call.error or "") else "model_error"
@@ -323,7 +327,7 @@ class Agent:
                 summary, critique = self._after_step(memory, seed, question, text, final is not None, step_calls)
             memory.add(text, summary)
             steps.append(Step(index=index, subtask=subtask, plan_shown=plan_shown, memory_shown=memory_shown,
-                              feedback_shown=feedback, thought=thought, action=action, answer=final,
+                              feedback_shown=feedback_shown, thought=thought, action=action, answer=final,
                               tool_call=tool_call, error_kind=kind, error=message, summary=summary, critique=critique,
                               calls=tuple(step_calls)))
             if final is not None:
@@ -413,8 +417,8 @@ class Agent:
         def solve(goal: str, context: str):
             sub_question = f"{goal}\n\n(This is a subtask of: {question})" + (f"\n\n{context}" if context else "")
             memory = Memory("current", self.config.memory_window, self.config.retrieval_k)
-            loop = self._loop(ctx, env, seed, sub_question, tips_text, memory, [], self.config.subtask_steps, "",
-                              subtask=goal)
+            loop = self._loop(ctx, env, seed, sub_question, tips_text, memory, [], self.config.subtask_steps,
+                              note="", subtask=goal)
             sub_steps.extend(loop.steps)
             if loop.answer is None:
                 raise RuntimeError(f"subtask ended without an answer ({loop.status}: {loop.error})")
