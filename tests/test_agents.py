@@ -83,10 +83,11 @@ class SeedEngine(ScriptedEngine):
 
     def __init__(self, respond):
         super().__init__(respond)
-        self.seeds = []
+        self.seeds, self.max_tokens = [], []
 
     def complete(self, request):
         self.seeds.append(request.config.seed)
+        self.max_tokens.append(request.config.max_tokens)
         return super().complete(request)
 
 
@@ -405,7 +406,7 @@ def test_end_reflection_retries_once_with_the_critique_only_when_rejected():
     lm, engine = scripted(actor, **reject)
     trajectory = Agent(AgentConfig(tts="reflection", reflect_at="end"), lm=lm).run(toy_task())
     assert [r.kind for r in trajectory.rollouts] == ["main", "reflection_retry"]
-    assert "count again" in trajectory.rollouts[1].feedback and trajectory.answer == "42"
+    assert "count again" in trajectory.rollouts[1].note and trajectory.answer == "42"
     accept = {"answer_reflector": lambda i: {"critique": "fine", "acceptable": True}}
     lm, _ = scripted(actor, **accept)
     trajectory = Agent(AgentConfig(tts="reflection", reflect_at="end"), lm=lm).run(toy_task())
@@ -513,7 +514,7 @@ def test_run_index_seeds_every_call_when_sampling_and_reaches_the_cache_key(tmp_
     for run in (0, 1):  # greedy decoding ignores seeds: both runs share one cache entry
         assert greedy.run(toy_task(), run=run).rollouts[0].seed is None
     assert inner.seeds == [0, 1, None] and len(list(tmp_path.rglob("*.json"))) == 3
-    assert {t for _, t, _, _ in inner.calls} == {0.7, 0.0}
+    assert {t for _, t, _, _ in inner.calls} == {0.7, 0.0} and set(inner.max_tokens) == {512}
 
 
 # --- plan tips -----------------------------------------------------------------------------------

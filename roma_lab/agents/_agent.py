@@ -15,7 +15,7 @@ import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ._config import ROLES, AgentConfig, config_hash
@@ -56,7 +56,7 @@ class _Context:
     run: int
     deadline: float | None
     tools_text: str
-    pending: list[ModelCall] = field(default_factory=list)  # calls made inside tools (query rewrite)
+    pending: list[ModelCall]  # calls made inside tools (query rewrites), until their step records them
 
     def timed_out(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -134,7 +134,7 @@ class Agent:
         lm = self._lms[role]
         if not hasattr(lm, "copy"):
             return lm
-        settings: dict[str, Any] = {"temperature": self.config.temperature}
+        settings: dict[str, Any] = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
         if seed is not None:
             settings["seed"] = seed
         return lm.copy(**settings)
@@ -180,15 +180,16 @@ class Agent:
         first_env = task.environment(self._tool_context(task, run, 0, pending))
         ctx = _Context(task=task, run=run, deadline=None if cfg.max_wall_s is None else started + cfg.max_wall_s,
                        tools_text=describe_tools(first_env.tools), pending=pending)
-        shared_env = first_env if cfg.rollout_isolation == "official" else None
         rollouts: list[Rollout] = []
         tips = cfg.tips.tips if cfg.tips is not None and cfg.tips_usage == "paper" else ()
         long_term = long_term if cfg.memory == "long_term" and cfg.long_term_visibility == "paper" else ""
 
-        def attempt(kind: str, feedback: str = "", tips_shown: tuple[str, ...] = tips) -> Rollout:
+        def attempt(kind: str, note: str = "", tips_shown: tuple[str, ...] = tips) -> Rollout:
+            """One more rollout, on a fresh environment unless rollouts share one (official variant)."""
             index = len(rollouts)
-            env = shared_env or (first_env if index == 0 else task.environment(self._tool_context(task, run, index, pending)))
-            rollouts.append(self._rollout(ctx, index, kind, env, feedback, tips_shown, long_term))
+            fresh = index > 0 and cfg.rollout_isolation == "paper"
+            env = task.environment(self._tool_context(task, run, index, pending)) if fresh else first_env
+            rollouts.append(self._rollout(ctx, index, kind, env, note, tips_shown, long_term))
             return rollouts[-1]
 
         if cfg.tts == "best_of_n":
@@ -207,20 +208,18 @@ class Agent:
             grade = task.grader(task.item, rollouts[selection.chosen].answer or "")
             if grade.score != 1.0:
                 attempt("tips_retry", tips_shown=cfg.tips.tips)
-                selection = replace(selection, chosen=len(rollouts) - 1,
-                                    note=(selection.note + " " if selection.note else "")
-                                    + f"gold check failed ({grade.label}); retried once with plan tips")
+                selection = _override(selection, len(rollouts) - 1,
+                                      f"gold check failed ({grade.label}); retried once with plan tips")
 
         reanswered = False
         final = rollouts[selection.chosen]
         if cfg.reanswer and is_non_answer(final.answer) and not ctx.timed_out():
             reanswered = True
-            attempt("reanswer", feedback=f"A previous attempt ended without an answer ({final.status}"
-                                         f"{': ' + final.error if final.error else ''}). Solve the task and give "
-                                         "a definite answer.")
-            selection = replace(selection, chosen=len(rollouts) - 1,
-                                note=(selection.note + " " if selection.note else "")
-                                + f"re-answered: rollout {final.index} gave no answer ({final.status})")
+            attempt("reanswer", note=f"A previous attempt ended without an answer ({final.status}"
+                                     f"{': ' + final.error if final.error else ''}). Solve the task and give "
+                                     "a definite answer.")
+            selection = _override(selection, len(rollouts) - 1,
+                                  f"re-answered: rollout {final.index} gave no answer ({final.status})")
         final = rollouts[selection.chosen]
         return Trajectory(
             task_id=task.item.item_id, benchmark=task.item.benchmark, split=task.split, stratum=task.stratum,
@@ -248,7 +247,7 @@ class Agent:
 
     # --- one rollout ---
 
-    def _rollout(self, ctx: _Context, index: int, kind: str, env: Environment, feedback: str,
+    def _rollout(self, ctx: _Context, index: int, kind: str, env: Environment, note: str,
                  tips: tuple[str, ...], long_term: str) -> Rollout:
         cfg = self.config
         seed = self._seed(ctx.run, index)
@@ -269,9 +268,9 @@ class Agent:
             delegation, sub_steps, calls, result = self._delegate(ctx, env, seed, tips_text)
             steps.extend(sub_steps)
             memory.add(f"Subtask decomposition (ROMA): {result}")
-        loop = self._loop(ctx, env, seed, question, tips_text, memory, plans, cfg.max_steps, note=feedback, subtask=None)
+        loop = self._loop(ctx, env, seed, question, tips_text, memory, plans, cfg.max_steps, note=note, subtask=None)
         return Rollout(index=index, kind=kind, seed=seed, status=loop.status, error=loop.error, answer=loop.answer,
-                       feedback=feedback, tips_shown=tips, steps=tuple(steps + loop.steps), plans=tuple(loop.plans),
+                       note=note, tips_shown=tips, steps=tuple(steps + loop.steps), plans=tuple(loop.plans),
                        long_term_before=long_term, long_term_after=loop.long_term, delegation=delegation,
                        calls=tuple(calls))
 
@@ -470,9 +469,14 @@ class Agent:
         if ctx.timed_out():
             return Selection(method="reflection", chosen=0, note="rejected, but no time left to retry", calls=(call,))
         critique = str(getattr(prediction, "critique", "") or "").strip()
-        retry = attempt("reflection_retry", feedback=f"A previous attempt was judged wrong: {critique}")
+        retry = attempt("reflection_retry", note=f"A previous attempt was judged wrong: {critique}")
         return Selection(method="reflection", chosen=retry.index, note="answer rejected; re-tried once with the critique",
                          calls=(call,))
+
+
+def _override(selection: Selection, chosen: int, why: str) -> Selection:
+    """The selection after a later attempt replaced the chosen one (the note keeps both reasons)."""
+    return replace(selection, chosen=chosen, note=f"{selection.note} {why}".strip())
 
 
 def _digest(rollout: Rollout) -> str:

@@ -77,7 +77,8 @@ class AgentConfig:
     passages, ``query_optimization`` reflect (model rewrite) and/or expand (word-form and synonym
     variants). ``reanswer``: one more attempt when the answer is empty or "unable to determine".
     ``models`` names a model (``roma_lab.lm.resolve_lm`` name) per role; an unnamed role uses the actor.
-    ``temperature`` applies to every call; with sampling the run index seeds every call.
+    ``temperature`` and ``max_tokens`` apply to every call (the cap bounds a runaway generation;
+    replies here are short); with sampling the run index seeds every call.
     """
 
     __pydantic_config__ = ConfigDict(extra="forbid")
@@ -86,6 +87,7 @@ class AgentConfig:
     max_consecutive_errors: int = 3
     max_wall_s: float | None = None
     temperature: float = 0.0
+    max_tokens: int = 512
     planning: str = "none"
     revise_every: int = 3
     revision_visibility: str = "paper"
@@ -114,7 +116,7 @@ class AgentConfig:
                               ("revision_visibility", VARIANTS), ("long_term_visibility", VARIANTS),
                               ("rollout_isolation", VARIANTS), ("tips_usage", VARIANTS)):
             _choice(name, getattr(self, name), options)
-        for name in ("max_steps", "max_consecutive_errors", "revise_every", "subtask_steps", "memory_window",
+        for name in ("max_steps", "max_consecutive_errors", "max_tokens", "revise_every", "subtask_steps", "memory_window",
                      "retrieval_k", "n_rollouts", "search_sources", "search_k"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:

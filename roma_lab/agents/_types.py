@@ -93,7 +93,7 @@ class Rollout:
     status: RolloutStatus
     error: str | None
     answer: str | None
-    feedback: str                # critique or note this attempt started from
+    note: str                    # shown at every step: why this attempt was made (a critique, a re-answer)
     tips_shown: tuple[str, ...]
     steps: tuple[Step, ...]
     plans: tuple[PlanRevision, ...]
