@@ -13,7 +13,7 @@ import dspy
 import pytest
 
 from scripted_engine import ScriptedEngine
-from roma_lab.agents import SUITE_TOOLS, Agent, AgentConfig, suite_tasks
+from roma_lab.agents import SUITE_TOOLS, Agent, AgentConfig, ToolUnavailable, suite_tasks
 from roma_lab.router import FAMILIES, generate_suite, split_tasks
 from roma_lab.router._ops import direct_answer
 from roma_lab.router._tools import TOOL_NAMES, OperationSession, tool_outcome
@@ -99,6 +99,20 @@ def test_calling_the_out_of_service_tool_stops_the_attempt_as_unavailable_compon
     assert "out of service" in trajectory.rollouts[0].steps[0].error
     grade = task.grader(task.item, trajectory)
     assert (grade.label, grade.score) == ("unavailable_component", 0.0)
+
+
+def test_a_session_stopped_at_an_outage_refuses_later_calls_as_the_executor_stops():
+    task = suite_tasks(("dev",), families=["retrieval_outage"])[0]
+    session = OperationSession(task.grader.task)
+    observation = session.call("T")
+    assert observation.unavailable and session.stopped and "unavailable" in observation.text
+    with pytest.raises(RuntimeError, match="stopped"):
+        session.call("G")
+    environment = task.environment(None)  # the agent's view: every later call is out of service too
+    with pytest.raises(ToolUnavailable):
+        environment.call("retrieve", {})
+    with pytest.raises(ToolUnavailable, match="stopped"):
+        environment.call("delegate", {})
 
 
 def test_suite_statuses_carry_over_through_the_grader():
