@@ -279,7 +279,6 @@ class Agent:
         """Steps until an answer or a stop. ``note`` (a critique of an earlier attempt) is shown at
         every step, before the feedback on the previous step."""
         cfg = self.config
-        tools = {t.name.lower(): t for t in env.tools}
         steps: list[Step] = []
         errors_in_a_row, since_plan = 0, []
         status, error, answer = "step_limit", f"no answer within {max_steps} steps", None
@@ -293,27 +292,7 @@ class Agent:
             feedback_shown = "\n".join(x for x in (note, feedback) if x)
             prediction, act_call = self._call("actor", seed, task=question, tools=ctx.tools_text, plan=plan_shown,
                                               tips=tips_text, memory=memory_shown, feedback=feedback_shown)
-            thought, action, arguments, tool_call, kind, message, final = "", "", {}, None, None, None, None
-            if prediction is None:
-                kind = "malformed_output" if "AdapterParseError" in (act_call.error or "") else "model_error"
-                message = act_call.error
-            else:
-                thought = str(prediction.thought or "")
-                action = str(prediction.action or "").strip()
-                arguments = {str(k): str(v) for k, v in dict(prediction.arguments or {}).items()}
-                if action.lower() == FINAL:
-                    final = str(prediction.answer or "").strip()
-                elif action.lower() not in tools:
-                    kind = "unknown_tool"
-                    message = f"unknown tool {action!r}; the tools are {', '.join(t.name for t in env.tools) or 'none'}" \
-                              f" (or {FINAL})"
-                else:
-                    tool = tools[action.lower()]
-                    missing = [p for p in tool.parameters if not arguments.get(p, "").strip()]
-                    if missing:
-                        kind, message = "bad_arguments", f"{tool.name} needs the argument(s) {', '.join(missing)}"
-                    else:
-                        tool_call, kind, message = self._use_tool(ctx, env, tool.name, arguments)
+            thought, action, arguments, tool_call, kind, message, final = self._act(env, prediction, act_call)
             result = (f"final answer {final!r}" if final is not None else
                       tool_call.observation if tool_call is not None and kind is None else f"ERROR ({kind}): {message}")
             text = _step_text(index, thought, action or "?", arguments, result)
@@ -347,8 +326,33 @@ class Agent:
                 since_plan = []
         return _Loop(steps, plans, status, error, answer, memory.long_term)
 
-    def _use_tool(self, ctx: _Context, env: Environment, name: str,
+    def _act(self, env: Environment, prediction: Any, act_call: ModelCall) -> tuple:
+        """Carry out the actor's reply: (thought, action, arguments, tool call, error kind, error
+        message, final answer). Exactly one of error kind and final answer is set, or neither
+        when a tool call went through."""
+        if prediction is None:
+            kind = "malformed_output" if (act_call.error or "").startswith("AdapterParseError") else "model_error"
+            return "", "", {}, None, kind, act_call.error, None
+        thought = str(prediction.thought or "")
+        action = str(prediction.action or "").strip()
+        arguments = {str(k): str(v) for k, v in dict(prediction.arguments or {}).items()}
+        if action.lower() == FINAL:
+            return thought, action, arguments, None, None, None, str(prediction.answer or "").strip()
+        tool = next((t for t in env.tools if t.name.lower() == action.lower()), None)
+        if tool is None:
+            names = ", ".join(t.name for t in env.tools) or "none"
+            return thought, action, arguments, None, "unknown_tool", \
+                f"unknown tool {action!r}; the tools are {names} (or {FINAL})", None
+        missing = [p for p in tool.parameters if not arguments.get(p, "").strip()]
+        if missing:
+            return thought, action, arguments, None, "bad_arguments", \
+                f"{tool.name} needs the argument(s) {', '.join(missing)}", None
+        tool_call, kind, message = self._use_tool(env, tool.name, arguments)
+        return thought, action, arguments, tool_call, kind, message, None
+
+    def _use_tool(self, env: Environment, name: str,
                   arguments: dict[str, str]) -> tuple[ToolCall, str | None, str | None]:
+        """Run one tool call; a failure becomes (kind, message), never an exception."""
         started = time.monotonic()
         observation, kind, message = None, None, None
         try:
