@@ -467,6 +467,18 @@ def test_a_failing_tool_is_an_observed_error_and_the_agent_recovers():
     assert trajectory.status == "answered" and trajectory.answer == "42"
 
 
+def test_non_string_arguments_reach_the_tool_as_json_text():
+    def actor(inputs):
+        if steps_done(inputs["memory"]) == 0:
+            return act("lookup", arguments={"query": {"word": "ox", "lang": "en"}, "limit": 3})
+        return act("final_answer", "42")
+
+    lm, _ = scripted(actor)
+    call = Agent(AgentConfig(), lm=lm).run(toy_task()).rollouts[0].steps[0].tool_call
+    assert call.arguments == {"query": '{"word": "ox", "lang": "en"}', "limit": "3"}
+    assert call.observation == 'definition of {"word": "ox", "lang": "en"}'
+
+
 def test_model_errors_step_limit_and_timeout_are_statuses_not_crashes():
     def down(inputs):
         raise RuntimeError("engine down")

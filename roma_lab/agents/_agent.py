@@ -335,7 +335,8 @@ class Agent:
             return "", "", {}, None, kind, act_call.error, None
         thought = str(prediction.thought or "")
         action = str(prediction.action or "").strip()
-        arguments = {str(k): str(v) for k, v in dict(prediction.arguments or {}).items()}
+        arguments = {str(k): v if isinstance(v, str) else json.dumps(v)
+                     for k, v in dict(prediction.arguments or {}).items()}
         if action.lower() == FINAL:
             return thought, action, arguments, None, None, None, str(prediction.answer or "").strip()
         tool = next((t for t in env.tools if t.name.lower() == action.lower()), None)
