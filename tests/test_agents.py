@@ -11,6 +11,8 @@ import re
 
 import dspy
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from scripted_engine import ScriptedEngine
 from roma_lab.agents import (
@@ -29,7 +31,7 @@ from roma_lab.agents import (
     run_agent,
     vote,
 )
-from roma_lab.bench import Item, StringMatchGrader
+from roma_lab.bench import Item, StringMatchGrader, normalize_answer
 
 ACTOR = ("thought", "action", "arguments", "answer")
 ROLE_OF = {ACTOR: "actor", ("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer",
@@ -364,6 +366,21 @@ def test_vote_majority_normalisation_and_deterministic_tie_break():
     assert vote(["", "Unable to determine", "b", "a"]).chosen == 2  # non-answers do not vote
     assert vote([None, ""]).chosen == 0 and vote([None, ""]).votes == {}
     assert is_non_answer("I was unable to determine it") and not is_non_answer("0")
+
+
+@given(st.lists(st.sampled_from(["a", "A", "b", "c", "", "unable to determine", None]), min_size=1, max_size=8))
+def test_vote_picks_a_most_frequent_answer_and_the_earliest_among_ties(answers):
+    result = vote(answers)
+    valid = [(i, normalize_answer(a)) for i, a in enumerate(answers) if not is_non_answer(a)]
+    if not valid:
+        assert (result.chosen, result.votes) == (0, {})
+        return
+    counts = {k: sum(1 for _, x in valid if x == k) for _, k in valid}
+    top = max(counts.values())
+    first_of = {k: min(i for i, x in valid if x == k) for k in counts}
+    winner = min((k for k in counts if counts[k] == top), key=first_of.get)
+    assert result.chosen == first_of[winner] and result.votes == counts
+    assert result.tie == (sum(c == top for c in counts.values()) > 1)
 
 
 def test_score_pick_breaks_ties_to_the_lowest_index_and_ignores_missing_scores():
