@@ -456,7 +456,8 @@ class Agent:
                 scores.append(min(10.0, max(0.0, float(score))) if isinstance(score, (int, float)) else None)
             chosen, tie = pick_best_score(scores)
             note = "" if any(s is not None for s in scores) else "no score came back; kept rollout 0"
-            return Selection(method="score", chosen=chosen, scores=tuple(scores), tie=tie, note=note, calls=tuple(calls))
+            return Selection(method="score", chosen=chosen, scores=tuple(scores), tie=tie, note=note,
+                             calls=tuple(calls))
         attempts = "\n\n".join(f"Attempt {r.index}:\n{_digest(r)}" for r in rollouts)
         prediction, call = self._call("selector", seed, task=question, attempts=attempts)
         index = getattr(prediction, "index", None)
@@ -475,7 +476,8 @@ class Agent:
             return Selection(method="reflection", chosen=0, note="rejected, but no time left to retry", calls=(call,))
         critique = str(getattr(prediction, "critique", "") or "").strip()
         retry = attempt("reflection_retry", note=f"A previous attempt was judged wrong: {critique}")
-        return Selection(method="reflection", chosen=retry.index, note="answer rejected; re-tried once with the critique",
+        return Selection(method="reflection", chosen=retry.index,
+                         note="answer rejected; re-tried once with the critique",
                          calls=(call,))
 
 

@@ -116,8 +116,8 @@ class AgentConfig:
                               ("revision_visibility", VARIANTS), ("long_term_visibility", VARIANTS),
                               ("rollout_isolation", VARIANTS), ("tips_usage", VARIANTS)):
             _choice(name, getattr(self, name), options)
-        for name in ("max_steps", "max_consecutive_errors", "max_tokens", "revise_every", "subtask_steps", "memory_window",
-                     "retrieval_k", "n_rollouts", "search_sources", "search_k"):
+        for name in ("max_steps", "max_consecutive_errors", "max_tokens", "revise_every", "subtask_steps",
+                     "memory_window", "retrieval_k", "n_rollouts", "search_sources", "search_k"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
