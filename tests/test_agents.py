@@ -77,7 +77,7 @@ def steps_done(memory: str) -> int:
 
 
 def act(action="count", answer="", arguments=None, thought="go"):
-    return {"thought": thought, "action": action, "arguments": arguments or {}, "answer": answer}
+    return {"thought": thought, "action": action, "arguments": json.dumps(arguments or {}), "answer": answer}
 
 
 class SeedEngine(ScriptedEngine):
@@ -482,6 +482,41 @@ def test_a_failing_tool_is_an_observed_error_and_the_agent_recovers():
     assert first.error_kind == "tool_error" and first.tool_call.error == "boom is broken"
     assert "boom is broken" in trajectory.rollouts[0].steps[1].memory_shown
     assert trajectory.status == "answered" and trajectory.answer == "42"
+
+
+def test_the_actor_reply_schema_is_sent_so_a_local_grammar_can_enforce_it():
+    from roma_lab.lm._engine import SUPPORTED_PARAMS
+
+    class SchemaEngine(SeedEngine):  # declares what the local engine declares
+        supports_response_schema = True
+        supported_params = SUPPORTED_PARAMS
+
+        def complete(self, request):
+            self.formats = getattr(self, "formats", []) + [request.config.response_format]
+            return super().complete(request)
+
+    engine = SchemaEngine(lambda model, inputs, outputs, system: act("final_answer", "42"))
+    Agent(AgentConfig(), lm=dspy.LM("scripted/schema", engine=engine, cache=False)).run(toy_task())
+    (response_format,) = engine.formats
+    assert set(response_format["schema"]["required"]) == {"thought", "action", "arguments", "answer"}
+
+
+def test_arguments_text_parses_leniently_and_a_missing_required_one_is_typed():
+    from roma_lab.agents._agent import parse_arguments
+
+    lookup, count = CounterEnv.tools[1], CounterEnv.tools[0]
+    assert parse_arguments('{"query": "ox"}', lookup) == {"query": "ox"}
+    assert parse_arguments("{'query': 'ox',}", lookup) == {"query": "ox"}  # repaired like DSPy repairs replies
+    assert parse_arguments("ox", lookup) == {"query": "ox"}  # a bare value for a one-argument tool
+    assert parse_arguments("[1, 2]", Tool("pair", "", ("a", "b"))) == {}
+    assert parse_arguments("anything", count) == {}
+
+    def actor(inputs):
+        return {"thought": "", "action": "lookup", "arguments": "", "answer": ""}
+
+    lm, _ = scripted(actor)
+    trajectory = Agent(AgentConfig(reanswer=False), lm=lm).run(toy_task())
+    assert trajectory.status == "bad_arguments" and "needs the argument(s) query" in trajectory.rollouts[0].error
 
 
 def test_non_string_arguments_reach_the_tool_as_json_text():

@@ -41,7 +41,7 @@ def actor_lm(policy, name="run"):
 
 
 def answer(value):
-    return {"thought": "", "action": "final_answer", "arguments": {}, "answer": value}
+    return {"thought": "", "action": "final_answer", "arguments": "{}", "answer": value}
 
 
 def test_rows_are_tidy_per_task_and_run_and_the_run_file_is_benchmark_compatible(tmp_path):
@@ -138,7 +138,7 @@ def test_python_tool_runs_model_code_in_the_sandbox():
 
     def policy(inputs):
         if "Result:" not in inputs["memory"]:
-            return {"thought": "", "action": "python", "arguments": {"code": "print(6*7)"}, "answer": ""}
+            return {"thought": "", "action": "python", "arguments": '{"code": "print(6*7)"}', "answer": ""}
         return answer("42")
 
     lm, _ = actor_lm(policy)
@@ -180,7 +180,7 @@ def test_agent_search_uses_k_sources_and_the_configured_query_optimisation():
 
     def policy(inputs):
         if "Result:" not in inputs["memory"]:
-            return {"thought": "", "action": "search", "arguments": {"query": "dogs kept"}, "answer": ""}
+            return {"thought": "", "action": "search", "arguments": '{"query": "dogs kept"}', "answer": ""}
         return answer("kennels")
 
     lm, _ = actor_lm(policy)
@@ -191,7 +191,7 @@ def test_agent_search_uses_k_sources_and_the_configured_query_optimisation():
     assert sources[0].queries == ["dogs kept rewritten", "dog kept rewritten"]  # REFLECT, then EXPAND
     assert "doc one" in step.tool_call.observation and "doc two" in step.tool_call.observation
     assert [c.role for c in step.calls] == ["actor", "query_rewriter"]  # the rewrite is a recorded model call
-    missing = {"thought": "", "action": "search", "arguments": {}, "answer": ""}
+    missing = {"thought": "", "action": "search", "arguments": "{}", "answer": ""}
     lm, _ = actor_lm(lambda inputs: missing)
     bad = Agent(AgentConfig(reanswer=False), lm=lm).run(task)
     assert bad.status == "bad_arguments" and "query" in bad.rollouts[0].error

@@ -30,10 +30,10 @@ def route_agent(skip: str | None = None) -> Agent:
         route = [op for op in FAMILIES[families[inputs["task"]]].route if op != skip]
         done = max((int(n) for n in re.findall(r"^Step (\d+):", inputs["memory"], re.MULTILINE)), default=0)
         if done < len(route):
-            return {"thought": "next tool", "action": TOOL_NAMES[route[done]], "arguments": {}, "answer": ""}
+            return {"thought": "next tool", "action": TOOL_NAMES[route[done]], "arguments": "{}", "answer": ""}
         candidates = re.findall(r"Current answer candidate: (.*)", inputs["memory"])
         answer = candidates[-1] if candidates else direct_answer(inputs["task"]) or ""
-        return {"thought": "answer", "action": "final_answer", "arguments": {}, "answer": answer}
+        return {"thought": "answer", "action": "final_answer", "arguments": "{}", "answer": answer}
 
     lm = dspy.LM("scripted/route", engine=ScriptedEngine(respond), cache=False)
     return Agent(AgentConfig(reanswer=False), lm=lm)
@@ -91,7 +91,7 @@ def test_calling_the_out_of_service_tool_stops_the_attempt_as_unavailable_compon
     task = suite_tasks(("dev",), families=["retrieval_outage"])[0]
 
     def respond(model, inputs, outputs, system):
-        return {"thought": "look it up", "action": "retrieve", "arguments": {}, "answer": ""}
+        return {"thought": "look it up", "action": "retrieve", "arguments": "{}", "answer": ""}
 
     lm = dspy.LM("scripted/outage", engine=ScriptedEngine(respond), cache=False)
     trajectory = Agent(AgentConfig(reanswer=False), lm=lm).run(task)

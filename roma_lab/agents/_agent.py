@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ._config import ROLES, AgentConfig, config_hash
-from ._env import AgentTask, Environment, ToolContext, ToolError, ToolUnavailable, describe_tools
+from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
 from ._memory import Memory
 from ._select import is_non_answer, pick_best_score, vote
 from ._types import ModelCall, PlanRevision, Rollout, Selection, Step, ToolCall, Trajectory
@@ -335,19 +335,18 @@ class Agent:
             return "", "", {}, None, kind, act_call.error, None
         thought = str(prediction.thought or "")
         action = str(prediction.action or "").strip()
-        arguments = {str(k): v if isinstance(v, str) else json.dumps(v)
-                     for k, v in dict(prediction.arguments or {}).items()}
         if action.lower() == FINAL:
-            return thought, action, arguments, None, None, None, str(prediction.answer or "").strip()
+            return thought, action, {}, None, None, None, str(prediction.answer or "").strip()
         tool = next((t for t in env.tools if t.name.lower() == action.lower()), None)
         if tool is None:
             names = ", ".join(t.name for t in env.tools) or "none"
-            return thought, action, arguments, None, "unknown_tool", \
+            return thought, action, {}, None, "unknown_tool", \
                 f"unknown tool {action!r}; the tools are {names} (or {FINAL})", None
+        arguments = parse_arguments(str(prediction.arguments or ""), tool)
         missing = [p for p in tool.parameters if not arguments.get(p, "").strip()]
         if missing:
             return thought, action, arguments, None, "bad_arguments", \
-                f"{tool.name} needs the argument(s) {', '.join(missing)}", None
+                f"{tool.name} needs the argument(s) {', '.join(missing)} as a JSON object", None
         tool_call, kind, message = self._use_tool(env, tool.name, arguments)
         return thought, action, arguments, tool_call, kind, message, None
 
@@ -479,6 +478,24 @@ class Agent:
         return Selection(method="reflection", chosen=retry.index,
                          note="answer rejected; re-tried once with the critique",
                          calls=(call,))
+
+
+def parse_arguments(text: str, tool: Tool) -> dict[str, str]:
+    """The actor's arguments text as {name: text}: a JSON object (repaired like DSPy's adapter
+    repairs replies; non-string values become JSON text), or, for a one-argument tool, the bare
+    text as that argument. Anything else gives no arguments, so a required one is reported missing."""
+    import json_repair
+
+    text = text.strip()
+    try:
+        value = json_repair.loads(text) if text else {}
+    except Exception:  # noqa: BLE001 - json_repair raises on some inputs: not an object, then
+        value = None
+    if isinstance(value, dict):
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+    if len(tool.parameters) == 1 and text:
+        return {tool.parameters[0]: text}
+    return {}
 
 
 def _override(selection: Selection, chosen: int, why: str) -> Selection:

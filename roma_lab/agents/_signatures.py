@@ -6,7 +6,7 @@ inputs and returning an object with the output fields as attributes can replace 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import dspy
 from pydantic import Field
@@ -33,9 +33,10 @@ class Act(dspy.Signature):
     feedback: str = dspy.InputField(desc="a critique of, or an error in, your previous step; empty when none")
     thought: str = dspy.OutputField(desc="briefly: what to do next and why")
     action: str = dspy.OutputField(desc='the name of one tool, or "final_answer"')
-    # Any values: small models nest objects in arguments; the agent passes them on as JSON text
-    # rather than rejecting the whole reply.
-    arguments: dict[str, Any] = dspy.OutputField(desc="the tool's arguments by name; {} when none or when answering")
+    # A string, not a dict: with only str fields DSPy sends the full JSON schema, so the local
+    # engine's grammar keeps every reply parseable; the agent parses the arguments itself.
+    arguments: str = dspy.OutputField(desc='the tool\'s arguments as a JSON object, e.g. {"query": "..."}; '
+                                           '"{}" when it takes none or when answering')
     answer: str = dspy.OutputField(desc='the final answer when action is "final_answer", otherwise ""')
 
 
