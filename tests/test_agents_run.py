@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import json
-
 import dspy
-import pandas as pd
 import pytest
 
 from scripted_engine import ScriptedEngine
