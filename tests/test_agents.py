@@ -510,6 +510,7 @@ def test_arguments_text_parses_leniently_and_a_missing_required_one_is_typed():
     assert parse_arguments("ox", lookup) == {"query": "ox"}  # a bare value for a one-argument tool
     assert parse_arguments("[1, 2]", Tool("pair", "", ("a", "b"))) == {}
     assert parse_arguments("anything", count) == {}
+    assert parse_arguments("query='a, b', k=3", lookup) == {"query": "a, b", "k": "3"}  # keyword pairs
 
     def actor(inputs):
         return {"thought": "", "action": "lookup", "arguments": "", "answer": ""}
@@ -517,6 +518,19 @@ def test_arguments_text_parses_leniently_and_a_missing_required_one_is_typed():
     lm, _ = scripted(actor)
     trajectory = Agent(AgentConfig(reanswer=False), lm=lm).run(toy_task())
     assert trajectory.status == "bad_arguments" and "needs the argument(s) query" in trajectory.rollouts[0].error
+
+
+def test_a_call_written_into_the_action_field_is_carried_out():
+    def actor(inputs):
+        if steps_done(inputs["memory"]) == 0:
+            return {"thought": "", "action": "lookup(query='ox')", "arguments": "{}", "answer": ""}
+        return {"thought": "", "action": 'final_answer("42")', "arguments": "{}", "answer": ""}
+
+    lm, _ = scripted(actor)
+    trajectory = Agent(AgentConfig(), lm=lm).run(toy_task())
+    first = trajectory.rollouts[0].steps[0]
+    assert (first.action, first.tool_call.observation) == ("lookup", "definition of ox")
+    assert trajectory.answer == "42" and trajectory.status == "answered"
 
 
 def test_non_string_arguments_reach_the_tool_as_json_text():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -34,6 +35,9 @@ STATIC_WORKFLOW = (
     "4. Report only the requested value, exactly as the task asks."
 )
 FINAL = "final_answer"
+_CALL = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*\((.*)\)\s*$", re.DOTALL)  # a call written as the action
+_KWARGS = re.compile(r"^\s*\w+\s*=")
+_KWARG = re.compile(r"""(\w+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^,]*))""")
 MAX_SUBTASKS = 4          # ROMA plans longer than this are cut (with a warning in the ROMA run)
 _SHOWN_CHARS = 400        # observation length in rollout digests for judges
 
@@ -335,14 +339,20 @@ class Agent:
             return "", "", {}, None, kind, act_call.error, None
         thought = str(prediction.thought or "")
         action = str(prediction.action or "").strip()
+        raw_arguments, answer = str(prediction.arguments or "").strip(), str(prediction.answer or "").strip()
+        written_call = _CALL.match(action)
+        if written_call:  # "name(args)" in the action field: the name, and the args unless given apart
+            action, inside = written_call.group(1), written_call.group(2).strip()
+            raw_arguments = raw_arguments if raw_arguments not in ("", "{}") else inside
+            answer = answer or inside.strip("\"'")
         if action.lower() == FINAL:
-            return thought, action, {}, None, None, None, str(prediction.answer or "").strip()
+            return thought, action, {}, None, None, None, answer
         tool = next((t for t in env.tools if t.name.lower() == action.lower()), None)
         if tool is None:
             names = ", ".join(t.name for t in env.tools) or "none"
             return thought, action, {}, None, "unknown_tool", \
                 f"unknown tool {action!r}; the tools are {names} (or {FINAL})", None
-        arguments = parse_arguments(str(prediction.arguments or ""), tool)
+        arguments = parse_arguments(raw_arguments, tool)
         missing = [p for p in tool.parameters if not arguments.get(p, "").strip()]
         if missing:
             return thought, action, arguments, None, "bad_arguments", \
@@ -482,11 +492,14 @@ class Agent:
 
 def parse_arguments(text: str, tool: Tool) -> dict[str, str]:
     """The actor's arguments text as {name: text}: a JSON object (repaired like DSPy's adapter
-    repairs replies; non-string values become JSON text), or, for a one-argument tool, the bare
-    text as that argument. Anything else gives no arguments, so a required one is reported missing."""
+    repairs replies; non-string values become JSON text), keyword pairs (``query='x', k=2``), or,
+    for a one-argument tool, the bare text as that argument. Anything else gives no arguments, so
+    a required one is reported missing."""
     import json_repair
 
     text = text.strip()
+    if _KWARGS.match(text):
+        return {m.group(1): next(g for g in m.groups()[1:] if g is not None).strip() for m in _KWARG.finditer(text)}
     try:
         value = json_repair.loads(text) if text else {}
     except Exception:  # noqa: BLE001 - json_repair raises on some inputs: not an object, then
