@@ -1,8 +1,16 @@
-"""OAgents: the paper's own numbers as data and their consistency audit (notebook 20).
+"""OAgents' design choices as one switchable, tested tool-using agent, an offline tool benchmark,
+and the paper's own numbers as data with their consistency audit (notebook 20).
 
-(Minimal export for the protocol branch; the agent room built alongside adds its own names.)
+``AgentConfig`` holds every choice of the OAgents study (planning, memory, test-time scaling,
+search, re-answering, per-role models); ``Agent(config).run(task)`` returns a ``Trajectory``;
+``run_agent`` runs a configuration over tasks x R runs with resumable, tidy rows. Tasks come from
+``suite_tasks`` (the 504-task meta-routing suite, its operations as tools, graded exactly) or
+``qa_tasks`` (benchmark items from ``roma_lab.bench`` with their graders). See design/agents.md.
 """
 
+from ._agent import STATIC_WORKFLOW, Agent, rollout_seed
+from ._config import MEMORY, PLANNING, QUERY_OPTIMIZATION, ROLES, SELECTION, TTS, AgentConfig, PlanTips, config_hash
+from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
 from ._paper import (
     CLAIMS,
     GAIA_SIZES,
@@ -14,15 +22,21 @@ from ._paper import (
     paper_reported_df,
     plot_paper_comparisons,
 )
+from ._qa import BM25Source, Source, expand_query, qa_tasks, search_passages
+from ._run import ROW_COLUMNS, read_trajectories, run_agent, run_label, trajectory_rows_df
+from ._select import VoteResult, is_non_answer, pick_best_score, vote
+from ._tips import SplitLeakError, mine_tips
+from ._toolbench import SUITE_BENCHMARK, SUITE_TOOLS, SuiteGrader, suite_tasks
+from ._types import (ROLLOUT_STATUSES, ModelCall, PlanRevision, RecordedGrade, Rollout, Selection, Step, ToolCall,
+                     Trajectory)
 
 __all__ = [
-    "CLAIMS",
-    "GAIA_SIZES",
-    "PAPER_REPORTED",
-    "PARTS",
-    "PaperAudit",
-    "RankClaim",
-    "audit_paper_numbers",
-    "paper_reported_df",
-    "plot_paper_comparisons",
+    "CLAIMS", "GAIA_SIZES", "MEMORY", "PAPER_REPORTED", "PARTS", "PLANNING", "QUERY_OPTIMIZATION", "ROLES",
+    "ROLLOUT_STATUSES", "ROW_COLUMNS", "SELECTION", "STATIC_WORKFLOW", "SUITE_BENCHMARK", "SUITE_TOOLS", "TTS",
+    "Agent", "AgentConfig", "AgentTask", "BM25Source", "Environment", "ModelCall", "PaperAudit", "PlanRevision",
+    "PlanTips", "RankClaim", "RecordedGrade", "Rollout", "Selection", "Source", "SplitLeakError", "Step",
+    "SuiteGrader", "Tool", "ToolCall", "ToolContext", "ToolError", "ToolUnavailable", "Trajectory", "VoteResult",
+    "audit_paper_numbers", "config_hash", "describe_tools", "expand_query", "is_non_answer", "mine_tips",
+    "paper_reported_df", "pick_best_score", "plot_paper_comparisons", "qa_tasks", "read_trajectories",
+    "rollout_seed", "run_agent", "run_label", "search_passages", "suite_tasks", "trajectory_rows_df", "vote",
 ]

@@ -1,0 +1,531 @@
+"""The step-wise tool-using agent: one ``run(task)`` gives one :class:`Trajectory`.
+
+A run makes one or more attempts (rollouts). Each rollout has its own environment (tool state),
+memory and seed. Within a rollout the actor, shown the task, tools, plan, tips, memory and the
+last step's feedback, either calls one tool or answers. Failures never escape: a malformed reply,
+an unknown tool, missing arguments or a failing tool become the step's error (the actor sees it
+next step); ``max_consecutive_errors`` of them in a row, the step limit, the wall-time budget or an
+out-of-service tool end the rollout with that status. Every model call goes through ``_call``,
+which applies the temperature and seed and records the call.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ._config import ROLES, AgentConfig, config_hash
+from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
+from ._memory import Memory
+from ._select import is_non_answer, pick_best_score, vote
+from ._types import ModelCall, PlanRevision, Rollout, Selection, Step, ToolCall, Trajectory
+
+__all__ = ["STATIC_WORKFLOW", "Agent", "rollout_seed"]
+
+#: The one manual workflow every task follows under ``planning="static"``.
+STATIC_WORKFLOW = (
+    "1. Read the task and note exactly what must be reported and in what form.\n"
+    "2. Use the tools, one call at a time, to fetch, prepare or compute what the task needs.\n"
+    "3. Before answering, check the latest observation against every condition in the task.\n"
+    "4. Report only the requested value, exactly as the task asks."
+)
+FINAL = "final_answer"
+_CALL = re.compile(r"^\s*([A-Za-z_][\w-]*)\s*\((.*)\)\s*$", re.DOTALL)  # a call written as the action
+_KWARGS = re.compile(r"^\s*\w+\s*=")
+_KWARG = re.compile(r"""(\w+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^,]*))""")
+MAX_SUBTASKS = 4          # ROMA plans longer than this are cut (with a warning in the ROMA run)
+_SHOWN_CHARS = 400        # observation length in rollout digests for judges
+
+
+def rollout_seed(run: int, index: int) -> int:
+    """Seed of rollout ``index`` in run ``run``: the run index for the first rollout, distinct for
+    every (run, rollout) pair while runs < 1000."""
+    return run + 1000 * index
+
+
+def _jsonable(value: Any) -> Any:
+    return json.loads(json.dumps(value, default=lambda v: v.model_dump() if hasattr(v, "model_dump") else str(v)))
+
+
+@dataclass(slots=True)
+class _Context:
+    """What one ``run`` shares across its rollouts."""
+
+    task: AgentTask
+    run: int
+    deadline: float | None
+    tools_text: str
+    pending: list[ModelCall]  # calls made inside tools (query rewrites), until their step records them
+
+    def timed_out(self) -> bool:
+        return self.deadline is not None and time.monotonic() > self.deadline
+
+
+@dataclass(slots=True)
+class _Loop:
+    """The outcome of one step loop (a rollout's main loop or a ROMA subtask)."""
+
+    steps: list[Step]
+    plans: list[PlanRevision]
+    status: str
+    error: str | None
+    answer: str | None
+    long_term: str
+
+
+def _step_text(index: int, thought: str, action: str, arguments: Mapping[str, str], result: str) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
+    return f"Step {index}: {thought}\nAction: {action}({args})\nResult: {result}"
+
+
+class Agent:
+    """An agent of one configuration.
+
+    Args:
+        config: the design choices (``AgentConfig``), recorded in every trajectory.
+        lm: the actor's model: a ``dspy.LM`` or a ``roma_lab.lm.resolve_lm`` name. ``None``: the
+            actor named in ``config.models``, else DSPy's configured LM, else ``resolve_lm()``.
+            Roles not named in ``config.models`` use the actor's model.
+        roles: replacements for role modules (keys from ``ROLES``): any callable taking the role's
+            keyword inputs and returning an object with its output fields as attributes.
+    """
+
+    def __init__(self, config: AgentConfig, *, lm: Any = None, roles: Mapping[str, Callable[..., Any]] | None = None):
+        unknown = set(roles or {}) - set(ROLES)
+        if unknown:
+            raise ValueError(f"unknown roles {sorted(unknown)}; roles are {ROLES}")
+        self.config = config
+        self._lm = lm
+        self._role_overrides = dict(roles or {})
+        self._modules: dict[str, Callable[..., Any]] | None = None
+        self._lms: dict[str, Any] = {}
+
+    # --- models ---
+
+    def _setup(self) -> None:
+        """Resolve each role's model and module once (names resolved lazily: a cached run loads nothing)."""
+        if self._modules is not None:
+            return
+        import dspy
+
+        from roma_lab.lm import resolve_lm
+
+        from ._signatures import default_module
+
+        resolved: dict[str, Any] = {}
+
+        def model(spec: Any) -> Any:
+            if isinstance(spec, str):
+                resolved.setdefault(spec, resolve_lm(spec))
+                return resolved[spec]
+            return spec
+
+        actor = self.config.models.get("actor", self._lm)
+        if actor is None:
+            actor = dspy.settings.lm if dspy.settings.lm is not None else resolve_lm()
+        actor = model(actor)
+        self._lms = {role: model(self.config.models[role]) if role in self.config.models else actor for role in ROLES}
+        self._modules = {role: self._role_overrides.get(role) or default_module(role)
+                         for role in ROLES if role != "decomposer"}
+
+    def _lm_for(self, role: str, seed: int | None) -> Any:
+        """The role's model with this run's sampling settings (part of every completion-cache key)."""
+        lm = self._lms[role]
+        if not hasattr(lm, "copy"):
+            return lm
+        settings: dict[str, Any] = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
+        if seed is not None:
+            settings["seed"] = seed
+        return lm.copy(**settings)
+
+    def _seed(self, run: int, index: int) -> int | None:
+        # Greedy decoding ignores the seed; leaving it out lets R runs at temperature 0 share the cache.
+        return rollout_seed(run, index) if self.config.temperature > 0 else None
+
+    def _call(self, role: str, seed: int | None, **inputs: Any) -> tuple[Any, ModelCall]:
+        """Call one role; never raises. Returns (prediction or None, the recorded call)."""
+        import dspy
+        from dspy.utils.usage_tracker import track_usage
+
+        from ._signatures import output_fields
+
+        lm = self._lm_for(role, seed)
+        started = time.monotonic()
+        prediction, outputs, error, usage = None, {}, None, {}
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(dspy.context(lm=lm))
+            tracker = stack.enter_context(track_usage())
+            try:
+                prediction = self._modules[role](**inputs)
+                outputs = {name: _jsonable(getattr(prediction, name)) for name in output_fields(role)}
+            except Exception as exc:  # noqa: BLE001 - a role's failure is recorded, and typed by the caller
+                prediction, error = None, f"{type(exc).__name__}: {exc}"
+            usage = tracker.get_total_tokens()
+        call = ModelCall(role=role, model=", ".join(sorted(usage)) or getattr(lm, "model", None), outputs=outputs,
+                         input_tokens=sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),
+                         output_tokens=sum(int(u.get("completion_tokens") or 0) for u in usage.values()),
+                         latency_s=time.monotonic() - started, error=error)
+        return prediction, call
+
+    # --- one run ---
+
+    def run(self, task: AgentTask, *, run: int = 0, long_term: str = "") -> Trajectory:
+        """Solve ``task`` once. ``run`` is the run index (the seed when sampling); ``long_term`` is
+        the long-term memory carried from earlier tasks of this run (``memory="long_term"``)."""
+        self._setup()
+        cfg = self.config
+        started = time.monotonic()
+        pending: list[ModelCall] = []
+        first_env = task.environment(self._tool_context(task, run, 0, pending))
+        ctx = _Context(task=task, run=run, deadline=None if cfg.max_wall_s is None else started + cfg.max_wall_s,
+                       tools_text=describe_tools(first_env.tools), pending=pending)
+        rollouts: list[Rollout] = []
+        tips = cfg.tips.tips if cfg.tips is not None and cfg.tips_usage == "paper" else ()
+        long_term = long_term if cfg.memory == "long_term" and cfg.long_term_visibility == "paper" else ""
+
+        def attempt(kind: str, note: str = "", tips_shown: tuple[str, ...] = tips) -> Rollout:
+            """One more rollout, on a fresh environment unless rollouts share one (official variant)."""
+            index = len(rollouts)
+            fresh = index > 0 and cfg.rollout_isolation == "paper"
+            env = task.environment(self._tool_context(task, run, index, pending)) if fresh else first_env
+            rollouts.append(self._rollout(ctx, index, kind, env, note, tips_shown, long_term))
+            return rollouts[-1]
+
+        if cfg.tts == "best_of_n":
+            for _ in range(cfg.n_rollouts):
+                attempt("best_of_n")
+            selection = self._select(ctx, rollouts)
+        elif cfg.tts == "reflection" and cfg.reflect_at == "end":
+            selection = self._reflect_on_answer(ctx, attempt("main"), attempt)
+        else:
+            attempt("main")
+            selection = Selection(method="single", chosen=0)
+
+        uses_gold = False
+        if cfg.tips_usage == "official":  # the official code's retry: only when the gold check fails
+            uses_gold = True
+            grade = task.grader(task.item, rollouts[selection.chosen].answer or "")
+            if grade.score != 1.0:
+                attempt("tips_retry", tips_shown=cfg.tips.tips)
+                selection = _override(selection, len(rollouts) - 1,
+                                      f"gold check failed ({grade.label}); retried once with plan tips")
+
+        reanswered = False
+        final = rollouts[selection.chosen]
+        if cfg.reanswer and is_non_answer(final.answer) and not ctx.timed_out():
+            reanswered = True
+            attempt("reanswer", note=f"A previous attempt ended without an answer ({final.status}"
+                                     f"{': ' + final.error if final.error else ''}). Solve the task and give "
+                                     "a definite answer.")
+            selection = _override(selection, len(rollouts) - 1,
+                                  f"re-answered: rollout {final.index} gave no answer ({final.status})")
+        final = rollouts[selection.chosen]
+        return Trajectory(
+            task_id=task.item.item_id, benchmark=task.item.benchmark, split=task.split, stratum=task.stratum,
+            question=task.item.question, config=cfg.to_dict(), config_hash=config_hash(cfg), run=run,
+            temperature=cfg.temperature, rollouts=tuple(rollouts), selection=selection, answer=final.answer,
+            status=final.status, reanswered=reanswered, uses_gold_answers=uses_gold,
+            wall_s=time.monotonic() - started)
+
+    def _tool_context(self, task: AgentTask, run: int, index: int, pending: list[ModelCall]) -> ToolContext:
+        """Search settings for one rollout's environment; query rewrites are model calls, kept in
+        ``pending`` until the step that made the search records them."""
+        cfg = self.config
+        rewrite = None
+        if cfg.query_optimization in ("reflect", "reflect+expand"):
+            seed = self._seed(run, index)
+
+            def rewrite(query: str) -> str:
+                prediction, call = self._call("query_rewriter", seed, task=task.item.question, query=query)
+                pending.append(call)
+                improved = str(getattr(prediction, "improved_query", "") or "").strip()
+                return improved or query  # a failed rewrite keeps the original query (the call shows why)
+
+        return ToolContext(search_sources=cfg.search_sources, search_k=cfg.search_k, rewrite_query=rewrite,
+                           expand_query=cfg.query_optimization in ("expand", "reflect+expand"))
+
+    # --- one rollout ---
+
+    def _rollout(self, ctx: _Context, index: int, kind: str, env: Environment, note: str,
+                 tips: tuple[str, ...], long_term: str) -> Rollout:
+        cfg = self.config
+        seed = self._seed(ctx.run, index)
+        question = ctx.task.item.question
+        tips_text = "\n".join(f"- {t}" for t in tips)
+        memory = Memory(cfg.memory, cfg.memory_window, cfg.retrieval_k, long_term,
+                        show_long_term=cfg.long_term_visibility == "paper")
+        plans: list[PlanRevision] = []
+        if cfg.planning == "static":
+            plans.append(PlanRevision(0, "static", STATIC_WORKFLOW, True, (), ()))
+        elif cfg.planning == "revise":
+            prediction, call = self._call("planner", seed, task=question, tools=ctx.tools_text, tips=tips_text)
+            plan = str(getattr(prediction, "plan", "") or "").strip()
+            plans.append(PlanRevision(0, "initial", plan, True, (), (call,)))
+        steps: list[Step] = []
+        delegation, calls = None, []
+        if cfg.subtasks and not ctx.timed_out():
+            delegation, sub_steps, calls, result = self._delegate(ctx, env, seed, tips_text)
+            steps.extend(sub_steps)
+            memory.add(f"Subtask decomposition (ROMA): {result}")
+        loop = self._loop(ctx, env, seed, question, tips_text, memory, plans, cfg.max_steps, note=note, subtask=None)
+        return Rollout(index=index, kind=kind, seed=seed, status=loop.status, error=loop.error, answer=loop.answer,
+                       note=note, tips_shown=tips, steps=tuple(steps + loop.steps), plans=tuple(loop.plans),
+                       long_term_before=long_term, long_term_after=loop.long_term, delegation=delegation,
+                       calls=tuple(calls))
+
+    def _loop(self, ctx: _Context, env: Environment, seed: int | None, question: str, tips_text: str, memory: Memory,
+              plans: list[PlanRevision], max_steps: int, note: str, subtask: str | None) -> _Loop:
+        """Steps until an answer or a stop. ``note`` (a critique of an earlier attempt) is shown at
+        every step, before the feedback on the previous step."""
+        cfg = self.config
+        steps: list[Step] = []
+        errors_in_a_row, since_plan = 0, []
+        status, error, answer = "step_limit", f"no answer within {max_steps} steps", None
+        feedback = ""
+        for index in range(1, max_steps + 1):
+            if ctx.timed_out():
+                status, error = "timeout", f"wall-time budget of {cfg.max_wall_s:g} s spent before step {index}"
+                break
+            plan_shown = next((p.plan for p in reversed(plans) if p.visible), "")
+            memory_shown = memory.render(question)
+            feedback_shown = "\n".join(x for x in (note, feedback) if x)
+            prediction, act_call = self._call("actor", seed, task=question, tools=ctx.tools_text, plan=plan_shown,
+                                              tips=tips_text, memory=memory_shown, feedback=feedback_shown)
+            thought, action, arguments, tool_call, kind, message, final = self._act(env, prediction, act_call)
+            result = (f"final answer {final!r}" if final is not None else
+                      tool_call.observation if tool_call is not None and kind is None else f"ERROR ({kind}): {message}")
+            text = _step_text(index, thought, action or "?", arguments, result)
+            if subtask is not None:
+                text = f"[subtask: {subtask}] {text}"
+            step_calls = [act_call, *ctx.pending]
+            ctx.pending.clear()
+            summary = critique = None
+            if subtask is None:
+                summary, critique = self._after_step(memory, seed, question, text, final is not None, step_calls)
+            memory.add(text, summary)
+            steps.append(Step(index=index, subtask=subtask, plan_shown=plan_shown, memory_shown=memory_shown,
+                              feedback_shown=feedback_shown, thought=thought, action=action, answer=final,
+                              tool_call=tool_call, error_kind=kind, error=message, summary=summary, critique=critique,
+                              calls=tuple(step_calls)))
+            if final is not None:
+                status, error, answer = "answered", None, final
+                break
+            if kind == "unavailable_tool":
+                status, error = kind, message
+                break
+            errors_in_a_row = errors_in_a_row + 1 if kind else 0
+            if errors_in_a_row >= cfg.max_consecutive_errors:
+                status, error = kind, f"{errors_in_a_row} failed steps in a row; last: {message}"
+                break
+            feedback = "\n".join(x for x in (f"Your previous step failed: {message}" if kind else "",
+                                             f"Reflection on your previous step: {critique}" if critique else "") if x)
+            since_plan.append(text)
+            if subtask is None and index < max_steps and self._revision_due(index):
+                plans.append(self._revise(ctx, seed, question, tips_text, plans[-1].plan, since_plan, index))
+                since_plan = []
+        return _Loop(steps, plans, status, error, answer, memory.long_term)
+
+    def _act(self, env: Environment, prediction: Any, act_call: ModelCall) -> tuple:
+        """Carry out the actor's reply: (thought, action, arguments, tool call, error kind, error
+        message, final answer). Exactly one of error kind and final answer is set, or neither
+        when a tool call went through."""
+        if prediction is None:
+            kind = "malformed_output" if (act_call.error or "").startswith("AdapterParseError") else "model_error"
+            return "", "", {}, None, kind, act_call.error, None
+        thought = str(prediction.thought or "")
+        action = str(prediction.action or "").strip()
+        raw_arguments, answer = str(prediction.arguments or "").strip(), str(prediction.answer or "").strip()
+        written_call = _CALL.match(action)
+        if written_call:  # "name(args)" in the action field: the name, and the args unless given apart
+            action, inside = written_call.group(1), written_call.group(2).strip()
+            raw_arguments = raw_arguments if raw_arguments not in ("", "{}") else inside
+            answer = answer or inside.strip("\"'")
+        if action.lower() == FINAL:
+            return thought, action, {}, None, None, None, answer
+        tool = next((t for t in env.tools if t.name.lower() == action.lower()), None)
+        if tool is None:
+            names = ", ".join(t.name for t in env.tools) or "none"
+            return thought, action, {}, None, "unknown_tool", \
+                f"unknown tool {action!r}; the tools are {names} (or {FINAL})", None
+        arguments = parse_arguments(raw_arguments, tool)
+        missing = [p for p in tool.parameters if not arguments.get(p, "").strip()]
+        if missing:
+            return thought, action, arguments, None, "bad_arguments", \
+                f"{tool.name} needs the argument(s) {', '.join(missing)} as a JSON object", None
+        tool_call, kind, message = self._use_tool(env, tool.name, arguments)
+        return thought, action, arguments, tool_call, kind, message, None
+
+    def _use_tool(self, env: Environment, name: str,
+                  arguments: dict[str, str]) -> tuple[ToolCall, str | None, str | None]:
+        """Run one tool call; a failure becomes (kind, message), never an exception."""
+        started = time.monotonic()
+        observation, kind, message = None, None, None
+        try:
+            observation = env.call(name, arguments)
+        except ToolUnavailable as exc:
+            kind, message = "unavailable_tool", str(exc)
+        except ToolError as exc:
+            kind, message = "tool_error", str(exc)
+        except Exception as exc:  # noqa: BLE001 - a broken tool is a failing tool, never a crash
+            kind, message = "tool_error", f"{type(exc).__name__}: {exc}"
+        call = ToolCall(name=name, arguments=arguments, observation=observation,
+                        latency_s=time.monotonic() - started, error=message)
+        return call, kind, message
+
+    def _after_step(self, memory: Memory, seed: int | None, question: str, text: str, final: bool,
+                    calls: list[ModelCall]) -> tuple[str | None, str | None]:
+        """Memory summary, long-term fusion and step reflection of one step (as configured)."""
+        cfg = self.config
+        summary = critique = None
+        if cfg.memory != "current" and not final:  # nothing reads the summary of the last step
+            prediction, call = self._call("summarizer", seed, task=question, step=text)
+            calls.append(call)
+            summary = str(getattr(prediction, "summary", "") or "").strip() or None
+        if cfg.memory == "long_term":  # also the final step: later tasks of the run read it
+            prediction, call = self._call("memory", seed, long_term_memory=memory.long_term,
+                                          step=f"Task: {question}\n{text}")
+            calls.append(call)
+            updated = str(getattr(prediction, "updated_memory", "") or "").strip()
+            memory.long_term = updated or memory.long_term
+        if cfg.tts == "reflection" and cfg.reflect_at == "step" and not final:
+            prediction, call = self._call("step_reflector", seed, task=question, step=text)
+            calls.append(call)
+            critique = str(getattr(prediction, "critique", "") or "").strip() or None
+        return summary, critique
+
+    def _revision_due(self, index: int) -> bool:
+        cfg = self.config
+        if cfg.planning != "revise" or index % cfg.revise_every:
+            return False
+        # The official code's condition: no revision at all when the interval is 1 (its default).
+        return not (cfg.revision_visibility == "official" and cfg.revise_every == 1)
+
+    def _revise(self, ctx: _Context, seed: int | None, question: str, tips_text: str, plan: str,
+                observations: list[str], index: int) -> PlanRevision:
+        prediction, call = self._call("reviser", seed, task=question, tools=ctx.tools_text, tips=tips_text, plan=plan,
+                                      observations="\n\n".join(observations))
+        revised = str(getattr(prediction, "revised_plan", "") or "").strip()
+        # The official code appends the revision to a list the actor never reads.
+        visible = bool(revised) and self.config.revision_visibility == "paper"
+        return PlanRevision(index, "revision", revised or plan, visible, tuple(observations), (call,))
+
+    # --- subtask decomposition through ROMA ---
+
+    def _delegate(self, ctx: _Context, env: Environment, seed: int | None,
+                  tips_text: str) -> tuple[dict, list[Step], list[ModelCall], str]:
+        """ROMA plans subtasks (its atomizer, planner and aggregator on the decomposer's model) and
+        runs them in dependency order; each subtask is solved by this actor with the same tools."""
+        import dspy
+
+        from roma_lab.controller import TASK_TYPES, Roma
+
+        question = ctx.task.item.question
+        sub_steps: list[Step] = []
+
+        def solve(goal: str, context: str):
+            sub_question = f"{goal}\n\n(This is a subtask of: {question})" + (f"\n\n{context}" if context else "")
+            memory = Memory("current", self.config.memory_window, self.config.retrieval_k)
+            loop = self._loop(ctx, env, seed, sub_question, tips_text, memory, [], self.config.subtask_steps,
+                              note="", subtask=goal)
+            sub_steps.extend(loop.steps)
+            if loop.answer is None:
+                raise RuntimeError(f"subtask ended without an answer ({loop.status}: {loop.error})")
+            return dspy.Prediction(output=loop.answer)
+
+        roma = Roma(executors={t: solve for t in TASK_TYPES}, lm=self._lm_for("decomposer", seed), max_depth=1,
+                    max_concurrency=1, max_subtasks=MAX_SUBTASKS)
+        result = roma.run(question)
+        calls = [ModelCall(role=f"decomposer:{c.role}", model=c.model, outputs=c.outputs, input_tokens=c.input_tokens,
+                           output_tokens=c.output_tokens, latency_s=c.latency_s, error=c.error)
+                 for n in result.nodes for c in n.calls if not c.role.startswith("executor")]  # executors: our steps
+        text = result.output if result.output is not None else f"failed ({result.root.error})"
+        return json.loads(result.to_json()), sub_steps, calls, text
+
+    # --- test-time scaling ---
+
+    def _select(self, ctx: _Context, rollouts: list[Rollout]) -> Selection:
+        cfg = self.config
+        question = ctx.task.item.question
+        seed = self._seed(ctx.run, 0)
+        if cfg.selection == "vote":
+            result = vote([r.answer for r in rollouts])
+            note = "" if result.votes else "no rollout answered; kept rollout 0"
+            return Selection(method="vote", chosen=result.chosen, votes=result.votes, tie=result.tie, note=note)
+        if cfg.selection == "score":
+            scores, calls = [], []
+            for r in rollouts:
+                prediction, call = self._call("scorer", seed, task=question, attempt=_digest(r))
+                calls.append(call)
+                score = getattr(prediction, "score", None)
+                scores.append(min(10.0, max(0.0, float(score))) if isinstance(score, (int, float)) else None)
+            chosen, tie = pick_best_score(scores)
+            note = "" if any(s is not None for s in scores) else "no score came back; kept rollout 0"
+            return Selection(method="score", chosen=chosen, scores=tuple(scores), tie=tie, note=note,
+                             calls=tuple(calls))
+        attempts = "\n\n".join(f"Attempt {r.index}:\n{_digest(r)}" for r in rollouts)
+        prediction, call = self._call("selector", seed, task=question, attempts=attempts)
+        index = getattr(prediction, "index", None)
+        if isinstance(index, int) and 0 <= index < len(rollouts):
+            return Selection(method="list", chosen=index, calls=(call,))
+        return Selection(method="list", chosen=0, note=f"selector gave no valid index ({index!r}); kept rollout 0",
+                         calls=(call,))
+
+    def _reflect_on_answer(self, ctx: _Context, first: Rollout, attempt: Callable[..., Rollout]) -> Selection:
+        prediction, call = self._call("answer_reflector", self._seed(ctx.run, 0), task=ctx.task.item.question,
+                                      attempt=_digest(first))
+        if prediction is None or getattr(prediction, "acceptable", None) is not False:
+            note = "answer accepted" if prediction is not None else "reflection failed; answer kept"
+            return Selection(method="reflection", chosen=0, note=note, calls=(call,))
+        if ctx.timed_out():
+            return Selection(method="reflection", chosen=0, note="rejected, but no time left to retry", calls=(call,))
+        critique = str(getattr(prediction, "critique", "") or "").strip()
+        retry = attempt("reflection_retry", note=f"A previous attempt was judged wrong: {critique}")
+        return Selection(method="reflection", chosen=retry.index,
+                         note="answer rejected; re-tried once with the critique",
+                         calls=(call,))
+
+
+def parse_arguments(text: str, tool: Tool) -> dict[str, str]:
+    """The actor's arguments text as {name: text}: a JSON object (repaired like DSPy's adapter
+    repairs replies; non-string values become JSON text), keyword pairs (``query='x', k=2``), or,
+    for a one-argument tool, the bare text as that argument. Anything else gives no arguments, so
+    a required one is reported missing."""
+    import json_repair
+
+    text = text.strip()
+    if _KWARGS.match(text):
+        return {m.group(1): next(g for g in m.groups()[1:] if g is not None).strip() for m in _KWARG.finditer(text)}
+    try:
+        value = json_repair.loads(text) if text else {}
+    except Exception:  # noqa: BLE001 - json_repair raises on some inputs: not an object, then
+        value = None
+    if isinstance(value, dict):
+        return {str(k): v if isinstance(v, str) else json.dumps(v) for k, v in value.items()}
+    if len(tool.parameters) == 1 and text:
+        return {tool.parameters[0]: text}
+    return {}
+
+
+def _override(selection: Selection, chosen: int, why: str) -> Selection:
+    """The selection after a later attempt replaced the chosen one (the note keeps both reasons)."""
+    return replace(selection, chosen=chosen, note=f"{selection.note} {why}".strip())
+
+
+def _digest(rollout: Rollout) -> str:
+    """A rollout as judges read it: each step's action and (shortened) result, then the answer."""
+    lines = []
+    for s in rollout.steps:
+        call = s.tool_call
+        if call is not None and call.observation is not None:
+            result = call.observation[:_SHOWN_CHARS]
+        else:
+            result = f"ERROR ({s.error_kind}): {s.error}" if s.error_kind else ""
+        args = ", ".join(f"{k}={v!r}" for k, v in (call.arguments if call else {}).items())
+        lines.append(f"Step {s.index}: {s.action or '?'}({args})" + (f" -> {result}" if result else ""))
+    lines.append(f"Final answer: {rollout.answer!r} (ended: {rollout.status})")
+    return "\n".join(lines)

@@ -1,0 +1,164 @@
+"""Run one configuration over tasks x R runs: tidy per-(task, run) rows, trajectories as JSON, resumable.
+
+Rows go through ``roma_lab.bench.run_benchmark`` (the project's resumable graded runner, one run
+file per configuration whose rows ``bench.summarize_df`` reads), called once per (task, run):
+its ``system(question)`` contract cannot tell apart suite tasks that share a prompt but not a
+hidden state, so each call is bound to its task. Each trajectory is graded by the task's grader
+and written atomically before its row, so an interrupted run resumes at the first unfinished
+(task, run). Layout under ``out_dir/<name>@<hash>/``: ``config.json``, ``runs.csv``,
+``trajectories/r<run>/<benchmark>__<item_id>.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from roma_lab.bench import Grade, Item, run_benchmark
+from roma_lab.results import write_text_atomic
+
+from ._agent import Agent
+from ._config import AgentConfig, config_hash
+from ._env import AgentTask
+from ._tips import SplitLeakError
+from ._types import RecordedGrade, Trajectory
+
+__all__ = ["ROW_COLUMNS", "read_trajectories", "run_agent", "run_label", "trajectory_rows_df"]
+
+ROW_COLUMNS = ("config", "config_hash", "benchmark", "task_id", "split", "stratum", "run", "seed", "temperature",
+               "answer", "correct", "status", "agent_status", "steps", "tool_calls", "model_calls", "input_tokens",
+               "output_tokens", "wall_s", "rollouts", "reanswered", "uses_gold_answers", "grader", "error")
+_REDACTED = "[question redacted: this benchmark's items are not stored in the clear]"
+
+
+def run_label(config: AgentConfig) -> str:
+    """``<name>@<first 10 hex of the config hash>``: a changed configuration never resumes another's rows."""
+    return f"{config.name}@{config_hash(config)[:10]}"
+
+
+def _file_name(item: Item) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{item.benchmark}__{item.item_id}") + ".json"
+
+
+def _recorded(grade: Grade) -> RecordedGrade:
+    score = None if math.isnan(grade.score) else grade.score
+    return RecordedGrade(label=grade.label, score=score, grader=grade.grader, error=grade.error, raw=grade.raw,
+                         details=dict(grade.details))
+
+
+@dataclass(frozen=True, slots=True)
+class _RecordedGrader:
+    """Hands ``run_benchmark`` the grade already stored in the trajectory (graded before saving)."""
+
+    name: str = "recorded grade"
+
+    def __call__(self, item: Item, trajectory: Trajectory) -> Grade:
+        g = trajectory.grade
+        return Grade(label=g.label, score=math.nan if g.score is None else g.score, grader=g.grader, raw=g.raw,
+                     error=g.error, details=g.details)
+
+
+def _check_tips(config: AgentConfig, tasks: Sequence[AgentTask]) -> None:
+    tips = config.tips
+    if tips is None:
+        return
+    source = set(tips.source_task_ids)
+    bad = [t.item.item_id for t in tasks if t.item.item_id in source or t.split in tips.source_splits]
+    if bad:
+        raise SplitLeakError(f"{len(bad)} tasks are from the split or the tasks the plan tips were mined from "
+                             f"({tips.source_splits}), e.g. {bad[:3]}; evaluate tips on a disjoint split")
+
+
+def _row(t: Trajectory, label: str) -> dict[str, Any]:
+    calls = t.model_calls()
+    grade = t.grade
+    return {
+        "config": label, "config_hash": t.config_hash, "benchmark": t.benchmark, "task_id": t.task_id,
+        "split": t.split, "stratum": t.stratum, "run": t.run, "seed": t.rollouts[0].seed, "temperature": t.temperature,
+        "answer": t.answer, "correct": None if grade is None or grade.score is None else grade.score == 1.0,
+        "status": grade.label if grade else None, "agent_status": t.status, "steps": t.n_steps,
+        "tool_calls": t.n_tool_calls, "model_calls": len(calls), "input_tokens": sum(c.input_tokens for c in calls),
+        "output_tokens": sum(c.output_tokens for c in calls), "wall_s": t.wall_s, "rollouts": len(t.rollouts),
+        "reanswered": t.reanswered, "uses_gold_answers": t.uses_gold_answers,
+        "grader": grade.grader if grade else None,
+        "error": (grade.error if grade and grade.error else None) or t.final_rollout.error,
+    }
+
+
+def trajectory_rows_df(trajectories: Sequence[Trajectory], label: str | None = None):
+    """One tidy row per trajectory (``ROW_COLUMNS``); ``label`` defaults to the config's run label."""
+    import pandas as pd
+
+    rows = [_row(t, label or run_label(AgentConfig.from_dict(t.config))) for t in trajectories]
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))
+
+
+def read_trajectories(folder: str | Path) -> list[Trajectory]:
+    """Every trajectory saved under ``folder`` (a run label folder or its ``trajectories/``), sorted by path."""
+    return [Trajectory.from_json(p.read_bytes()) for p in sorted(Path(folder).rglob("*.json"))
+            if p.parent.name.startswith("r") and p.parent.parent.name == "trajectories"]
+
+
+def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str | Path, runs: int = 1, lm: Any = None,
+              roles: Mapping[str, Callable[..., Any]] | None = None, progress: bool = True):
+    """Run ``config`` on every task, ``runs`` times (run index = seed when sampling), and return one
+    tidy row per (task, run) (``ROW_COLUMNS``) in task order within run order.
+
+    Finished (task, run) pairs are skipped on a rerun with the same ``out_dir``; a (task, run)
+    whose system call raised is re-run. With ``memory="long_term"`` the long-term memory is carried
+    from task to task within a run, in task order, from the trajectory files (so a resumed run
+    carries exactly what an uninterrupted one would).
+    """
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    if runs < 1:
+        raise ValueError(f"runs must be >= 1, got {runs}")
+    keys = [(t.item.benchmark, t.item.item_id) for t in tasks]
+    if len(set(keys)) != len(keys):
+        raise ValueError("tasks contain duplicate (benchmark, item_id) pairs")
+    _check_tips(config, tasks)
+    agent = Agent(config, lm=lm, roles=roles)
+    agent._setup()  # a missing model fails here, once, not as one error row per task
+    label = run_label(config)
+    root = Path(out_dir) / label
+    write_text_atomic(root / "config.json", config.to_json())
+    carry = config.memory == "long_term" and config.long_term_visibility == "paper"
+    rows = []
+    with tqdm(total=runs * len(tasks), desc=label, disable=not progress) as bar:
+        for run in range(runs):
+            long_term = ""
+            for task in tasks:
+                path = root / "trajectories" / f"r{run}" / _file_name(task.item)
+
+                def system(question: str, task: AgentTask = task, run: int = run, path: Path = path,
+                           long_term: str = long_term) -> Trajectory:
+                    trajectory = agent.run(task, run=run, long_term=long_term)
+                    trajectory = replace(trajectory, grade=_recorded(task.grader(task.item, trajectory)))
+                    text = trajectory.to_json()
+                    if task.private:
+                        text = text.replace(json.dumps(task.item.question)[1:-1], _REDACTED)
+                    write_text_atomic(path, text)
+                    return trajectory
+
+                result = run_benchmark([task.item], system, _RecordedGrader(), out_path=root / "runs.csv",
+                                       system_name=f"{label}/r{run}", progress=False)
+                if path.exists():
+                    saved = Trajectory.from_json(path.read_bytes())
+                    rows.append(_row(saved, label))
+                    if carry:
+                        long_term = saved.final_rollout.long_term_after
+                else:  # the system call raised (its error is in runs.csv); nothing was saved
+                    error = result["error"].iloc[0]
+                    rows.append(dict.fromkeys(ROW_COLUMNS) | {
+                        "config": label, "config_hash": config_hash(config), "benchmark": task.item.benchmark,
+                        "task_id": task.item.item_id, "split": task.split, "stratum": task.stratum, "run": run,
+                        "temperature": config.temperature, "status": "system_error",
+                        "error": error if isinstance(error, str) and error else "no trajectory file was saved"})
+                bar.update(1)
+    return pd.DataFrame(rows, columns=list(ROW_COLUMNS))

@@ -1,0 +1,199 @@
+"""run_agent (tidy rows, trajectories, resume through bench.run_benchmark), the QA adapter and search."""
+
+from __future__ import annotations
+
+import dspy
+import pytest
+
+from scripted_engine import ScriptedEngine
+from roma_lab.agents import (
+    ROW_COLUMNS,
+    Agent,
+    AgentConfig,
+    BM25Source,
+    expand_query,
+    qa_tasks,
+    read_trajectories,
+    run_agent,
+    run_label,
+    search_passages,
+    suite_tasks,
+)
+from roma_lab.bench import Item, read_results_df, summarize_df
+from roma_lab.controller import Passage
+
+ACTOR = ("thought", "action", "arguments", "answer")
+
+
+def actor_lm(policy, name="run"):
+    """A scripted LM whose actor replies ``policy(inputs)``; other roles never get called here."""
+
+    def respond(model, inputs, outputs, system):
+        if outputs == ACTOR:
+            return policy(inputs)
+        return {"improved_query": f"{inputs['query']} rewritten"} if outputs == ("improved_query",) else {}
+
+    engine = ScriptedEngine(respond)
+    return dspy.LM(f"scripted/{name}", engine=engine, cache=False), engine
+
+
+def answer(value):
+    return {"thought": "", "action": "final_answer", "arguments": "{}", "answer": value}
+
+
+def test_rows_are_tidy_per_task_and_run_and_the_run_file_is_benchmark_compatible(tmp_path):
+    tasks = suite_tasks(("dev",), families=["data_literal"])[:2] + suite_tasks(("dev",), families=["statistic"])[:2]
+    lm, engine = actor_lm(lambda inputs: answer(inputs["task"].split('"')[1] if '"' in inputs["task"] else "0"))
+    rows = run_agent(AgentConfig(name="lit"), tasks, out_dir=tmp_path, runs=2, lm=lm, progress=False)
+    assert list(rows.columns) == list(ROW_COLUMNS) and len(rows) == 8
+    assert rows["run"].tolist() == [0] * 4 + [1] * 4
+    assert rows["task_id"].tolist() == [t.item.item_id for t in tasks] * 2
+    literal = rows["stratum"] == "data_literal"
+    assert rows.loc[literal, "correct"].all() and rows.loc[literal, "status"].eq("success").all()
+    assert not rows.loc[~literal, "correct"].any() and rows.loc[~literal, "status"].eq("incorrect_answer").all()
+    assert rows["config"].eq(run_label(AgentConfig(name="lit"))).all() and rows["model_calls"].eq(1).all()
+    root = tmp_path / run_label(AgentConfig(name="lit"))
+    assert AgentConfig.from_json((root / "config.json").read_text()) == AgentConfig(name="lit")
+    saved = read_trajectories(root)
+    assert len(saved) == 8 and {t.grade.grader for t in saved} == {"meta-routing exact evaluator"}
+    summary = summarize_df(read_results_df(root / "runs.csv"))  # the bench room's summaries read our run file
+    assert summary["n_items"].tolist() == [4, 4] and summary["mean_score"].tolist() == [0.5, 0.5]
+
+
+def test_an_interrupted_run_resumes_item_by_item_without_repeating_calls(tmp_path):
+    tasks = suite_tasks(("dev",), families=["statistic"])[:3]
+    calls = []
+
+    def policy(inputs):
+        calls.append(inputs["task"])
+        if inputs["task"] == tasks[1].item.question and len(calls) == 2:
+            raise KeyboardInterrupt  # the user stops the run during the second task
+        return answer("0")
+
+    lm, _ = actor_lm(policy)
+    with pytest.raises(KeyboardInterrupt):
+        run_agent(AgentConfig(), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    rows = run_agent(AgentConfig(), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert calls == [tasks[0].item.question, tasks[1].item.question, tasks[1].item.question, tasks[2].item.question]
+    assert len(rows) == 3 and rows["status"].eq("incorrect_answer").all()
+    again = run_agent(AgentConfig(), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert len(calls) == 4 and again.equals(rows)  # a warm rerun calls nothing and reads the same rows
+
+
+def test_a_system_failure_is_an_error_row_and_is_retried_on_rerun(tmp_path, monkeypatch):
+    tasks = suite_tasks(("dev",), families=["statistic"])[:2]
+    lm, _ = actor_lm(lambda inputs: answer("0"))
+    real_run = Agent.run
+
+    def broken(self, task, **kw):
+        if task is tasks[0]:
+            raise OSError("disk full")
+        return real_run(self, task, **kw)
+
+    monkeypatch.setattr(Agent, "run", broken)
+    rows = run_agent(AgentConfig(), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["status"].tolist() == ["system_error", "incorrect_answer"]
+    assert "OSError: disk full" in rows["error"].iloc[0]
+    monkeypatch.setattr(Agent, "run", real_run)
+    rows = run_agent(AgentConfig(), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["status"].tolist() == ["incorrect_answer", "incorrect_answer"]
+
+
+def test_a_changed_configuration_never_resumes_another_configurations_rows(tmp_path):
+    tasks = suite_tasks(("dev",), families=["statistic"])[:1]
+    lm, engine = actor_lm(lambda inputs: answer("0"))
+    run_agent(AgentConfig(name="x"), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    run_agent(AgentConfig(name="x", max_steps=4), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert len(engine.calls) == 2 and len(list(tmp_path.iterdir())) == 2
+
+
+def test_qa_items_are_graded_by_their_benchmark_grader_closed_book():
+    items = [Item("hotpotqa", "0", "Which river flows through Paris?", "Seine"),
+             Item("aime2025", "2025_I_1", "Find 6 times 7.", 42)]
+    tasks = qa_tasks(items)
+    lm, _ = actor_lm(lambda inputs: answer("the Seine" if "Paris" in inputs["task"] else "\\boxed{42}"))
+    agent = Agent(AgentConfig(), lm=lm)
+    grades = [t.grader(t.item, agent.run(t)) for t in tasks]
+    assert [g.grader for g in grades] == ["hotpotqa-official-em-f1", "aime-integer-exact-match"]
+    assert [g.score for g in grades] == [1.0, 1.0]
+    assert agent.run(tasks[0]).rollouts[0].steps[0].tool_call is None  # closed-book: no tools offered
+    assert qa_tasks([Item("frames", "f", "q", "a")])[0].grader.name.startswith("string-match")
+
+
+def test_browsecomp_questions_are_redacted_from_saved_trajectories(tmp_path):
+    secret = "Which obscure 1970s band recorded an album in a lighthouse?"
+    tasks = qa_tasks([Item("browsecomp", "3", secret, "The Keepers")])
+    lm, _ = actor_lm(lambda inputs: answer("unsure"))
+    run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    (path,) = (tmp_path / run_label(AgentConfig(reanswer=False)) / "trajectories").rglob("*.json")
+    text = path.read_text()
+    assert secret not in text and "question redacted" in text
+
+
+def test_python_tool_runs_model_code_in_the_sandbox():
+    task = qa_tasks([Item("aime2025", "x", "Compute 6*7.", 42)], python=True)[0]
+
+    def policy(inputs):
+        if "Result:" not in inputs["memory"]:
+            return {"thought": "", "action": "python", "arguments": '{"code": "print(6*7)"}', "answer": ""}
+        return answer("42")
+
+    lm, _ = actor_lm(policy)
+    trajectory = Agent(AgentConfig(), lm=lm).run(task)
+    assert trajectory.rollouts[0].steps[0].tool_call.observation == "42" and trajectory.answer == "42"
+
+
+# --- search -------------------------------------------------------------------------------------
+
+
+class ListSource:
+    def __init__(self, name, hits):
+        self.name, self.hits = name, hits
+        self.queries = []
+
+    def search(self, query, k):
+        self.queries.append(query)
+        return [Passage(str(i), text, 1.0) for i, text in enumerate(self.hits)][:k]
+
+
+def test_expand_gives_word_form_and_synonym_variants():
+    assert expand_query("running tests") == ("running tests", "runn test")
+    variants = expand_query("COVID-19 cases", {"covid-19": ["SARS-CoV-2"]})
+    assert variants[0] == "COVID-19 cases" and "SARS-CoV-2 cases" in variants
+    assert len(set(variants)) == len(variants)
+
+
+def test_multi_source_search_fuses_ranks_and_counts_a_shared_passage_once():
+    a = ListSource("a", ["alpha", "shared", "beta"])
+    b = ListSource("b", ["shared", "gamma"])
+    hits = search_passages([a, b], ["q"], k=3)
+    assert [p.text for _, p in hits] == ["shared", "alpha", "gamma"]
+    assert search_passages([a], ["q"], k=2) == [("a", Passage("0", "alpha", 1.0)), ("a", Passage("1", "shared", 1.0))]
+
+
+def test_agent_search_uses_k_sources_and_the_configured_query_optimisation():
+    sources = [ListSource("first", ["doc one"]), ListSource("second", ["doc two"]), ListSource("third", ["doc three"])]
+    task = qa_tasks([Item("hotpotqa", "0", "Where are dogs kept?", "kennels")], sources=sources)[0]
+
+    def policy(inputs):
+        if "Result:" not in inputs["memory"]:
+            return {"thought": "", "action": "search", "arguments": '{"query": "dogs kept"}', "answer": ""}
+        return answer("kennels")
+
+    lm, _ = actor_lm(policy)
+    config = AgentConfig(search_sources=2, query_optimization="reflect+expand")
+    trajectory = Agent(config, lm=lm).run(task)
+    step = trajectory.rollouts[0].steps[0]
+    assert sources[2].queries == []  # only the first k = 2 sources
+    assert sources[0].queries == ["dogs kept rewritten", "dog kept rewritten"]  # REFLECT, then EXPAND
+    assert "doc one" in step.tool_call.observation and "doc two" in step.tool_call.observation
+    assert [c.role for c in step.calls] == ["actor", "query_rewriter"]  # the rewrite is a recorded model call
+    missing = {"thought": "", "action": "search", "arguments": "{}", "answer": ""}
+    lm, _ = actor_lm(lambda inputs: missing)
+    bad = Agent(AgentConfig(reanswer=False), lm=lm).run(task)
+    assert bad.status == "bad_arguments" and "query" in bad.rollouts[0].error
+
+
+def test_bm25_source_reads_a_local_corpus(tmp_path):
+    source = BM25Source.over("wiki", ["Paris is the capital of France.", "The Seine flows through Paris."])
+    assert [p.doc_id for p in source.search("Seine river", 2)] == ["1"]
