@@ -1,6 +1,6 @@
 """The agent room (issue 11): each OAgents design choice does what it claims, on scripted models.
 
-Scripted models answer as a function of the request (tests/scripted_engine.py), dispatched on the
+Scripted models answer as a function of the request (roma_lab.lm.ScriptedEngine), dispatched on the
 output fields DSPy asks for, so each test states exactly what every role replies.
 """
 
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from scripted_engine import ScriptedEngine
+from roma_lab.lm import ScriptedEngine
 from roma_lab.agents import (
     Agent,
     AgentConfig,
@@ -97,7 +97,9 @@ def scripted(actor, name="toy", **roles):
     """A dspy.LM whose actor is ``actor(inputs)`` and whose other roles reply ``roles[role](inputs)``
     (or a fixed default); returns (lm, engine)."""
 
-    def respond(model, inputs, outputs, system):
+    def respond(request):
+
+        model, inputs, outputs, system = request.model, request.inputs, request.outputs, request.system
         role = ROLE_OF[outputs]
         if role == "actor":
             return actor(inputs)
@@ -114,7 +116,7 @@ def count_then_answer(k, answer="42"):
 
 
 def role_inputs(engine, role):
-    return [inputs for _, _, outputs, inputs in engine.calls if ROLE_OF[outputs] == role]
+    return [inputs for outputs, inputs in ((r.outputs, r.inputs) for r in engine.requests) if ROLE_OF[outputs] == role]
 
 
 # --- configuration -------------------------------------------------------------------------------
@@ -323,7 +325,9 @@ class BonEngine(SeedEngine):
 def best_of_n(answers, selection="vote", isolation="paper", **roles):
     engine_box = {}
 
-    def respond(model, inputs, outputs, system):
+    def respond(request):
+
+        model, inputs, outputs, system = request.model, request.inputs, request.outputs, request.system
         role = ROLE_OF[outputs]
         if role == "actor":
             if steps_done(inputs["memory"]) < 2:
@@ -495,7 +499,7 @@ def test_the_actor_reply_schema_is_sent_so_a_local_grammar_can_enforce_it():
             self.formats = getattr(self, "formats", []) + [request.config.response_format]
             return super().complete(request)
 
-    engine = SchemaEngine(lambda model, inputs, outputs, system: act("final_answer", "42"))
+    engine = SchemaEngine(lambda request: act("final_answer", "42"))
     Agent(AgentConfig(), lm=dspy.LM("scripted/schema", engine=engine, cache=False)).run(toy_task())
     (response_format,) = engine.formats
     assert set(response_format["schema"]["required"]) == {"thought", "action", "arguments", "answer"}
@@ -578,7 +582,7 @@ def test_every_role_defaults_to_the_actor_model_and_a_named_role_uses_its_own(mo
 def test_run_index_seeds_every_call_when_sampling_and_reaches_the_cache_key(tmp_path):
     from roma_lab.lm import CachingEngine
 
-    inner = SeedEngine(lambda model, inputs, outputs, system: act("final_answer", "42"))
+    inner = SeedEngine(lambda request: act("final_answer", "42"))
     engine = CachingEngine(inner, model_id="scripted", directory=tmp_path)
     lm = dspy.LM("local/scripted", engine=engine, cache=False)
     sampled = Agent(AgentConfig(temperature=0.7), lm=lm)
@@ -592,7 +596,7 @@ def test_run_index_seeds_every_call_when_sampling_and_reaches_the_cache_key(tmp_
     for run in (0, 1):  # greedy decoding ignores seeds: both runs share one cache entry
         assert greedy.run(toy_task(), run=run).rollouts[0].seed is None
     assert inner.seeds == [0, 1, None] and len(list(tmp_path.rglob("*.json"))) == 3
-    assert {t for _, t, _, _ in inner.calls} == {0.7, 0.0} and set(inner.max_tokens) == {512}
+    assert {r.temperature for r in inner.requests} == {0.7, 0.0} and set(inner.max_tokens) == {512}
 
 
 # --- plan tips -----------------------------------------------------------------------------------
@@ -671,7 +675,7 @@ def test_subtask_decomposition_delegates_to_roma_with_the_same_tools():
     assert [s.subtask for s in sub] == ["count once", "count once", "count twice", "count twice"]
     # the second subtask ran after the first, on the same tool state, with its result in context
     assert sub[2].tool_call.observation == "counter is now 2"
-    roma_inputs = [i for _, _, outputs, i in engine.calls if outputs == ACTOR and i["task"].startswith("count twice")]
+    roma_inputs = [r.inputs for r in engine.requests if r.outputs == ACTOR and r.inputs["task"].startswith("count twice")]
     assert "count once" in roma_inputs[0]["task"]
     assert rollout.delegation["status"] == "completed" and rollout.delegation["output"] == "subtasks done"
     assert {c.role for c in rollout.calls} == {"decomposer:atomizer", "decomposer:planner", "decomposer:aggregator"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dspy
 import pytest
 
-from scripted_engine import ScriptedEngine
+from roma_lab.lm import ScriptedEngine
 from roma_lab.agents import (
     ROW_COLUMNS,
     Agent,
@@ -19,7 +19,8 @@ from roma_lab.agents import (
     search_passages,
     suite_tasks,
 )
-from roma_lab.bench import Item, read_results_df, summarize_df
+from roma_lab.bench import Item
+from roma_lab.results import summarize
 from roma_lab.controller import Passage
 
 ACTOR = ("thought", "action", "arguments", "answer")
@@ -28,7 +29,9 @@ ACTOR = ("thought", "action", "arguments", "answer")
 def actor_lm(policy, name="run"):
     """A scripted LM whose actor replies ``policy(inputs)``; other roles never get called here."""
 
-    def respond(model, inputs, outputs, system):
+    def respond(request):
+
+        model, inputs, outputs, system = request.model, request.inputs, request.outputs, request.system
         if outputs == ACTOR:
             return policy(inputs)
         return {"improved_query": f"{inputs['query']} rewritten"} if outputs == ("improved_query",) else {}
@@ -56,8 +59,10 @@ def test_rows_are_tidy_per_task_and_run_and_the_run_file_is_benchmark_compatible
     assert AgentConfig.from_json((root / "config.json").read_text()) == AgentConfig(name="lit")
     saved = read_trajectories(root)
     assert len(saved) == 8 and {t.grade.grader for t in saved} == {"meta-routing exact evaluator"}
-    summary = summarize_df(read_results_df(root / "runs.csv"))  # the bench room's summaries read our run file
-    assert summary["n_items"].tolist() == [4, 4] and summary["mean_score"].tolist() == [0.5, 0.5]
+    # the rows are the results vocabulary's scores: runs of a task averaged, tasks resampled
+    scores = rows.assign(condition=rows["config"], subset="dev", correct=rows["correct"].astype(float))
+    summary = summarize(scores, ["correct"], n_resamples=100)
+    assert summary["n"].tolist() == [4] and summary["runs"].tolist() == [2] and summary["value"].tolist() == [0.5]
 
 
 def test_an_interrupted_run_resumes_item_by_item_without_repeating_calls(tmp_path):
@@ -104,7 +109,7 @@ def test_a_changed_configuration_never_resumes_another_configurations_rows(tmp_p
     lm, engine = actor_lm(lambda inputs: answer("0"))
     run_agent(AgentConfig(name="x"), tasks, out_dir=tmp_path, lm=lm, progress=False)
     run_agent(AgentConfig(name="x", max_steps=4), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    assert len(engine.calls) == 2 and len(list(tmp_path.iterdir())) == 2
+    assert len(engine.requests) == 2 and len(list(tmp_path.iterdir())) == 2
 
 
 def test_qa_items_are_graded_by_their_benchmark_grader_closed_book():

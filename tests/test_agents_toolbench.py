@@ -12,10 +12,11 @@ import re
 import dspy
 import pytest
 
-from scripted_engine import ScriptedEngine
+from roma_lab.lm import ScriptedEngine
 from roma_lab.agents import SUITE_TOOLS, Agent, AgentConfig, ToolUnavailable, suite_tasks
-from roma_lab.router import FAMILIES, generate_suite, split_tasks
-from roma_lab.router._ops import direct_answer
+from roma_lab.router import generate_suite, split_tasks
+from roma_lab.router._execute import direct_answer
+from roma_lab.router._suite import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES, OperationSession, tool_outcome
 
 EVAL_SPLITS = ("dev", "test", "challenge")
@@ -26,7 +27,9 @@ def route_agent(skip: str | None = None) -> Agent:
     with the last 'Current answer candidate' it saw (or the quoted span for literal tasks)."""
     families = {t.item.question: t.stratum for t in suite_tasks(EVAL_SPLITS + ("train",))}
 
-    def respond(model, inputs, outputs, system):
+    def respond(request):
+
+        model, inputs, outputs, system = request.model, request.inputs, request.outputs, request.system
         route = [op for op in FAMILIES[families[inputs["task"]]].route if op != skip]
         done = max((int(n) for n in re.findall(r"^Step (\d+):", inputs["memory"], re.MULTILINE)), default=0)
         if done < len(route):
@@ -90,7 +93,9 @@ def test_observations_are_text_carrying_the_values_the_answer_needs():
 def test_calling_the_out_of_service_tool_stops_the_attempt_as_unavailable_component():
     task = suite_tasks(("dev",), families=["retrieval_outage"])[0]
 
-    def respond(model, inputs, outputs, system):
+    def respond(request):
+
+        model, inputs, outputs, system = request.model, request.inputs, request.outputs, request.system
         return {"thought": "look it up", "action": "retrieve", "arguments": "{}", "answer": ""}
 
     lm = dspy.LM("scripted/outage", engine=ScriptedEngine(respond), cache=False)

@@ -1,7 +1,7 @@
 """Run one configuration over tasks x R runs: tidy per-(task, run) rows, trajectories as JSON, resumable.
 
 Rows go through ``roma_lab.bench.run_benchmark`` (the project's resumable graded runner, one run
-file per configuration whose rows ``bench.summarize_df`` reads), called once per (task, run):
+file per configuration, tidy rows the results vocabulary reads), called once per (task, run):
 its ``system(question)`` contract cannot tell apart suite tasks that share a prompt but not a
 hidden state, so each call is bound to its task. Each trajectory is graded by the task's grader
 and written atomically before its row, so an interrupted run resumes at the first unfinished

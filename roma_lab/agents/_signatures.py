@@ -12,7 +12,7 @@ import dspy
 from pydantic import Field
 from typing_extensions import TypeAliasType
 
-from roma_lab.controller._roles import _JSONRole
+from roma_lab.controller import JSONRole
 
 MAX_TIPS = 5
 
@@ -148,5 +148,5 @@ def output_fields(role: str) -> tuple[str, ...]:
     return tuple(SIGNATURES[role].output_fields)
 
 
-def default_module(role: str) -> _JSONRole:
-    return _JSONRole(SIGNATURES[role])
+def default_module(role: str) -> JSONRole:
+    return JSONRole(SIGNATURES[role])

@@ -12,11 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roma_lab.bench import Grade, Item
-from roma_lab.bench._grade import guarded, prediction_text
-from roma_lab.router import DEFAULT_SEED, SPLITS, generate_suite, split_tasks
-from roma_lab.router._ops import SUCCESS
-from roma_lab.router._tools import TOOL_DESCRIPTIONS, TOOL_NAMES, OperationSession, tool_outcome
+from roma_lab.bench import Grade, Item, guarded, prediction_text
+from roma_lab.router import (DEFAULT_SEED, SPLITS, SUCCESS, TOOL_DESCRIPTIONS, TOOL_NAMES, OperationSession,
+                             generate_suite, split_tasks, tool_outcome)
 
 from ._env import AgentTask, Tool, ToolContext, ToolUnavailable
 

@@ -29,7 +29,8 @@ from roma_lab.bench._data import (
     load_simpleqa,
     sample,
 )
-from roma_lab.bench._grade import STRING_MATCH, DSPyJudge, Grade, Grader, Judge, StringMatchGrader
+from roma_lab.bench._grade import (STRING_MATCH, DSPyJudge, Grade, Grader, Judge, StringMatchGrader, guarded,
+                                   normalize_answer, prediction_text)
 from roma_lab.bench._graders import (
     AbGenGrader,
     AIMEGrader,
@@ -49,6 +50,9 @@ from roma_lab.bench._systems import RomaRunError
 from roma_lab.bench._table5 import measure_component_cost
 
 __all__ = [
+    "guarded",
+    "normalize_answer",
+    "prediction_text",
     "AIMEGrader",
     "AbGenGrader",
     "BENCHMARKS",

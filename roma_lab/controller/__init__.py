@@ -27,7 +27,7 @@ from ._types import (
 )
 
 # DSPy role modules, loaded on first access (PEP 562) because importing DSPy takes seconds.
-_ROLE_NAMES = ("Aggregator", "Atomizer", "CodeExecutionError", "CodeExecutor", "Planner", "PlannedSubtask",
+_ROLE_NAMES = ("Aggregator", "Atomizer", "CodeExecutionError", "CodeExecutor", "JSONRole", "Planner", "PlannedSubtask",
                "SearchExecutor", "ThinkExecutor", "Verifier", "WriteExecutor", "default_executors")
 
 

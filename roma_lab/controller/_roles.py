@@ -133,7 +133,7 @@ class VerifierSignature(dspy.Signature):
     feedback: str = dspy.OutputField(desc="what to fix, if anything")
 
 
-class _JSONRole(dspy.Module):
+class JSONRole(dspy.Module):
     """One predictor run with the JSON adapter (set per call, so a user's global adapter is untouched)."""
 
     def __init__(self, signature: type[dspy.Signature]):
@@ -145,17 +145,17 @@ class _JSONRole(dspy.Module):
             return self.predict(**inputs)
 
 
-class Atomizer(_JSONRole):
+class Atomizer(JSONRole):
     def __init__(self):
         super().__init__(AtomizerSignature)
 
 
-class Planner(_JSONRole):
+class Planner(JSONRole):
     def __init__(self):
         super().__init__(PlannerSignature)
 
 
-class Aggregator(_JSONRole):
+class Aggregator(JSONRole):
     def __init__(self):
         super().__init__(AggregatorSignature)
 
@@ -165,19 +165,19 @@ class Aggregator(_JSONRole):
         return super().forward(goal=goal, context=context, subtask_results=results)
 
 
-class Verifier(_JSONRole):
+class Verifier(JSONRole):
     def __init__(self):
         super().__init__(VerifierSignature)
 
 
-class ThinkExecutor(_JSONRole):
+class ThinkExecutor(JSONRole):
     """Chain of thought with a bounded ``reasoning`` field (dspy.ChainOfThought's is unbounded)."""
 
     def __init__(self):
         super().__init__(ThinkSignature)
 
 
-class WriteExecutor(_JSONRole):
+class WriteExecutor(JSONRole):
     """Direct composition."""
 
     def __init__(self):
@@ -192,7 +192,7 @@ class SearchExecutor(dspy.Module):
         super().__init__()
         self.retriever = retriever
         self.k = k
-        self.answer = _JSONRole(SearchSignature)
+        self.answer = JSONRole(SearchSignature)
 
     def forward(self, goal: str, context: str):
         if self.retriever is None:
@@ -218,7 +218,7 @@ class CodeExecutor(dspy.Module):
         self.timeout_s = timeout_s
         self.memory_mb = memory_mb
         self.isolation = isolation
-        self.write = _JSONRole(CodeSignature)
+        self.write = JSONRole(CodeSignature)
 
     def forward(self, goal: str, context: str):
         check_sandbox(self.isolation)

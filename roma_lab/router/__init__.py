@@ -3,6 +3,7 @@ its seven comparison policies, and every table of the paper (`reproduce`).
 
 The public names are what notebooks, widgets, benchmarks and users call: the suite and its split
 rule, the policies, `execute` / `evaluate` to run them, the study, the table functions and plots;
+the agent view of the suite's operations as tools (`OperationSession`, for `roma_lab.agents`);
 issue 12's semantic variants (`SemanticStudy`, `semantic`, the natural prompts) and the router inside
 ROMA (`compare_atomizers`; the atomizer itself is `roma_lab.controller.RouterAtomizer`).
 Building blocks (costs, grids, the greedy router, helpers of fitting and selection) stay in the
@@ -11,7 +12,7 @@ ours" are the results vocabulary's (`roma_lab.results`).
 """
 
 from ._evaluate import evaluate
-from ._execute import execute
+from ._execute import SUCCESS, execute
 from ._in_roma import compare_atomizers
 from ._inspect import inspect_route
 from ._model import Featurizer, OperationModel, TrainingConfig
@@ -21,11 +22,13 @@ from ._policies import (Direct, FixedAgent, Hybrid, Keyword, Learned, OneShot, O
 from ._reproduce import (RouterStudy, closing_note, failure_analysis, hybrid, reproduce, semantic, semantic_hybrid, sweep_threshold,
                          table1, table2, table3, table4, table5, training_size_curve)
 from ._semantic import SemanticStudy, natural_prompts
-from ._suite import (CHALLENGE_MAX_OVERLAP, STANDARD_OVERLAP, family_table, generate_suite, labels_matrix,
+from ._tools import TOOL_DESCRIPTIONS, TOOL_NAMES, OperationSession, tool_outcome
+from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, SPLITS, STANDARD_OVERLAP, family_table, generate_suite, labels_matrix,
                      split_rule_violations, split_tasks, suite_hash, train_overlap)
 
 __all__ = [
-    "CHALLENGE_MAX_OVERLAP", "STANDARD_OVERLAP",
+    "CHALLENGE_MAX_OVERLAP", "DEFAULT_SEED", "SPLITS", "STANDARD_OVERLAP", "SUCCESS", "TOOL_DESCRIPTIONS", "TOOL_NAMES",
+    "OperationSession", "tool_outcome",
     "Direct", "Featurizer", "FixedAgent", "Hybrid", "Keyword", "Learned", "OneShot", "OperationModel", "Oracle",
     "Random", "RouterStudy", "SemanticStudy", "StaticWorkload", "TrainingConfig",
     "baseline_policies", "closing_note", "compare_atomizers", "evaluate", "execute", "failure_analysis", "family_table",

@@ -12,7 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ._ops import INCORRECT, NO_ANSWER, SUCCESS, SUPPORT_OPS, UNAVAILABLE, _State, evaluate
+from ._execute import INCORRECT, NO_ANSWER, SUCCESS, UNAVAILABLE, is_correct
+from ._ops import SUPPORT_OPS, _State
 from ._suite import FAMILIES, _fmt
 
 __all__ = ["TOOL_DESCRIPTIONS", "TOOL_NAMES", "OperationObservation", "OperationSession", "tool_outcome"]
@@ -110,4 +111,4 @@ def tool_outcome(task, answer: str | None, *, stopped: bool) -> str:
         return UNAVAILABLE
     if answer is None or not answer.strip():
         return NO_ANSWER
-    return SUCCESS if evaluate(task, answer) else INCORRECT
+    return SUCCESS if is_correct(task, answer) else INCORRECT
