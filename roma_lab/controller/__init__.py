@@ -13,7 +13,7 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
-from ._studies import measure_structure, plot_structure, run_quickstart
+from ._studies import compare_schedules, measure_structure, plot_structure, run_quickstart
 from ._types import (
     NODE_STATUSES,
     OUTPUT_STATUSES,
@@ -68,6 +68,7 @@ __all__ = [
     "ScriptedRoles",
     "Subtask",
     "check_sandbox",
+    "compare_schedules",
     "fixed_latency_roles",
     "measure_structure",
     "plot_structure",

@@ -175,7 +175,7 @@ TREE_CSS = """
 .roma-view .rt-cached{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
 .roma-view .rt-legend{font-size:11px;opacity:.8;margin:2px 0}
 .roma-view .rt-legend i{display:inline-block;width:16px;height:9px;margin:0 3px 0 9px;vertical-align:middle}
-.roma-view table.rt-table{border-collapse:collapse;width:100%;table-layout:fixed;margin-top:4px}
+.roma-view table.rt-table{border-collapse:collapse;width:100%;min-width:560px;table-layout:fixed;margin-top:4px}
 .roma-view .rt-table th{text-align:left;font-weight:600;border-bottom:1px solid #bbb;font-size:12px;padding:1px 4px}
 .roma-view .rt-table td{border-bottom:1px solid rgba(127,127,127,.15);padding:1px 4px;white-space:nowrap;
   overflow:hidden;text-overflow:ellipsis}
@@ -197,7 +197,7 @@ TREE_CSS = """
 .roma-view .rt-error{color:#e53935}
 .roma-view .rt-warn{color:#e65100}
 .roma-view .rt-compare{display:flex;gap:14px;align-items:flex-start}
-.roma-view .rt-pane{flex:1 1 0;min-width:0}
+.roma-view .rt-pane{flex:1 1 0;min-width:0;overflow-x:auto}
 """
 _LEGEND = (
     '<div class="rt-legend">timeline: <i style="background:#bdbdbd;height:4px"></i>waiting on dependencies'
@@ -215,10 +215,6 @@ def _badge(state: str) -> str:
 
 def _tokens(value: int | None) -> str:
     return "unknown" if value is None else str(value)
-
-
-def _seconds(value: float | None) -> str:
-    return "–" if value is None else f"{value:.3f} s"
 
 
 def _order(tree: dict[str, Any]) -> list[str]:
@@ -268,7 +264,7 @@ def _row_html(n: dict[str, Any], anchor: str, span: float) -> str:
             f'<td style="padding-left:{4 + 14 * n["depth"]}px" title="{esc(n["goal"])}">'
             f'<a href="#{anchor}">{esc(n["id"])}</a> <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
             f'<td>{_badge(n["state"])}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
-            f'<td class="rt-num">{_seconds(n["latency_s"])}</td>'
+            f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
             f'<td class="rt-num">{_tokens(n["input_tokens"])} / {_tokens(n["output_tokens"])}</td>'
             f'{_lane_html(n, span)}</tr>')
 
@@ -368,9 +364,9 @@ def _pane_html(tree: dict[str, Any], *, span: float, label: str = "", controls: 
                    f'<span class="rv-static-only"><i>click a node id to jump to its role calls</i></span></div>')
     axis = (f'<span style="left:0">0</span><span style="left:45%">{span / 2:.2f}</span>'
             f'<span style="right:0">{span:.2f} s</span>')
-    head = ('<colgroup><col style="width:36%"><col style="width:12%"><col style="width:9%"><col style="width:9%">'
-            '<col style="width:11%"><col style="width:23%"></colgroup><thead><tr><th>node</th><th>state</th>'
-            f'<th class="rt-num">calls</th><th class="rt-num">latency</th><th class="rt-num">tokens in/out</th>'
+    head = ('<colgroup><col style="width:32%"><col style="width:13%"><col style="width:8%"><col style="width:8%">'
+            '<col style="width:11%"><col style="width:28%"></colgroup><thead><tr><th>node</th><th>state</th>'
+            '<th class="rt-num">calls</th><th class="rt-num">latency s</th><th class="rt-num">tokens in/out</th>'
             f'<th class="rt-axis">{axis}</th></tr></thead>')
     rows = "".join(_row_html(nodes[i], f"{uid}-{i}", span) for i in order)
     details = "".join(f'<section class="rt-detail" data-detail="{esc(i)}" id="{uid}-{esc(i)}">'
