@@ -70,6 +70,17 @@ def test_node_times_follow_the_schedule():
     assert dependent.started_s - dependent.created_s >= 0.009
 
 
+def test_a_skipped_node_never_began_and_ended_when_its_dependency_did():
+    async def fail(goal, context):
+        raise ValueError("boom")
+
+    kwargs = ScriptedRoles({"root": (Subtask("a", "think"), Subtask("b", "think", (0,)))}).role_kwargs()
+    run = Roma(**kwargs | {"executors": {"think": fail}}, max_depth=1).run("root")
+    a, b = run.node("0.0"), run.node("0.1")
+    assert (a.status, b.status) == ("failed", "skipped")
+    assert b.started_s is None and a.ended_s <= b.ended_s <= run.root.ended_s
+
+
 @pytest.mark.parametrize("slots", [1, 2])
 def test_live_nodes_say_whether_they_wait_for_a_slot_or_hold_one(slots):
     holding, queued, snapshots = [], [], {}
