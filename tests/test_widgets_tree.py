@@ -180,6 +180,14 @@ def test_static_html_escapes_and_shows_every_node_with_a_row_and_a_detail():
     assert "<script" not in page  # nothing that a sanitiser or an offline page would drop
 
 
+def test_role_inputs_and_outputs_are_shown_escaped():
+    roles = ScriptedRoles({})
+    kwargs = roles.role_kwargs() | {"executors": {"think": lambda goal, context: SimpleNamespace(output="<b>42</b>")}}
+    page = render_tree_html(asyncio.run(Roma(**kwargs, max_depth=0).arun("answer")))
+    assert "executor:think" in detail(page, "0") and "&lt;b&gt;42&lt;/b&gt;" in detail(page, "0")
+    assert "<b>42</b>" not in page
+
+
 def test_rows_show_state_calls_latency_tokens_and_carry_filter_attributes():
     run = scheduled_run(2)
     page = render_tree_html(run)
@@ -337,15 +345,17 @@ NOTEBOOK_CELLS = [
 def executed_notebook(tmp_path_factory):
     """A notebook showing a tree, executed like papermill does (widget state stored in its metadata)."""
     import os
+    from pathlib import Path
 
     import nbformat
     from nbclient import NotebookClient
 
     path = tmp_path_factory.mktemp("export") / "tree.ipynb"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
-    repo = str(__import__("pathlib").Path(__file__).resolve().parents[1])
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [repo, os.environ.get("PYTHONPATH")]))
-    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
+    with pytest.MonkeyPatch.context() as env:  # the kernel imports this checkout's roma_lab
+        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                                os.environ.get("PYTHONPATH")])))
+        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
     assert "widgets" in nb.metadata
     nbformat.write(nb, path)
     return path
