@@ -364,8 +364,8 @@ def _pane_html(tree: dict[str, Any], *, span: float, label: str = "", controls: 
                    f'<span class="rv-static-only"><i>click a node id to jump to its role calls</i></span></div>')
     axis = (f'<span style="left:0">0</span><span style="left:45%">{span / 2:.2f}</span>'
             f'<span style="right:0">{span:.2f} s</span>')
-    head = ('<colgroup><col style="width:32%"><col style="width:13%"><col style="width:8%"><col style="width:8%">'
-            '<col style="width:11%"><col style="width:28%"></colgroup><thead><tr><th>node</th><th>state</th>'
+    head = ('<colgroup><col style="width:28%"><col style="width:12%"><col style="width:12%"><col style="width:8%">'
+            '<col style="width:11%"><col style="width:29%"></colgroup><thead><tr><th>node</th><th>state</th>'
             '<th class="rt-num">calls</th><th class="rt-num">latency s</th><th class="rt-num">tokens in/out</th>'
             f'<th class="rt-axis">{axis}</th></tr></thead>')
     rows = "".join(_row_html(nodes[i], f"{uid}-{i}", span) for i in order)
