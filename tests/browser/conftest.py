@@ -1,9 +1,10 @@
-"""Browser test harness: one JupyterLab server and one headless Chromium for every browser test.
+"""Browser test harness: one JupyterLab server for every browser test, a headless Chromium per test.
 
 Real components only: JupyterLab from this environment on 127.0.0.1 (a free port, a token, a fresh
 config), Debian's Chromium (/usr/bin/chromium) driven by Playwright, whose driver ships in its wheel
 (no browser download: never ``playwright install``). Chromium runs headless with the background
 networking it would otherwise attempt switched off, in a fresh profile (Playwright's launch makes one).
+Each test opens its notebook in a workspace of its own.
 
 A widget's browser test opens a notebook copy with :meth:`Lab.open` (parameters injected as the
 experiment runner does), :meth:`Notebook.run_all`, then clicks and reads the page. Without Chromium or
@@ -52,13 +53,20 @@ def _missing() -> str | None:
 
 
 @pytest.fixture(scope="session")
-def browser():
+def browser_installed() -> None:
     missing = _missing()
     if missing:
         message = f"browser tests need Chromium and Playwright: {missing}; {INSTALL_HINT}"
         if os.environ.get("CI"):
             pytest.fail(message)
         pytest.skip(message)
+
+
+@pytest.fixture
+def browser(browser_installed):
+    """Headless Chromium for one test. Not shared across tests: Playwright's synchronous API keeps an
+    event loop running in this thread while it is open, which breaks asyncio.run in the tests after
+    it. A launch takes about a second."""
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as playwright:
@@ -103,10 +111,12 @@ class Lab:
             nb = parameterize_notebook(nb, parameters)
         copy = self.root / notebook.name
         nbformat.write(nb, copy)
-        page.goto(f"{self.url}/lab/tree/{copy.name}?token={self.token}")
-        page.wait_for_function("() => window.jupyterapp?.shell?.currentWidget?.sessionContext?.session?.kernel"
-                               " && window.jupyterapp.shell.currentWidget.sessionContext.kernelDisplayStatus === 'idle'",
-                               timeout=LAB_START_S * 1000)
+        # A workspace of its own: JupyterLab would otherwise reopen the notebooks of earlier tests.
+        page.goto(f"{self.url}/lab/workspaces/{secrets.token_hex(4)}/tree/{copy.name}?token={self.token}")
+        page.wait_for_function("name => { const nb = window.jupyterapp?.shell?.currentWidget;"
+                               " return nb?.context?.path === name && nb.sessionContext?.session?.kernel"
+                               " && nb.sessionContext.kernelDisplayStatus === 'idle'; }",
+                               arg=copy.name, timeout=LAB_START_S * 1000)
         return Notebook(page, len(nb.cells))
 
 
@@ -167,7 +177,7 @@ class Notebook:
 
 
 @pytest.fixture(scope="session")
-def lab(tmp_path_factory, browser):
+def lab(tmp_path_factory, browser_installed):
     """One JupyterLab for the session, in a fresh folder with a fresh config; stopped at the end."""
     home = tmp_path_factory.mktemp("lab")
     root = home / "notebooks"
