@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL := 2
 
-.PHONY: reproduce test smoke bench venv sandbox-tool
+.PHONY: reproduce test smoke bench venv sandbox-tool browser-tool
 
 # One stamp per set of extras; re-install only when pyproject.toml changes. Never recreate an
 # existing venv (running `venv` over it with another interpreter would break it).
@@ -47,11 +47,26 @@ sandbox-tool:
 			exit 1; \
 		fi; }
 
+# The browser tests (tests/browser/) drive Debian's Chromium with Playwright; Playwright's own
+# browser download is never used. A fresh machine (CI) runs as root: install it there; anyone else
+# gets the command, and the browser tests skip (under CI they fail instead).
+browser-tool:
+	@test -x /usr/bin/chromium || { \
+		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+			echo "make: installing chromium, the browser of the browser tests"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			apt-get install -y --no-install-recommends chromium \
+				|| { apt-get update && apt-get install -y --no-install-recommends chromium; } || exit 1; \
+		else \
+			echo "make: /usr/bin/chromium is missing: the browser tests (tests/browser/) will be skipped." >&2; \
+			echo "  Install it as root: apt-get install chromium (Debian/Ubuntu)." >&2; \
+		fi; }
+
 reproduce: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
 	$(PY) -m roma_lab.experiments run --all
 
 # pytest exits 5 when it collects nothing: that is a broken suite here, never a pass.
-test: sandbox-tool $(VENV)/.installed-$(TEST_EXTRAS)
+test: sandbox-tool browser-tool $(VENV)/.installed-$(TEST_EXTRAS)
 	@$(PY) -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests; treating as failure" >&2; exit 1; fi; \
 	exit $$status

@@ -1,12 +1,41 @@
-"""Execution-tree view: the pure tree builder, static HTML, and the widget driven without a browser."""
+"""Execution-tree view: the pure tree builder, the one HTML renderer (widget and static view), the
+widget driven as the browser would, side-by-side runs, and the offline HTML export of an executed
+notebook. The browser itself is exercised in tests/browser/."""
 
 from __future__ import annotations
 
 import asyncio
+import json
+import re
+from dataclasses import replace
 from types import SimpleNamespace
 
-from roma_lab.controller import Node, Roma, Run, ScriptedRoles, Subtask
-from roma_lab.widgets._tree import STATUS_COLORS, ExecutionTreeWidget, render_tree_html, trace_to_tree
+import dspy
+import pytest
+
+from roma_lab.controller import (
+    LMExchange,
+    Node,
+    RoleCall,
+    Roma,
+    Run,
+    ScriptedRoles,
+    Subtask,
+    fixed_latency_roles,
+)
+from roma_lab.lm import CachingEngine
+from roma_lab.widgets import (
+    ExecutionTreeWidget,
+    RunComparison,
+    compare_html,
+    export_html,
+    nodes_to_tree,
+    render_tree_html,
+    trace_to_tree,
+    tree_html,
+)
+from roma_lab.widgets._tree import STATUS_COLORS
+from scripted_engine import ScriptedEngine
 
 
 def failing_run(on_event=None) -> Run:
@@ -24,93 +53,183 @@ def failing_run(on_event=None) -> Run:
     return asyncio.run(Roma(**kwargs, max_depth=1).arun("root", on_event=on_event))
 
 
+def scheduled_run(max_concurrency: int, on_event=None) -> Run:
+    """Two levels of three; every third sibling depends on its left neighbour; search calls are slower."""
+    roles = fixed_latency_roles((3, 3), latency_s=0.01, chain_every=3, task_types=("search", "think", "think"),
+                                executor_latency_s={"search": 0.03})
+    return Roma(**roles.role_kwargs(), max_depth=2, max_concurrency=max_concurrency, max_subtasks=3).run(
+        roles.goal, on_event=on_event)
+
+
+def rows(page: str) -> dict[str, str]:
+    """Each waterfall row's HTML (its attributes, in any order, and cells) by node id."""
+    found = {}
+    for attributes, cells in re.findall(r"<tr\b([^>]*)>(.*?)</tr>", page, re.DOTALL):
+        node_id = re.search(r'data-select="([^"]+)"', attributes)
+        if node_id:
+            found[node_id.group(1)] = attributes + ">" + cells
+    return found
+
+
+def detail(page: str, node_id: str) -> str:
+    return re.search(rf'<section class="rt-detail" data-detail="{re.escape(node_id)}".*?</section>', page,
+                     re.DOTALL).group(0)
+
+
+# --- the tree dict ---
+
 def test_trace_to_tree_structure():
     run = failing_run()
     tree = trace_to_tree(run)
-    assert tree["status"] == "partial" and tree["root"] == "0"
+    assert tree["status"] == "partial" and tree["root"] == "0" and tree["span_s"] == round(run.wall_s, 6)
     assert tree["nodes"]["0"]["children"] == ["0.0", "0.1", "0.2"]
     assert tree["edges"] == [{"source": "0.1", "target": "0.2"}]
     assert tree["nodes"]["0.1"]["color"] == STATUS_COLORS["failed"]
-    assert tree["nodes"]["0.2"]["status"] == "skipped"
+    assert tree["nodes"]["0.2"]["state"] == "skipped"
     assert tree["totals"]["calls"] == sum(len(n.calls) for n in run.nodes)
     root_calls = tree["nodes"]["0"]["calls"]
     assert [c["role"] for c in root_calls] == ["atomizer", "planner", "aggregator"]
-    assert {"inputs", "outputs", "input_tokens", "latency_s", "context_chars"} <= set(root_calls[0])
+    assert {"inputs", "outputs", "input_tokens", "latency_s", "queued_s", "wait_s", "cached", "exchanges",
+            "context_chars"} <= set(root_calls[0])
+    assert tree["nodes"]["0"]["roles"] == ["aggregator", "atomizer", "planner"]
     assert tree["nodes"]["0"]["warnings"]  # "aggregated 1 of 3"
 
 
 def test_tree_dict_is_json_and_survives_the_run_round_trip():
-    import json
-
-    run = failing_run()
+    run = scheduled_run(2)
     assert trace_to_tree(Run.from_json(run.to_json())) == json.loads(json.dumps(trace_to_tree(run)))
 
 
-def test_static_html_escapes_and_shows_every_node():
-    run = failing_run()
-    page = render_tree_html(run)
-    assert "fetch &lt;data&gt;" in page and "<data>" not in page
-    for node in run.nodes:
-        assert f"<code>{node.id}</code>" in page
-    assert "ValueError: boom" in page and "after 0.1" in page
-
-
-def test_widget_follows_a_run_live():
+@pytest.mark.parametrize("slots", [1, 2])
+def test_live_states_come_from_the_trace_and_never_show_more_running_than_slots(slots):
+    """With one slot, six nodes once showed "running" at once: queued ones must say queued."""
+    seen: list[dict] = []
     widget = ExecutionTreeWidget()
-    seen_sizes = []
-    widget.observe(lambda change: seen_sizes.append(len(change["new"]["nodes"])), names="tree")
-    run = failing_run(on_event=widget.on_event)
-    assert seen_sizes[0] == 1 and seen_sizes[-1] == len(run.nodes)  # grew while running
-    assert {n["status"] for n in widget.tree["nodes"].values()} == {"completed", "failed", "skipped"}
+    widget.observe(lambda change: seen.append(change["new"]["totals"]["states"]), names="tree")
+    run = scheduled_run(slots, on_event=widget.on_event)
+    assert max(s.get("running", 0) for s in seen) == slots
+    assert max(s.get("queued", 0) for s in seen) >= 2
+    assert max(s.get("waiting", 0) for s in seen) >= 1  # a chained sibling waits on its dependency
+    assert max(s.get("subtasks", 0) for s in seen) >= 1  # a planned node waits on its subtasks
+    assert set(widget.tree["totals"]["states"]) == {"completed"}
     widget.show_run(run)
     assert widget.tree == trace_to_tree(run)
 
 
-def test_selecting_a_node_as_the_browser_would_updates_the_detail():
-    widget = ExecutionTreeWidget(failing_run())
-    assert widget.selected_id == "0"
-    widget.selected_id = "0.1"  # a front-end state update
-    assert widget._picker.value == "0.1"
-    assert "ValueError: boom" in widget._detail.value
-    widget._picker.value = "0.2"  # the user picks in the dropdown
-    assert widget.selected_id == "0.2"
-    assert "dependencies have no output: 0.1" in widget._detail.value
+def test_node_state_reads_the_node_and_its_dependencies():
+    from roma_lab.controller import CallInFlight
+    from roma_lab.widgets import node_state
+
+    a = Node(id="0.0", parent_id="0", depth=1, goal="a", task_type="think", status="running",
+             in_flight=CallInFlight("executor:think", queued_s=0.1))
+    b = Node(id="0.1", parent_id="0", depth=1, goal="b", task_type="think", depends_on=("0.0",))
+    by_id = {"0.0": a, "0.1": b}
+    assert node_state(a, by_id) == "queued"
+    assert node_state(replace(a, in_flight=CallInFlight("executor:think", 0.1, 0.2)), by_id) == "running"
+    assert node_state(b, by_id) == "waiting"
+    done = replace(a, status="completed", output="x", in_flight=None)
+    assert node_state(b, {**by_id, "0.0": done}) == "pending"
+    parent = Node(id="0", parent_id=None, depth=0, goal="p", task_type="think", status="running")
+    family = {**by_id, "0": parent}
+    assert node_state(parent, family, children=["0.0", "0.1"]) == "subtasks"
+    assert node_state(parent, {**family, "0.0": done, "0.1": replace(done, id="0.1")},
+                      children=["0.0", "0.1"]) == "between"  # about to queue its aggregator
+    assert node_state(replace(a, status="failed", error="x", in_flight=None), by_id) == "failed"
 
 
-def test_selection_survives_tree_updates_and_static_fallback_exists():
-    widget = ExecutionTreeWidget()
-    assert "no run yet" in widget._repr_mimebundle_()["text/html"]
-    run = failing_run(on_event=widget.on_event)
-    widget.selected_id = "0.1"
-    widget.show_run(run)
-    assert widget.selected_id == "0.1"
-    bundle = widget._repr_mimebundle_()
-    assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert bundle["text/html"] == render_tree_html(run)
+def test_timelines_are_the_recorded_schedule():
+    run = scheduled_run(1)
+    tree = trace_to_tree(run)
+    calls = sorted((s["start_s"], s["end_s"]) for n in tree["nodes"].values() for s in n["segments"]
+                   if s["kind"] == "call")
+    assert len(calls) == sum(len(n.calls) for n in run.nodes)
+    assert all(later[0] >= earlier[1] - 1e-6 for earlier, later in zip(calls, calls[1:]))  # one slot: no overlap
+    by_id = {n.id: n for n in run.nodes}
+    waiting = tree["nodes"]["0.0.2"]["segments"][0]
+    assert waiting["kind"] == "waiting" and waiting["start_s"] == round(by_id["0.0.2"].created_s, 6)
+    assert waiting["end_s"] == round(by_id["0.0.2"].started_s, 6) >= round(by_id["0.0.1"].ended_s, 6)
+    queued = [s for n in tree["nodes"].values() for s in n["segments"] if s["kind"] == "queued"]
+    assert max(s["end_s"] - s["start_s"] for s in queued) >= 0.009  # leaves wait for the one slot
+    subtasks = next(s for s in tree["nodes"]["0"]["segments"] if s["kind"] == "subtasks")
+    assert subtasks["end_s"] == round(max(n.ended_s for n in run.nodes if n.depth == 1), 6)
 
 
-def test_widget_detail_shows_role_inputs_and_outputs():
+def test_a_call_in_flight_is_drawn_up_to_the_latest_moment_of_the_trace():
+    from roma_lab.controller import CallInFlight
+
+    root = Node(id="0", parent_id=None, depth=0, goal="g", task_type="think", status="running", created_s=0.0,
+                started_s=0.1, in_flight=CallInFlight("atomizer", queued_s=0.1, started_s=0.4))
+    other = Node(id="0.9", parent_id="0", depth=1, goal="h", task_type="think", created_s=0.7)
+    tree = nodes_to_tree([root, other])
+    assert tree["span_s"] == 0.7 and tree["nodes"]["0"]["state"] == "running"
+    assert [(s["kind"], s["start_s"], s["end_s"]) for s in tree["nodes"]["0"]["segments"]] == [
+        ("queued", 0.1, 0.4), ("call", 0.4, 0.7)]
+
+
+# --- the HTML ---
+
+def test_static_html_escapes_and_shows_every_node_with_a_row_and_a_detail():
+    run = failing_run()
+    page = render_tree_html(run)
+    assert "fetch &lt;data&gt;" in page and "<data>" not in page
+    assert set(rows(page)) == {n.id for n in run.nodes}
+    for node in run.nodes:
+        anchor = re.search(rf'data-detail="{re.escape(node.id)}" id="([^"]+)"', page).group(1)
+        assert f'href="#{anchor}"' in rows(page)[node.id]  # without JavaScript a click jumps to the detail
+    assert "ValueError: boom" in detail(page, "0.1") and "after 0.1" in detail(page, "0.2")
+    assert "<script" not in page  # nothing that a sanitiser or an offline page would drop
+
+
+def test_role_inputs_and_outputs_are_shown_escaped():
     roles = ScriptedRoles({})
     kwargs = roles.role_kwargs() | {"executors": {"think": lambda goal, context: SimpleNamespace(output="<b>42</b>")}}
-    run = asyncio.run(Roma(**kwargs, max_depth=0).arun("answer"))
-    widget = ExecutionTreeWidget(run)
-    assert "executor:think" in widget._detail.value and "&lt;b&gt;42&lt;/b&gt;" in widget._detail.value
+    page = render_tree_html(asyncio.run(Roma(**kwargs, max_depth=0).arun("answer")))
+    assert "executor:think" in detail(page, "0") and "&lt;b&gt;42&lt;/b&gt;" in detail(page, "0")
+    assert "<b>42</b>" not in page
 
 
-def every_status_run() -> Run:
-    """A timed-out run by hand: one child per node status a finished run can hold."""
-    from roma_lab.controller import RoleCall
+def test_rows_show_state_calls_latency_tokens_and_carry_filter_attributes():
+    run = scheduled_run(2)
+    page = render_tree_html(run)
+    row = rows(page)["0"]
+    root = trace_to_tree(run)["nodes"]["0"]
+    assert 'data-state="completed"' in row and 'data-roles="aggregator atomizer planner"' in row
+    assert f">{len(run.root.calls)}<" in row and f">{root['latency_s']:.3f}<" in row and "0 / 0" in row
+    assert row.count('class="rt-seg"') == len(root["segments"])
+    for option in ("completed", "aggregator", "atomizer", "executor", "planner"):
+        assert f'<option value="{option}">' in page
 
-    unknown = RoleCall(role="executor:think", inputs={"context": ""}, outputs={}, context_chars=1, input_tokens=None,
-                       output_tokens=None, cost=None, latency_s=0.3, started_s=0.0, error="timed out; usage unknown")
-    kids = [Node(id=f"0.{i}", parent_id="0", depth=1, goal=f"{status} child", task_type="think", status=status,
-                 output="out" if status in ("completed", "degraded", "unverified") else None,
-                 error=None if status == "completed" else f"why {status}",
-                 calls=(unknown,) if status == "failed" else ())
-            for i, status in enumerate(["completed", "degraded", "unverified", "failed", "skipped", "cancelled"])]
-    root = Node(id="0", parent_id=None, depth=0, goal="root", task_type="think", status="cancelled",
-                error="run deadline of 1 s reached")
-    return Run(goal="root", status="timed_out", output=None, nodes=(root, *kids), wall_s=1.0)
+
+def test_warnings_are_collapsed_after_the_role_calls():
+    run = failing_run()
+    root = replace(run.root, warnings=tuple(f"plan (attempt 1): subtask {i} dropped" for i in range(42))
+                   + ("plan (attempt 1): subtask 0 dropped",))
+    block = detail(tree_html(trace_to_tree(replace(run, nodes=(root, *run.nodes[1:])))), "0")
+    assert block.index("role calls (3)") < block.index("43 warning(s)")
+    collapsed = re.search(r'<details data-key="/0/warnings"><summary class="rt-warn">43 warning\(s\)</summary>(.*?)'
+                          r"</details>", block, re.DOTALL).group(1)
+    assert "subtask 41 dropped" in collapsed and "subtask 0 dropped (×2)" in collapsed
+    assert "subtask 41" not in block.replace(collapsed, "")
+
+
+def answer(model, inputs, outputs, system):
+    return {name: f"answer to {inputs.get('goal', '?')}" for name in outputs}
+
+
+def test_prompts_and_completions_are_shown_whole_and_cached_calls_are_marked(tmp_path):
+    goal = "Explain " + "very " * 600 + "carefully"  # a long prompt is not cut
+    lm = lambda: dspy.LM("local/fake", engine=CachingEngine(ScriptedEngine(answer), model_id="fake",  # noqa: E731
+                                                             directory=tmp_path), cache=False)
+    fresh = Roma(lm=lm(), max_depth=0).run(goal)
+    cached = Roma(lm=lm(), max_depth=0).run(goal)
+    fresh_page, cached_page = render_tree_html(fresh), render_tree_html(cached)
+    exchange = cached.root.calls[0].exchanges[0]
+    for message in exchange.messages:
+        assert f"<pre>{__import__('html').escape(message['content'])}</pre>" in cached_page
+    assert f"answer to {goal}" in cached_page
+    assert 'class="rt-cached"' not in fresh_page and 'data-cached="true"' not in fresh_page and "lookup" not in fresh_page
+    assert '1 cached</span>' in rows(cached_page)["0"] and "s lookup" in detail(cached_page, "0")
+    assert 'data-cached="true"' in rows(cached_page)["0"] and "(1 cached)" in cached_page
 
 
 def test_every_status_has_a_colour_and_a_badge():
@@ -127,14 +246,153 @@ def test_every_status_has_a_colour_and_a_badge():
     assert "why degraded" in page and "why unverified" in page and "run deadline of 1 s reached" in page
 
 
-def test_unknown_usage_shows_as_unknown_not_zero():
+def every_status_run() -> Run:
+    """A timed-out run by hand, without schedule times (as files written before them): one child
+    per node status a finished run can hold."""
+    unknown = RoleCall(role="executor:think", inputs={"context": ""}, outputs={}, context_chars=1, input_tokens=None,
+                       output_tokens=None, cost=None, latency_s=0.3, started_s=0.0, error="timed out; usage unknown")
+    kids = [Node(id=f"0.{i}", parent_id="0", depth=1, goal=f"{status} child", task_type="think", status=status,
+                 output="out" if status in ("completed", "degraded", "unverified") else None,
+                 error=None if status == "completed" else f"why {status}",
+                 calls=(unknown,) if status == "failed" else ())
+            for i, status in enumerate(["completed", "degraded", "unverified", "failed", "skipped", "cancelled"])]
+    root = Node(id="0", parent_id=None, depth=0, goal="root", task_type="think", status="cancelled",
+                error="run deadline of 1 s reached")
+    return Run(goal="root", status="timed_out", output=None, nodes=(root, *kids), wall_s=1.0)
+
+
+def test_unknown_usage_shows_as_unknown_not_zero_and_an_old_trace_says_it_has_no_schedule():
     run = every_status_run()
     tree = trace_to_tree(run)
     assert tree["totals"]["input_tokens"] is None and tree["nodes"]["0.3"]["output_tokens"] is None
     assert tree["nodes"]["0.0"]["input_tokens"] == 0  # no calls: zero is known
+    page = render_tree_html(run)
+    assert "unknown in / unknown out tokens" in page and "unknown / unknown" in rows(page)["0.3"]
+    assert "failed: why failed" in detail(page, "0.3") and "unverified: why unverified" in detail(page, "0.2")
+    assert not tree["timed"] and "predates schedule times" in page
+    assert [s["kind"] for s in tree["nodes"]["0.3"]["segments"]] == ["call"]
+
+
+# --- the widget, driven as the browser would ---
+
+def test_selecting_a_node_as_the_browser_would_reaches_python_observers():
+    widget = ExecutionTreeWidget(failing_run())
+    assert widget.selected_id == "0" and widget.selected["id"] == "0"
+    picked = []
+    widget.observe(lambda change: picked.append(widget.selected), names="selected_id")
+    widget.set_state({"selected_id": "0.1"})  # the message a click in the browser sends
+    assert widget.selected_id == "0.1" and picked[-1]["error"] == "executor:think: ValueError: boom"
+    assert 'data-select="0.1"' in widget._html and 'data-detail="0.1"' in widget._html
+
+
+def test_selection_survives_tree_updates_and_falls_back_to_the_root():
+    widget = ExecutionTreeWidget()
+    assert widget.selected_id == "" and "no run yet" in widget._repr_mimebundle_()[0]["text/html"]
+    run = failing_run(on_event=widget.on_event)
+    widget.selected_id = "0.1"
+    widget.show_run(run)
+    assert widget.selected_id == "0.1"
+    widget.show_run(asyncio.run(Roma(**ScriptedRoles({}).role_kwargs(), max_depth=0).arun("other")))
+    assert widget.selected_id == "0"  # 0.1 is gone: the root is shown
+
+
+def test_the_widget_carries_its_static_view_beside_the_widget_view():
+    run = failing_run()
     widget = ExecutionTreeWidget(run)
-    assert "unknown in / unknown out tokens" in widget._summary.value
-    widget.selected_id = "0.3"
-    assert "unknown in / unknown out tokens" in widget._detail.value and "failed: why failed" in widget._detail.value
-    widget.selected_id = "0.2"
-    assert "unverified: why unverified" in widget._detail.value
+    data, _ = widget._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in data
+    assert data["text/html"] == widget._html == render_tree_html(run) == widget._repr_html_()
+
+
+# --- two runs side by side ---
+
+def test_two_runs_side_by_side_share_one_time_axis():
+    slow, fast = scheduled_run(1), scheduled_run(8)
+    page = compare_html([trace_to_tree(slow), trace_to_tree(fast)], ["one slot", "eight slots"])
+    assert page.index("one slot") < page.index("eight slots")
+    span = max(slow.wall_s, fast.wall_s)
+    ends = [float(m) for m in re.findall(r'data-end="([0-9.]+)"', page.split("eight slots")[1])]
+    lefts = [float(m) for m in re.findall(r"left:([0-9.]+)%;width:([0-9.]+)%", page.split("eight slots")[1])
+             for m in m[:1]]
+    assert max(ends) <= fast.wall_s + 1e-6 and max(lefts) < 100 * fast.wall_s / span + 1e-3
+    assert page.count('data-select="0.0.2"') == 2  # the same node id in each run
+    with pytest.raises(ValueError, match="2 trees but 1 labels"):
+        compare_html([trace_to_tree(slow), trace_to_tree(fast)], ["one"])
+
+
+def test_run_comparison_widget_selects_one_id_in_every_run():
+    comparison = RunComparison({"one slot": scheduled_run(1), "two slots": scheduled_run(2)})
+    assert comparison.labels == ["one slot", "two slots"] and comparison.selected_id == "0"
+    comparison.set_state({"selected_id": "0.1.1"})
+    assert comparison._html.count('data-detail="0.1.1"') == 2
+    assert comparison._repr_mimebundle_()[0]["text/html"] == comparison._html
+    unnamed = RunComparison([scheduled_run(2)])
+    assert unnamed.labels == ["run 1"]
+    with pytest.raises(ValueError, match="at least one run"):
+        RunComparison({})
+
+
+# --- an executed notebook exported as HTML, offline ---
+
+NOTEBOOK_CELLS = [
+    "from roma_lab.controller import Roma, ScriptedRoles, Subtask\nfrom roma_lab.widgets import ExecutionTreeWidget",
+    "roles = ScriptedRoles({'export <me>': (Subtask('a', 'think'), Subtask('b', 'think', (0,)))})\n"
+    "run = Roma(**roles.role_kwargs(), max_depth=1).run('export <me>')\ntree = ExecutionTreeWidget(run)\ntree",
+]
+
+
+@pytest.fixture(scope="module")
+def executed_notebook(tmp_path_factory):
+    """A notebook showing a tree, executed like papermill does (widget state stored in its metadata)."""
+    import os
+    from pathlib import Path
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    path = tmp_path_factory.mktemp("export") / "tree.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
+    with pytest.MonkeyPatch.context() as env:  # the kernel imports this checkout's roma_lab
+        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
+                                                                os.environ.get("PYTHONPATH")])))
+        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
+    assert "widgets" in nb.metadata
+    nbformat.write(nb, path)
+    return path
+
+
+def test_the_exported_page_shows_the_static_tree_and_loads_nothing_from_a_network(executed_notebook):
+    page = export_html(executed_notebook).read_text()
+    assert 'data-view="execution-tree"' in page and "export &lt;me&gt;" in page
+    assert set(rows(page)) == {"0", "0.0", "0.1"}
+    assert not re.findall(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=[\"']?(?:https?:)?//", page, re.I)
+    assert not re.findall(r"import\s*\(\s*[\"']https?:", page)
+    assert "application/vnd.jupyter.widget-view+json" not in page  # no widget that a CDN script would draw
+    assert "widgets" in json.loads(executed_notebook.read_text())["metadata"]  # the notebook is left as it was
+
+
+def test_nbconverts_default_page_is_what_fails_offline(executed_notebook):
+    """Why export_html exists: the default page draws the widget with scripts from a CDN, not the static view."""
+    from nbconvert import HTMLExporter
+
+    page, _ = HTMLExporter().from_filename(str(executed_notebook))
+    assert 'data-view="execution-tree"' not in page and "@jupyter-widgets/html-manager" in page
+    assert re.search(r"<script[^>]+src=\"https://", page)
+
+
+def test_export_from_the_command_line(executed_notebook, tmp_path, capsys):
+    from roma_lab.widgets.__main__ import main
+
+    out = tmp_path / "page.html"
+    assert main(["export", str(executed_notebook), "-o", str(out)]) == 0
+    assert capsys.readouterr().out.strip() == str(out) and 'data-view="execution-tree"' in out.read_text()
+
+
+def test_a_cached_exchange_reads_back_from_json():
+    call = RoleCall(role="executor:think", inputs={}, outputs={"output": "x"}, context_chars=0, input_tokens=1,
+                    output_tokens=1, cost=0.0, latency_s=0.001, started_s=0.0, queued_s=0.0,
+                    exchanges=(LMExchange(({"role": "user", "content": "q"},), ("a",), True),))
+    root = Node(id="0", parent_id=None, depth=0, goal="g", task_type="think", status="completed", output="x",
+                calls=(call,), created_s=0.0, started_s=0.0, ended_s=0.01)
+    run = Run(goal="g", status="completed", output="x", nodes=(root,), wall_s=0.01)
+    assert Run.from_json(run.to_json()) == run and trace_to_tree(run)["nodes"]["0"]["cached_calls"] == 1

@@ -14,12 +14,14 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
-from ._studies import measure_structure, plot_structure, run_quickstart
+from ._studies import compare_schedules, measure_structure, plot_structure, run_quickstart
 from ._types import (
     NODE_STATUSES,
     OUTPUT_STATUSES,
     RUN_STATUSES,
+    CallInFlight,
     InvalidRunError,
+    LMExchange,
     Node,
     NodeEvent,
     RoleCall,
@@ -46,9 +48,11 @@ __all__ = [
     "RUN_STATUSES",
     "TASK_TYPES",
     "BM25Retriever",
+    "CallInFlight",
     "CallLogEntry",
     "EmptyCorpusError",
     "InvalidRunError",
+    "LMExchange",
     "Node",
     "NodeEvent",
     "Passage",
@@ -66,6 +70,7 @@ __all__ = [
     "ScriptedRoles",
     "Subtask",
     "check_sandbox",
+    "compare_schedules",
     "fixed_latency_roles",
     "measure_structure",
     "plot_structure",

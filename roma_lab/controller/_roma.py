@@ -25,7 +25,7 @@ from typing import Any
 
 from ._plan import Subtask, show, validate_plan
 from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
-from ._types import OUTPUT_STATUSES, Node, NodeEvent, RoleCall, Run, RunStatus, run_status
+from ._types import OUTPUT_STATUSES, CallInFlight, LMExchange, Node, NodeEvent, RoleCall, Run, RunStatus, run_status
 
 # Output contract per role: field -> required type (None: any value).
 _CONTRACT: dict[str, dict[str, type | None]] = {
@@ -174,6 +174,19 @@ def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
     return future
 
 
+def _exchanges(history: Sequence[Mapping[str, Any]]) -> tuple[LMExchange, ...]:
+    """The model requests of one call as sent (messages, or a bare prompt) and their completions."""
+    from roma_lab.lm import served_from_cache
+
+    exchanges = []
+    for h in history:
+        messages = h.get("messages") or ([{"role": "user", "content": h["prompt"]}] if h.get("prompt") else [])
+        exchanges.append(LMExchange(messages=tuple(_jsonable(list(messages))),
+                                    completions=tuple(_jsonable(list(h.get("outputs") or []))),
+                                    cached=served_from_cache(h)))
+    return tuple(exchanges)
+
+
 def _usage(outcome: _Outcome) -> dict[str, Any]:
     """Tokens and cost of one finished call, from its own usage tracker and LM history."""
     from roma_lab.lm import call_cost, in_process, served_from_cache
@@ -229,6 +242,10 @@ class _RunState:
             except Exception as err:  # a broken view must not break the run, but must be seen
                 warnings.warn(f"run observer raised {err!r}; the run continues", stacklevel=1)
 
+    def now(self) -> float:
+        """Seconds since the run started (the trace's clock)."""
+        return time.monotonic() - self.t0
+
     def put(self, node: Node) -> Node:
         with self.lock:
             self.nodes[node.id] = node  # after close() only the abandoned loop still reads these
@@ -253,8 +270,9 @@ class _RunState:
             self.closed = True
             unfinished = [n for n in self.nodes.values() if n.status in ("pending", "running")]
             if reason is not None:
+                ended = self.now()
                 for n in unfinished:
-                    self.nodes[n.id] = replace(n, status="cancelled", error=reason)
+                    self.nodes[n.id] = replace(n, status="cancelled", error=reason, ended_s=ended, in_flight=None)
             nodes = tuple(self.nodes.values())
         for n in unfinished if reason is not None else ():
             self._notify(self.nodes[n.id])  # the live view sees where the run stopped
@@ -379,7 +397,7 @@ class Roma:
     def _start(self, goal: str, on_event: Observer | None) -> _RunState:
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-empty string")
-        root = Node(id="0", parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type)
+        root = Node(id="0", parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type, created_s=0.0)
         lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
         state = _RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event)
         state.put(root)  # announce the root as pending
@@ -450,8 +468,11 @@ class Roma:
 
     async def _call(self, state: _RunState, node_id: str, role: str, fn: Callable[..., Any], **inputs: Any) -> dict:
         lm = state.lms.get(role)
+        waiting = CallInFlight(role, queued_s=state.now())
+        state.update(node_id, in_flight=waiting)  # the view shows "queued" until a slot is free
         async with state.slots:
             started = time.monotonic()
+            state.update(node_id, in_flight=replace(waiting, started_s=started - state.t0))
             if _is_async(fn):
                 pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm))
             else:
@@ -465,12 +486,13 @@ class Roma:
                 raise
             latency = time.monotonic() - started
         record = {"role": role, "inputs": _jsonable({k: v for k, v in inputs.items() if k != "goal"}),
-                  "context_chars": _context_chars(inputs), "latency_s": latency, "started_s": started - state.t0}
+                  "context_chars": _context_chars(inputs), "latency_s": latency, "started_s": started - state.t0,
+                  "queued_s": waiting.queued_s}
         if not done:
             error = f"timed out after {self.settings.call_timeout_s:g} s"
             call = RoleCall(**record, outputs={}, input_tokens=None, output_tokens=None, cost=None,
                             model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)")
-            state.update(node_id, calls=state.nodes[node_id].calls + (call,))
+            state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
             if isinstance(pending, asyncio.Task):
                 pending.cancel()  # an async role sees CancelledError; a thread cannot be stopped
 
@@ -478,6 +500,7 @@ class Roma:
                 if not future.cancelled():
                     usage = _usage(future.result())
                     late = replace(call, **{**usage, "model": usage["model"] or call.model},
+                                   exchanges=_exchanges(future.result().history),
                                    error=f"{error}; ended {time.monotonic() - started:.3g} s after it started")
                     state.replace_call(node_id, call, late)
 
@@ -487,8 +510,8 @@ class Roma:
         outputs, error = self._read(role, outcome)
         usage = _usage(outcome)
         call = RoleCall(**record, outputs=outputs, **{**usage, "model": usage["model"] or getattr(lm, "model", None)},
-                        error=error)
-        state.update(node_id, calls=state.nodes[node_id].calls + (call,))
+                        error=error, exchanges=_exchanges(outcome.history))
+        state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
         if isinstance(outcome.error, _STOP):
             raise _Stopped(outcome.error)
         if error is not None:
@@ -531,7 +554,7 @@ class Roma:
         ``inherited`` are dependency results the ancestors received (so a planned node's children
         still see what their parent depended on); ``dep_results`` are this node's own.
         """
-        node = state.update(node_id, status="running")
+        node = state.update(node_id, status="running", started_s=state.now())
         context = _render_context(self._ancestors(state, node), inherited + dep_results, self.settings)
         degraded = None
         try:
@@ -556,14 +579,14 @@ class Roma:
             else:
                 output, rejected = await self._verified(state, node_id, context, self._executor_step(state, node_id))
         except (RoleError, _NothingToAggregate) as err:
-            state.update(node_id, status="failed", error=str(err))
+            state.update(node_id, status="failed", error=str(err), ended_s=state.now())
             return
         if rejected is not None:
-            state.update(node_id, status="unverified", output=output, error=rejected)
+            state.update(node_id, status="unverified", output=output, error=rejected, ended_s=state.now())
         elif degraded is not None:
-            state.update(node_id, status="degraded", output=output, error=degraded)
+            state.update(node_id, status="degraded", output=output, error=degraded, ended_s=state.now())
         else:
-            state.update(node_id, status="completed", output=output)
+            state.update(node_id, status="completed", output=output, ended_s=state.now())
 
     async def _plan(self, state: _RunState, node_id: str, context: str) -> tuple[Subtask, ...] | None:
         """Validated plan; re-asks once when nothing usable came back; ``None`` after two failures
@@ -601,9 +624,11 @@ class Roma:
                       inherited: tuple) -> tuple[str, str | None]:
         parent = state.nodes[node_id]
         ids = [f"{node_id}.{i}" for i in range(len(plan))]
+        planned = state.now()
         for child_id, sub in zip(ids, plan, strict=True):
             state.put(Node(id=child_id, parent_id=node_id, depth=parent.depth + 1, goal=sub.goal,
-                           task_type=sub.task_type, depends_on=tuple(ids[j] for j in sub.depends_on)))
+                           task_type=sub.task_type, depends_on=tuple(ids[j] for j in sub.depends_on),
+                           created_s=planned))
 
         tasks: list[asyncio.Task] = []
 
@@ -615,7 +640,8 @@ class Roma:
             # dependents then see a skipped node and are skipped too: the skip is transitive
             missing = [ids[j] for j in plan[i].depends_on if state.nodes[ids[j]].status not in OUTPUT_STATUSES]
             if missing:
-                state.update(ids[i], status="skipped", error=f"dependencies have no output: {', '.join(missing)}")
+                state.update(ids[i], status="skipped", error=f"dependencies have no output: {', '.join(missing)}",
+                             ended_s=state.now())
                 return
             results = tuple((state.nodes[ids[j]].goal, state.nodes[ids[j]].output) for j in plan[i].depends_on)
             await self._solve(state, ids[i], inherited=inherited, dep_results=results)

@@ -1,4 +1,4 @@
-"""The computations behind notebooks 01 (quickstart) and 02 (structure): run, then write tidy CSVs."""
+"""The computations behind notebooks 01 (quickstart) and 02 (structure): run, then write tidy CSVs and traces."""
 
 from __future__ import annotations
 
@@ -58,19 +58,12 @@ def measure_structure(
     """
     import pandas as pd
 
-    from roma_lab.results import write_table, write_text_atomic
+    from roma_lab.results import write_table
 
     shapes = [("widen", (w,)) for w in widths] + [("deepen", (3,) * d) for d in depths]
     timing, context = [], []
     for sweep, branching in shapes:
-        roles = fixed_latency_roles(branching, latency_s=latency_s, chain_every=3,
-                                    task_types=("search", "think", "think"),
-                                    executor_latency_s={"search": 3 * latency_s})
-        roma = Roma(**roles.role_kwargs(), max_depth=len(branching), max_concurrency=max_concurrency,
-                    max_subtasks=max(branching))
-        run = roma.run(roles.goal)
-        if run.status != "completed":
-            raise RuntimeError(f"scripted {sweep} run {branching} ended {run.status}: {run.root.error}")
+        run = _structure_run(branching, latency_s, max_concurrency)
         bounds = schedule_bounds(run)
         shape = {"sweep": sweep, "width": branching[0], "depth": len(branching), "nodes": len(run.nodes)}
         for schedule, seconds in (("measured", bounds.wall_s), ("critical_path", bounds.critical_path_s),
@@ -83,6 +76,39 @@ def measure_structure(
     write_table(timing_df, out_dir, "timing")
     write_table(context_df, out_dir, "context")
     return timing_df, context_df
+
+
+def _structure_run(branching: Sequence[int], latency_s: float, max_concurrency: int) -> Run:
+    """One scripted tree of ``measure_structure``: siblings cycle search, think, think; search calls
+    take 3x ``latency_s``; every third sibling depends on its left neighbour."""
+    roles = fixed_latency_roles(branching, latency_s=latency_s, chain_every=3, task_types=("search", "think", "think"),
+                                executor_latency_s={"search": 3 * latency_s})
+    roma = Roma(**roles.role_kwargs(), max_depth=len(branching), max_concurrency=max_concurrency,
+                max_subtasks=max(branching))
+    run = roma.run(roles.goal)
+    if run.status != "completed":
+        raise RuntimeError(f"scripted run {tuple(branching)} ended {run.status}: {run.root.error}")
+    return run
+
+
+def compare_schedules(
+    out_dir: str | PathLike[str],
+    *,
+    concurrencies: Sequence[int] = (1, 8),
+    branching: Sequence[int] = (3, 3),
+    latency_s: float = 0.02,
+) -> dict[str, Run]:
+    """The same scripted tree (as in ``measure_structure``, two levels of three) run once per bound on
+    concurrent role calls, to be viewed side by side. Writes each run as ``schedule_<k>_slots.json``;
+    returns ``{"max_concurrency=<k>": run}``."""
+    from roma_lab.results import write_text_atomic
+
+    runs = {}
+    for slots in concurrencies:
+        run = _structure_run(branching, latency_s, slots)
+        write_text_atomic(Path(out_dir) / f"schedule_{slots}_slots.json", run.to_json())
+        runs[f"max_concurrency={slots}"] = run
+    return runs
 
 
 def plot_structure(timing: pd.DataFrame, context: pd.DataFrame) -> Figure:

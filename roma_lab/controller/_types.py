@@ -48,6 +48,17 @@ def run_status(nodes: tuple[Node, ...]) -> RunStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class LMExchange:
+    """One request a role call sent to its model: the messages as sent and the completions that came
+    back. ``cached``: served from a completion cache, so no model ran and the call's latency is a
+    lookup time."""
+
+    messages: tuple[dict[str, Any], ...]
+    completions: tuple[Any, ...]  # text, or a provider's structured output
+    cached: bool
+
+
+@dataclass(frozen=True, slots=True)
 class RoleCall:
     """One call of one role for one node.
 
@@ -56,7 +67,11 @@ class RoleCall:
     (kept once, on the node). Tokens and cost are what the LM reported for this call, a failed call
     included; ``None`` means unknown (a timed-out call whose thread had not finished when the run
     ended; a provider that gave no price). ``context_chars`` is the size of everything the role was
-    shown, goal included.
+    shown, goal included. ``queued_s`` is when the call asked for one of ``max_concurrency`` slots
+    and ``started_s`` when it got one (both in seconds since the run started; ``queued_s`` is
+    ``None`` in files written before it was recorded). ``exchanges`` are the model requests the call
+    made, full prompts and completions (empty for a role without a recorded model, and for a call
+    that timed out).
     """
 
     role: str
@@ -70,12 +85,35 @@ class RoleCall:
     started_s: float  # seconds since the run started, for Gantt views
     model: str | None = None
     error: str | None = None
+    queued_s: float | None = None
+    exchanges: tuple[LMExchange, ...] = ()
+
+    @property
+    def cached(self) -> bool | None:
+        """True when every model request of this call was served from a cache, False when any ran the
+        model, None when the call recorded no model request."""
+        return all(e.cached for e in self.exchanges) if self.exchanges else None
+
+
+@dataclass(frozen=True, slots=True)
+class CallInFlight:
+    """The role call a running node is in: waiting for a concurrency slot (``started_s`` None) or
+    holding one. Live state only: a finished run has none."""
+
+    role: str
+    queued_s: float
+    started_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Node:
     """One task in the execution tree. ``depends_on`` holds ids of earlier siblings. ``error`` says
-    why a node has no output (failed, skipped, cancelled) or why its output is degraded/unverified."""
+    why a node has no output (failed, skipped, cancelled) or why its output is degraded/unverified.
+
+    Times are seconds since the run started: ``created_s`` when its parent planned it (the root: 0),
+    ``started_s`` when its dependencies had ended and it began (``None``: it never began),
+    ``ended_s`` when it reached its final status (all ``None`` in files written before they were
+    recorded). ``in_flight`` is the role call it is in while it runs (see :class:`CallInFlight`)."""
 
     id: str
     parent_id: str | None
@@ -90,6 +128,10 @@ class Node:
     forced_atomic: bool = False
     is_atomic: bool | None = None
     calls: tuple[RoleCall, ...] = ()
+    created_s: float | None = None
+    started_s: float | None = None
+    ended_s: float | None = None
+    in_flight: CallInFlight | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,7 +231,7 @@ class Run:
         """The run as JSON text that any run can be saved as: the goal is stored once (on the root),
         non-finite floats are refused by the invariants, and lone surrogates are written as escapes."""
         data = _RunModel.model_validate({
-            "status": self.status, "output": self.output, "nodes": [asdict(n) for n in self.nodes],
+            "status": self.status, "output": self.output, "nodes": [_node_record(n) for n in self.nodes],
             "wall_s": self.wall_s, "settings": {} if self.settings is None else self.settings.record(),
         }).model_dump(mode="json", exclude={"goal"})
         text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False)
@@ -208,7 +250,10 @@ class Run:
         except (ValueError, ValidationError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise InvalidRunError(f"not a ROMA run trace: {err}") from err
         nodes = tuple(
-            Node(**{**n.model_dump(exclude={"calls"}), "calls": tuple(RoleCall(**c.model_dump()) for c in n.calls)})
+            Node(**{**n.model_dump(exclude={"calls"}), "calls": tuple(
+                RoleCall(**{**c.model_dump(exclude={"exchanges"}),
+                            "exchanges": tuple(LMExchange(**e.model_dump()) for e in c.exchanges)})
+                for c in n.calls)})
             for n in m.nodes
         )
         if not nodes:
@@ -220,6 +265,12 @@ class Run:
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def _node_record(node: Node) -> dict[str, Any]:
+    record = asdict(node)
+    del record["in_flight"]  # live state; a valid finished run has none
+    return record
 
 
 def _finite(x: float | None, low: float = 0.0) -> bool:
@@ -264,10 +315,18 @@ def _problems(run: Run) -> list[str]:
             problems.append(f"node {n.id} is {n.status} without saying why (error)")
         if n.status not in NODE_STATUSES or n.status in ("pending", "running"):
             problems.append(f"node {n.id} has status {n.status!r}: a finished run has no pending or running node")
+        if n.in_flight is not None:
+            problems.append(f"node {n.id} is still in a {n.in_flight.role} call: a finished run has none")
+        times = [t for t in (n.created_s, n.started_s, n.ended_s) if t is not None]
+        if not all(_finite(t, -math.inf) for t in times) or times != sorted(times):
+            problems.append(f"node {n.id}: created_s <= started_s <= ended_s must be finite and in order")
         for c in n.calls:
             if not (_finite(c.latency_s) and _finite(c.started_s, -math.inf) and _finite(c.cost)
+                    and _finite(c.queued_s, -math.inf)
                     and all(t is None or t >= 0 for t in (c.input_tokens, c.output_tokens)) and c.context_chars >= 0):
                 problems.append(f"node {n.id}: call {c.role} has a negative or non-finite number")
+            if c.queued_s is not None and c.queued_s > c.started_s:
+                problems.append(f"node {n.id}: call {c.role} started before it was queued")
     cancelled = any(n.status == "cancelled" for n in run.nodes)
     if run.status in STOPPED_RUN_STATUSES and not cancelled:
         problems.append(f"a {run.status} run has no cancelled node")
@@ -284,6 +343,12 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class _LMExchangeModel(_Strict):
+    messages: tuple[dict[str, Any], ...]
+    completions: tuple[Any, ...]
+    cached: bool
+
+
 class _RoleCallModel(_Strict):
     role: str
     inputs: dict[str, Any]
@@ -296,6 +361,8 @@ class _RoleCallModel(_Strict):
     started_s: float
     model: str | None
     error: str | None
+    queued_s: float | None = None  # the defaults: files written before these were recorded
+    exchanges: tuple[_LMExchangeModel, ...] = ()
 
 
 class _NodeModel(_Strict):
@@ -312,6 +379,9 @@ class _NodeModel(_Strict):
     forced_atomic: bool
     is_atomic: bool | None
     calls: tuple[_RoleCallModel, ...]
+    created_s: float | None = None  # the defaults: files written before these were recorded
+    started_s: float | None = None
+    ended_s: float | None = None
 
 
 class _RunModel(_Strict):

@@ -72,11 +72,13 @@ def _entry_path(directory: Path, model_id: str, key: str) -> Path:
 def _to_response(entry: CachedCompletion):
     from dspy.lm15 import Message, Response, TextPart, Usage
 
-    # Usage is that of the recorded call, so usage tables are identical when a run is replayed.
+    # Usage is that of the recorded call, so usage tables are identical when a run is replayed. The
+    # mark lets a trace say the completion was looked up, not generated (the controller reads it).
     return Response(id=None, model=entry.model_id, message=Message.assistant([TextPart(entry.text)]),
                     finish_reason=entry.finish_reason,
                     usage=Usage(input_tokens=entry.input_tokens, output_tokens=entry.output_tokens,
-                                total_tokens=entry.input_tokens + entry.output_tokens))
+                                total_tokens=entry.input_tokens + entry.output_tokens),
+                    provider_data={"cache_hit": True})
 
 
 def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:

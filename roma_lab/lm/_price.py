@@ -29,14 +29,16 @@ def call_cost(model: str | None, reported: float | None) -> float | None:
 
 
 def served_from_cache(entry: Mapping[str, Any]) -> bool:
-    """Whether a ``dspy.LM`` history entry was served from DSPy's request cache.
+    """Whether a ``dspy.LM`` history entry was served from a cache (looked up, not generated).
 
-    DSPy marks a hit in two ways, by engine: a LiteLLM reply is stamped ``cache_hit``; a native
-    (lm15) reply is stored as it came, with the usage it reported, and only the entry's own ``usage``
-    is emptied (no tokens were spent). A fresh native reply's entry carries that reply's usage.
+    roma_lab's completion cache marks its replies ``provider_data={"cache_hit": True}``. DSPy's
+    request cache marks a hit in two ways, by engine: a LiteLLM reply is stamped ``cache_hit``; a
+    native (lm15) reply is stored as it came, with the usage it reported, and only the entry's own
+    ``usage`` is emptied (no tokens were spent). A fresh native reply's entry carries that reply's usage.
     """
     response = entry.get("response")
-    if getattr(response, "cache_hit", False):
+    marks = getattr(response, "provider_data", None)
+    if getattr(response, "cache_hit", False) or (isinstance(marks, Mapping) and marks.get("cache_hit")):
         return True
     from dspy.lm15 import Response
 

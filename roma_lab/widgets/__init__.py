@@ -1,15 +1,28 @@
-"""Jupyter views: the ROMA execution tree (alone, or for any benchmark item of a table run), GEPA+
-instruction evolution, the meta-routing tau explorer and route inspector.
+"""Jupyter views: the ROMA execution tree (alone, side by side, or for any benchmark item of a table
+run), GEPA+ instruction evolution, the meta-routing tau explorer and route inspector.
 
 Each view keeps state in plain data built by a pure, tested function and carries a static HTML
-rendering, so executed notebooks saved under results/ still show it. Widgets read the rooms they
-show (``bench``, ``controller``...); no room imports widgets."""
+rendering, so executed notebooks saved under results/ still show it; ``export_html`` writes an
+executed notebook as one HTML page that needs no network. Widgets read the rooms they show
+(``bench``, ``controller``...); no room imports widgets."""
 
+from ._export import export_html
 from ._items import ItemRunPicker
 from ._optimizer import OptimizerEvolutionWidget, evolution_html, evolution_state, instruction_diff_html, step_html
 from ._router import RouteInspector, ThresholdExplorer, render_route_html
-from ._tree import ExecutionTreeWidget, nodes_to_tree, render_tree_html, trace_to_tree
+from ._tree import (
+    ExecutionTreeWidget,
+    RunComparison,
+    compare_html,
+    node_state,
+    nodes_to_tree,
+    render_tree_html,
+    trace_to_tree,
+    tree_html,
+)
+from ._view import HTMLView
 
-__all__ = ["ExecutionTreeWidget", "ItemRunPicker", "OptimizerEvolutionWidget", "RouteInspector", "ThresholdExplorer",
-           "evolution_html", "evolution_state", "instruction_diff_html", "nodes_to_tree", "render_route_html",
-           "render_tree_html", "step_html", "trace_to_tree"]
+__all__ = ["ExecutionTreeWidget", "HTMLView", "ItemRunPicker", "OptimizerEvolutionWidget", "RouteInspector",
+           "RunComparison", "ThresholdExplorer", "compare_html", "evolution_html", "evolution_state", "export_html",
+           "instruction_diff_html", "node_state", "nodes_to_tree", "render_route_html", "render_tree_html",
+           "step_html", "trace_to_tree", "tree_html"]

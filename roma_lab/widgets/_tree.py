@@ -1,27 +1,41 @@
-"""The ROMA execution tree in Jupyter: a pure tree builder, a static HTML view and a live widget.
+"""The ROMA execution tree in Jupyter: a pure tree builder, one HTML renderer, a live widget.
 
-``trace_to_tree`` turns a run into one JSON-able dict; everything else renders that dict. The
-widget keeps the dict in ONE synced trait (``tree``) plus ``selected_id``, and re-renders from them,
-so tests can drive it exactly as the browser would, and executed notebooks keep a static copy.
+``trace_to_tree`` (a finished run) and ``nodes_to_tree`` (the nodes of a run in progress) build one
+JSON-able dict: per node its state read from the trace (waiting on dependencies, queued for a
+concurrency slot, in a role call, waiting on its subtasks, or its final status), its timeline
+segments, its role calls with full prompts and completions, usage and cached marks. ``tree_html``
+and ``compare_html`` render that dict as a waterfall (one row per node: state, calls, latency,
+tokens and its timeline on the run's clock) above one detail block per node (warnings collapsed).
+The widgets keep the dict in a trait and send the HTML to the browser (see ``_view.py``); the same
+HTML is the static view of saved and exported notebooks. See design/viewer.md.
 """
 
 from __future__ import annotations
 
-import html
+import hashlib
 import json
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict
 from typing import Any
 
-import ipywidgets as widgets
 import traitlets
 
-from roma_lab.controller import Node, NodeEvent, Run
+from roma_lab.controller import Node, NodeEvent, RoleCall, Run
 
-# Node statuses, then the run statuses that are not also node statuses (both get a badge).
+from ._view import HTMLView, esc, filter_select, view_html
+
+# Node and run statuses (all get a badge), then the states of a node while its run goes on.
 STATUS_COLORS = {"pending": "#9e9e9e", "running": "#1e88e5", "completed": "#43a047", "degraded": "#c0ca33",
                  "unverified": "#8e24aa", "failed": "#e53935", "skipped": "#fb8c00", "cancelled": "#6d4c41",
-                 "partial": "#fdd835", "timed_out": "#6d4c41", "interrupted": "#6d4c41"}
-_PREVIEW_CHARS = 160  # node outputs shown inline; the detail pane shows them whole
+                 "partial": "#fdd835", "timed_out": "#6d4c41", "interrupted": "#6d4c41",
+                 "waiting": "#bdbdbd", "queued": "#ffb300", "subtasks": "#64b5f6", "between": "#90a4ae"}
+LIVE_STATES = {"pending": "created, not started yet", "waiting": "waiting on dependencies",
+               "queued": "queued for a concurrency slot", "running": "in a role call",
+               "subtasks": "waiting on its subtasks", "between": "between role calls"}
+ROLE_COLORS = {"atomizer": "#7e57c2", "planner": "#00897b", "executor": "#1e88e5", "aggregator": "#2e7d32",
+               "verifier": "#f4511e"}
+_GOAL_CHARS = 90  # goals in a row; the detail block shows them whole
 
 
 def _total(values: Iterable[int | None]) -> int | None:
@@ -30,126 +44,356 @@ def _total(values: Iterable[int | None]) -> int | None:
     return None if any(v is None for v in values) else sum(values)
 
 
-def _call_dict(call) -> dict[str, Any]:
-    return {"role": call.role, "model": call.model, "input_tokens": call.input_tokens,
-            "output_tokens": call.output_tokens, "cost": call.cost, "latency_s": round(call.latency_s, 4),
-            "started_s": round(call.started_s, 4), "context_chars": call.context_chars,
-            "inputs": call.inputs, "outputs": call.outputs, "error": call.error}
+def _component(role: str) -> str:
+    return role.split(":")[0]
 
 
-def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str | None = None) -> dict[str, Any]:
-    """The tree dict for any set of node snapshots (a finished run or one in progress)."""
+def node_state(node: Node, by_id: Mapping[str, Node], *, children: Sequence[str] = ()) -> str:
+    """What a node is doing, read from the trace: its status once final; while the run goes on,
+    ``waiting`` (a dependency has not ended), ``queued`` (its role call waits for one of
+    ``max_concurrency`` slots), ``running`` (a role call holds a slot), ``subtasks`` (it waits for
+    subtasks it planned), ``between`` (the controller works on it between role calls, holding no
+    slot) or ``pending`` (created, about to start)."""
+    if node.status == "pending":
+        unfinished = any(by_id[d].status in ("pending", "running") for d in node.depends_on if d in by_id)
+        return "waiting" if unfinished else "pending"
+    if node.status != "running":
+        return node.status
+    if node.in_flight is not None:
+        return "queued" if node.in_flight.started_s is None else "running"
+    if any(by_id[c].status in ("pending", "running") for c in children if c in by_id):
+        return "subtasks"
+    return "between"
+
+
+def _latest(nodes: Sequence[Node]) -> float:
+    """The last moment a trace in progress records (its 'now')."""
+    times = [0.0]
+    for n in nodes:
+        times += [t for t in (n.created_s, n.started_s, n.ended_s) if t is not None]
+        times += [c.started_s + c.latency_s for c in n.calls]
+        if n.in_flight is not None:
+            times += [t for t in (n.in_flight.queued_s, n.in_flight.started_s) if t is not None]
+    return max(times)
+
+
+def _segments(node: Node, kids: Sequence[Node], now: float) -> list[dict[str, Any]]:
+    """The node's timeline: ``waiting`` on dependencies, ``subtasks`` it waits for, and per role
+    call the time ``queued`` for a slot and the ``call`` itself (one still in flight ends at ``now``)."""
+    segments: list[dict[str, Any]] = []
+
+    def add(kind: str, start: float | None, end: float | None, role: str | None = None,
+            cached: bool | None = None) -> None:
+        if start is None or end is None or end < start or (kind != "call" and end == start):
+            return  # not recorded, or nothing to draw (a call of no duration is still drawn)
+        segments.append({"kind": kind, "start_s": round(start, 6), "end_s": round(end, 6), "role": role,
+                         "cached": cached})
+
+    if node.depends_on and node.created_s is not None:
+        add("waiting", node.created_s, next((t for t in (node.started_s, node.ended_s) if t is not None), now))
+    if kids and all(k.created_s is not None for k in kids):
+        add("subtasks", min(k.created_s for k in kids), max(now if k.ended_s is None else k.ended_s for k in kids))
+    for c in node.calls:
+        add("queued", c.queued_s, c.started_s, c.role)
+        add("call", c.started_s, c.started_s + c.latency_s, c.role, c.cached)
+    flight = node.in_flight
+    if flight is not None:
+        add("queued", flight.queued_s, now if flight.started_s is None else flight.started_s, flight.role)
+        add("call", flight.started_s, now, flight.role)
+    return segments
+
+
+def _call_dict(call: RoleCall) -> dict[str, Any]:
+    wait = None if call.queued_s is None else round(call.started_s - call.queued_s, 6)
+    return {"role": call.role, "component": _component(call.role), "model": call.model,
+            "input_tokens": call.input_tokens, "output_tokens": call.output_tokens, "cost": call.cost,
+            "latency_s": round(call.latency_s, 6), "started_s": round(call.started_s, 6),
+            "queued_s": None if call.queued_s is None else round(call.queued_s, 6), "wait_s": wait,
+            "context_chars": call.context_chars, "inputs": call.inputs, "outputs": call.outputs,
+            "error": call.error, "cached": call.cached,
+            "exchanges": [{"messages": list(e.messages), "completions": list(e.completions), "cached": e.cached}
+                          for e in call.exchanges]}
+
+
+def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str | None = None,
+                  wall_s: float | None = None) -> dict[str, Any]:
+    """The tree dict for any set of node snapshots (a finished run or one in progress).
+    ``wall_s``: the run's length; for a run in progress, the latest time its trace records."""
     nodes = list(nodes)
+    by_id = {n.id: n for n in nodes}
     children: dict[str, list[str]] = {n.id: [] for n in nodes}
     for n in nodes:
         if n.parent_id in children:
             children[n.parent_id].append(n.id)
+    now = _latest(nodes) if wall_s is None else wall_s
     tree_nodes = {}
     for n in nodes:
+        state = node_state(n, by_id, children=children[n.id])
+        roles = {_component(c.role) for c in n.calls} | ({_component(n.in_flight.role)} if n.in_flight else set())
         tree_nodes[n.id] = {
             "id": n.id, "parent_id": n.parent_id, "depth": n.depth, "goal": n.goal, "task_type": n.task_type,
-            "status": n.status, "color": STATUS_COLORS[n.status], "output": n.output, "error": n.error,
-            "warnings": list(n.warnings), "forced_atomic": n.forced_atomic, "is_atomic": n.is_atomic,
-            "depends_on": list(n.depends_on), "children": children[n.id],
-            "calls": [_call_dict(c) for c in n.calls],
+            "status": n.status, "state": state, "color": STATUS_COLORS[state], "output": n.output,
+            "error": n.error, "warnings": list(n.warnings), "forced_atomic": n.forced_atomic,
+            "is_atomic": n.is_atomic, "depends_on": list(n.depends_on), "children": children[n.id],
+            "created_s": n.created_s, "started_s": n.started_s, "ended_s": n.ended_s,
+            "in_flight": None if n.in_flight is None else asdict(n.in_flight),
+            "roles": sorted(roles), "calls": [_call_dict(c) for c in n.calls],
+            "cached_calls": sum(c.cached is True for c in n.calls),
             "input_tokens": _total(c.input_tokens for c in n.calls),
             "output_tokens": _total(c.output_tokens for c in n.calls),
-            "latency_s": round(sum(c.latency_s for c in n.calls), 4),
+            "latency_s": round(sum(c.latency_s for c in n.calls), 6),
+            "segments": _segments(n, [by_id[k] for k in children[n.id]], now),
         }
     calls = [c for n in nodes for c in n.calls]
     return {
         "status": status,
         "output": output,
         "root": nodes[0].id if nodes else None,
+        "span_s": round(now, 6),
+        "timed": any(n.created_s is not None for n in nodes),
         "nodes": tree_nodes,
         "edges": [{"source": d, "target": n.id} for n in nodes for d in n.depends_on],
-        "totals": {"nodes": len(nodes), "calls": len(calls),
+        "totals": {"nodes": len(nodes), "calls": len(calls), "cached_calls": sum(c.cached is True for c in calls),
                    "input_tokens": _total(c.input_tokens for c in calls),
                    "output_tokens": _total(c.output_tokens for c in calls),
-                   "latency_s": round(sum(c.latency_s for c in calls), 4)},
+                   "latency_s": round(sum(c.latency_s for c in calls), 6),
+                   "states": dict(Counter(t["state"] for t in tree_nodes.values()))},
     }
 
 
 def trace_to_tree(run: Run) -> dict[str, Any]:
-    """The whole execution tree of a finished run as one JSON-able dict (nodes by id, dependency
-    edges between siblings, per-node role calls and totals)."""
-    return nodes_to_tree(run.nodes, status=run.status, output=run.output)
+    """The whole execution tree of a finished run as one JSON-able dict (nodes by id with state,
+    timeline, role calls and totals; dependency edges between siblings)."""
+    return nodes_to_tree(run.nodes, status=run.status, output=run.output, wall_s=run.wall_s)
 
 
-# --- HTML (shared by the static view and the widget) ---
+# --- HTML: one renderer for the widget and the static view ---
 
-def _esc(value: Any) -> str:
-    return html.escape(str(value))
+TREE_CSS = """
+.roma-view .rt-summary{margin:2px 0}
+.roma-view .rt-badge{color:#fff;border-radius:3px;padding:0 4px;font-size:12px;white-space:nowrap}
+.roma-view .rt-cached{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
+.roma-view .rt-legend{font-size:11px;opacity:.8;margin:2px 0}
+.roma-view .rt-legend i{display:inline-block;width:16px;height:9px;margin:0 3px 0 9px;vertical-align:middle}
+.roma-view table.rt-table{border-collapse:collapse;width:100%;min-width:560px;table-layout:fixed;margin-top:4px}
+.roma-view .rt-table th{text-align:left;font-weight:600;border-bottom:1px solid #bbb;font-size:12px;padding:1px 4px}
+.roma-view .rt-table td{border-bottom:1px solid rgba(127,127,127,.15);padding:1px 4px;white-space:nowrap;
+  overflow:hidden;text-overflow:ellipsis}
+.roma-view .rt-num{text-align:right}
+.roma-view .rt-type{opacity:.7;font-size:11px}
+.roma-view .rt-lane,.roma-view .rt-axis{position:relative;height:18px}
+.roma-view .rt-axis span{position:absolute;top:0;font-weight:400;font-size:11px}
+.roma-view .rt-seg{position:absolute;box-sizing:border-box}
+.roma-view .rt-seg[data-kind=waiting]{top:7px;height:4px;background:#bdbdbd}
+.roma-view .rt-seg[data-kind=subtasks]{top:7px;height:4px;background:#64b5f6}
+.roma-view .rt-seg[data-kind=queued]{top:3px;height:12px;
+  background:repeating-linear-gradient(45deg,#ffb300 0 3px,rgba(255,179,0,.25) 3px 6px)}
+.roma-view .rt-seg[data-kind=call]{top:2px;height:14px;border-radius:2px;min-width:2px}
+.roma-view .rt-seg[data-cached=true]{opacity:.45;border:1px dashed #333}
+.roma-view .rt-detail{border-top:2px solid rgba(127,127,127,.3);margin-top:8px;padding-top:4px}
+.roma-view .rt-detail h5{margin:6px 0 2px;font-size:12px}
+.roma-view .rt-call{margin:2px 0 2px 4px}
+.roma-view .rt-call>div{margin-left:14px}
+.roma-view .rt-error{color:#e53935}
+.roma-view .rt-warn{color:#e65100}
+.roma-view .rt-compare{display:flex;gap:14px;align-items:flex-start}
+.roma-view .rt-pane{flex:1 1 0;min-width:0;overflow-x:auto}
+"""
+_LEGEND = (
+    '<div class="rt-legend">timeline: <i style="background:#bdbdbd;height:4px"></i>waiting on dependencies'
+    '<i style="background:repeating-linear-gradient(45deg,#ffb300 0 3px,rgba(255,179,0,.25) 3px 6px)"></i>'
+    "queued for a slot"
+    + "".join(f'<i style="background:{c}"></i>{r}' for r, c in ROLE_COLORS.items())
+    + '<i style="background:#888;opacity:.45;border:1px dashed #333"></i>cached (looked up)'
+    '<i style="background:#64b5f6;height:4px"></i>waiting on subtasks</div>')
 
 
-def _badge(status: str) -> str:
-    color = STATUS_COLORS.get(status, "#616161")
-    return f'<span style="background:{color};color:white;border-radius:3px;padding:0 4px">{_esc(status)}</span>'
+def _badge(state: str) -> str:
+    color = STATUS_COLORS.get(state, "#616161")
+    return f'<span class="rt-badge" style="background:{color}" title="{esc(LIVE_STATES.get(state, state))}">{esc(state)}</span>'
 
 
 def _tokens(value: int | None) -> str:
     return "unknown" if value is None else str(value)
 
 
+def _order(tree: dict[str, Any]) -> list[str]:
+    """Node ids depth first from the root, as the tree reads; nodes no parent lists come last."""
+    nodes, order = tree["nodes"], []
+    stack = [tree["root"]] if tree["root"] in nodes else []
+    while stack:
+        node_id = stack.pop()
+        order.append(node_id)
+        stack.extend(reversed(nodes[node_id]["children"]))
+    return order + [i for i in nodes if i not in set(order)]
+
+
 def _summary_html(tree: dict[str, Any]) -> str:
     t = tree["totals"]
-    return (f"<div>run {_badge(tree['status'])} &middot; {t['nodes']} nodes &middot; {t['calls']} calls &middot; "
-            f"{_tokens(t['input_tokens'])} in / {_tokens(t['output_tokens'])} out tokens &middot; "
-            f"{t['latency_s']:.2f} s in calls</div>")
+    live = ", ".join(f"{t['states'][s]} {s}" for s in LIVE_STATES if t["states"].get(s))
+    note = "" if tree["timed"] or tree["root"] is None else (
+        " &middot; <i>this trace predates schedule times: the timeline shows role calls only</i>")
+    cached = f" ({t['cached_calls']} cached)" if t["cached_calls"] else ""
+    return (f'<div class="rt-summary">run {_badge(tree["status"])} &middot; {t["nodes"]} nodes'
+            f'{" (" + esc(live) + ")" if live else ""} &middot; {t["calls"]} calls{cached} &middot; '
+            f'{_tokens(t["input_tokens"])} in / {_tokens(t["output_tokens"])} out tokens &middot; '
+            f'{t["latency_s"]:.2f} s in calls &middot; {tree["span_s"]:.2f} s on the clock{note}</div>')
 
 
-def _node_html(tree: dict[str, Any], node_id: str) -> str:
-    n = tree["nodes"][node_id]
-    flags = []
+def _lane_html(node: dict[str, Any], span: float) -> str:
+    parts = []
+    for s in node["segments"]:
+        left, width = 100 * s["start_s"] / span, 100 * (s["end_s"] - s["start_s"]) / span
+        color = f"background-color:{ROLE_COLORS.get(_component(s['role']), '#757575')};" if s["kind"] == "call" else ""
+        what = s["kind"] if s["role"] is None else f"{s['kind']} {s['role']}"
+        cached = " (cached)" if s["cached"] else ""
+        parts.append(
+            f'<div class="rt-seg" data-kind="{s["kind"]}" data-role="{esc(s["role"] or "")}" '
+            f'data-cached="{str(bool(s["cached"])).lower()}" data-start="{s["start_s"]}" data-end="{s["end_s"]}" '
+            f'style="left:{left:.3f}%;width:{width:.3f}%;{color}" '
+            f'title="{esc(what)}{cached}: {s["start_s"]:.3f}–{s["end_s"]:.3f} s"></div>')
+    return f'<td class="rt-lane">{"".join(parts)}</td>'
+
+
+def _row_html(n: dict[str, Any], anchor: str, span: float) -> str:
+    goal = n["goal"] if len(n["goal"]) <= _GOAL_CHARS else n["goal"][:_GOAL_CHARS] + "…"
+    doing = f' <small>{esc(n["in_flight"]["role"])}</small>' if n["in_flight"] else ""
+    cached = (f' <span class="rt-cached" title="{n["cached_calls"]} of {len(n["calls"])} calls were served from '
+              f'a completion cache">{n["cached_calls"]} cached</span>' if n["cached_calls"] else "")
+    return (f'<tr data-select="{esc(n["id"])}" data-state="{esc(n["state"])}" data-roles="{esc(" ".join(n["roles"]))}">'
+            f'<td style="padding-left:{4 + 14 * n["depth"]}px" title="{esc(n["goal"])}">'
+            f'<a href="#{anchor}">{esc(n["id"])}</a> <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
+            f'<td>{_badge(n["state"])}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
+            f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
+            f'<td class="rt-num">{_tokens(n["input_tokens"])} / {_tokens(n["output_tokens"])}</td>'
+            f'{_lane_html(n, span)}</tr>')
+
+
+def _json_pre(value: Any) -> str:
+    return f"<pre>{esc(json.dumps(value, indent=1, ensure_ascii=False))}</pre>"
+
+
+def _text_pre(value: Any) -> str:
+    return f"<pre>{esc(value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False))}</pre>"
+
+
+def _call_html(c: dict[str, Any], key: str) -> str:
+    cost = "cost unknown" if c["cost"] is None else f"${c['cost']:.4f}"
+    cached = {True: ' <span class="rt-cached">cached</span>', False: "", None: ""}[c["cached"]]
+    latency = f"{c['latency_s']:.3f} s" + (" lookup" if c["cached"] else "")
+    waited = "" if (c["wait_s"] or 0) < 5e-4 else f" &middot; waited {c['wait_s']:.3f} s for a slot"
+    error = f' &middot; <span class="rt-error">error: {esc(c["error"])}</span>' if c["error"] else ""
+    head = (f"<b>{esc(c['role'])}</b>{cached} &middot; {esc(c['model'] or 'no model')} &middot; "
+            f"{_tokens(c['input_tokens'])} in / {_tokens(c['output_tokens'])} out tokens &middot; {cost} &middot; "
+            f"{latency}{waited} &middot; started {c['started_s']:.3f} s &middot; context {c['context_chars']} chars{error}")
+    exchanges = []
+    for i, e in enumerate(c["exchanges"], 1):
+        messages = "".join(f"<div><b>{esc(m.get('role', '?'))}</b>{_text_pre(m.get('content', ''))}</div>"
+                           for m in e["messages"])
+        completions = "".join(f"<div><b>completion</b>{_text_pre(out)}</div>" for out in e["completions"])
+        exchanges.append(f"<div><u>model request {i}{' (cached)' if e['cached'] else ''}</u>{messages}{completions}</div>")
+    prompts = "".join(exchanges) or "<div><i>no model request recorded for this call</i></div>"
+    return (f'<details class="rt-call" data-key="{esc(key)}"><summary>{head}</summary>'
+            f"<div><b>inputs</b>{_json_pre(c['inputs'])}<b>outputs</b>{_json_pre(c['outputs'])}{prompts}</div></details>")
+
+
+def _warnings_html(warnings: list[str], key: str) -> str:
+    if not warnings:
+        return ""
+    counts = Counter(warnings)
+    items = "".join(f"<li>{esc(w)}{f' (×{k})' if k > 1 else ''}</li>" for w, k in counts.items())
+    return (f'<details data-key="{esc(key)}"><summary class="rt-warn">{len(warnings)} warning(s)</summary>'
+            f"<ul>{items}</ul></details>")
+
+
+def _times_html(n: dict[str, Any]) -> str:
+    parts = []
+    if n["created_s"] is not None:
+        parts.append(f"created {n['created_s']:.3f} s")
     if n["depends_on"]:
-        flags.append("after " + ", ".join(n["depends_on"]))
+        waited = next((s for s in n["segments"] if s["kind"] == "waiting"), None)
+        after = "after " + ", ".join(n["depends_on"])
+        parts.append(after + ("" if waited is None else f" (waited {waited['end_s'] - waited['start_s']:.3f} s)"))
+    if n["started_s"] is not None:
+        parts.append(f"started {n['started_s']:.3f} s")
+    if n["ended_s"] is not None:
+        parts.append(f"ended {n['ended_s']:.3f} s")
+    queued = sum(c["wait_s"] or 0 for c in n["calls"])
+    if queued >= 5e-4:  # shown to the millisecond
+        parts.append(f"{queued:.3f} s queued for slots")
+    if n["in_flight"]:
+        f = n["in_flight"]
+        parts.append(f"now {'queued for' if f['started_s'] is None else 'in'} {esc(f['role'])} "
+                     f"(since {(f['queued_s'] if f['started_s'] is None else f['started_s']):.3f} s)")
     if n["forced_atomic"]:
-        flags.append("max depth: executed directly")
-    if n["warnings"]:
-        flags.append(f"{len(n['warnings'])} warning(s)")
-    detail = f"<br><i>{_esc(n['error'])}</i>" if n["error"] else ""
-    if n["output"]:
-        preview = n["output"] if len(n["output"]) <= _PREVIEW_CHARS else n["output"][:_PREVIEW_CHARS] + "…"
-        detail += f'<br><span style="color:#555">&rarr; {_esc(preview)}</span>'
-    label = (f'<b style="color:{n["color"]}">&#9679;</b> <code>{_esc(n["id"])}</code> [{_esc(n["task_type"])}] '
-             f'{_esc(n["goal"])} {_badge(n["status"])} <small>{_esc("; ".join(flags))}</small>{detail}')
-    if not n["children"]:
-        return f'<div style="margin-left:1.2em;border-left:3px solid {n["color"]};padding-left:4px">{label}</div>'
-    kids = "".join(_node_html(tree, c) for c in n["children"])
-    return (f'<details open style="margin-left:1.2em;border-left:3px solid {n["color"]};padding-left:4px">'
-            f"<summary>{label}</summary>{kids}</details>")
+        parts.append("max depth: executed directly")
+    return f"<div>{' &middot; '.join(parts)}</div>" if parts else ""
 
 
-def node_detail_html(tree: dict[str, Any], node_id: str) -> str:
-    """Role calls of one node: inputs, outputs, tokens, latency, context size; plus warnings."""
+def node_detail_html(tree: dict[str, Any], node_id: str, *, key: str = "") -> str:
+    """One node in full: state, times, error, its role calls (inputs, outputs, full prompts and
+    completions, usage, cached mark, time queued), its output, then its warnings collapsed."""
     n = tree["nodes"].get(node_id)
     if n is None:
-        return f"<i>no node {_esc(node_id)}</i>"
-    parts = [f"<b>{_esc(n['id'])}</b> {_badge(n['status'])} [{_esc(n['task_type'])}] {_esc(n['goal'])}"]
+        return f"<i>no node {esc(node_id)}</i>"
+    parts = [f"<div><b>{esc(n['id'])}</b> {_badge(n['state'])} [{esc(n['task_type'])}] {esc(n['goal'])}</div>",
+             _times_html(n)]
     if n["error"]:
-        parts.append(f"<div style='color:{n['color']}'>{_esc(n['status'])}: {_esc(n['error'])}</div>")
-    parts += [f"<div style='color:{STATUS_COLORS['skipped']}'>warning: {_esc(w)}</div>" for w in n["warnings"]]
-    for c in n["calls"]:
-        cost = "n/a" if c["cost"] is None else f"${c['cost']:.4f}"
-        head = (f"{_esc(c['role'])} &middot; {_esc(c['model'] or 'no model')} &middot; {_tokens(c['input_tokens'])} in / "
-                f"{_tokens(c['output_tokens'])} out tokens &middot; {cost} &middot; {c['latency_s']:.3f} s &middot; "
-                f"context {c['context_chars']} chars" + (f" &middot; <b>error</b>: {_esc(c['error'])}" if c["error"] else ""))
-        body = (f"<b>inputs</b><pre style='white-space:pre-wrap'>{_esc(json.dumps(c['inputs'], indent=1, ensure_ascii=False))}</pre>"
-                f"<b>outputs</b><pre style='white-space:pre-wrap'>{_esc(json.dumps(c['outputs'], indent=1, ensure_ascii=False))}</pre>")
-        parts.append(f"<details><summary>{head}</summary>{body}</details>")
+        parts.append(f'<div class="rt-error">{esc(n["status"])}: {esc(n["error"])}</div>')
+    parts.append(f"<h5>role calls ({len(n['calls'])})</h5>")
+    parts += [_call_html(c, f"{key}/{node_id}/call/{i}") for i, c in enumerate(n["calls"])]
     if n["output"] is not None:
-        parts.append(f"<b>output</b><pre style='white-space:pre-wrap'>{_esc(n['output'])}</pre>")
+        parts.append(f"<h5>output</h5><pre>{esc(n['output'])}</pre>")
+    parts.append(_warnings_html(n["warnings"], f"{key}/{node_id}/warnings"))
     return "".join(parts)
 
 
-def tree_html(tree: dict[str, Any]) -> str:
-    """Static HTML of a tree dict: expandable nodes coloured by status, then every node's detail."""
+def _pane_html(tree: dict[str, Any], *, span: float, label: str = "", controls: bool = True) -> str:
+    title = f"<h4 style='margin:4px 0'>{esc(label)}</h4>" if label else ""
     if tree["root"] is None:
-        return "<div><i>no run yet</i></div>"
-    details = "".join(
-        f"<details><summary>node {_esc(i)}</summary>{node_detail_html(tree, i)}</details>" for i in tree["nodes"])
-    return (f"<div class='roma-tree'>{_summary_html(tree)}{_node_html(tree, tree['root'])}"
-            f"<details><summary>role calls per node</summary>{details}</details></div>")
+        return f"{title}<div><i>no run yet</i></div>"
+    uid = "rt" + hashlib.sha1(json.dumps([label, tree], sort_keys=True, default=str).encode()).hexdigest()[:8]
+    order = _order(tree)
+    nodes = tree["nodes"]
+    filters = ""
+    if controls:
+        states = sorted({nodes[i]["state"] for i in order})
+        roles = sorted({r for i in order for r in nodes[i]["roles"]})
+        filters = (f"<div>{filter_select('state', 'state', states)}{filter_select('roles', 'role', roles)}"
+                   f'<span class="rv-live-only"><i>click a row to see its role calls</i></span>'
+                   f'<span class="rv-static-only"><i>click a node id to jump to its role calls</i></span></div>')
+    axis = (f'<span style="left:0">0</span><span style="left:45%">{span / 2:.2f}</span>'
+            f'<span style="right:0">{span:.2f} s</span>')
+    head = ('<colgroup><col style="width:28%"><col style="width:12%"><col style="width:12%"><col style="width:8%">'
+            '<col style="width:11%"><col style="width:29%"></colgroup><thead><tr><th>node</th><th>state</th>'
+            '<th class="rt-num">calls</th><th class="rt-num">latency s</th><th class="rt-num">tokens in/out</th>'
+            f'<th class="rt-axis">{axis}</th></tr></thead>')
+    rows = "".join(_row_html(nodes[i], f"{uid}-{i}", span) for i in order)
+    details = "".join(f'<section class="rt-detail" data-detail="{esc(i)}" id="{uid}-{esc(i)}">'
+                      f"{node_detail_html(tree, i, key=label)}</section>" for i in order)
+    return (f'{title}{_summary_html(tree)}{filters}<table class="rt-table">{head}<tbody>{rows}</tbody></table>'
+            f"<div>{details}</div>")
+
+
+def tree_html(tree: dict[str, Any]) -> str:
+    """The execution tree as self-contained HTML: summary, filters (live only), the waterfall of
+    nodes with their timelines, and one detail block per node."""
+    span = max(tree.get("span_s") or 0.0, 1e-9)
+    return view_html(_LEGEND + _pane_html(tree, span=span), TREE_CSS, data_view="execution-tree")
+
+
+def compare_html(trees: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
+    """Runs side by side on one time axis (the longest run's), with one set of filters."""
+    if len(trees) != len(labels):
+        raise ValueError(f"{len(trees)} trees but {len(labels)} labels")
+    span = max([t.get("span_s") or 0.0 for t in trees] + [1e-9])
+    states = sorted({n["state"] for t in trees for n in t["nodes"].values()})
+    roles = sorted({r for t in trees for n in t["nodes"].values() for r in n["roles"]})
+    controls = (f"<div>{filter_select('state', 'state', states)}{filter_select('roles', 'role', roles)}"
+                '<span class="rv-live-only"><i>click a row: the node with that id is shown in every run</i></span></div>')
+    panes = "".join(f'<div class="rt-pane">{_pane_html(t, span=span, label=label, controls=False)}</div>'
+                    for t, label in zip(trees, labels, strict=True))
+    return view_html(f'{_LEGEND}{controls}<div class="rt-compare">{panes}</div>', TREE_CSS, data_view="run-comparison")
 
 
 def render_tree_html(run: Run) -> str:
@@ -157,30 +401,21 @@ def render_tree_html(run: Run) -> str:
     return tree_html(trace_to_tree(run))
 
 
-class ExecutionTreeWidget(widgets.VBox):
+class ExecutionTreeWidget(HTMLView):
     """Live execution tree. Pass a finished :class:`Run`, or give ``on_event`` to ``Roma.run``::
 
         tree = ExecutionTreeWidget(); display(tree)
         roma.run(goal, on_event=tree.on_event)
 
-    State is the ``tree`` dict (see :func:`trace_to_tree`) plus ``selected_id``; the views
-    (tree, node picker, detail pane) are re-rendered from them.
+    State is the ``tree`` dict (see :func:`trace_to_tree`) plus ``selected_id`` (the clicked node,
+    synced with the browser); the HTML is rendered from ``tree`` whenever it changes.
     """
 
-    tree = traitlets.Dict().tag(sync=True)
-    selected_id = traitlets.Unicode("").tag(sync=True)
+    tree = traitlets.Dict()
 
     def __init__(self, run: Run | None = None, **kwargs: Any):
-        self._summary = widgets.HTML()
-        self._tree_view = widgets.HTML(layout=widgets.Layout(width="60%", overflow="auto", max_height="600px"))
-        self._picker = widgets.Dropdown(description="node", options=[], layout=widgets.Layout(width="95%"))
-        self._detail = widgets.HTML(layout=widgets.Layout(overflow="auto", max_height="560px"))
         self._live: dict[str, Node] = {}
-        self._rendering = False
-        super().__init__(children=[self._summary, widgets.HBox([
-            self._tree_view, widgets.VBox([self._picker, self._detail], layout=widgets.Layout(width="40%"))])],
-            **kwargs)
-        self._picker.observe(self._picked, names="value")
+        super().__init__(**kwargs)
         if run is not None:
             self.show_run(run)
         else:
@@ -195,37 +430,37 @@ class ExecutionTreeWidget(widgets.VBox):
         self._live[event.node.id] = event.node
         self.tree = nodes_to_tree(self._live.values())
 
-    def _picked(self, change: dict[str, Any]) -> None:
-        if not self._rendering:
-            self.selected_id = change["new"] or ""
+    @property
+    def selected(self) -> dict[str, Any] | None:
+        """The selected node's entry in ``tree`` (None when nothing is selected)."""
+        return self.tree.get("nodes", {}).get(self.selected_id)
 
     @traitlets.observe("tree")
-    def _render_tree(self, change: dict[str, Any]) -> None:
+    def _render(self, change: dict[str, Any]) -> None:
         tree = change["new"]
-        has_root = bool(tree.get("root"))
-        self._summary.value = _summary_html(tree) if has_root else "<i>no run yet</i>"
-        self._tree_view.value = _node_html(tree, tree["root"]) if has_root else ""
-        selected = self.selected_id if self.selected_id in tree.get("nodes", {}) else (tree.get("root") or "")
-        self._rendering = True  # new options reset the picker; that is not a user's choice
-        try:
-            self._picker.options = [(f"{'  ' * n['depth']}{i} [{n['status']}] {n['goal'][:60]}", i)
-                                    for i, n in tree.get("nodes", {}).items()]
-            self._picker.value = selected or None
-        finally:
-            self._rendering = False
-        self.selected_id = selected
-        self._detail.value = node_detail_html(tree, selected) if selected else ""
+        self._html = tree_html(tree)
+        if self.selected_id not in tree.get("nodes", {}):
+            self.selected_id = tree.get("root") or ""
 
-    @traitlets.observe("selected_id")
-    def _render_detail(self, change: dict[str, Any]) -> None:
-        node_id = change["new"]
-        if node_id in self.tree.get("nodes", {}):
-            self._picker.value = node_id
-        self._detail.value = node_detail_html(self.tree, node_id) if node_id else ""
 
-    def _repr_html_(self) -> str:
-        return tree_html(self.tree) if self.tree.get("root") else "<i>no run yet</i>"
+class RunComparison(HTMLView):
+    """Runs side by side on one time axis; clicking a node selects the node of that id in every run.
 
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
-        # The static HTML travels with the widget view, so saved notebooks show the tree without JS.
-        return {**super()._repr_mimebundle_(**kwargs), "text/html": self._repr_html_()}
+    ``runs``: a mapping label -> :class:`Run`, or a sequence (labelled "run 1", "run 2", ...).
+    """
+
+    trees = traitlets.List()
+    labels = traitlets.List()
+
+    def __init__(self, runs: Mapping[str, Run] | Sequence[Run], **kwargs: Any):
+        super().__init__(**kwargs)
+        self.show_runs(runs)
+
+    def show_runs(self, runs: Mapping[str, Run] | Sequence[Run]) -> None:
+        runs = dict(runs) if isinstance(runs, Mapping) else {f"run {i}": r for i, r in enumerate(runs, 1)}
+        if not runs:
+            raise ValueError("RunComparison needs at least one run")
+        self.labels, self.trees = list(runs), [trace_to_tree(r) for r in runs.values()]
+        self._html = compare_html(self.trees, self.labels)
+        if not any(self.selected_id in t["nodes"] for t in self.trees):
+            self.selected_id = self.trees[0]["root"]

@@ -1,0 +1,127 @@
+"""The execution-tree viewer in real JupyterLab and Chromium (issue 13 §3): notebooks run in the page,
+rows are clicked and filtered, the selection reaches the kernel, states and timelines are the
+trace's, cached calls are marked; and an executed notebook exported as HTML shows the tree with the
+network off."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+NOTEBOOKS = REPO / "notebooks"
+COMPARISON = '.roma-view.rv-live[data-view="run-comparison"]'
+TREE = '.roma-view.rv-live[data-view="execution-tree"]'
+
+
+def most_at_once(intervals: list[tuple[float, float]]) -> int:
+    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
+    running = peak = 0
+    for _, step in events:
+        running += step
+        peak = max(peak, running)
+    return peak
+
+
+def call_intervals(pane) -> list[tuple[float, float]]:
+    return [(float(s.get_attribute("data-start")), float(s.get_attribute("data-end")))
+            for s in pane.locator('.rt-seg[data-kind="call"]').all()]
+
+
+def test_schedules_side_by_side_click_filter_and_the_kernel_sees_the_selection(lab, page, smoke_parameters):
+    nb = lab.open(page, NOTEBOOKS / "02_measure_structure.ipynb", smoke_parameters("02_measure_structure"))
+    nb.run_all()
+    view = page.locator(COMPARISON)  # .rv-live: drawn by the widget's script, not the static fallback
+    view.wait_for()
+    one, many = view.locator(".rt-pane").all()
+    assert one.locator("h4").inner_text() == "max_concurrency=1"
+    assert many.locator("h4").inner_text() == "max_concurrency=8"
+    for pane in (one, many):
+        assert pane.locator("tr[data-select]").count() == 13 and pane.get_by_text("run completed").count() == 1
+    # the timelines are the recorded schedule: one slot never runs two calls at once, eight do
+    assert most_at_once(call_intervals(one)) == 1 and most_at_once(call_intervals(many)) >= 2
+    assert one.locator('.rt-seg[data-kind="queued"]').count() > 0
+    assert many.locator('tr[data-select="0.0.2"] .rt-seg[data-kind="waiting"]').count() == 1  # after 0.0.1
+
+    one.locator('tr[data-select="0.1.1"]').click()
+    for pane in (one, many):
+        assert "rv-selected" in pane.locator('tr[data-select="0.1.1"]').get_attribute("class")
+        assert pane.locator('[data-detail="0.1.1"]').is_visible()
+        assert not pane.locator('[data-detail="0"]').is_visible()
+        assert "executor:think" in pane.locator('[data-detail="0.1.1"]').inner_text()
+    shown = nb.execute("print([o for o in Out.values() if type(o).__name__ == 'RunComparison'][-1].selected_id)")
+    assert shown.strip() == "0.1.1"  # the click reached the kernel
+
+    view.locator('select[data-filter="roles"]').select_option("planner")
+    visible = [r.get_attribute("data-select") for r in one.locator("tr[data-select]").all() if r.is_visible()]
+    assert visible == ["0", "0.0", "0.1", "0.2"]  # the nodes that called the planner
+    view.locator('select[data-filter="roles"]').select_option("")
+    assert sum(r.is_visible() for r in one.locator("tr[data-select]").all()) == 13
+
+
+def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_calls(lab, page, smoke_parameters):
+    nb = lab.open(page, NOTEBOOKS / "01_run_quickstart.ipynb", smoke_parameters("01_run_quickstart"))
+    nb.run_all(timeout_s=600)
+    tree = page.locator(TREE).last
+    tree.wait_for()
+    run = json.loads((Path(smoke_parameters("01_run_quickstart")["OUT_DIR"]) / "run.json").read_text())
+    assert tree.locator("tr[data-select]").count() == len(run["nodes"])
+    assert f"run {run['status']}" in tree.locator(".rt-summary").inner_text()
+
+    root = tree.locator('tr[data-select="0"]')
+    root.click()
+    detail = tree.locator('[data-detail="0"]')
+    assert detail.is_visible() and "atomizer" in detail.inner_text()
+    call = detail.locator("details.rt-call").first
+    call.locator("summary").click()  # open the first call: its prompt as sent and the completion
+    text = call.inner_text()
+    assert "model request 1" in text and "system" in text and "completion" in text
+    assert "Your output fields are" in text  # DSPy's prompt itself, not only the role's inputs
+
+    # the same goal again, shown in the same widget: every completion now comes from the cache, and says so
+    nb.execute("tree.show_run(run_quickstart(GOAL, OUT_DIR, lm=LM, max_depth=MAX_DEPTH, "
+               "max_concurrency=MAX_CONCURRENCY, on_event=tree.on_event))")
+    tree.locator(".rt-cached").first.wait_for()
+    calls = sum(len(n["calls"]) for n in run["nodes"])
+    assert f"({calls} cached)" in tree.locator(".rt-summary").inner_text()
+    assert "lookup" in tree.locator('[data-detail="0"]').inner_text()
+    assert tree.locator('.rt-seg[data-cached="true"]').count() == calls
+
+
+def test_an_exported_notebook_shows_its_tree_with_the_network_off(browser, tmp_path):
+    results = tmp_path / "results"
+    subprocess.run([sys.executable, "-m", "roma_lab.experiments", "--root", str(REPO), "run", "01_run_quickstart",
+                    "--smoke", "--results", str(results)], check=True, timeout=900)
+    executed = results / "01_run_quickstart" / "01_run_quickstart.ipynb"
+    assert "widgets" in json.loads(executed.read_text())["metadata"]  # the case nbconvert drew blank
+    subprocess.run([sys.executable, "-m", "roma_lab.widgets", "export", str(executed), "-o",
+                    str(tmp_path / "quickstart.html")], check=True, timeout=300)
+    run = json.loads((results / "01_run_quickstart" / "run.json").read_text())
+
+    context = browser.new_context(offline=True)
+    asked = []  # every request for something other than the file itself is recorded and refused
+
+    def network(route):
+        if route.request.url == page_url:
+            route.continue_()
+        else:
+            asked.append(route.request.url)
+            route.abort()
+
+    page_url = (tmp_path / "quickstart.html").as_uri()
+    context.route("**/*", network)
+    page = context.new_page()
+    page.goto(page_url)
+    trees = page.locator('.roma-view[data-view="execution-tree"]')
+    final = trees.last
+    assert final.is_visible()
+    assert final.locator("tr[data-select]").count() == len(run["nodes"])
+    assert "Usage per component" in page.inner_text("body")  # the rest of the notebook is there too
+    final.locator('tr[data-select="0"] a').click()  # without JavaScript a node id jumps to its detail
+    assert re.search(r"#rt[0-9a-f]{8}-0$", page.url)
+    assert final.locator('[data-detail="0"]').is_visible()
+    assert asked == []  # nothing was fetched: not even an attempt
+    context.close()
