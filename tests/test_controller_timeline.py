@@ -15,7 +15,7 @@ import pytest
 
 from roma_lab.controller import InvalidRunError, Roma, Run, ScriptedRoles, Subtask, fixed_latency_roles
 from roma_lab.lm import CachingEngine
-from scripted_engine import ScriptedEngine
+from roma_lab.lm import ScriptedEngine
 
 EPS = 1e-9
 
@@ -114,8 +114,8 @@ def test_a_stopped_run_ends_its_unfinished_nodes_at_the_deadline():
 
 # --- the model requests of a call, and the cached mark ---
 
-def answer(model, inputs, outputs, system):
-    return {name: f"answer to {inputs.get('goal', '?')}" for name in outputs}
+def answer(request):
+    return {name: f"answer to {request.inputs.get('goal', '?')}" for name in request.outputs}
 
 
 def cached_lm(directory, engine):
@@ -130,7 +130,7 @@ def test_calls_keep_their_prompts_and_completions_and_say_when_a_cache_served_th
     assert [m["role"] for m in exchange.messages] == ["system", "user"]
     assert "Name three noble gases" in exchange.messages[-1]["content"]
     assert "answer to Name three noble gases" in exchange.completions[0]
-    assert call.cached is False and len(engine.calls) == 1
+    assert call.cached is False and len(engine.requests) == 1
     again = Roma(lm=cached_lm(tmp_path, ScriptedEngine(answer)), max_depth=0).run("Name three noble gases")
     assert again.root.calls[0].cached is True and again.root.calls[0].exchanges[0].messages == exchange.messages
     assert Run.from_json(again.to_json()) == again

@@ -35,7 +35,7 @@ from roma_lab.widgets import (
     tree_html,
 )
 from roma_lab.widgets._tree import STATUS_COLORS
-from scripted_engine import ScriptedEngine
+from roma_lab.lm import ScriptedEngine
 
 
 def failing_run(on_event=None) -> Run:
@@ -212,8 +212,8 @@ def test_warnings_are_collapsed_after_the_role_calls():
     assert "subtask 41" not in block.replace(collapsed, "")
 
 
-def answer(model, inputs, outputs, system):
-    return {name: f"answer to {inputs.get('goal', '?')}" for name in outputs}
+def answer(request):
+    return {name: f"answer to {request.inputs.get('goal', '?')}" for name in request.outputs}
 
 
 def test_prompts_and_completions_are_shown_whole_and_cached_calls_are_marked(tmp_path):
