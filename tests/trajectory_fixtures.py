@@ -4,8 +4,9 @@ with a scripted model (``roma_lab.lm.ScriptedEngine``) whose every reply is stat
 The actor follows its task family's route (retrieve, then verify, on ``conflicting_sources``) and
 answers the last candidate it saw. Best-of-N rollouts differ by their seed: rollout 0 follows the
 route; rollout 1 first calls a tool that does not exist, then skips verification and answers the
-outdated record; rollout 2 answers "Unable to determine". A vote over the three is then a tie
-(one vote each for two answers; rollout 2 does not vote), which the tie rule decides.
+outdated record; rollout 2 answers "Unable to determine"; later ones act as rollout 0. A vote over
+three is then a tie (one vote each for two answers; rollout 2 does not vote), which the tie rule
+decides; over four, the verified answer wins 2 to 1.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import dspy
 
-from roma_lab.agents import AgentConfig, read_trajectories, run_agent, suite_tasks
+from roma_lab.agents import Agent, AgentConfig, read_trajectories, run_agent, suite_tasks
 from roma_lab.lm import CachingEngine, ScriptedEngine, script_reply
 from roma_lab.router._suite import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
@@ -27,13 +28,14 @@ CONFIGS = (
     AgentConfig(name="plan-and-revise", planning="revise", revise_every=1, memory="summary", memory_window=1),
     AgentConfig(name="best-of-3-vote", tts="best_of_n", n_rollouts=3, selection="vote", temperature=0.7),
 )
-ROLE_REPLIES = {  # by the output fields DSPy asks for
-    ("plan",): lambda inputs: {"plan": "1. retrieve the records\n2. verify which one is current\n3. answer"},
-    ("revised_plan",): lambda inputs: {
+ROLES = {("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer", ("analysis", "score"): "scorer"}
+REPLIES = {  # by role; other roles (ROMA's, for subtask decomposition) get roma_lab.lm.script_reply
+    "planner": lambda inputs: {"plan": "1. retrieve the records\n2. verify which one is current\n3. answer"},
+    "reviser": lambda inputs: {
         "revised_plan": f"{inputs['observations'].count('Step ')} step(s) done; continue: "
                         + ("verify, then answer" if "verify" not in inputs["observations"] else "answer")},
-    ("summary",): lambda inputs: {"summary": "summary: " + inputs["step"].splitlines()[0]},
-    ("analysis", "score"): lambda inputs: {"analysis": "all attempts look alike", "score": 7},
+    "summarizer": lambda inputs: {"summary": "summary: " + inputs["step"].splitlines()[0]},
+    "scorer": lambda inputs: {"analysis": "all attempts look alike", "score": 7},
 }
 
 
@@ -74,20 +76,27 @@ def actor(inputs, rollout: int) -> dict[str, str]:
     return act("final_answer", candidates[-1] if candidates else "")
 
 
-def scripted_lm(cache: Path | None = None):
-    """A ``dspy.LM`` answering every agent role (and ROMA's, for subtask decomposition); with ``cache``
-    a folder, through roma_lab's completion cache (a repeated request is then served from it)."""
+def scripted_lm(cache: Path | None = None, **replies):
+    """A ``dspy.LM`` answering every agent role (and ROMA's, for subtask decomposition); ``replies``
+    replace a role's reply (``reviser=lambda inputs: {...}``); with ``cache`` a folder, requests go
+    through roma_lab's completion cache (a repeated request is then served from it)."""
     engine = SeededEngine(lambda request: None)
+    replies = REPLIES | replies
 
     def respond(request):
         if request.outputs == ("thought", "action", "arguments", "answer"):
             return actor(request.inputs, 0 if engine.seed is None else engine.seed // 1000)
-        reply = ROLE_REPLIES.get(request.outputs)
-        return reply(request.inputs) if reply else script_reply(request)
+        role = ROLES.get(request.outputs)
+        return replies[role](request.inputs) if role else script_reply(request)
 
     engine.respond = respond
     served = engine if cache is None else CachingEngine(engine, model_id="scripted-trajectories", directory=cache)
     return dspy.LM("scripted/trajectories", engine=served, cache=False)
+
+
+def run_one(config: AgentConfig, task: int = 0, **replies):
+    """One trajectory of ``config`` on fixture task ``task`` (not graded: ``Agent.run`` alone)."""
+    return Agent(config, lm=scripted_lm(**replies)).run(tasks()[task])
 
 
 def run_study(out_dir: Path, configs=CONFIGS) -> Path:

@@ -22,9 +22,9 @@ from typing import Any
 
 import traitlets
 
-from roma_lab.agents import ROLLOUT_STATUSES, Rollout, Selection, Step, Trajectory, is_non_answer, read_trajectories
+from roma_lab.agents import ModelCall, Rollout, Selection, Step, Trajectory, is_non_answer, read_trajectories
 from roma_lab.bench import normalize_answer
-from roma_lab.controller import Run
+from roma_lab.controller import RoleCall, Run
 
 from ._tree import _json_pre, _text_pre
 from ._view import HTMLView, esc, filter_select, view_html
@@ -48,7 +48,7 @@ _SHORT = 70  # characters of an observation in a row; the detail block shows it 
 # --- the view dict ---
 
 
-def _call_view(call: Any) -> dict[str, Any]:
+def _call_view(call: ModelCall | RoleCall) -> dict[str, Any]:
     """A model call as plain data. ``exchanges`` (requests as sent, completions, cache marks) are read
     where the call recorded them: ROMA's role calls do; an agent's ModelCall records outputs and
     tokens only, so its prompt shows as not recorded and ``cached`` is None (unknown)."""
