@@ -135,13 +135,30 @@ def test_a_revision_the_actor_never_saw_is_never_credited():
     assert "never shown to the actor" in text(detail(trajectory_html(view), "r0"))
 
 
+SAME = "1. retrieve the records\n2. verify which one is current\n3. answer"  # the fixture planner's own text
+
+
 def test_a_plan_repeated_word_for_word_is_credited_to_the_one_in_force():
-    same = "1. retrieve the records\n2. verify which one is current\n3. answer"  # the planner's own text
     config = AgentConfig(name="same", planning="revise", revise_every=1)
-    view = trajectory_to_view(run_one(config, reviser=lambda inputs: {"revised_plan": same}))
+    view = trajectory_to_view(run_one(config, reviser=lambda inputs: {"revised_plan": SAME}))
     rollout = view["rollouts"][0]
-    assert {p["plan"] for p in rollout["plans"]} == {same}
+    assert {p["plan"] for p in rollout["plans"]} == {SAME}
     assert [s["plan_id"] for s in rollout["steps"]] == ["r0.p0", "r0.p1", "r0.p2"]
+
+    official = AgentConfig(name="same", planning="revise", revise_every=2, revision_visibility="official")
+    rollout = trajectory_to_view(run_one(official, reviser=lambda inputs: {"revised_plan": SAME}))["rollouts"][0]
+    assert [s["plan_id"] for s in rollout["steps"]] == ["r0.p0"] * 3  # same words, never shown: not credited
+
+
+def test_a_step_is_credited_the_plan_it_records_as_shown(study):
+    """Read from the record, not from the revision schedule: had the actor been shown the initial plan
+    at step 3 (as the official code does), the view says so."""
+    trajectory = study[PLAN, TASK]
+    r = trajectory.rollouts[0]
+    stale = replace(r.steps[2], plan_shown=r.plans[0].plan)
+    view = trajectory_to_view(replace(trajectory, rollouts=(replace(r, steps=(*r.steps[:2], stale)),)))
+    assert [s["plan_id"] for s in view["rollouts"][0]["steps"]] == ["r0.p0", "r0.p1", "r0.p0"]
+    assert view["rollouts"][0]["plans"][2]["seen_by"] == []
 
 
 def test_memory_shown_at_each_step_is_in_its_detail(study):
@@ -190,8 +207,11 @@ def test_a_score_tie_goes_to_the_lowest_index_and_says_so():
     assert "tie between rollout 0, rollout 1, rollout 2: the tie rule chose rollout 0" in text(trajectory_html(view))
 
     graded = run_one(scored, scorer=lambda i: {"analysis": "x", "score": 9 if "verify(" in i["attempt"] else 3})
-    s = trajectory_to_view(graded)["selection"]
+    view = trajectory_to_view(graded)
+    s = view["selection"]
     assert (s["scores"], s["tie"], s["decided_by_tie"], s["chosen"]) == ([9.0, 3.0, 3.0], False, None, 0)
+    assert [r["score"] for r in view["rollouts"]] == [9.0, 3.0, 3.0]
+    assert "score 9" in text(rows(trajectory_html(view))["r0"]) and "score 3" in text(rows(trajectory_html(view))["r1"])
 
 
 def test_the_final_answer_and_its_grade_are_shown(study):
@@ -315,6 +335,16 @@ def test_selecting_as_the_browser_would_reaches_python_observers(study):
     widget.set_state({"selected_id": "r1.1"})  # the message a click in the browser sends
     assert widget.selected_id == "r1.1" and seen[-1]["status"] == "unknown_tool"
     assert 'data-select="r1.1"' in widget._html and 'data-detail="r1.1"' in widget._html
+
+
+def test_a_list_wise_pick_is_the_rollout_shown_first():
+    listwise = AgentConfig(name="list", tts="best_of_n", n_rollouts=3, selection="list", temperature=0.7)
+    trajectory = run_one(listwise, selector=lambda inputs: {"analysis": "the second", "index": 1})
+    widget = TrajectoryWidget(trajectory)
+    assert trajectory.selection.chosen == 1 and widget.selected_id == "r1" and widget.selected["chosen"]
+    s = widget.view["selection"]
+    assert (s["method"], s["chosen"], s["tie"], s["calls"][0]["role"]) == ("list", 1, False, "selector")
+    assert "chose rollout 1" in text(widget._html) and "chosen" in text(rows(widget._html)["r1"])
 
 
 def test_selection_survives_a_new_trajectory_or_falls_back_to_the_chosen_rollout(study):

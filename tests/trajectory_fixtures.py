@@ -28,7 +28,8 @@ CONFIGS = (
     AgentConfig(name="plan-and-revise", planning="revise", revise_every=1, memory="summary", memory_window=1),
     AgentConfig(name="best-of-3-vote", tts="best_of_n", n_rollouts=3, selection="vote", temperature=0.7),
 )
-ROLES = {("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer", ("analysis", "score"): "scorer"}
+ROLES = {("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer", ("analysis", "score"): "scorer",
+         ("analysis", "index"): "selector"}
 REPLIES = {  # by role; other roles (ROMA's, for subtask decomposition) get roma_lab.lm.script_reply
     "planner": lambda inputs: {"plan": "1. retrieve the records\n2. verify which one is current\n3. answer"},
     "reviser": lambda inputs: {
@@ -36,6 +37,7 @@ REPLIES = {  # by role; other roles (ROMA's, for subtask decomposition) get roma
                         + ("verify, then answer" if "verify" not in inputs["observations"] else "answer")},
     "summarizer": lambda inputs: {"summary": "summary: " + inputs["step"].splitlines()[0]},
     "scorer": lambda inputs: {"analysis": "all attempts look alike", "score": 7},
+    "selector": lambda inputs: {"analysis": "the first attempt", "index": 0},
 }
 
 
