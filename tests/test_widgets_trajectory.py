@@ -312,6 +312,7 @@ def test_rows_carry_filter_attributes_and_a_rollout_row_the_union_of_its_steps(s
     found = rows(page)
     assert 'data-status="unknown_tool"' in found["r1.1"] and 'data-tool="web_search"' in found["r1.1"]
     assert 'data-rollout="r1"' in found["r1.1"] and 'data-rollout="r2"' in found["r2.1"]
+    assert 'data-rollout="r1"' in found["r1"]  # the rollout filter keeps the rollout's own row
     assert 'data-status="answered ok unknown_tool"' in found["r1"]
     assert 'data-tool="final_answer retrieve web_search"' in found["r1"]
     for attr, values in (("rollout", ["r0", "r1", "r2"]), ("status", ["answered", "ok", "unknown_tool"]),
