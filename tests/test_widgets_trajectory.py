@@ -31,6 +31,7 @@ from roma_lab.bench import Item, StringMatchGrader
 from roma_lab.lm import ScriptedEngine
 from roma_lab.widgets import (
     TrajectoryComparison,
+    TrajectoryPicker,
     TrajectoryWidget,
     compare_trajectories_html,
     export_html,
@@ -413,6 +414,22 @@ def test_saved_trajectories_picks_one_task_and_labels_each_configuration(study_d
         saved_trajectories(study_dir, run=3)
     with pytest.raises(ValueError, match="no saved trajectory of task 'nope'"):
         saved_trajectories(study_dir, task_id="nope")
+
+
+def test_the_picker_lists_the_saved_tasks_and_shows_the_one_picked(study_dir):
+    picker = TrajectoryPicker(study_dir)
+    other = "dev-conflicting_sources-001"
+    assert picker.picker.options == ((f"{TASK} · 2/2 correct", TASK), (f"{other} · 2/2 correct", other))
+    assert picker.picker.value == TASK and {v["task_id"] for v in picker.comparison.views} == {TASK}
+    picker.comparison.selected_id = "r1.1"
+    picker.picker.value = other  # as the dropdown in the browser sets it
+    assert {v["task_id"] for v in picker.comparison.views} == {other}
+    assert picker.comparison.labels == ["best-of-3-vote", "plan-and-revise"]
+    assert picker.comparison.selected_id == "r1.1"  # the same step of the other task
+    static = picker._repr_mimebundle_()["text/html"]
+    assert static == f"<p>task <code>{other}</code></p>" + picker.comparison._html
+    every_run = TrajectoryPicker(study_dir, task_id=other, run=None)
+    assert every_run.picker.value == other and every_run.comparison.labels == ["best-of-3-vote r0", "plan-and-revise r0"]
 
 
 # --- an executed notebook exported as HTML, offline ---

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import ipywidgets as widgets
 import traitlets
 
 from roma_lab.agents import ModelCall, Rollout, Selection, Step, Trajectory, is_non_answer, read_trajectories
@@ -537,25 +538,31 @@ def compare_trajectories_html(views: Sequence[Mapping[str, Any]], labels: Sequen
 # --- saved trajectories ---
 
 
-def saved_trajectories(folder: str | Path, *, task_id: str | None = None, run: int | None = 0) -> dict[str, Trajectory]:
-    """The trajectories ``run_agent`` saved under ``folder`` (one configuration's folder, or a folder
-    of several) for one task, by label: the configuration's name, with `` r<run>`` when ``run`` is
-    None (every run). ``task_id=None``: the first task, by id, whose trajectories disagree on the
-    grade, else the first task."""
-    found = [t for t in read_trajectories(folder) if run is None or t.run == run]
+def _of_task(found: Sequence[Trajectory], task_id: str | None, run: int | None, where: Any) -> dict[str, Trajectory]:
+    """One task's trajectories (of one run, or every run when ``run`` is None) by label; see
+    :func:`saved_trajectories`."""
+    found = [t for t in found if run is None or t.run == run]
     if not found:
-        raise ValueError(f"no saved trajectory{'' if run is None else f' of run {run}'} under {folder}")
+        raise ValueError(f"no saved trajectory{'' if run is None else f' of run {run}'} under {where}")
     tasks = sorted({t.task_id for t in found})
     if task_id is None:
         grades = {i: {None if t.grade is None else t.grade.score for t in found if t.task_id == i} for i in tasks}
         task_id = next((i for i in tasks if len(grades[i]) > 1), tasks[0])
     chosen = sorted((t for t in found if t.task_id == task_id), key=lambda t: (t.config.get("name", ""), t.run))
     if not chosen:
-        raise ValueError(f"no saved trajectory of task {task_id!r} under {folder}; tasks: {tasks[:10]}")
+        raise ValueError(f"no saved trajectory of task {task_id!r} under {where}; tasks: {tasks[:10]}")
     labels = [t.config.get("name", "") + ("" if run is not None else f" r{t.run}") for t in chosen]
     if len(set(labels)) < len(labels):  # two configurations of one name: tell them apart by hash
         labels = [f"{label}@{t.config_hash[:6]}" for label, t in zip(labels, chosen)]
     return dict(zip(labels, chosen))
+
+
+def saved_trajectories(folder: str | Path, *, task_id: str | None = None, run: int | None = 0) -> dict[str, Trajectory]:
+    """The trajectories ``run_agent`` saved under ``folder`` (one configuration's folder, or a folder
+    of several) for one task, by label: the configuration's name, with `` r<run>`` when ``run`` is
+    None (every run). ``task_id=None``: the first task, by id, whose trajectories disagree on the
+    grade, else the first task."""
+    return _of_task(read_trajectories(folder), task_id, run, folder)
 
 
 # --- widgets ---
@@ -618,3 +625,37 @@ class TrajectoryComparison(HTMLView):
     def selected(self) -> dict[str, dict[str, Any] | None]:
         """Per label, the selected rollout's or step's dict (None where that trajectory has no such id)."""
         return {label: find_in_view(v, self.selected_id) for label, v in zip(self.labels, self.views)}
+
+
+class TrajectoryPicker(widgets.VBox):
+    """A dropdown of the tasks saved under ``folder`` (read once) above that task's trajectories side
+    by side (:class:`TrajectoryComparison`, ``comparison``): every configuration found, of run
+    ``run`` (None: every run). Each option says how many of them were graded correct. ``task_id``:
+    the task shown first (None: as :func:`saved_trajectories` picks). The static HTML names the
+    task shown, so an executed notebook says which one it shows."""
+
+    def __init__(self, folder: str | Path, *, task_id: str | None = None, run: int | None = 0, **kwargs: Any):
+        self.run = run
+        self._found = read_trajectories(folder)
+        self._where = folder
+        first = _of_task(self._found, task_id, run, folder)
+        shown = next(iter(first.values())).task_id
+        self.picker = widgets.Dropdown(description="task", options=self._options(), value=shown)
+        self.comparison = TrajectoryComparison(first)
+        super().__init__(children=[self.picker, self.comparison], **kwargs)
+        self.picker.observe(self._picked, names="value")
+
+    def _options(self) -> list[tuple[str, str]]:
+        by_task: dict[str, list[Trajectory]] = {}
+        for t in self._found:
+            if self.run is None or t.run == self.run:
+                by_task.setdefault(t.task_id, []).append(t)
+        return [(f"{task} · {sum(t.grade is not None and t.grade.score == 1.0 for t in ts)}/{len(ts)} correct", task)
+                for task, ts in sorted(by_task.items())]
+
+    def _picked(self, change: dict[str, Any]) -> None:
+        self.comparison.show_trajectories(_of_task(self._found, change["new"], self.run, self._where))
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+        static = f"<p>task <code>{esc(self.picker.value)}</code></p>" + self.comparison._repr_html_()
+        return {**super()._repr_mimebundle_(**kwargs), "text/html": static}

@@ -1,7 +1,8 @@
 """The trajectory view in real JupyterLab and Chromium (issue 11): a notebook showing two configurations'
 trajectories side by side runs in the page; a step is clicked, the rollout is switched, filters hide
-rows, and what the page shows is the saved trajectories' record; the selection reaches the kernel
-and back. An executed copy exported as HTML shows the same with the network off.
+rows, another task is picked, and what the page shows is the saved trajectories' record; the
+selection reaches the kernel and back. An executed copy exported as HTML shows the same with the
+network off.
 
 The trajectories are real: ``run_agent`` on meta-routing suite tasks with a scripted model
 (tests/trajectory_fixtures.py), built before the browser opens (Playwright's event loop would stop
@@ -53,7 +54,7 @@ def test_click_a_step_switch_rollout_filter_and_the_kernel_sees_the_selection(la
         assert run.rollouts[0].steps[0].tool_call.observation == observation
         assert shown.locator("pre").nth(1).inner_text() == observation  # thought, then the observation
     assert "initial plan" in plan.locator('[data-detail="r0.1"]').inner_text()
-    assert nb.execute("print(comparison.selected_id)").strip() == "r0.1"  # the click reached the kernel
+    assert nb.execute("print(picker.comparison.selected_id)").strip() == "r0.1"  # the click reached the kernel
 
     view.locator('select[data-filter="rollout"]').select_option("r1")  # switch rollout
     assert visible_rows(vote) == ["r1", "r1.1", "r1.2", "r1.3"] and visible_rows(plan) == []
@@ -65,7 +66,7 @@ def test_click_a_step_switch_rollout_filter_and_the_kernel_sees_the_selection(la
     assert step.is_visible() and not rollout.is_visible()
     assert f"unknown_tool: {vote_run.rollouts[1].steps[0].error}" in step.inner_text()
     assert "No steps yet." in step.inner_text()  # the memory the actor was shown at that step
-    kernel = nb.execute("print(comparison.selected_id, comparison.selected['plan-and-revise'])").split()
+    kernel = nb.execute("print(picker.comparison.selected_id, picker.comparison.selected['plan-and-revise'])").split()
     assert kernel == ["r1.1", "None"]  # plan-and-revise made one rollout: no r1.1 there
 
     view.locator('select[data-filter="status"]').select_option("unknown_tool")
@@ -78,9 +79,17 @@ def test_click_a_step_switch_rollout_filter_and_the_kernel_sees_the_selection(la
     view.locator('select[data-filter="tool"]').select_option("")
     assert len(visible_rows(vote)) == 10
 
-    nb.execute("comparison.selected_id = 'r2.1'")  # and back: the kernel's selection reaches the page
+    nb.execute("picker.comparison.selected_id = 'r2.1'")  # and back: the kernel's selection reaches the page
     vote.locator('[data-detail="r2.1"]').wait_for(state="visible")
     assert "Unable to determine" in vote.locator('[data-detail="r2.1"]').inner_text()
+
+    other = "dev-conflicting_sources-001"  # another task, picked in the page
+    page.locator(".widget-dropdown select").select_option(label=f"{other} · 2/2 correct")
+    view.locator(".tj-head", has_text=other).first.wait_for()
+    vote = view.locator(".tj-pane").first
+    assert vote.locator('[data-detail="r2.1"]').is_visible()  # the same step of the other task
+    observation = saved["best-of-3-vote", other].rollouts[0].steps[0].tool_call.observation
+    assert TASK not in view.inner_text() and observation.splitlines()[-1] in vote.locator('[data-detail="r0.1"]').inner_text()
 
 
 @pytest.fixture(scope="module")
