@@ -45,6 +45,7 @@ FIXTURE_NOTEBOOK = Path(__file__).parent / "fixtures" / "trajectory_view.ipynb"
 PLAN = "plan-and-revise"
 VOTE = "best-of-3-vote"
 TASK = "dev-conflicting_sources-000"
+OTHER = "dev-conflicting_sources-001"
 
 
 @pytest.fixture(scope="module")
@@ -354,7 +355,7 @@ def test_selection_survives_a_new_trajectory_or_falls_back_to_the_chosen_rollout
     assert widget.selected_id == "" and widget.selected is None
     widget.show_trajectory(study[VOTE, TASK])
     widget.selected_id = "r2.1"
-    widget.show_trajectory(study[VOTE, "dev-conflicting_sources-001"])
+    widget.show_trajectory(study[VOTE, OTHER])
     assert widget.selected_id == "r2.1"
     widget.show_trajectory(study[PLAN, TASK])  # one rollout: r2.1 is gone
     assert widget.selected_id == "r0"
@@ -391,24 +392,33 @@ def test_comparison_shows_one_id_in_every_trajectory(study):
 # --- saved trajectories ---
 
 
+def altered(study_dir: Path, folder: Path) -> Path:
+    """A copy of the saved study in run_agent's layout where best-of-3 got OTHER wrong and plan-and-revise
+    has a second run of TASK."""
+    changed = []
+    for t in read_trajectories(study_dir):
+        if t.task_id == OTHER and t.config["name"] == VOTE:
+            t = replace(t, grade=RecordedGrade(label="incorrect_answer", score=0.0, grader="g"))
+        changed.append(t)
+        if t.task_id == TASK and t.config["name"] == PLAN:
+            changed.append(replace(t, run=1))
+    for t in changed:
+        path = folder / t.config["name"] / "trajectories" / f"r{t.run}" / f"{t.task_id}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(t.to_json())
+    return folder
+
+
 def test_saved_trajectories_picks_one_task_and_labels_each_configuration(study_dir, tmp_path):
     found = saved_trajectories(study_dir)
     assert list(found) == ["best-of-3-vote", "plan-and-revise"]  # both solve both tasks: the first task
     assert {t.task_id for t in found.values()} == {TASK}
-    assert {t.task_id for t in saved_trajectories(study_dir, task_id="dev-conflicting_sources-001").values()} == \
-           {"dev-conflicting_sources-001"}
+    assert {t.task_id for t in saved_trajectories(study_dir, task_id=OTHER).values()} == {OTHER}
     one_config = next(p for p in study_dir.iterdir() if p.name.startswith("plan-and-revise@"))
     assert list(saved_trajectories(one_config, run=None)) == ["plan-and-revise r0"]
 
     # the default is the first task on whose grade the configurations disagree
-    copy = tmp_path / "copy"
-    for t in read_trajectories(study_dir):
-        if t.task_id != TASK and t.config["name"] == VOTE:
-            t = replace(t, grade=RecordedGrade(label="incorrect_answer", score=0.0, grader="g"))
-        path = copy / t.config["name"] / "trajectories" / f"r{t.run}" / f"{t.task_id}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(t.to_json())
-    assert {t.task_id for t in saved_trajectories(copy).values()} == {"dev-conflicting_sources-001"}
+    assert {t.task_id for t in saved_trajectories(altered(study_dir, tmp_path)).values()} == {OTHER}
 
     with pytest.raises(ValueError, match="no saved trajectory of run 3"):
         saved_trajectories(study_dir, run=3)
@@ -416,20 +426,20 @@ def test_saved_trajectories_picks_one_task_and_labels_each_configuration(study_d
         saved_trajectories(study_dir, task_id="nope")
 
 
-def test_the_picker_lists_the_saved_tasks_and_shows_the_one_picked(study_dir):
-    picker = TrajectoryPicker(study_dir)
-    other = "dev-conflicting_sources-001"
-    assert picker.picker.options == ((f"{TASK} · 2/2 correct", TASK), (f"{other} · 2/2 correct", other))
-    assert picker.picker.value == TASK and {v["task_id"] for v in picker.comparison.views} == {TASK}
+def test_the_picker_lists_the_saved_tasks_and_shows_the_one_picked(study_dir, tmp_path):
+    picker = TrajectoryPicker(altered(study_dir, tmp_path))
+    assert picker.picker.options == ((f"{TASK} · 2/2 correct", TASK), (f"{OTHER} · 1/2 correct", OTHER))
+    assert picker.picker.value == OTHER and {v["task_id"] for v in picker.comparison.views} == {OTHER}
     picker.comparison.selected_id = "r1.1"
-    picker.picker.value = other  # as the dropdown in the browser sets it
-    assert {v["task_id"] for v in picker.comparison.views} == {other}
+    picker.picker.value = TASK  # as the dropdown in the browser sets it
+    assert {v["task_id"] for v in picker.comparison.views} == {TASK}
     assert picker.comparison.labels == ["best-of-3-vote", "plan-and-revise"]
     assert picker.comparison.selected_id == "r1.1"  # the same step of the other task
     static = picker._repr_mimebundle_()["text/html"]
-    assert static == f"<p>task <code>{other}</code></p>" + picker.comparison._html
-    every_run = TrajectoryPicker(study_dir, task_id=other, run=None)
-    assert every_run.picker.value == other and every_run.comparison.labels == ["best-of-3-vote r0", "plan-and-revise r0"]
+    assert static == f"<p>task <code>{TASK}</code></p>" + picker.comparison._html
+    every_run = TrajectoryPicker(tmp_path, task_id=TASK, run=None)
+    assert every_run.picker.options[0] == (f"{TASK} · 3/3 correct", TASK)
+    assert every_run.comparison.labels == ["best-of-3-vote r0", "plan-and-revise r0", "plan-and-revise r1"]
 
 
 # --- an executed notebook exported as HTML, offline ---
