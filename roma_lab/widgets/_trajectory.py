@@ -27,8 +27,7 @@ from roma_lab.agents import ModelCall, Rollout, Selection, Step, Trajectory, is_
 from roma_lab.bench import normalize_answer
 from roma_lab.controller import RoleCall, Run
 
-from ._tree import _json_pre, _text_pre
-from ._view import HTMLView, esc, filter_select, view_html
+from ._view import HTMLView, esc, exchanges_html, filter_select, json_pre, text_pre, tokens, view_html
 
 # A step went through (``ok``), gave the final answer (``answered``) or failed with a typed kind;
 # a rollout ends with one of ROLLOUT_STATUSES.
@@ -274,10 +273,6 @@ def _grade_html(grade: Mapping[str, Any] | None) -> str:
             f"{score} by {esc(grade['grader'])}{error}")
 
 
-def _tokens(value: int | None) -> str:
-    return "unknown" if value is None else str(value)
-
-
 def _short(text: str | None) -> str:
     line = (text or "").strip().replace("\n", " ⏎ ")
     return line if len(line) <= _SHORT else line[:_SHORT] + "…"
@@ -287,17 +282,11 @@ def _call_html(c: Mapping[str, Any], key: str) -> str:
     cached = {True: ' <span class="tj-mark">cached</span>', False: "", None: ""}[c["cached"]]
     error = f' &middot; <span class="tj-error">error: {esc(c["error"])}</span>' if c["error"] else ""
     head = (f"<b>{esc(c['role'])}</b>{cached} &middot; {esc(c['model'] or 'no model')} &middot; "
-            f"{_tokens(c['input_tokens'])} in / {_tokens(c['output_tokens'])} out tokens &middot; "
+            f"{tokens(c['input_tokens'])} in / {tokens(c['output_tokens'])} out tokens &middot; "
             f"{c['latency_s']:.3f} s{' lookup' if c['cached'] else ''}{error}")
-    requests = []
-    for i, e in enumerate(c["exchanges"], 1):
-        messages = "".join(f"<div><b>{esc(m.get('role', '?'))}</b>{_text_pre(m.get('content', ''))}</div>"
-                           for m in e["messages"])
-        completions = "".join(f"<div><b>completion</b>{_text_pre(out)}</div>" for out in e["completions"])
-        requests.append(f"<div><u>model request {i}{' (cached)' if e['cached'] else ''}</u>{messages}{completions}</div>")
-    prompts = "".join(requests) or "<div><i>prompt and completion not recorded for this call</i></div>"
+    prompts = exchanges_html(c["exchanges"], "prompt and completion not recorded for this call")
     return (f'<details class="tj-call" data-key="{esc(key)}"><summary>{head}</summary>'
-            f"<div><b>outputs</b>{_json_pre(c['outputs'])}{prompts}</div></details>")
+            f"<div><b>outputs</b>{json_pre(c['outputs'])}{prompts}</div></details>")
 
 
 def _calls_html(calls: Sequence[Mapping[str, Any]], key: str, title: str = "model calls") -> str:
@@ -308,7 +297,7 @@ def _calls_html(calls: Sequence[Mapping[str, Any]], key: str, title: str = "mode
 
 def _shown_html(label: str, text: str, key: str) -> str:
     """What the actor was shown, open (a live view shows one step at a time)."""
-    body = _text_pre(text) if text.strip() else "<div><i>empty</i></div>"
+    body = text_pre(text) if text.strip() else "<div><i>empty</i></div>"
     return f'<details open data-key="{esc(key)}"><summary><b>{esc(label)}</b></summary>{body}</details>'
 
 
@@ -343,7 +332,7 @@ def _summary_html(view: Mapping[str, Any]) -> str:
             f'<div class="tj-outcome">final answer {answer} {_badge(view["status"])} &middot; '
             f"{_grade_html(view['grade'])}{flags}<br>{t['rollouts']} rollout(s) &middot; {t['steps']} steps &middot; "
             f"{t['tool_calls']} tool calls &middot; {t['model_calls']} model calls &middot; "
-            f"{_tokens(t['input_tokens'])} in / {_tokens(t['output_tokens'])} out tokens &middot; "
+            f"{tokens(t['input_tokens'])} in / {tokens(t['output_tokens'])} out tokens &middot; "
             f"{view['wall_s']:.2f} s</div>")
 
 
@@ -387,7 +376,7 @@ def _step_row(s: Mapping[str, Any], anchor: str, plan_labels: Mapping[str, str])
             f'data-tool="{esc(s["tool"])}"><td><a href="#{anchor}">step {s["index"]}</a>{where}</td>'
             f'<td>{_badge(s["status"])}</td><td title="{esc(action)}">{esc(action)}</td>'
             f'<td title="{esc(result)}">{esc(result)}</td>{plan_cell}'
-            f'<td class="tj-num">{len(s["calls"])} &middot; {_tokens(n_in)}/{_tokens(n_out)}</td></tr>')
+            f'<td class="tj-num">{len(s["calls"])} &middot; {tokens(n_in)}/{tokens(n_out)}</td></tr>')
 
 
 def _plans_html(r: Mapping[str, Any], key: str) -> str:
@@ -400,9 +389,9 @@ def _plans_html(r: Mapping[str, Any], key: str) -> str:
         read = "\n\n".join(p["observations"])
         observations = ("" if not read else
                         f'<details data-key="{esc(key)}/{p["id"]}/obs"><summary>observations the reviser read '
-                        f'({len(p["observations"])})</summary>{_text_pre(read)}</details>')
+                        f'({len(p["observations"])})</summary>{text_pre(read)}</details>')
         calls = _calls_html(p["calls"], f"{key}/{p['id']}")
-        parts.append(f'<div data-plan="{p["id"]}"><b>{esc(p["label"])}</b> &middot; {seen}{_text_pre(p["plan"])}'
+        parts.append(f'<div data-plan="{p["id"]}"><b>{esc(p["label"])}</b> &middot; {seen}{text_pre(p["plan"])}'
                      f"{observations}{calls}</div>")
     return "".join(parts)
 
@@ -410,7 +399,7 @@ def _plans_html(r: Mapping[str, Any], key: str) -> str:
 def _delegation_html(nodes: Sequence[Mapping[str, Any]], key: str) -> str:
     parts = [f"<h5>subtask decomposition by ROMA ({len(nodes)} nodes)</h5>"]
     for n in nodes:
-        output = "" if n["output"] is None else _text_pre(n["output"])
+        output = "" if n["output"] is None else text_pre(n["output"])
         error = f'<div class="tj-error">{esc(n["error"])}</div>' if n["error"] else ""
         calls = _calls_html(n["calls"], f"{key}/roma/{n['id']}")
         parts.append(f"<div><b>{esc(n['id'])}</b> [{esc(n['task_type'])}] {esc(n['status'])}: {esc(n['goal'])}"
@@ -449,15 +438,15 @@ def step_detail_html(s: Mapping[str, Any], plan_labels: Mapping[str, str], *, ke
     key = f"{key}/{s['id']}"
     where = f" &middot; subtask: {esc(s['subtask'])}" if s["subtask"] else ""
     parts = [f"<div><b>rollout {s['rollout']}, step {s['index']}</b> {_badge(s['status'])}{where}</div>",
-             f"<div><b>thought</b>{_text_pre(s['thought'])}</div>",
+             f"<div><b>thought</b>{text_pre(s['thought'])}</div>",
              f"<div><b>action</b> <code>{esc(s['action'] or '?')}</code>"
              + (f" &middot; tool {s['tool_latency_s']:.3f} s" if s["tool_latency_s"] is not None else "") + "</div>"]
     if s["arguments"]:
-        parts.append(f"<div><b>arguments</b>{_json_pre(s['arguments'])}</div>")
+        parts.append(f"<div><b>arguments</b>{json_pre(s['arguments'])}</div>")
     if s["observation"] is not None:
-        parts.append(f"<div><b>observation</b>{_text_pre(s['observation'])}</div>")
+        parts.append(f"<div><b>observation</b>{text_pre(s['observation'])}</div>")
     if s["answer"] is not None:
-        parts.append(f"<div><b>final answer</b>{_text_pre(s['answer'])}</div>")
+        parts.append(f"<div><b>final answer</b>{text_pre(s['answer'])}</div>")
     if s["error"]:
         parts.append(f'<div class="tj-error"><b>{esc(s["status"])}</b>: {esc(s["error"])}</div>')
     plan = plan_labels.get(s["plan_id"], "no plan" if not s["plan_shown"] else "a plan not among the recorded ones")
@@ -465,9 +454,9 @@ def step_detail_html(s: Mapping[str, Any], plan_labels: Mapping[str, str], *, ke
               _shown_html("memory", s["memory_shown"], f"{key}/memory"),
               _shown_html("feedback", s["feedback_shown"], f"{key}/feedback")]
     if s["summary"] is not None:
-        parts.append(f"<div><b>summary of this step</b> (for later memory){_text_pre(s['summary'])}</div>")
+        parts.append(f"<div><b>summary of this step</b> (for later memory){text_pre(s['summary'])}</div>")
     if s["critique"] is not None:
-        parts.append(f"<div><b>critique</b> (shown at the next step){_text_pre(s['critique'])}</div>")
+        parts.append(f"<div><b>critique</b> (shown at the next step){text_pre(s['critique'])}</div>")
     parts.append(_calls_html(s["calls"], f"{key}/calls"))
     return "".join(parts)
 
@@ -479,7 +468,7 @@ def _cached_cell(role: Mapping[str, Any]) -> str:
 def _roles_html(view: Mapping[str, Any]) -> str:
     rows = "".join(
         f"<tr><td>{esc(r['role'])}</td><td class='tj-num'>{r['calls']}</td><td class='tj-num'>{r['errors']}</td>"
-        f"<td class='tj-num'>{_tokens(r['input_tokens'])} / {_tokens(r['output_tokens'])}</td>"
+        f"<td class='tj-num'>{tokens(r['input_tokens'])} / {tokens(r['output_tokens'])}</td>"
         f"<td class='tj-num'>{r['latency_s']:.3f}</td><td class='tj-num'>{_cached_cell(r)}</td></tr>"
         for r in view["roles"])
     return ("<table class='tj-roles'><thead><tr><th>role</th><th>calls</th><th>errors</th><th>tokens in / out</th>"
