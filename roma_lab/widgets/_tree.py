@@ -23,7 +23,7 @@ import traitlets
 
 from roma_lab.controller import Node, NodeEvent, RoleCall, Run
 
-from ._view import HTMLView, esc, exchanges_html, filter_select, json_pre, text_pre, tokens, view_html
+from ._view import HTMLView, esc, exchanges_html, filter_select, json_pre, tokens, view_html
 
 # Node and run statuses (all get a badge), then the states of a node while its run goes on.
 STATUS_COLORS = {"pending": "#9e9e9e", "running": "#1e88e5", "completed": "#43a047", "degraded": "#c0ca33",
