@@ -23,7 +23,7 @@ import traitlets
 
 from roma_lab.controller import Node, NodeEvent, RoleCall, Run
 
-from ._view import HTMLView, esc, filter_select, view_html
+from ._view import HTMLView, esc, exchanges_html, filter_select, json_pre, tokens, view_html
 
 # Node and run statuses (all get a badge), then the states of a node while its run goes on.
 STATUS_COLORS = {"pending": "#9e9e9e", "running": "#1e88e5", "completed": "#43a047", "degraded": "#c0ca33",
@@ -213,10 +213,6 @@ def _badge(state: str) -> str:
     return f'<span class="rt-badge" style="background:{color}" title="{esc(LIVE_STATES.get(state, state))}">{esc(state)}</span>'
 
 
-def _tokens(value: int | None) -> str:
-    return "unknown" if value is None else str(value)
-
-
 def _order(tree: dict[str, Any]) -> list[str]:
     """Node ids depth first from the root, as the tree reads; nodes no parent lists come last."""
     nodes, order = tree["nodes"], []
@@ -236,7 +232,7 @@ def _summary_html(tree: dict[str, Any]) -> str:
     cached = f" ({t['cached_calls']} cached)" if t["cached_calls"] else ""
     return (f'<div class="rt-summary">run {_badge(tree["status"])} &middot; {t["nodes"]} nodes'
             f'{" (" + esc(live) + ")" if live else ""} &middot; {t["calls"]} calls{cached} &middot; '
-            f'{_tokens(t["input_tokens"])} in / {_tokens(t["output_tokens"])} out tokens &middot; '
+            f'{tokens(t["input_tokens"])} in / {tokens(t["output_tokens"])} out tokens &middot; '
             f'{t["latency_s"]:.2f} s in calls &middot; {tree["span_s"]:.2f} s on the clock{note}</div>')
 
 
@@ -265,16 +261,8 @@ def _row_html(n: dict[str, Any], anchor: str, span: float) -> str:
             f'<a href="#{anchor}">{esc(n["id"])}</a> <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
             f'<td>{_badge(n["state"])}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
             f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
-            f'<td class="rt-num">{_tokens(n["input_tokens"])} / {_tokens(n["output_tokens"])}</td>'
+            f'<td class="rt-num">{tokens(n["input_tokens"])} / {tokens(n["output_tokens"])}</td>'
             f'{_lane_html(n, span)}</tr>')
-
-
-def _json_pre(value: Any) -> str:
-    return f"<pre>{esc(json.dumps(value, indent=1, ensure_ascii=False))}</pre>"
-
-
-def _text_pre(value: Any) -> str:
-    return f"<pre>{esc(value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False))}</pre>"
 
 
 def _call_html(c: dict[str, Any], key: str) -> str:
@@ -284,17 +272,11 @@ def _call_html(c: dict[str, Any], key: str) -> str:
     waited = "" if (c["wait_s"] or 0) < 5e-4 else f" &middot; waited {c['wait_s']:.3f} s for a slot"
     error = f' &middot; <span class="rt-error">error: {esc(c["error"])}</span>' if c["error"] else ""
     head = (f"<b>{esc(c['role'])}</b>{cached} &middot; {esc(c['model'] or 'no model')} &middot; "
-            f"{_tokens(c['input_tokens'])} in / {_tokens(c['output_tokens'])} out tokens &middot; {cost} &middot; "
+            f"{tokens(c['input_tokens'])} in / {tokens(c['output_tokens'])} out tokens &middot; {cost} &middot; "
             f"{latency}{waited} &middot; started {c['started_s']:.3f} s &middot; context {c['context_chars']} chars{error}")
-    exchanges = []
-    for i, e in enumerate(c["exchanges"], 1):
-        messages = "".join(f"<div><b>{esc(m.get('role', '?'))}</b>{_text_pre(m.get('content', ''))}</div>"
-                           for m in e["messages"])
-        completions = "".join(f"<div><b>completion</b>{_text_pre(out)}</div>" for out in e["completions"])
-        exchanges.append(f"<div><u>model request {i}{' (cached)' if e['cached'] else ''}</u>{messages}{completions}</div>")
-    prompts = "".join(exchanges) or "<div><i>no model request recorded for this call</i></div>"
+    prompts = exchanges_html(c["exchanges"], "no model request recorded for this call")
     return (f'<details class="rt-call" data-key="{esc(key)}"><summary>{head}</summary>'
-            f"<div><b>inputs</b>{_json_pre(c['inputs'])}<b>outputs</b>{_json_pre(c['outputs'])}{prompts}</div></details>")
+            f"<div><b>inputs</b>{json_pre(c['inputs'])}<b>outputs</b>{json_pre(c['outputs'])}{prompts}</div></details>")
 
 
 def _warnings_html(warnings: list[str], key: str) -> str:

@@ -10,6 +10,8 @@ same HTML is the static view that executed and exported notebooks show (no JavaS
 from __future__ import annotations
 
 import html
+import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +39,30 @@ BASE_CSS = """
 def esc(value: Any) -> str:
     """Text (any value) escaped for HTML content and quoted attributes."""
     return html.escape(str(value), quote=True)
+
+
+def tokens(value: int | None) -> str:
+    """A token count, or "unknown" where the provider did not report one."""
+    return "unknown" if value is None else str(value)
+
+
+def json_pre(value: Any) -> str:
+    return f"<pre>{esc(json.dumps(value, indent=1, ensure_ascii=False))}</pre>"
+
+
+def text_pre(value: Any) -> str:
+    return f"<pre>{esc(value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False))}</pre>"
+
+
+def exchanges_html(exchanges: list[Mapping[str, Any]], empty: str) -> str:
+    """A role call's model requests: each message, then each completion; ``empty`` when none was recorded."""
+    parts = []
+    for i, e in enumerate(exchanges, 1):
+        messages = "".join(f"<div><b>{esc(m.get('role', '?'))}</b>{text_pre(m.get('content', ''))}</div>"
+                           for m in e["messages"])
+        completions = "".join(f"<div><b>completion</b>{text_pre(out)}</div>" for out in e["completions"])
+        parts.append(f"<div><u>model request {i}{' (cached)' if e['cached'] else ''}</u>{messages}{completions}</div>")
+    return "".join(parts) or f"<div><i>{esc(empty)}</i></div>"
 
 
 def view_html(body: str, css: str = "", *, data_view: str = "") -> str:
