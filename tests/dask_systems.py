@@ -120,7 +120,7 @@ class LocalGenerations:
 
             logged.logged = True
             LlamaEngine._generate = logged
-        lm = resolve_lm(self.model, cache=False, max_tokens=24)
+        lm = resolve_lm(self.model, cache=False, max_tokens=8)
         return " ".join(lm(f"{question}: say a word ({k})")[0] for k in range(self.n_calls))
 
 

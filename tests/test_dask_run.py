@@ -242,7 +242,7 @@ def test_remote_calls_on_workers_are_retried_by_dspy(cluster, tmp_path):
 
     server = LlamaServer(tmp_path).start()
     try:
-        with FaultProxy(server.port, max_tokens_cap=8) as proxy:
+        with FaultProxy(server.port, max_tokens_cap=4) as proxy:
             lm = resolve_lm("openai/smollm2-135m", api_base=proxy.api_base, cache=False, num_retries=3)
             proxy.inject("429", times=2)
             how = dist.Dispatch(cluster="local:2", model="openai/smollm2-135m", max_concurrent=2)
