@@ -97,16 +97,21 @@ class Session:
 def _start(spec: ClusterSpec) -> Session:
     import logging
 
+    import dask
     from distributed import Client, LocalCluster
 
     if spec.kind == "local":
         # Port 0 everywhere: several sessions (tests, notebooks) on one machine never collide.
         # Workers run their items in-process: a task that dispatched again would hold a worker
         # while waiting for others, and a cluster whose workers all wait deadlocks.
+        # Saturation 1.0: in a sweep of more items than twice the workers, the scheduler queues the
+        # items and hands each worker one at a time (items are long model calls: nothing to gain from
+        # holding more), so a worker that dies charges fewer waiting items with its death.
         try:
-            local = LocalCluster(n_workers=spec.n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                                 scheduler_port=0, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
-                                 env={ENV_VAR: IN_PROCESS})
+            with dask.config.set({"distributed.scheduler.worker-saturation": 1.0}):  # read by the scheduler it starts
+                local = LocalCluster(n_workers=spec.n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                     scheduler_port=0, dashboard_address="127.0.0.1:0", silence_logs=logging.ERROR,
+                                     env={ENV_VAR: IN_PROCESS})
         except Exception as exc:
             raise ClusterConnectError(f"cluster {spec.name}: the local cluster did not start: {exc}") from exc
         return Session(spec, Client(local, set_as_default=False), local)
