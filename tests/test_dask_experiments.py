@@ -71,6 +71,10 @@ def test_per_item_the_notebooks_items_run_on_the_workers(sweep, tmp_path):
     assert cluster["name"] == "local:2" and cluster["per"] == "item" and cluster["scheduler"] == session.scheduler
     assert set(cluster["workers"]) == set(session.workers())
     assert all(w["environment"]["packages"]["distributed"] for w in cluster["workers"].values())
+    # the kernel connected to the runner's cluster: its dashboard link is in the executed notebook
+    executed = json.loads((tmp_path / "00_items" / "00_items.ipynb").read_text())
+    shown = "".join("".join(o.get("text", "")) for c in executed["cells"] for o in c.get("outputs", []))
+    assert f"dashboard {session.dashboard}" in shown
 
 
 def test_per_notebook_whole_notebooks_run_on_the_workers(sweep, tmp_path):

@@ -133,6 +133,17 @@ def test_a_rerun_on_the_cluster_resumes_item_by_item(cluster, tmp_path):
     assert len(out.read_text().splitlines()) == 6 and result["error"].isna().all()
 
 
+def test_the_progress_bar_counts_the_whole_sweep_on_the_cluster(cluster, tmp_path, capsys):
+    log, out = str(tmp_path / "log"), tmp_path / "r.csv"
+    run_benchmark(toy_items(6)[:2], Echo(log), StringMatchGrader(), out_path=out, system_name="echo", progress=False,
+                  cluster="local:2")
+    capsys.readouterr()
+    run_benchmark(toy_items(6), Echo(log), StringMatchGrader(), out_path=out, system_name="echo", progress=True,
+                  cluster="local:2")
+    bar = capsys.readouterr().err
+    assert "echo on local:2" in bar and "2/6" in bar and "6/6" in bar  # from the resumed items to the last one
+
+
 def test_a_worker_killed_mid_item_loses_nothing_and_repeats_no_row(cluster, tmp_path):
     log, marker = str(tmp_path / "log"), str(tmp_path / "killed")
     system = KillsItsWorker(Echo(log, delay_s=0.2), question="q3", marker=marker)

@@ -323,9 +323,9 @@ def run_benchmark(
     """
     from tqdm.auto import tqdm
 
-    from roma_lab.dist import Dispatch
+    from roma_lab import dist
 
-    how = Dispatch.of(cluster)
+    how = dist.Dispatch.of(cluster)
     path = Path(out_path)
     fmt = _format(path)
     keys = [(it.benchmark, it.item_id) for it in items]
@@ -341,14 +341,18 @@ def run_benchmark(
     todo = [it for it in items if (it.benchmark, it.item_id) not in done]
     shared = (system, grader, system_name, timeout_s)
     new_file = not path.exists() or path.stat().st_size == 0
+    on_cluster = not how.in_process and bool(todo)
+    if on_cluster:  # connect (printing the dashboard link) before the bar, which then counts the whole sweep
+        where = dist.session(how.cluster).spec.name
     with path.open("a", encoding="utf-8", newline="") as f, tqdm(
-        total=len(items), initial=len(items) - len(todo), disable=not progress, desc=system_name
+        total=len(items), initial=len(items) - len(todo), disable=not progress,
+        desc=f"{system_name} on {where}" if on_cluster else system_name,
     ) as bar:
         if new_file and fmt == "csv":
             f.write(_serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt))
             f.flush()
-        rows = (_attempt(*shared, item) for item in todo) if how.in_process or not todo else (
-            _on_cluster(todo, shared, how, path, system_name))
+        rows = _on_cluster(todo, shared, how, path, system_name) if on_cluster else (
+            _attempt(*shared, item) for item in todo)
         timeouts_in_a_row = 0
         try:
             for row, timed_out in rows:
