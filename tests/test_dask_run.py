@@ -4,7 +4,7 @@ Same rows as a serial run; resumable item by item; rows written once, by the cli
 finish; a worker killed mid-item loses nothing and repeats no row; a client killed mid-sweep
 (kill -9 of a process running it) resumes without a duplicate row; where each item ran, and on
 what, is recorded; a per-model limit holds cluster-wide; local models generate one at a time per
-machine; remote calls are retried on the workers. One cluster (two workers) serves the module:
+machine; remote calls are retried on the workers; a scheduler that does not answer is a typed error. One cluster (two workers) serves the module:
 starting one costs seconds.
 """
 
@@ -92,6 +92,24 @@ def test_in_process_by_default_and_dask_is_never_imported(tmp_path):
     pid, imported = out.stdout.split(maxsplit=1)
     assert imported.strip() == "[]"
     assert calls(tmp_path / "log") == [(int(pid), f"q{i}") for i in range(3)]  # in order, in that process
+
+
+def test_a_scheduler_that_does_not_answer_is_a_typed_error_not_a_hang(monkeypatch, tmp_path, capsys):
+    import shutil
+    import socket
+
+    from roma_lab.dist import _cluster
+    from roma_lab.experiments._cli import main
+
+    monkeypatch.setattr(_cluster, "CONNECT_TIMEOUT_S", 2)
+    with socket.socket() as probe:  # a port nobody listens on once closed
+        probe.bind(("127.0.0.1", 0))
+        address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
+    with pytest.raises(dist.ClusterConnectError, match="no Dask scheduler answers"):
+        dist.session(address)
+    shutil.copytree(TESTS / "fixtures" / "project", tmp_path / "project")
+    assert main(["--root", str(tmp_path / "project"), "run", "00_fixture", "--cluster", address]) == 2
+    assert f"no Dask scheduler answers at {address}" in capsys.readouterr().err
 
 
 # --- the guarantees ---------------------------------------------------------------------------------
