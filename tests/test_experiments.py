@@ -227,10 +227,10 @@ def test_interrupted_run_resumes_where_it_stopped(project, tmp_path, monkeypatch
     results = tmp_path / "results"
     real_execute = runner._execute
 
-    def interrupt_second(spec, out_dir, params):
+    def interrupt_second(spec, out_dir, params, kernel_env):
         if spec.stem == "01_second":
             raise KeyboardInterrupt
-        real_execute(spec, out_dir, params)
+        real_execute(spec, out_dir, params, kernel_env)
 
     monkeypatch.setattr(runner, "_execute", interrupt_second)
     with pytest.raises(KeyboardInterrupt):

@@ -238,6 +238,50 @@ def _row(item: Item, system_name: str, prediction: str, grade: Grade | None, err
     }
 
 
+def _attempt(system: Callable[[str], Any], grader: Grader, system_name: str, timeout_s: float | None,
+             item: Item) -> tuple[dict[str, Any], bool]:
+    """One item: call the system, grade its answer; (the row, whether the system timed out). Runs in
+    this process or on a cluster worker; either way only the caller writes the row."""
+    start = time.perf_counter()
+    try:
+        result = _call_with_timeout(system, item.question, timeout_s)
+    except Exception as exc:  # noqa: BLE001 - recorded as an error row, the run goes on
+        return (_row(item, system_name, "", None, f"{type(exc).__name__}: {exc}", "system", time.perf_counter() - start),
+                isinstance(exc, TimeoutError))
+    latency = time.perf_counter() - start
+    # Our graders never raise; guarded() keeps a user-written one from stopping the run.
+    grade = guarded(getattr(grader, "name", type(grader).__name__), lambda: grader(item, result))
+    return _row(item, system_name, _prediction_for_table(result), grade, grade.error, "grader" if grade.error else "",
+                latency), False
+
+
+def _on_cluster(todo: Sequence[Item], shared: tuple, how, path: Path, system_name: str):
+    """(row, timed out) per item as workers finish them; afterwards (also when stopped) one line in
+    ``<file stem>.cluster.jsonl`` beside the run file says where each item ran and on what."""
+    from datetime import UTC, datetime
+
+    from roma_lab import dist
+
+    started, status, by_worker = datetime.now(UTC), "interrupted", {}
+    try:
+        for done in dist.dispatch(_attempt, todo, how=how, shared=shared, label=f"item-{system_name}"):
+            item = todo[done.index]
+            if done.error is not None:  # no worker could finish it (e.g. each one died running it): an error row
+                yield _row(item, system_name, "", None, f"{type(done.error).__name__}: {done.error}", "system", 0.0), False
+                continue
+            by_worker.setdefault(done.worker, []).append(item.item_id)
+            yield done.value
+        status = "completed"
+    except dist.WorkerEnvironmentError:
+        status = "refused: a worker's environment differs"
+        raise
+    finally:
+        record = {"condition": system_name, "status": status, "started_at": started.isoformat(),
+                  "finished_at": datetime.now(UTC).isoformat(), **dist.describe(how, by_worker)}
+        with path.with_name(f"{path.stem}.cluster.jsonl").open("a", encoding="utf-8") as f:
+            f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
 def run_benchmark(
     items: Sequence[Item],
     system: Callable[[str], Any],
@@ -250,6 +294,7 @@ def run_benchmark(
     retry_errors: bool = True,
     max_consecutive_timeouts: int = 3,
     redo: Collection[str] = (),
+    cluster: Any = None,
 ):
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
@@ -265,9 +310,22 @@ def run_benchmark(
     would starve later items): the run stops with ``SystemStalledError``, every finished row on
     disk. KeyboardInterrupt stops the run likewise. Returns this system's latest row per item for
     ``items`` as a DataFrame (see ``read_results_df``).
+
+    ``cluster``: where items run: a cluster name or a ``roma_lab.dist.Dispatch`` (which also names
+    the model, for the workers' weights check and a cluster-wide concurrency limit); None =
+    $ROMA_LAB_CLUSTER, else in this process, one after the other. On a cluster, the system and the
+    grader are sent to the workers (they must pickle), each item runs on a worker, and this process
+    alone writes each row as its item completes, in completion order: the same resume rules hold,
+    and a worker that dies mid-item has the item run again elsewhere (an item whose every attempt
+    killed its worker gets a ``KilledWorker`` error row). Where each item ran is appended to
+    ``<out_path stem>.cluster.jsonl``. A worker whose environment differs from this process's raises
+    ``roma_lab.dist.WorkerEnvironmentError`` before it computes anything.
     """
     from tqdm.auto import tqdm
 
+    from roma_lab import dist
+
+    how = dist.Dispatch.of(cluster)
     path = Path(out_path)
     fmt = _format(path)
     keys = [(it.benchmark, it.item_id) for it in items]
@@ -281,36 +339,33 @@ def run_benchmark(
     latest = {(r["benchmark"], r["item_id"]): r for r in _load_finished(path, fmt) if r["condition"] == system_name}
     done = {key for key, r in latest.items() if not (retry_errors and r["error"]) and key[1] not in redo}
     todo = [it for it in items if (it.benchmark, it.item_id) not in done]
+    shared = (system, grader, system_name, timeout_s)
     new_file = not path.exists() or path.stat().st_size == 0
+    on_cluster = not how.in_process and bool(todo)
+    if on_cluster:  # connect (printing the dashboard link) before the bar, which then counts the whole sweep
+        where = dist.session(how.cluster).spec.name
     with path.open("a", encoding="utf-8", newline="") as f, tqdm(
-        total=len(items), initial=len(items) - len(todo), disable=not progress, desc=system_name
+        total=len(items), initial=len(items) - len(todo), disable=not progress,
+        desc=f"{system_name} on {where}" if on_cluster else system_name,
     ) as bar:
         if new_file and fmt == "csv":
             f.write(_serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt))
             f.flush()
+        rows = _on_cluster(todo, shared, how, path, system_name) if on_cluster else (
+            _attempt(*shared, item) for item in todo)
         timeouts_in_a_row = 0
-        for item in todo:
-            start = time.perf_counter()
-            try:
-                result = _call_with_timeout(system, item.question, timeout_s)
-            except Exception as exc:  # noqa: BLE001 - recorded as an error row, the run goes on
-                row = _row(item, system_name, "", None, f"{type(exc).__name__}: {exc}", "system",
-                           time.perf_counter() - start)
-                timeouts_in_a_row = timeouts_in_a_row + 1 if isinstance(exc, TimeoutError) else 0
-            else:
-                latency = time.perf_counter() - start
-                # Our graders never raise; guarded() keeps a user-written one from stopping the run.
-                grade = guarded(getattr(grader, "name", type(grader).__name__), lambda: grader(item, result))
-                row = _row(item, system_name, _prediction_for_table(result), grade, grade.error,
-                           "grader" if grade.error else "", latency)
-                timeouts_in_a_row = 0
-            f.write(_serialize(row, fmt))
-            f.flush()
-            bar.update(1)
-            if timeouts_in_a_row >= max_consecutive_timeouts:
-                raise SystemStalledError(
-                    f"{system_name}: {timeouts_in_a_row} timeouts in a row; stopped with finished rows in {path} "
-                    "(rerun to resume once the system answers again)")
+        try:
+            for row, timed_out in rows:
+                f.write(_serialize(row, fmt))
+                f.flush()
+                bar.update(1)
+                timeouts_in_a_row = timeouts_in_a_row + 1 if timed_out else 0
+                if timeouts_in_a_row >= max_consecutive_timeouts:
+                    raise SystemStalledError(
+                        f"{system_name}: {timeouts_in_a_row} timeouts in a row; stopped with finished rows in {path} "
+                        "(rerun to resume once the system answers again)")
+        finally:
+            rows.close()  # on a cluster: cancels the items not yet finished
     table = read_results_df(path)
     mine = table[table["condition"] == system_name].set_index(["benchmark", "item_id"])
     return mine.loc[keys].reset_index()[list(COLUMNS)]

@@ -1,7 +1,8 @@
 """Typed papermill runner: ``experiments/<stem>.toml`` specs -> ``results/<stem>/``.
 
 Command line: ``python -m roma_lab.experiments list`` and
-``python -m roma_lab.experiments run [STEM ...] [--all] [--smoke] [--lm MODEL] [--force]``.
+``python -m roma_lab.experiments run [STEM ...] [--all] [--smoke] [--lm MODEL] [--force] [--cluster NAME]
+[--per item|notebook]`` (a Dask cluster: design/dask.md).
 """
 
 from ._contract import contract_problems, notebook_problems

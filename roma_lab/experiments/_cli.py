@@ -7,6 +7,7 @@ import os
 import sys
 from pathlib import Path
 
+from roma_lab.dist import ClusterConnectError, WorkerEnvironmentError, resolve_cluster
 from roma_lab.results import default_repo_root
 
 from ._runner import experiment_status, run_experiments
@@ -34,6 +35,18 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("stems", nargs="*", metavar="STEM", help="experiments to run, by notebook stem")
     run.add_argument("--all", action="store_true", help="run every experiment")
     run.add_argument("--force", action="store_true", help="re-run even when already completed")
+    run.add_argument(
+        "--cluster",
+        help="Dask cluster to run on: 'in-process', 'local:<workers>' or a scheduler address such as "
+             "tcp://host:8786 (default: $ROMA_LAB_CLUSTER, else in-process)",
+    )
+    run.add_argument(
+        "--per",
+        choices=("item", "notebook"),
+        default="item",
+        help="on a cluster, send each benchmark item (notebooks run here in order) or each whole notebook "
+             "(items run in its kernel) to a worker (default: item)",
+    )
     return parser
 
 
@@ -42,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command == "run" and bool(args.stems) == args.all:
         parser.error("run: name experiments or pass --all (not both)")
+    if args.command == "run":
+        try:
+            resolve_cluster(args.cluster)
+        except ValueError as exc:
+            parser.error(f"run: {exc}")
     root = (args.root or default_repo_root()).resolve()
     try:
         specs = load_specs(root)
@@ -71,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     selected = specs if args.all else [known[stem] for stem in dict.fromkeys(args.stems)]
     try:
-        outcomes = run_experiments(selected, results_root=results_root, smoke=args.smoke, lm=args.lm, force=args.force)
+        outcomes = run_experiments(selected, results_root=results_root, smoke=args.smoke, lm=args.lm, force=args.force,
+                                   cluster=args.cluster, per=args.per)
+    except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("\ninterrupted: rerun the same command to resume (completed experiments are skipped)", file=sys.stderr)
         return 130

@@ -9,7 +9,7 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -121,13 +121,15 @@ def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool =
 # --- the notebook kernel: recorded at launch, stopped before anyone else writes the folder -------
 
 
-def _kernel_manager_class(out_dir: Path) -> type:
-    """A jupyter kernel manager that records its kernel's pid, process group and start time in
+def _kernel_manager_class(out_dir: Path, kernel_env: Mapping[str, str]) -> type:
+    """A jupyter kernel manager that starts its kernel with ``kernel_env`` on top of this process's
+    environment, and records the kernel's pid, process group and start time in
     ``out_dir/.kernel.json`` at launch, so a later run can stop a kernel whose runner was killed."""
     from jupyter_client.manager import AsyncKernelManager
 
     class RecordingKernelManager(AsyncKernelManager):
         async def _async_launch_kernel(self, kernel_cmd, **kw):
+            kw["env"] = {**kw.get("env", os.environ), **kernel_env}
             await super()._async_launch_kernel(kernel_cmd, **kw)
             import psutil
 
@@ -257,7 +259,7 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any]) -> None:
+def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel_env: Mapping[str, str]) -> None:
     import papermill
 
     try:
@@ -269,7 +271,7 @@ def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any]) -> Non
             execution_timeout=spec.timeout_s,
             kernel_name="python3",
             progress_bar=False,
-            kernel_manager_class=_kernel_manager_class(out_dir),
+            kernel_manager_class=_kernel_manager_class(out_dir, kernel_env),
         )
     finally:
         _stop_kernel(out_dir)  # papermill shuts its kernel down; this only clears the record
@@ -282,6 +284,8 @@ def run_experiment(
     smoke: bool = False,
     lm: str | None = None,
     force: bool = False,
+    kernel_env: Mapping[str, str] | None = None,
+    cluster: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
@@ -292,6 +296,10 @@ def run_experiment(
     emptied first. A failing notebook gives a "failed" outcome with its error, never an exception,
     so a batch keeps going. On KeyboardInterrupt the record says "interrupted" and the interrupt
     propagates; the next run redoes this experiment.
+
+    ``kernel_env``: environment variables set for the notebook's kernel (the runner names the
+    cluster its items go to, $ROMA_LAB_CLUSTER). ``cluster``: the JSON record of the cluster this
+    run used, kept in provenance under ``extra.cluster``.
     """
     start = time.perf_counter()
     out_dir = (Path(results_root) / spec.stem).resolve()
@@ -300,7 +308,7 @@ def run_experiment(
         return RunOutcome(spec.stem, "skipped", out_dir)
     try:
         with _exclusive(out_dir):
-            error = _run(spec, out_dir, params, smoke=smoke, force=force)
+            error = _run(spec, out_dir, params, smoke=smoke, force=force, kernel_env=kernel_env or {}, cluster=cluster)
     except RunnerStateError as exc:
         error = str(exc)
     return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
@@ -321,7 +329,8 @@ def _exclusive(out_dir: Path):
         yield
 
 
-def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: bool, force: bool) -> str | None:
+def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: bool, force: bool,
+         kernel_env: Mapping[str, str], cluster: Mapping[str, Any] | None) -> str | None:
     """Prepare the folder, execute, write the record; returns the error (None when completed)."""
     recorded = _recorded(spec, params)
     note = _prepare(spec, out_dir, recorded, force)
@@ -332,6 +341,8 @@ def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: 
     extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke}
     if note:
         extra["recovered"] = note
+    if cluster:
+        extra["cluster"] = dict(cluster)
 
     def record(status: str, error: str | None = None) -> None:
         kept = quarantined_files(out_dir)  # damaged files moved aside by the runner or the notebook
@@ -354,7 +365,7 @@ def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: 
         error = f"input files missing: {', '.join(missing_inputs)}"
     else:
         try:
-            _execute(spec, out_dir, params)
+            _execute(spec, out_dir, params, kernel_env)
         except KeyboardInterrupt:
             record("interrupted")
             raise
@@ -369,6 +380,9 @@ def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: 
     return error
 
 
+Per = Literal["item", "notebook"]
+
+
 def run_experiments(
     specs: Sequence[ExperimentSpec],
     *,
@@ -377,15 +391,90 @@ def run_experiments(
     lm: str | None = None,
     force: bool = False,
     progress: bool = True,
+    cluster: str | None = None,
+    per: Per = "item",
 ) -> list[RunOutcome]:
-    """Run specs in order with a tqdm bar; one failure does not stop the rest."""
+    """Run specs with a tqdm bar; one failure does not stop the rest.
+
+    ``cluster`` (a ``roma_lab.dist`` cluster name; None = $ROMA_LAB_CLUSTER, else in-process):
+    with ``per="item"`` the notebooks run here one after the other and send their benchmark items
+    to the cluster (their kernels get the scheduler's address as $ROMA_LAB_CLUSTER, so a local
+    cluster starts once for the whole sweep); with ``per="notebook"`` whole notebooks run on the
+    workers, as many at once as there are workers, and their items run in their kernels. Either
+    way the workers' environments are checked first (packages, Python, roma_lab source, and the
+    weights of the local models the notebooks name), and each provenance.json records the
+    cluster, its workers with their package versions, and (per notebook) the worker that ran it.
+    """
     from tqdm.auto import tqdm
 
+    from roma_lab import dist
+
+    if per not in ("item", "notebook"):
+        raise ValueError(f"per must be 'item' or 'notebook', got {per!r}")
+    how = dist.resolve_cluster(cluster)
+    kwargs = {"results_root": results_root, "smoke": smoke, "lm": lm, "force": force}
     outcomes = []
-    with tqdm(specs, desc="experiments", unit="exp", disable=not progress) as bar:
-        for spec in bar:
-            bar.set_postfix_str(spec.stem)
-            outcome = run_experiment(spec, results_root=results_root, smoke=smoke, lm=lm, force=force)
-            bar.write(f"{outcome.status:>9}  {spec.stem}" + (f"  ({outcome.error})" if outcome.error else ""))
+    with tqdm(total=len(specs), desc="experiments", unit="exp", disable=not progress) as bar:
+
+        def report(outcome: RunOutcome) -> None:
+            bar.update(1)
+            bar.write(f"{outcome.status:>9}  {outcome.stem}" + (f"  ({outcome.error})" if outcome.error else ""))
             outcomes.append(outcome)
-    return outcomes
+
+        if how.kind == "in-process":
+            for spec in specs:
+                bar.set_postfix_str(spec.stem)
+                report(run_experiment(spec, **kwargs))
+            return outcomes
+        record = _cluster_record(how, specs, smoke=smoke, lm=lm, per=per)
+        if per == "item":
+            kernel_env = {dist.ENV_VAR: record["scheduler"]}
+            for spec in specs:
+                bar.set_postfix_str(spec.stem)
+                report(run_experiment(spec, kernel_env=kernel_env, cluster=record, **kwargs))
+            return outcomes
+        # per notebook: the kernels on the workers run their items in-process (nested dispatch could
+        # hold every worker waiting for work that has no worker left to run it)
+        work = _Experiment(kwargs, record)
+        for done in dist.dispatch(work, list(specs), how=dist.Dispatch(cluster=how.name), label="notebook"):
+            spec = specs[done.index]
+            report(done.value if done.error is None else RunOutcome(
+                spec.stem, "failed", (Path(results_root) / spec.stem).resolve(),
+                f"{type(done.error).__name__}: {done.error}"))
+    order = {spec.stem: i for i, spec in enumerate(specs)}
+    return sorted(outcomes, key=lambda o: order[o.stem])
+
+
+def _cluster_record(how, specs: Sequence[ExperimentSpec], *, smoke: bool, lm: str | None, per: Per) -> dict[str, Any]:
+    """Check every worker against this process for the models the notebooks will load; the record
+    provenance keeps: cluster, scheduler, dashboard, and each worker with its environment."""
+    from roma_lab import dist
+
+    models = set()
+    for spec in specs:
+        recorded = _recorded(spec, run_parameters(spec, out_dir=Path("."), smoke=smoke, lm=lm))
+        models |= {v for k, v in recorded.items() if k in ("LM", "JUDGE_LM") and isinstance(v, str) and v}
+    s = dist.session(how)
+    expected = dist.expected_environment(sorted(models))
+    workers = dist.check_workers(s.client, expected)
+    info = s.workers()
+    return {"name": how.name, "per": per, "scheduler": s.scheduler, "dashboard": s.dashboard,
+            "workers": {address: {**info.get(address, {}), "environment": env.as_json()}
+                        for address, env in sorted(workers.items())}}
+
+
+@dataclass(frozen=True, slots=True)
+class _Experiment:
+    """One notebook on a worker: ``run_experiment`` there (its lock, orphan-kernel stop and resume
+    work as here: the workers share this checkout's paths), its kernel told to run items in-process."""
+
+    kwargs: Mapping[str, Any]
+    record: Mapping[str, Any]
+
+    def __call__(self, spec: ExperimentSpec) -> RunOutcome:
+        from distributed import get_worker
+
+        from roma_lab import dist
+
+        cluster = {**self.record, "worker": get_worker().address}
+        return run_experiment(spec, kernel_env={dist.ENV_VAR: dist.IN_PROCESS}, cluster=cluster, **self.kwargs)

