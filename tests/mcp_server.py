@@ -59,9 +59,14 @@ TOOLS = [
 
 
 def build(fault: str | None) -> Server:
-    from roma_lab.controller import BM25Retriever
+    retrievers = []  # built on the first search: the fault cases never pay for the index
 
-    retriever = BM25Retriever(PASSAGES)
+    def search(query: str) -> list[str]:
+        if not retrievers:
+            from roma_lab.controller import BM25Retriever
+
+            retrievers.append(BM25Retriever(PASSAGES))
+        return [p.text for p in retrievers[0].search(query, k=2)]
 
     async def list_tools(ctx, params) -> types.ListToolsResult:
         return types.ListToolsResult(tools=TOOLS)
@@ -69,7 +74,7 @@ def build(fault: str | None) -> Server:
     async def call_tool(ctx, params) -> types.CallToolResult:
         args = params.arguments or {}
         if params.name == "search":
-            hits = [p.text for p in retriever.search(str(args.get("query", "")), k=2)]
+            hits = search(str(args.get("query", "")))
             return types.CallToolResult(content=[types.TextContent(type="text", text=h) for h in hits])
         if fault == "die":
             os._exit(1)

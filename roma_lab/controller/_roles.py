@@ -243,7 +243,13 @@ class ToolExecutor:
             builtin.insert(0, dspy.Tool(self.search, name="search"))
         if _RUN_STORE.get() is not None:
             builtin.append(dspy.Tool(self.read_artifact, name="read_artifact"))
-        return [*builtin, *run_tools()]
+        tools = [*builtin, *run_tools()]
+        names = [t.name for t in tools]
+        clashes = sorted({n for n in names if names.count(n) > 1})
+        if clashes:  # ReAct keys tools by name: one would silently replace the other
+            raise ValueError(f"two tools are named {clashes}; rename one (an MCP tool may not reuse a built-in "
+                             f"tool's name: {[t.name for t in builtin]})")
+        return tools
 
     async def search(self, query: str) -> list[str]:
         """Search the local corpus (BM25) for passages about the query; best first."""

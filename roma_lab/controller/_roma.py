@@ -511,6 +511,10 @@ class Roma:
             tools = []
             for server in self.mcp_servers:
                 tools.extend(await connections.open(server, self.settings.mcp_start_timeout_s))
+                names = [t.name for t in tools]
+                clashes = sorted({n for n in names if names.count(n) > 1})
+                if clashes:  # ReAct keys tools by name: one server's tool would silently replace the other's
+                    raise McpServerError(server.name, f"lists tools another server lists too: {clashes}")
             _RUN_TOOLS.set(tuple(tools))
             await self._solve(state, root_id, inherited=(), dep_results=())
         except McpServerError as err:  # nothing ran yet: the root fails, naming the server
@@ -858,17 +862,15 @@ class Roma:
         return output, f"the verifier rejected both attempts; the last one is kept (feedback: {feedback})"
 
 
-def _ensure_artifact(node: Node, store: ArtifactStore | None, source_url: str | None) -> None:
+def _ensure_artifact(node: Node, store: ArtifactStore, source_url: str) -> None:
     """Before a repair reuses ``node``, its artifact must be readable and intact in the repair's
-    store: copied there from the repaired run's store when only that one has it."""
-    if store is None:
-        raise ArtifactError(f"node {node.id} has artifact {node.artifact.id}, but neither the repair nor the "
-                            f"repaired run names an artifact store")
+    store (by default the repaired run's own, which a run with artifacts always names): copied
+    there from the repaired run's store when only that one has it."""
     try:
         store.read_bytes(node.artifact)
         return
     except ArtifactMissingError as err:
-        if source_url is None or source_url == store.url:
+        if source_url == store.url:
             raise ArtifactMissingError(f"node {node.id} cannot be reused: {err}") from None
     except ArtifactError as err:
         raise type(err)(f"node {node.id} cannot be reused: {err}") from None
