@@ -450,8 +450,8 @@ class Roma:
         finished = threading.Event()
         task.add_done_callback(lambda _: finished.set())
         ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
-        threading.Thread(target=ctx.run, args=(_run_loop, loop, task), name="roma-run", daemon=True).start()
-        try:
+        try:  # Thread.start waits for the thread: on a busy machine a role may already have run
+            threading.Thread(target=ctx.run, args=(_run_loop, loop, task), name="roma-run", daemon=True).start()
             if not finished.wait(self.settings.run_timeout_s):
                 _cancel_soon(loop, task)  # the loop may be blocked by a role: do not wait for it
                 return self._finish(state, "timed_out", f"run deadline of {self.settings.run_timeout_s:g} s reached")
