@@ -279,3 +279,18 @@ def test_a_run_with_artifacts_cannot_lose_its_store_url(tmp_path):
     data["artifact_store"] = None
     with pytest.raises(InvalidRunError, match="names no artifact store"):
         Run.from_json(json.dumps(data))
+
+
+# --- the study behind notebook 09 ---------------------------------------------------------------
+
+def test_the_repair_study_counts_calls_from_the_traces_and_links_the_files(tmp_path):
+    from roma_lab.controller import measure_repair
+
+    table, nodes = measure_repair(tmp_path, latency_s=0.0)
+    assert table.set_index("run")["role_calls"].to_dict() == {"failed_run": 27, "repair": 3, "full_rerun": 27}
+    assert list(table["status"]) == ["partial", "completed", "completed"]
+    assert sorted(nodes.loc[nodes["action"] == "re-executed", "node"]) == ["0", "0.1", "0.1.2"]
+    repaired = Run.from_json((tmp_path / "repair.json").read_text())
+    assert repaired.repair.source_sha256 == hashlib.sha256((tmp_path / "failed_run.json").read_bytes()).hexdigest()
+    with pytest.raises(ValueError, match=r"not in the tree: \['task.9'\]"):
+        measure_repair(tmp_path, fail=("task.9",))

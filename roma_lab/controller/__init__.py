@@ -25,7 +25,7 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
-from ._studies import compare_schedules, measure_structure, plot_structure, run_quickstart
+from ._studies import compare_schedules, measure_repair, measure_structure, plot_repair, plot_structure, run_quickstart
 from ._tools import (
     McpServer,
     McpServerError,
@@ -112,8 +112,10 @@ __all__ = [
     "check_sandbox",
     "compare_schedules",
     "fixed_latency_roles",
+    "measure_repair",
     "measure_structure",
     "plan_repair",
+    "plot_repair",
     "plot_structure",
     "read_artifact",
     "run_python",

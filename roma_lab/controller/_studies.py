@@ -1,4 +1,5 @@
-"""The computations behind notebooks 01 (quickstart) and 02 (structure): run, then write tidy CSVs and traces."""
+"""The computations behind notebooks 01 (quickstart), 02 (structure) and 09 (repair): run, then write
+tidy CSVs and traces."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._roma import Observer, Roma
 from ._schedule import schedule_bounds
-from ._scripted import fixed_latency_roles
+from ._scripted import ScriptedRoles, fixed_latency_roles, tree_plans
 from ._types import Run
 
 if TYPE_CHECKING:
@@ -109,6 +110,72 @@ def compare_schedules(
         write_text_atomic(Path(out_dir) / f"schedule_{slots}_slots.json", run.to_json())
         runs[f"max_concurrency={slots}"] = run
     return runs
+
+
+def measure_repair(
+    out_dir: str | PathLike[str],
+    *,
+    branching: Sequence[int] = (4, 3),
+    fail: Sequence[str] = ("task.1.2",),
+    latency_s: float = 0.05,
+    max_concurrency: int = 4,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Repair against a full re-run, on scripted roles where every call takes ``latency_s``.
+
+    Three runs of the same tree (:func:`tree_plans` of ``branching``): the first with the executors
+    of the goals in ``fail`` raising (an injected failure); the repair of its saved JSON with the
+    failure gone; and the whole tree again from scratch with the failure gone, what one pays
+    without repair. Writes ``repair.csv`` (one row per run: status, role calls, wall time, nodes
+    reused and executed), ``repair_nodes.csv`` (one row per node of the repair: reused or
+    re-executed, its role calls) and the runs as ``failed_run.json``, ``repair.json`` and
+    ``full_rerun.json`` (the repair's ``repair.source_sha256`` is the SHA-256 of ``failed_run.json``).
+    Returns both tables.
+    """
+    import pandas as pd
+
+    from roma_lab.results import write_table, write_text_atomic
+
+    plans = tree_plans(branching)
+    unknown = sorted(set(fail) - {s.goal for subtasks in plans.values() for s in subtasks})
+    if unknown:
+        raise ValueError(f"fail names goals that are not in the tree: {unknown}")
+
+    def roma(failing: Sequence[str]) -> Roma:
+        roles = ScriptedRoles(plans, default_latency_s=latency_s, fail=tuple(failing))
+        return Roma(**roles.role_kwargs(), max_depth=len(branching), max_concurrency=max_concurrency,
+                    max_subtasks=max(branching))
+
+    failed = roma(fail).run("task")
+    repaired = roma(()).repair(Run.from_json(failed.to_json()))  # from the saved file, as after a restart
+    rerun = roma(()).run("task")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    runs = {"failed_run": failed, "repair": repaired, "full_rerun": rerun}
+    for name, run in runs.items():
+        write_text_atomic(out / f"{name}.json", run.to_json())
+    table = pd.DataFrame([{"run": name, "status": run.status, "role_calls": sum(len(n.calls) for n in run.nodes),
+                           "wall_s": run.wall_s, "nodes": len(run.nodes),
+                           "nodes_reused": sum(n.reused for n in run.nodes),
+                           "nodes_executed": sum(not n.reused for n in run.nodes)}
+                          for name, run in runs.items()])
+    nodes = pd.DataFrame([{"node": n.id, "goal": n.goal, "depth": n.depth, "status": n.status,
+                           "action": "reused" if n.reused else "re-executed", "role_calls": len(n.calls),
+                           "roles": " ".join(c.role for c in n.calls)} for n in repaired.nodes])
+    write_table(table, out, "repair")
+    write_table(nodes, out, "repair_nodes")
+    return table, nodes
+
+
+def plot_repair(table: pd.DataFrame) -> Figure:
+    """Role calls and wall time of the failed run, its repair and a full re-run, side by side."""
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    for ax, column, label in ((axes[0], "role_calls", "role calls"), (axes[1], "wall_s", "wall time (s)")):
+        ax.bar(table["run"], table[column], color=["#b0b0b0", "#2e7d32", "#1565c0"])
+        ax.set(ylabel=label, title=label)
+    fig.tight_layout()
+    return fig
 
 
 def plot_structure(timing: pd.DataFrame, context: pd.DataFrame) -> Figure:
