@@ -244,3 +244,23 @@ def test_a_run_file_written_before_artifacts_loads_and_saves_with_the_new_fields
     old["settings"].update(artifacts={"min_chars": None, "summary_chars": 200},
                            tools={"call_timeout_s": 30.0, "mcp_start_timeout_s": 60.0})
     assert saved == old  # every old field keeps its value
+
+
+# --- the measurement behind notebook 02's with/without references section ------------------------
+
+def test_references_shrink_the_contexts_above_long_outputs_and_nothing_else(tmp_path):
+    from roma_lab.controller import measure_references
+
+    calls, summary = measure_references(tmp_path, depths=(1, 3), artifact_chars=200, summary_chars=80,
+                                        tokenizer="whitespace")
+    by = summary.set_index(["depth", "node_depth", "role", "mode"])
+    # depth 1: every output is short, nothing is stored, both modes see the same contexts
+    shallow = calls[calls["depth"] == 1].groupby("mode")[["context_chars", "context_tokens"]].sum()
+    assert shallow.loc["whole"].tolist() == shallow.loc["by_reference"].tolist()
+    # depth 3: the root's aggregator is shown its children's long outputs as summaries and references
+    whole, ref = by.loc[(3, 0, "aggregator", "whole")], by.loc[(3, 0, "aggregator", "by_reference")]
+    assert ref["context_chars"] < whole["context_chars"] and ref["context_tokens"] < whole["context_tokens"]
+    assert any((tmp_path / "artifacts").rglob("*"))  # the store is in the results folder and survives
+    assert (tmp_path / "references.csv").exists() and (tmp_path / "references_summary.csv").exists()
+    with pytest.raises(ValueError, match="tokenizer must be 'local' or 'whitespace'"):
+        measure_references(tmp_path, depths=(1,), tokenizer="bpe")

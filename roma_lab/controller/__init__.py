@@ -25,7 +25,16 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
-from ._studies import compare_schedules, measure_repair, measure_structure, plot_repair, plot_structure, run_quickstart
+from ._studies import (
+    compare_schedules,
+    measure_references,
+    measure_repair,
+    measure_structure,
+    plot_references,
+    plot_repair,
+    plot_structure,
+    run_quickstart,
+)
 from ._tools import (
     McpServer,
     McpServerError,
@@ -112,9 +121,11 @@ __all__ = [
     "check_sandbox",
     "compare_schedules",
     "fixed_latency_roles",
+    "measure_references",
     "measure_repair",
     "measure_structure",
     "plan_repair",
+    "plot_references",
     "plot_repair",
     "plot_structure",
     "read_artifact",

@@ -3,7 +3,7 @@ tidy CSVs and traces."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -90,6 +90,91 @@ def _structure_run(branching: Sequence[int], latency_s: float, max_concurrency: 
     if run.status != "completed":
         raise RuntimeError(f"scripted run {tuple(branching)} ended {run.status}: {run.root.error}")
     return run
+
+
+def measure_references(
+    out_dir: str | PathLike[str],
+    *,
+    depths: Sequence[int] = (1, 2, 3, 4),
+    artifact_chars: int = 200,
+    summary_chars: int = 80,
+    tokenizer: str = "local",
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Context size per role call against node depth, with outputs passed whole and by reference.
+
+    The deepening trees of :func:`measure_structure` (``d`` levels of 3 children, scripted roles,
+    no latency), each run twice: outputs passed whole (the default settings), and with an artifact
+    store in ``out_dir/artifacts`` where outputs longer than ``artifact_chars`` reach their
+    dependents and parent as a reference plus their first ``summary_chars`` characters. The
+    scripted aggregator joins what it is shown, so by reference it joins summaries (a model that
+    needs the full text calls ``read_artifact``, a tool call outside the context).
+
+    ``context_chars`` is what the controller recorded for each call (goal and inputs);
+    ``context_tokens`` counts the same text with ``tokenizer``: ``"local"``, the embedded model's
+    own vocabulary (its file is read, no generation), or ``"whitespace"`` (words; no model needed).
+    Writes ``references.csv`` (one row per role call) and ``references_summary.csv`` (mean per call
+    by tree depth, node depth, role and mode). Returns both tables.
+    """
+    import pandas as pd
+
+    from roma_lab.results import write_table
+
+    count = _token_counter(tokenizer)
+    rows = []
+    for depth in depths:
+        for mode, kwargs in (("whole", {}), ("by_reference", {"artifacts": Path(out_dir) / "artifacts",
+                                                             "artifact_chars": artifact_chars,
+                                                             "summary_chars": summary_chars})):
+            roles = fixed_latency_roles((3,) * depth, latency_s=0.0, chain_every=3,
+                                        task_types=("search", "think", "think"))
+            run = Roma(**roles.role_kwargs(), max_depth=depth, max_subtasks=3, **kwargs).run(roles.goal)
+            if run.status != "completed":
+                raise RuntimeError(f"scripted run of depth {depth} ({mode}) ended {run.status}: {run.root.error}")
+            rows.extend({"depth": depth, "mode": mode, "node_depth": n.depth, "role": c.role.split(":")[0],
+                         "context_chars": c.context_chars, "context_tokens": count(_context_text(n.goal, c.inputs)),
+                         "tokenizer": tokenizer} for n in run.nodes for c in n.calls)
+    calls = pd.DataFrame(rows)
+    summary = (calls.groupby(["depth", "node_depth", "role", "mode"], as_index=False)[["context_chars", "context_tokens"]]
+               .mean().round(1))
+    write_table(calls, out_dir, "references")
+    write_table(summary, out_dir, "references_summary")
+    return calls, summary
+
+
+def _context_text(goal: str, inputs: dict) -> str:
+    """The text whose length the controller records as ``context_chars``: the goal and each input."""
+    import json
+
+    return goal + "".join(v if isinstance(v, str) else json.dumps(v, ensure_ascii=False) for v in inputs.values())
+
+
+def _token_counter(tokenizer: str) -> Callable[[str], int]:
+    if tokenizer == "whitespace":
+        return lambda text: len(text.split())
+    if tokenizer != "local":
+        raise ValueError(f"tokenizer must be 'local' or 'whitespace', got {tokenizer!r}")
+    from llama_cpp import Llama
+
+    from roma_lab.lm import DEFAULT_VARIANT, MODELS, model_file
+
+    vocab = Llama(model_path=str(model_file(MODELS[DEFAULT_VARIANT])), vocab_only=True, verbose=False)
+    return lambda text: len(vocab.tokenize(text.encode("utf-8"), add_bos=False))
+
+
+def plot_references(summary: pd.DataFrame) -> Figure:
+    """Mean context per call against node depth in the deepest tree, whole vs by reference, per role."""
+    import matplotlib.pyplot as plt
+
+    deepest = summary[summary["depth"] == summary["depth"].max()]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for ax, column, label in ((axes[0], "context_chars", "characters"), (axes[1], "context_tokens", "tokens")):
+        for (role, mode), rows in deepest.groupby(["role", "mode"]):
+            ax.plot(rows["node_depth"], rows[column], marker="o", linestyle="-" if mode == "whole" else "--",
+                    label=f"{role}, {mode}")
+        ax.set(xlabel="node depth", ylabel=f"mean context {label} per call", title=f"context {label} vs depth")
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
 
 
 def compare_schedules(
