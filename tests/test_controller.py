@@ -441,7 +441,8 @@ def test_usage_table_has_table5_layout():
     roles = fixed_latency_roles((3,), latency_s=0.0)
     run = run_bounded(Roma(**roles.role_kwargs(), max_depth=1), roles.goal)
     table = run.usage_df()
-    assert list(table.columns) == ["component", "calls", "cost", "input_tokens", "output_tokens", "latency_s"]
+    assert list(table.columns) == ["component", "calls", "cost", "input_tokens", "output_tokens", "latency_s",
+                                   "tool_calls", "tool_errors"]
     assert list(table["component"]) == ["atomizer", "planner", "executor", "aggregator", "total"]
     assert list(table["calls"]) == [1, 1, 3, 1, 6]
 

@@ -1,12 +1,23 @@
 """The ROMA recursive controller: atomize -> plan -> execute -> aggregate, on a task tree.
 
 ``Roma`` runs the loop under a ``RomaSettings``; ``Run`` is the trace it returns (JSON round trip,
-per-role usage table) and carries the settings it ran with.
+per-role usage table) and carries the settings it ran with. Long outputs can pass by reference
+through an ``ArtifactStore``; executors can call tools of ``McpServer`` s; ``Roma.repair`` re-runs
+only what a run did not complete.
 Default roles are DSPy modules (imported lazily: ``import roma_lab.controller`` does not import
 DSPy); any callable with the same keyword contract can replace one, e.g. ``ScriptedRoles``.
 """
 
+from ._artifacts import (
+    ArtifactCorruptedError,
+    ArtifactError,
+    ArtifactMissingError,
+    ArtifactRef,
+    ArtifactStore,
+    read_artifact,
+)
 from ._plan import PlanCheck, Subtask, validate_plan
+from ._repair import RepairPlan, plan_repair
 from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from ._roma import Roma, RoleError
 from ._router_atomizer import RouterAtomizer
@@ -14,23 +25,45 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
-from ._studies import compare_schedules, measure_structure, plot_structure, run_quickstart
+from ._studies import (
+    compare_schedules,
+    measure_references,
+    measure_repair,
+    measure_structure,
+    plot_references,
+    plot_repair,
+    plot_structure,
+    run_quickstart,
+)
+from ._tools import (
+    McpServer,
+    McpServerError,
+    ToolCallError,
+    ToolFailedError,
+    ToolResultError,
+    ToolServerGoneError,
+    ToolTimeoutError,
+    run_tools,
+)
 from ._types import (
     NODE_STATUSES,
     OUTPUT_STATUSES,
     RUN_STATUSES,
+    TOOL_STATUSES,
     CallInFlight,
     InvalidRunError,
     LMExchange,
     Node,
     NodeEvent,
+    RepairRecord,
     RoleCall,
     Run,
+    ToolCall,
 )
 
 # DSPy role modules, loaded on first access (PEP 562) because importing DSPy takes seconds.
 _ROLE_NAMES = ("Aggregator", "Atomizer", "CodeExecutionError", "CodeExecutor", "JSONRole", "Planner", "PlannedSubtask",
-               "SearchExecutor", "ThinkExecutor", "Verifier", "WriteExecutor", "default_executors")
+               "SearchExecutor", "ThinkExecutor", "ToolExecutor", "Verifier", "WriteExecutor", "default_executors")
 
 
 def __getattr__(name: str):
@@ -47,16 +80,26 @@ __all__ = [
     "OUTPUT_STATUSES",
     "RUN_STATUSES",
     "TASK_TYPES",
+    "TOOL_STATUSES",
+    "ArtifactCorruptedError",
+    "ArtifactError",
+    "ArtifactMissingError",
+    "ArtifactRef",
+    "ArtifactStore",
     "BM25Retriever",
     "CallInFlight",
     "CallLogEntry",
     "EmptyCorpusError",
     "InvalidRunError",
     "LMExchange",
+    "McpServer",
+    "McpServerError",
     "Node",
     "NodeEvent",
     "Passage",
     "PlanCheck",
+    "RepairPlan",
+    "RepairRecord",
     "RoleCall",
     "RoleError",
     "Roma",
@@ -69,13 +112,26 @@ __all__ = [
     "ScriptedOutput",
     "ScriptedRoles",
     "Subtask",
+    "ToolCall",
+    "ToolCallError",
+    "ToolFailedError",
+    "ToolResultError",
+    "ToolServerGoneError",
+    "ToolTimeoutError",
     "check_sandbox",
     "compare_schedules",
     "fixed_latency_roles",
+    "measure_references",
+    "measure_repair",
     "measure_structure",
+    "plan_repair",
+    "plot_references",
+    "plot_repair",
     "plot_structure",
+    "read_artifact",
     "run_python",
     "run_quickstart",
+    "run_tools",
     "schedule_bounds",
     "tree_plans",
     "validate_plan",

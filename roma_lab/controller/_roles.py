@@ -8,6 +8,7 @@ string itself with llama.cpp's native repetition; API models are bounded by ``ma
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from os import PathLike
 from typing import Annotated
@@ -17,6 +18,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypeAliasType
 
 from ._sandbox import check_sandbox, run_python
+from ._tools import run_tools, traced_call
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
 
@@ -44,7 +46,9 @@ class SubtaskResult(BaseModel):
     goal: str
     task_type: str
     status: str
-    output: str
+    output: str  # for an artifact: its summary
+    artifact: str | None = Field(default=None, description="id of the full result (sha256:...), when "
+                                                           "the output is only its summary")
 
 
 class _AliasedSignature(dspy.Signature):
@@ -203,6 +207,80 @@ class SearchExecutor(dspy.Module):
         return dspy.Prediction(output=pred.output, passages=passages)
 
 
+class ToolSignature(dspy.Signature):
+    """Carry out the goal. Call the tools when they help: look facts up, compute, or read an artifact
+    that the context names by its sha256 id. Then state the result concisely."""
+
+    goal: str = dspy.InputField()
+    context: str = dspy.InputField(desc="larger goals this is part of, and results it can use")
+    output: str = dspy.OutputField()
+
+
+class ToolExecutor:
+    """A ReAct executor (``dspy.ReAct`` with the JSON adapter) over the built-in tools and the run's
+    MCP tools; async, so its tools are awaited on the run's loop, where its MCP sessions live.
+
+    Built-in tools: ``search`` (BM25 over ``retriever``, when given), ``run_python`` (the sandbox,
+    as ``CodeExecutor`` uses it) and ``read_artifact`` (when the run has an artifact store). The
+    MCP tools are the run's (``run_tools()``), so the agent is assembled per call.
+    """
+
+    def __init__(self, retriever=None, *, k: int = 5, max_iters: int = 5, code_timeout_s: float = 10.0,
+                 memory_mb: int = 512, isolation: str | None = None):
+        self.retriever = retriever
+        self.k = k
+        self.max_iters = max_iters
+        self.code_timeout_s = code_timeout_s
+        self.memory_mb = memory_mb
+        self.isolation = isolation
+
+    def tools(self) -> list[dspy.Tool]:
+        """The tools of one call: the built-in ones, then the run's MCP tools."""
+        from ._artifacts import _RUN_STORE
+
+        builtin = [dspy.Tool(self.run_python, name="run_python")]
+        if self.retriever is not None:
+            builtin.insert(0, dspy.Tool(self.search, name="search"))
+        if _RUN_STORE.get() is not None:
+            builtin.append(dspy.Tool(self.read_artifact, name="read_artifact"))
+        tools = [*builtin, *run_tools()]
+        names = [t.name for t in tools]
+        clashes = sorted({n for n in names if names.count(n) > 1})
+        if clashes:  # ReAct keys tools by name: one would silently replace the other
+            raise ValueError(f"two tools are named {clashes}; rename one (an MCP tool may not reuse a built-in "
+                             f"tool's name: {[t.name for t in builtin]})")
+        return tools
+
+    async def search(self, query: str) -> list[str]:
+        """Search the local corpus (BM25) for passages about the query; best first."""
+        def find() -> list[str]:
+            return [p.text for p in self.retriever.search(query, k=self.k)]
+
+        return await traced_call("search", None, {"query": query}, lambda: asyncio.to_thread(find))
+
+    async def run_python(self, code: str) -> str:
+        """Run a short self-contained Python script (standard library only, no network); returns what it printed."""
+        def run() -> str:
+            result = run_python(code, timeout_s=self.code_timeout_s, memory_mb=self.memory_mb, isolation=self.isolation)
+            if result.error is not None:
+                raise CodeExecutionError(f"{result.error}\n{result.stderr[-1000:]}".strip())
+            return result.stdout.strip()
+
+        return await traced_call("run_python", None, {"code": code}, lambda: asyncio.to_thread(run))
+
+    async def read_artifact(self, ref: str) -> str:
+        """The full text of an artifact the context names by its id (sha256:...)."""
+        from ._artifacts import read_artifact
+
+        return await asyncio.to_thread(read_artifact, ref)  # read_artifact records itself in the trace
+
+    async def __call__(self, goal: str, context: str):
+        react = dspy.ReAct(ToolSignature, tools=self.tools(), max_iters=self.max_iters)
+        with dspy.context(adapter=dspy.JSONAdapter()):
+            pred = await react.acall(goal=goal, context=context)
+        return dspy.Prediction(output=pred.output, reasoning=pred.reasoning)
+
+
 class CodeExecutionError(RuntimeError):
     """Model-written code failed in the sandbox; the message holds the sandbox's diagnosis."""
 
@@ -239,12 +317,18 @@ def _strip_fences(code: str) -> str:
     return "\n".join(lines)
 
 
-def default_executors(corpus: Sequence[str] | str | PathLike[str] | None = None) -> dict[str, dspy.Module]:
-    """One executor per task type; ``search`` uses BM25 over ``corpus`` when one is given."""
+def default_executors(corpus: Sequence[str] | str | PathLike[str] | None = None, *,
+                      tools: bool = False) -> dict[str, dspy.Module | ToolExecutor]:
+    """One executor per task type; search uses BM25 over ``corpus`` when one is given. With
+    ``tools``, search, think and code share one :class:`ToolExecutor` (which also reaches the run's
+    MCP tools) and write stays direct composition."""
     retriever = None
     if corpus is not None:
         from ._retrieval import BM25Retriever
 
         retriever = BM25Retriever(corpus)
+    if tools:
+        agent = ToolExecutor(retriever)
+        return {"search": agent, "think": agent, "write": WriteExecutor(), "code": agent}
     return {"search": SearchExecutor(retriever), "think": ThinkExecutor(), "write": WriteExecutor(),
             "code": CodeExecutor()}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import hashlib
 import inspect
 import json
 import math
@@ -23,9 +24,23 @@ from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from os import PathLike
 from typing import Any
 
+from ._artifacts import _RUN_STORE, ArtifactError, ArtifactMissingError, ArtifactRef, ArtifactStore
 from ._plan import Subtask, show, validate_plan
+from ._repair import RepairPlan, plan_repair
 from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
-from ._types import OUTPUT_STATUSES, CallInFlight, LMExchange, Node, NodeEvent, RoleCall, Run, RunStatus, run_status
+from ._tools import _RUN_TOOLS, _TOOL_LOG, McpConnections, McpServer, McpServerError, ToolLog
+from ._types import (
+    OUTPUT_STATUSES,
+    CallInFlight,
+    LMExchange,
+    Node,
+    NodeEvent,
+    RepairRecord,
+    RoleCall,
+    Run,
+    RunStatus,
+    run_status,
+)
 
 # Output contract per role: field -> required type (None: any value).
 _CONTRACT: dict[str, dict[str, type | None]] = {
@@ -101,28 +116,46 @@ def _clip(text: str, limit: int | None) -> str:
     return f"{text[:limit]}… [{len(text) - limit} more characters cut]"
 
 
-def _render_context(ancestors: Sequence[str], results: Sequence[tuple[str, str]], settings: RomaSettings) -> str:
+def _reference(ref: ArtifactRef) -> str:
+    """How a context names an artifact whose summary it shows."""
+    return f"(summary; the full result is artifact {ref.id}, {ref.size:,} bytes: read it with read_artifact)"
+
+
+def _result_text(node: Node, limit: int | None) -> str:
+    """A dependency result as a context shows it: the output cut to ``limit``, or for an artifact
+    its summary and reference."""
+    if node.artifact is None:
+        return _clip(node.output, limit)
+    return f"{node.output}\n{_reference(node.artifact)}"
+
+
+def _render_context(ancestors: Sequence[str], results: Sequence[Node], settings: RomaSettings) -> str:
     parts = []
     cut = settings.goal_chars
     if ancestors:
         lines = "\n".join(f"- {g[:cut]}" for g in ancestors)
         parts.append(f"This task is part of (outermost first):\n{lines}")
     if results:
-        blocks = "\n\n".join(f"[{goal[:cut]}]\n{_clip(output, settings.max_result_chars)}" for goal, output in results)
+        blocks = "\n\n".join(f"[{n.goal[:cut]}]\n{_result_text(n, settings.max_result_chars)}" for n in results)
         parts.append(f"Results of prerequisite tasks:\n{blocks}")
     return "\n\n".join(parts)
+
+
+def _summary(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}…"
 
 
 def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
-def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any) -> _Outcome:
-    """Run one sync role under its own DSPy usage tracker and LM copy (so concurrent calls never mix).
-    Usage is read whether the role returns or raises: a failed call still consumed tokens."""
+def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
+    """Run one sync role under its own DSPy usage tracker, LM copy and tool log (so concurrent calls
+    never mix). Usage is read whether the role returns or raises: a failed call still consumed tokens."""
     import dspy
     from dspy.utils.usage_tracker import track_usage
 
+    _TOOL_LOG.set(tools)  # this thread runs in a copy of the run's context: the setting stays here
     call_lm = lm.copy() if lm is not None else None
     overrides = {"lm": call_lm} if call_lm is not None else {}
     result, error = None, None
@@ -134,10 +167,11 @@ def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any) ->
     return _Outcome(result, error, tracker.get_total_tokens(), list(getattr(call_lm, "history", [])))
 
 
-async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any) -> _Outcome:
+async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
     import dspy
     from dspy.utils.usage_tracker import track_usage
 
+    _TOOL_LOG.set(tools)  # this call's own task: its context is a copy
     call_lm = lm.copy() if lm is not None else None
     overrides = {"lm": call_lm} if call_lm is not None else {}
     result, error = None, None
@@ -232,6 +266,8 @@ class _RunState:
     lms: dict[str, Any]
     nodes: dict[str, Node]
     on_event: Observer | None
+    store: ArtifactStore | None = None
+    repair: RepairPlan | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
 
@@ -293,10 +329,18 @@ class Roma:
         role_lms: per-role models, keys ``atomizer``, ``planner``, ``executor``,
             ``executor:<task_type>``, ``aggregator``, ``verifier``.
         corpus: texts or a folder/.jsonl for the default ``search`` executor's BM25 retriever.
+        artifacts: the artifact store (an :class:`ArtifactStore`, an fsspec URL or a folder) where
+            outputs longer than ``artifact_chars`` are kept and passed on by reference.
+        mcp_servers: :class:`McpServer` s whose tools the executors may call. Each run starts (or
+            reaches) them when it begins and closes them when it ends; one that cannot be reached
+            within ``mcp_start_timeout_s`` fails the run's root, naming it. With default roles, the
+            search, think and code executors become a ``ToolExecutor`` (ReAct over the built-in
+            search, sandboxed Python and artifact tools plus the MCP tools).
         settings: a :class:`RomaSettings` (default: its defaults).
         **keywords: any field of :class:`RomaSettings` but ``models``, applied over ``settings``:
             ``max_depth``, ``max_concurrency``, ``max_subtasks``, ``call_timeout_s``,
-            ``run_timeout_s``, ``max_result_chars``, ``ancestor_goals``, ``goal_chars``, ``verify``.
+            ``run_timeout_s``, ``max_result_chars``, ``ancestor_goals``, ``goal_chars``, ``verify``,
+            ``artifact_chars``, ``summary_chars``, ``tool_timeout_s``, ``mcp_start_timeout_s``.
             When ``run_timeout_s`` passes, ``run`` returns a ``timed_out`` run with the trace so far,
             even if a role blocks the event loop or ignores cancellation; ``arun`` shares the
             caller's loop, so it can only return once that loop runs. A ``verifier`` given turns
@@ -314,10 +358,22 @@ class Roma:
         lm: Any = None,
         role_lms: Mapping[str, Any] | None = None,
         corpus: Sequence[str] | str | PathLike[str] | None = None,
+        artifacts: ArtifactStore | str | PathLike[str] | None = None,
+        mcp_servers: Sequence[McpServer] = (),
         settings: RomaSettings | None = None,
         **keywords: Any,
     ):
         settings = RomaSettings.from_keywords(settings, keywords)
+        if artifacts is not None and not isinstance(artifacts, ArtifactStore):
+            artifacts = ArtifactStore(artifacts)
+        if settings.artifact_chars is not None and artifacts is None:
+            raise ValueError("artifact_chars is set but there is no artifact store: pass artifacts=<folder or URL>")
+        mcp_servers = tuple(mcp_servers)
+        if not all(isinstance(m, McpServer) for m in mcp_servers):
+            raise TypeError("mcp_servers must be McpServer objects (McpServer.stdio(...) or McpServer.http(...))")
+        names = [m.name for m in mcp_servers]
+        if len(set(names)) < len(names):
+            raise ValueError(f"MCP server names must be unique, got {names}")
         if verifier is not None:
             if keywords.get("verify") is False:
                 raise ValueError("verify=False, but a verifier was given")
@@ -339,7 +395,7 @@ class Roma:
             atomizer = atomizer or Atomizer()
             planner = planner or Planner()
             aggregator = aggregator or Aggregator()
-            executors = executors or default_executors(corpus)
+            executors = executors or default_executors(corpus, tools=bool(mcp_servers))
             if settings.verify:
                 verifier = verifier or Verifier()
         self.atomizer = atomizer
@@ -350,6 +406,8 @@ class Roma:
         self.lm = lm
         self.role_lms = dict(role_lms or {})
         self.settings = settings
+        self.artifacts = artifacts
+        self.mcp_servers = mcp_servers
         self.task_types = tuple(t for t in TASK_TYPES if t in self.executors)
         self.default_type = "think" if "think" in self.executors else self.task_types[0]
 
@@ -361,14 +419,39 @@ class Roma:
         If a role raises KeyboardInterrupt or SystemExit, or the user interrupts while waiting, that
         exception is re-raised with the partial trace attached as ``.run`` (status ``interrupted``).
         """
-        state = self._start(goal, on_event)
+        return self._run_blocking(self._start(goal, on_event))
+
+    async def arun(self, goal: str, *, on_event: Observer | None = None) -> Run:
+        """Run inside the caller's event loop. ``on_event`` sees every node change as it happens.
+        Cancelling this coroutine cancels the run; the CancelledError then carries ``.run``."""
+        return await self._run_async(self._start(goal, on_event))
+
+    def repair(self, run: Run, *, also: Sequence[str] = (), on_event: Observer | None = None) -> Run:
+        """Re-execute only what ``run`` (a finished or loaded run) did not complete: its failed,
+        skipped and cancelled nodes (and, with ``also``, its ``degraded`` / ``unverified`` ones),
+        the dependents of anything re-executed, and the aggregations above them; every other node
+        is reused with its output, never recomputed. This Roma's roles, models and settings do the
+        re-execution, so a repair can use a bigger model only where the run failed.
+
+        The new run marks reused nodes (``Node.reused``, no calls), links to ``run`` by the SHA-256
+        of its JSON (``Run.repair``; with an artifact store, ``run`` is kept there under that key)
+        and checks first that every reused artifact is readable and intact (else an
+        :class:`ArtifactError` naming the node, before any role is called). See design/repair.md.
+        """
+        return self._run_blocking(self._start_repair(run, also, on_event))
+
+    async def arepair(self, run: Run, *, also: Sequence[str] = (), on_event: Observer | None = None) -> Run:
+        """:meth:`repair` inside the caller's event loop (as :meth:`arun`)."""
+        return await self._run_async(self._start_repair(run, also, on_event))
+
+    def _run_blocking(self, state: _RunState) -> Run:
         loop = asyncio.new_event_loop()
         task = loop.create_task(self._drive(state))
         finished = threading.Event()
         task.add_done_callback(lambda _: finished.set())
         ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
-        threading.Thread(target=ctx.run, args=(_run_loop, loop, task), name="roma-run", daemon=True).start()
-        try:
+        try:  # Thread.start waits for the thread: on a busy machine a role may already have run
+            threading.Thread(target=ctx.run, args=(_run_loop, loop, task), name="roma-run", daemon=True).start()
             if not finished.wait(self.settings.run_timeout_s):
                 _cancel_soon(loop, task)  # the loop may be blocked by a role: do not wait for it
                 return self._finish(state, "timed_out", f"run deadline of {self.settings.run_timeout_s:g} s reached")
@@ -377,10 +460,7 @@ class Roma:
             raise _with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
         return self._result(state, task.result())
 
-    async def arun(self, goal: str, *, on_event: Observer | None = None) -> Run:
-        """Run inside the caller's event loop. ``on_event`` sees every node change as it happens.
-        Cancelling this coroutine cancels the run; the CancelledError then carries ``.run``."""
-        state = self._start(goal, on_event)
+    async def _run_async(self, state: _RunState) -> Run:
         task = asyncio.ensure_future(self._drive(state))
         try:
             done, _ = await asyncio.wait({task}, timeout=self.settings.run_timeout_s)
@@ -394,24 +474,57 @@ class Roma:
 
     # --- start and end of a run ---
 
-    def _start(self, goal: str, on_event: Observer | None) -> _RunState:
+    def _start(self, goal: str, on_event: Observer | None, *, root_id: str = "0", store: ArtifactStore | None = None,
+               repair: RepairPlan | None = None) -> _RunState:
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-empty string")
-        root = Node(id="0", parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type, created_s=0.0)
+        root = Node(id=root_id, parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type,
+                    created_s=0.0)
         lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
-        state = _RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event)
+        state = _RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event,
+                          store=store or self.artifacts, repair=repair)
         state.put(root)  # announce the root as pending
         return state
 
+    def _start_repair(self, run: Run, also: Sequence[str], on_event: Observer | None) -> _RunState:
+        plan = plan_repair(run, also)
+        store = self.artifacts
+        if store is None and run.artifact_store is not None:  # the repaired run's own store, by default
+            store = ArtifactStore(run.artifact_store)
+        reused = [n for node_id, action in plan.actions.items() if action == "reuse"
+                  for n in plan.reused_subtree(node_id)]
+        for n in reused:
+            if n.artifact is not None:
+                _ensure_artifact(n, store, run.artifact_store)
+        if store is not None:  # the link to the repaired run resolves in the store
+            store.put(run.to_json(), media_type="application/json")
+        return self._start(run.goal, on_event, root_id=run.root.id, store=store, repair=plan)
+
     async def _drive(self, state: _RunState) -> BaseException | None:
-        """Solve the tree. Returns what stopped it early (KeyboardInterrupt/SystemExit from a role,
-        or a bug in this controller), never raises it: a BaseException must not escape a task."""
+        """Connect the MCP servers, solve the tree, close the servers. Returns what stopped the run
+        early (KeyboardInterrupt/SystemExit from a role, or a bug in this controller), never raises
+        it: a BaseException must not escape a task."""
+        root_id = next(iter(state.nodes))
+        _RUN_STORE.set(state.store)  # this task's context: every role call of the run inherits both
+        connections = McpConnections()
         try:
-            await self._solve(state, "0", inherited=(), dep_results=())
+            tools = []
+            for server in self.mcp_servers:
+                tools.extend(await connections.open(server, self.settings.mcp_start_timeout_s))
+                names = [t.name for t in tools]
+                clashes = sorted({n for n in names if names.count(n) > 1})
+                if clashes:  # ReAct keys tools by name: one server's tool would silently replace the other's
+                    raise McpServerError(server.name, f"lists tools another server lists too: {clashes}")
+            _RUN_TOOLS.set(tuple(tools))
+            await self._solve(state, root_id, inherited=(), dep_results=())
+        except McpServerError as err:  # nothing ran yet: the root fails, naming the server
+            state.update(root_id, status="failed", error=_describe(err), started_s=state.now(), ended_s=state.now())
         except _Stopped as stop:
             return stop.cause
         except Exception as err:  # noqa: BLE001 - a controller bug still hands back its trace
             return err
+        finally:
+            await connections.close()
         return None
 
     def _result(self, state: _RunState, stopped_by: BaseException | None) -> Run:
@@ -425,8 +538,15 @@ class Roma:
         if stop is None or not any(n.status == "cancelled" for n in nodes):
             stop = None  # the run ended before the stop took effect: it finished normally
         status = stop or run_status(nodes)
+        repair = None
+        if state.repair is not None:
+            source = state.repair.source
+            repair = RepairRecord(hashlib.sha256(source.to_json().encode()).hexdigest(), source.status,
+                                  state.repair.redone)
+        stored = any(n.artifact is not None for n in nodes)
         return Run(goal=nodes[0].goal, status=status, output=nodes[0].output, nodes=nodes,
-                   wall_s=time.monotonic() - state.t0, settings=self._settings(state.lms))
+                   wall_s=time.monotonic() - state.t0, settings=self._settings(state.lms),
+                   artifact_store=state.store.url if stored else None, repair=repair)
 
     # --- models ---
 
@@ -473,10 +593,11 @@ class Roma:
         async with state.slots:
             started = time.monotonic()
             state.update(node_id, in_flight=replace(waiting, started_s=started - state.t0))
+            tools = ToolLog(state.t0, self.settings.tool_timeout_s)
             if _is_async(fn):
-                pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm))
+                pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm, tools))
             else:
-                pending = _in_thread(contextvars.copy_context().run, _tracked_call, fn, inputs, lm)
+                pending = _in_thread(contextvars.copy_context().run, _tracked_call, fn, inputs, lm, tools)
             try:
                 # asyncio.wait, not wait_for: wait_for waits for a cancelled role to finish, forever if
                 # the role swallows the cancellation
@@ -491,7 +612,8 @@ class Roma:
         if not done:
             error = f"timed out after {self.settings.call_timeout_s:g} s"
             call = RoleCall(**record, outputs={}, input_tokens=None, output_tokens=None, cost=None,
-                            model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)")
+                            model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)",
+                            tools=tuple(tools.calls))
             state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
             if isinstance(pending, asyncio.Task):
                 pending.cancel()  # an async role sees CancelledError; a thread cannot be stopped
@@ -500,7 +622,7 @@ class Roma:
                 if not future.cancelled():
                     usage = _usage(future.result())
                     late = replace(call, **{**usage, "model": usage["model"] or call.model},
-                                   exchanges=_exchanges(future.result().history),
+                                   exchanges=_exchanges(future.result().history), tools=tuple(tools.calls),
                                    error=f"{error}; ended {time.monotonic() - started:.3g} s after it started")
                     state.replace_call(node_id, call, late)
 
@@ -510,7 +632,7 @@ class Roma:
         outputs, error = self._read(role, outcome)
         usage = _usage(outcome)
         call = RoleCall(**record, outputs=outputs, **{**usage, "model": usage["model"] or getattr(lm, "model", None)},
-                        error=error, exchanges=_exchanges(outcome.history))
+                        error=error, exchanges=_exchanges(outcome.history), tools=tuple(tools.calls))
         state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
         if isinstance(outcome.error, _STOP):
             raise _Stopped(outcome.error)
@@ -551,42 +673,86 @@ class Roma:
     async def _solve(self, state: _RunState, node_id: str, inherited: tuple, dep_results: tuple) -> None:
         """Solve one node; all outcomes (including failures) end up on ``state.nodes[node_id]``.
 
-        ``inherited`` are dependency results the ancestors received (so a planned node's children
-        still see what their parent depended on); ``dep_results`` are this node's own.
+        ``inherited`` are dependency results (nodes) the ancestors received (so a planned node's
+        children still see what their parent depended on); ``dep_results`` are this node's own. In
+        a repair, a node may instead be reused whole, or re-aggregated over its kept plan.
         """
+        action = "fresh" if state.repair is None else state.repair.action(node_id)
+        if action == "reuse":
+            for n in state.repair.reused_subtree(node_id):
+                state.put(replace(n, reused=True, calls=(), created_s=None, started_s=None, ended_s=None))
+            return
         node = state.update(node_id, status="running", started_s=state.now())
         context = _render_context(self._ancestors(state, node), inherited + dep_results, self.settings)
         degraded = None
         try:
-            if node.depth >= self.settings.max_depth:
-                state.update(node_id, forced_atomic=True)
-                atomic = True
+            if action == "kept_plan":
+                source = state.repair.source.node(node_id)
+                state.update(node_id, is_atomic=source.is_atomic, task_type=source.task_type,
+                             forced_atomic=source.forced_atomic)
+                state.add_warning(node_id, "repair: kept the atomizer's decision and the plan of the repaired run")
+                ids, plan = state.repair.kept_plan(node_id)
+                output, rejected = await self._expand(state, node_id, plan, context, inherited + dep_results, ids)
             else:
-                out = await self._call(state, node_id, "atomizer", self.atomizer, goal=node.goal, context=context)
-                atomic = out["is_atomic"]
-                task_type = out["task_type"]
-                if task_type in self.task_types:
-                    state.update(node_id, is_atomic=atomic, task_type=task_type)
-                else:
-                    state.update(node_id, is_atomic=atomic)
-                    state.add_warning(node_id, f"atomizer gave unknown task type {show(task_type)}; kept "
-                                               f"{state.nodes[node_id].task_type!r}")
-            plan = () if atomic else await self._plan(state, node_id, context)
-            if plan is None:
-                degraded = "the planner gave no usable plan twice; the goal was executed directly"
-            if plan:
-                output, rejected = await self._expand(state, node_id, plan, context, inherited + dep_results)
-            else:
-                output, rejected = await self._verified(state, node_id, context, self._executor_step(state, node_id))
-        except (RoleError, _NothingToAggregate) as err:
+                output, rejected, degraded = await self._solve_fresh(state, node_id, context, inherited + dep_results)
+            artifact = await self._keep_artifact(state, node_id, output)
+        except (RoleError, _NothingToAggregate, ArtifactError) as err:
             state.update(node_id, status="failed", error=str(err), ended_s=state.now())
             return
+        if artifact is not None:
+            output = _summary(output, self.settings.summary_chars)
         if rejected is not None:
-            state.update(node_id, status="unverified", output=output, error=rejected, ended_s=state.now())
+            state.update(node_id, status="unverified", output=output, artifact=artifact, error=rejected,
+                         ended_s=state.now())
         elif degraded is not None:
-            state.update(node_id, status="degraded", output=output, error=degraded, ended_s=state.now())
+            state.update(node_id, status="degraded", output=output, artifact=artifact, error=degraded,
+                         ended_s=state.now())
         else:
-            state.update(node_id, status="completed", output=output, ended_s=state.now())
+            state.update(node_id, status="completed", output=output, artifact=artifact, ended_s=state.now())
+
+    async def _keep_artifact(self, state: _RunState, node_id: str, output: str) -> ArtifactRef | None:
+        """Store a long output (not the root's: that is the run's answer) and return its reference.
+        The call that produced it then records the reference and summary too, not the text."""
+        limit = self.settings.artifact_chars
+        if limit is None or state.nodes[node_id].parent_id is None or len(output) <= limit:
+            return None
+        try:
+            ref = await asyncio.to_thread(state.store.put, output)
+        except ArtifactError as err:
+            raise ArtifactError(f"node {node_id}: {err}") from err
+        producer = [c for c in state.nodes[node_id].calls
+                    if c.role.split(":")[0] in ("executor", "aggregator") and c.outputs.get("output") == output][-1]
+        outputs = {**producer.outputs, "output": _summary(output, self.settings.summary_chars), "artifact": ref.id}
+        state.replace_call(node_id, producer, replace(producer, outputs=outputs))
+        return ref
+
+    async def _solve_fresh(self, state: _RunState, node_id: str, context: str,
+                           inherited: tuple) -> tuple[str, str | None, str | None]:
+        """Atomize, then execute or plan-expand-aggregate: the output, why the verifier rejected it
+        (or None) and why it is degraded (or None)."""
+        node = state.nodes[node_id]
+        if node.depth >= self.settings.max_depth:
+            state.update(node_id, forced_atomic=True)
+            atomic = True
+        else:
+            out = await self._call(state, node_id, "atomizer", self.atomizer, goal=node.goal, context=context)
+            atomic = out["is_atomic"]
+            task_type = out["task_type"]
+            if task_type in self.task_types:
+                state.update(node_id, is_atomic=atomic, task_type=task_type)
+            else:
+                state.update(node_id, is_atomic=atomic)
+                state.add_warning(node_id, f"atomizer gave unknown task type {show(task_type)}; kept "
+                                           f"{state.nodes[node_id].task_type!r}")
+        plan = () if atomic else await self._plan(state, node_id, context)
+        degraded = None
+        if plan is None:
+            degraded = "the planner gave no usable plan twice; the goal was executed directly"
+        if plan:
+            output, rejected = await self._expand(state, node_id, plan, context, inherited)
+        else:
+            output, rejected = await self._verified(state, node_id, context, self._executor_step(state, node_id))
+        return output, rejected, degraded
 
     async def _plan(self, state: _RunState, node_id: str, context: str) -> tuple[Subtask, ...] | None:
         """Validated plan; re-asks once when nothing usable came back; ``None`` after two failures
@@ -621,9 +787,11 @@ class Roma:
         return execute
 
     async def _expand(self, state: _RunState, node_id: str, plan: Sequence[Subtask], context: str,
-                      inherited: tuple) -> tuple[str, str | None]:
+                      inherited: tuple, ids: Sequence[str] | None = None) -> tuple[str, str | None]:
+        """Create the subtasks (``ids``: kept from the repaired run, else numbered under this node),
+        solve each when its dependencies end, then aggregate."""
         parent = state.nodes[node_id]
-        ids = [f"{node_id}.{i}" for i in range(len(plan))]
+        ids = list(ids) if ids is not None else [f"{node_id}.{i}" for i in range(len(plan))]
         planned = state.now()
         for child_id, sub in zip(ids, plan, strict=True):
             state.put(Node(id=child_id, parent_id=node_id, depth=parent.depth + 1, goal=sub.goal,
@@ -643,7 +811,7 @@ class Roma:
                 state.update(ids[i], status="skipped", error=f"dependencies have no output: {', '.join(missing)}",
                              ended_s=state.now())
                 return
-            results = tuple((state.nodes[ids[j]].goal, state.nodes[ids[j]].output) for j in plan[i].depends_on)
+            results = tuple(state.nodes[ids[j]] for j in plan[i].depends_on)
             await self._solve(state, ids[i], inherited=inherited, dep_results=results)
 
         for i in range(len(plan)):
@@ -663,7 +831,8 @@ class Roma:
             missing = ", ".join(f"{c.id} ({c.status})" for c in children if c.status not in OUTPUT_STATUSES)
             state.add_warning(node_id, f"aggregated {len(done)} of {len(children)} subtasks; missing: {missing}")
         results = [{"goal": c.goal, "task_type": c.task_type, "status": c.status,
-                    "output": c.output if c.status in OUTPUT_STATUSES else f"MISSING: {c.error}"} for c in children]
+                    "output": c.output if c.status in OUTPUT_STATUSES else f"MISSING: {c.error}",
+                    **({} if c.artifact is None else {"artifact": c.artifact.id})} for c in children]
 
         async def aggregate(ctx: str) -> str:
             out = await self._call(state, node_id, "aggregator", self.aggregator,
@@ -691,6 +860,25 @@ class Roma:
             state.add_warning(node_id, f"verifier rejected attempt {attempt}: {feedback}")
             ask_context = f"{context}\n\nA reviewer rejected a previous attempt: {feedback}".strip()
         return output, f"the verifier rejected both attempts; the last one is kept (feedback: {feedback})"
+
+
+def _ensure_artifact(node: Node, store: ArtifactStore, source_url: str) -> None:
+    """Before a repair reuses ``node``, its artifact must be readable and intact in the repair's
+    store (by default the repaired run's own, which a run with artifacts always names): copied
+    there from the repaired run's store when only that one has it."""
+    try:
+        store.read_bytes(node.artifact)
+        return
+    except ArtifactMissingError as err:
+        if source_url == store.url:
+            raise ArtifactMissingError(f"node {node.id} cannot be reused: {err}") from None
+    except ArtifactError as err:
+        raise type(err)(f"node {node.id} cannot be reused: {err}") from None
+    try:
+        data = ArtifactStore(source_url).read_bytes(node.artifact)
+    except ArtifactError as err:
+        raise type(err)(f"node {node.id} cannot be reused: {err}") from None
+    store.put(data, node.artifact.media_type)
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:

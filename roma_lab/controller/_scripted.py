@@ -4,11 +4,15 @@ tests and the scheduling benchmark. Every call is logged, with the number of cal
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._plan import Subtask
+
+
+class ScriptedFailure(RuntimeError):
+    """The injected failure of a scripted executor (``ScriptedRoles.fail``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,13 +44,15 @@ class ScriptedRoles:
     context, so a test can see exactly which results reached which node. The aggregator joins its children's
     outputs. ``latency_s`` maps a role (``atomizer``, ``planner``, ``aggregator``,
     ``executor:<type>``, or ``executor`` for all types) to seconds; ``default_latency_s`` covers the
-    rest. ``log`` records every start/end with the number of calls then in flight.
+    rest. The executor of a goal in ``fail`` raises :class:`ScriptedFailure` (after its latency),
+    to inject a failure. ``log`` records every start/end with the number of calls then in flight.
     """
 
     plans: Mapping[str, Sequence[Subtask]]
     root_type: str = "think"
     latency_s: Mapping[str, float] = field(default_factory=dict)
     default_latency_s: float = 0.0
+    fail: Collection[str] = ()
     log: list[CallLogEntry] = field(default_factory=list)
     _in_flight: int = 0
 
@@ -104,6 +110,8 @@ class _Executor:
 
     async def __call__(self, goal: str, context: str) -> ScriptedOutput:
         await self.roles._timed(f"executor:{self.task_type}", goal)
+        if goal in self.roles.fail:
+            raise ScriptedFailure(f"injected failure of {goal!r}")
         # name (not copy) the results it was given, so outputs stay short in deep dependency chains
         seen = [line[1:-1] for line in context.splitlines() if line.startswith("[") and line.endswith("]")]
         return ScriptedOutput(output=f"done({goal})" + (f" using [{'; '.join(seen)}]" if seen else ""))

@@ -36,6 +36,15 @@ class RomaSettings:
         ancestor_goals: a node's context names at most this many ancestor goals (nearest first) ...
         goal_chars: ... and every goal it names (ancestor or dependency) is cut to this length.
         verify: run the verifier role after every executor and aggregator.
+        artifact_chars: a node output longer than this is written to the run's artifact store and
+            reaches its dependents and parent as a reference plus a summary (``None``: outputs are
+            always passed whole, as before artifacts existed). The root's output, the run's answer,
+            is always kept whole. Needs an artifact store (``Roma(artifacts=...)``).
+        summary_chars: the summary of an artifact output is its first this many characters.
+        tool_timeout_s: a tool call (built-in or MCP) taking longer fails with a typed
+            ``ToolTimeoutError``.
+        mcp_start_timeout_s: an MCP server that has not started and listed its tools within this
+            fails the run's root (a Python server on a busy machine takes seconds to import).
         models: role key -> the model name that role called. Written by the run (``Run.settings``);
             a ``Roma`` chooses models with ``lm`` and ``role_lms``, so its own settings leave it empty.
     """
@@ -49,6 +58,10 @@ class RomaSettings:
     ancestor_goals: int = 3
     goal_chars: int = 200
     verify: bool = False
+    artifact_chars: int | None = None
+    summary_chars: int = 200
+    tool_timeout_s: float = 30.0
+    mcp_start_timeout_s: float = 60.0
     models: Mapping[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -56,7 +69,7 @@ class RomaSettings:
         if problems:
             raise ValueError("invalid ROMA settings: " + "; ".join(problems))
         # timeouts are floats whichever number was given; models cannot change behind a run's back
-        for name in ("call_timeout_s", "run_timeout_s"):
+        for name in ("call_timeout_s", "run_timeout_s", "tool_timeout_s", "mcp_start_timeout_s"):
             value = getattr(self, name)
             object.__setattr__(self, name, None if value is None else float(value))
         object.__setattr__(self, "models", MappingProxyType(dict(self.models)))
@@ -95,6 +108,8 @@ class RomaSettings:
             "context": {"ancestor_goals": self.ancestor_goals, "goal_chars": self.goal_chars,
                         "result_chars": self.max_result_chars},
             "verifier": self.verify,
+            "artifacts": {"min_chars": self.artifact_chars, "summary_chars": self.summary_chars},
+            "tools": {"call_timeout_s": self.tool_timeout_s, "mcp_start_timeout_s": self.mcp_start_timeout_s},
             "models": dict(self.models),
         }
 
@@ -102,17 +117,25 @@ class RomaSettings:
     def from_record(cls, record: Mapping[str, Any]) -> RomaSettings:
         """Read :meth:`record` back (``ValueError`` if it is not one). Records of the first
         controller version (7b3b201) have neither ``run_timeout_s`` nor ``context``: those runs
-        had no deadline and did not cut dependency results."""
+        had no deadline and did not cut dependency results. Records written before artifacts and
+        tools (f08eb8c and earlier) have neither ``artifacts`` nor ``tools``: those runs
+        passed every output whole and called no tool."""
         if "run_timeout_s" not in record and "context" not in record:
             record = {**record, **_FIRST_VERSION}
+        if "artifacts" not in record and "tools" not in record:
+            record = {**record, **_BEFORE_ARTIFACTS}
         r = _Record.model_validate(record)
         return cls(max_depth=r.max_depth, max_concurrency=r.max_concurrency, max_subtasks=r.max_subtasks,
                    call_timeout_s=r.call_timeout_s, run_timeout_s=r.run_timeout_s,
                    max_result_chars=r.context.result_chars, ancestor_goals=r.context.ancestor_goals,
-                   goal_chars=r.context.goal_chars, verify=r.verifier, models=r.models)
+                   goal_chars=r.context.goal_chars, verify=r.verifier, artifact_chars=r.artifacts.min_chars,
+                   summary_chars=r.artifacts.summary_chars, tool_timeout_s=r.tools.call_timeout_s,
+                   mcp_start_timeout_s=r.tools.mcp_start_timeout_s, models=r.models)
 
 
 _FIRST_VERSION = {"run_timeout_s": None, "context": {"ancestor_goals": 3, "goal_chars": 200, "result_chars": None}}
+_BEFORE_ARTIFACTS = {"artifacts": {"min_chars": None, "summary_chars": 200},
+                     "tools": {"call_timeout_s": 30.0, "mcp_start_timeout_s": 60.0}}
 
 
 def _is_int(value: Any) -> bool:
@@ -122,15 +145,17 @@ def _is_int(value: Any) -> bool:
 def _problems(s: RomaSettings) -> list[str]:
     """Every bad value of ``s`` (empty list = valid)."""
     problems = []
+    optional_ints = ("max_result_chars", "artifact_chars")
     for name, low in (("max_depth", 0), ("max_concurrency", 1), ("max_subtasks", 1), ("ancestor_goals", 0),
-                      ("goal_chars", 1), ("max_result_chars", 1)):
+                      ("goal_chars", 1), ("max_result_chars", 1), ("artifact_chars", 0), ("summary_chars", 1)):
         value = getattr(s, name)
-        if name == "max_result_chars" and value is None:
+        if name in optional_ints and value is None:
             continue
         if not _is_int(value) or value < low:
-            optional = " or None" if name == "max_result_chars" else ""
+            optional = " or None" if name in optional_ints else ""
             problems.append(f"{name} must be an integer >= {low}{optional}, got {value!r}")
-    for name, optional in (("call_timeout_s", False), ("run_timeout_s", True)):
+    for name, optional in (("call_timeout_s", False), ("run_timeout_s", True), ("tool_timeout_s", False),
+                           ("mcp_start_timeout_s", False)):
         value = getattr(s, name)
         if not (value is None and optional or isinstance(value, (int, float)) and not isinstance(value, bool)
                 and 0 < value < math.inf):
@@ -161,6 +186,16 @@ class _ContextRecord(_Strict):
     result_chars: int | None
 
 
+class _ArtifactsRecord(_Strict):
+    min_chars: int | None
+    summary_chars: int
+
+
+class _ToolsRecord(_Strict):
+    call_timeout_s: float
+    mcp_start_timeout_s: float
+
+
 class _Record(_Strict):
     max_depth: int
     max_concurrency: int
@@ -169,4 +204,6 @@ class _Record(_Strict):
     run_timeout_s: float | None
     context: _ContextRecord
     verifier: bool
+    artifacts: _ArtifactsRecord
+    tools: _ToolsRecord
     models: dict[str, str | None]

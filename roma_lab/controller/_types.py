@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from ._artifacts import _SHA256, ArtifactRef
 from ._settings import TASK_TYPES, RomaSettings
 
 if TYPE_CHECKING:
@@ -23,6 +24,11 @@ if TYPE_CHECKING:
 ROLES: tuple[str, ...] = ("atomizer", "planner", "executor", "aggregator", "verifier")
 
 RunStatus = Literal["completed", "partial", "failed", "timed_out", "interrupted"]
+# ``ok``: the tool returned. ``error``: it ran and reported (or raised) an error. ``timed_out``: no answer
+# within ``tool_timeout_s``. ``disconnected``: its MCP server was gone. ``malformed``: the answer broke
+# the protocol (e.g. structured content that does not match the tool's declared output schema).
+ToolStatus = Literal["ok", "error", "timed_out", "disconnected", "malformed"]
+TOOL_STATUSES: tuple[str, ...] = get_args(ToolStatus)
 NodeStatus = Literal["pending", "running", "completed", "degraded", "unverified", "failed", "skipped", "cancelled"]
 RUN_STATUSES: tuple[str, ...] = get_args(RunStatus)
 NODE_STATUSES: tuple[str, ...] = get_args(NodeStatus)
@@ -59,6 +65,23 @@ class LMExchange:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool call a role made: a built-in tool (``server`` None) or one of an MCP server's.
+    ``result_chars`` is the size of the result as text (``None`` when there is no result: every
+    status but ``ok``); ``error`` says what went wrong (``None`` exactly when ``ok``). Times are in
+    seconds; ``started_s`` on the run's clock."""
+
+    name: str
+    server: str | None
+    arguments: dict[str, Any]
+    status: ToolStatus
+    result_chars: int | None
+    latency_s: float
+    started_s: float
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RoleCall:
     """One call of one role for one node.
 
@@ -71,7 +94,7 @@ class RoleCall:
     and ``started_s`` when it got one (both in seconds since the run started; ``queued_s`` is
     ``None`` in files written before it was recorded). ``exchanges`` are the model requests the call
     made, full prompts and completions (empty for a role without a recorded model, and for a call
-    that timed out).
+    that timed out). ``tools`` are the tool calls the role made during the call, in order.
     """
 
     role: str
@@ -87,6 +110,7 @@ class RoleCall:
     error: str | None = None
     queued_s: float | None = None
     exchanges: tuple[LMExchange, ...] = ()
+    tools: tuple[ToolCall, ...] = ()
 
     @property
     def cached(self) -> bool | None:
@@ -113,7 +137,12 @@ class Node:
     Times are seconds since the run started: ``created_s`` when its parent planned it (the root: 0),
     ``started_s`` when its dependencies had ended and it began (``None``: it never began),
     ``ended_s`` when it reached its final status (all ``None`` in files written before they were
-    recorded). ``in_flight`` is the role call it is in while it runs (see :class:`CallInFlight`)."""
+    recorded). ``in_flight`` is the role call it is in while it runs (see :class:`CallInFlight`).
+
+    ``artifact``: the node's full output is in the run's artifact store under this reference and
+    ``output`` holds its bounded summary (what dependents and the parent were shown). ``reused``:
+    a repair took this node, with its output, from the run it repaired; it made no call in this
+    run (its calls are in that run) and its times are not recorded (``None``)."""
 
     id: str
     parent_id: str | None
@@ -132,6 +161,19 @@ class Node:
     started_s: float | None = None
     ended_s: float | None = None
     in_flight: CallInFlight | None = None
+    artifact: ArtifactRef | None = None
+    reused: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RepairRecord:
+    """What a repaired run was repaired from: the SHA-256 of that run's JSON text (``to_json``; it is
+    also the key under which the repair kept a copy in its artifact store, when it had one), its
+    status, and the statuses that were re-executed. Which nodes were reused is on the nodes."""
+
+    source_sha256: str
+    source_status: RunStatus
+    redone: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +192,8 @@ class Run:
     some node failed, was skipped, degraded or unverified; ``failed`` if the root has no output;
     ``timed_out`` / ``interrupted`` if the run was stopped (its unfinished nodes are ``cancelled``).
     ``settings``: what the run ran with, including the model each role called (``None``: not
-    recorded, as for a run built by hand).
+    recorded, as for a run built by hand). ``artifact_store``: the URL of the store holding its
+    nodes' artifacts (``None``: it stored none). ``repair``: set on a run made by ``Roma.repair``.
     """
 
     goal: str
@@ -159,6 +202,8 @@ class Run:
     nodes: tuple[Node, ...]
     wall_s: float
     settings: RomaSettings | None = None
+    artifact_store: str | None = None
+    repair: RepairRecord | None = None
 
     def __post_init__(self) -> None:
         problems = _problems(self)
@@ -179,8 +224,9 @@ class Run:
         return tuple(n for n in self.nodes if n.parent_id == node_id)
 
     def calls_df(self) -> pd.DataFrame:
-        """One row per role call (tidy): node, depth, role, tokens, cost, latency, context size.
-        Unknown tokens are <NA> and unknown cost NaN."""
+        """One row per role call (tidy): node, depth, role, tokens, cost, latency, context size, how
+        many tool calls it made and how many of those failed. Unknown tokens are <NA> and unknown
+        cost NaN."""
         import pandas as pd
 
         rows = [
@@ -197,18 +243,22 @@ class Run:
                 "latency_s": c.latency_s,
                 "started_s": c.started_s,
                 "context_chars": c.context_chars,
+                "tool_calls": len(c.tools),
+                "tool_errors": sum(t.status != "ok" for t in c.tools),
                 "error": c.error,
             }
             for n in self.nodes
             for c in n.calls
         ]
         columns = ["node_id", "depth", "task_type", "role", "component", "model", "input_tokens",
-                   "output_tokens", "cost", "latency_s", "started_s", "context_chars", "error"]
+                   "output_tokens", "cost", "latency_s", "started_s", "context_chars", "tool_calls", "tool_errors",
+                   "error"]
         return pd.DataFrame(rows, columns=columns).astype(
             {"cost": float, "input_tokens": "Int64", "output_tokens": "Int64"})
 
     def usage_df(self) -> pd.DataFrame:
-        """Per-component usage in the layout of the ROMA paper's Table 5, plus a Total row.
+        """Per-component usage in the layout of the ROMA paper's Table 5, plus a Total row, with the
+        tool calls the component's role calls made (and how many failed).
 
         A sum with any unknown term is unknown: cost NaN, tokens <NA> (unknown is not zero).
         """
@@ -224,8 +274,26 @@ class Run:
             "input_tokens": part["input_tokens"].sum(skipna=False),
             "output_tokens": part["output_tokens"].sum(skipna=False),
             "latency_s": part["latency_s"].sum(),
+            "tool_calls": part["tool_calls"].sum(),
+            "tool_errors": part["tool_errors"].sum(),
         } for component, part in groups])
-        return table.astype({"calls": int, "cost": float, "input_tokens": "Int64", "output_tokens": "Int64"})
+        return table.astype({"calls": int, "cost": float, "input_tokens": "Int64", "output_tokens": "Int64",
+                             "tool_calls": int, "tool_errors": int})
+
+    def tools_df(self) -> pd.DataFrame:
+        """One row per tool call (tidy): the node and role that made it, the tool, its server (empty
+        for a built-in tool), its arguments as JSON, status, result size, latency and error."""
+        import pandas as pd
+
+        rows = [
+            {"node_id": n.id, "role": c.role, "tool": t.name, "server": t.server,
+             "arguments": json.dumps(t.arguments, ensure_ascii=False, sort_keys=True), "status": t.status,
+             "result_chars": t.result_chars, "latency_s": t.latency_s, "started_s": t.started_s, "error": t.error}
+            for n in self.nodes for c in n.calls for t in c.tools
+        ]
+        columns = ["node_id", "role", "tool", "server", "arguments", "status", "result_chars", "latency_s",
+                   "started_s", "error"]
+        return pd.DataFrame(rows, columns=columns).astype({"result_chars": "Int64"})
 
     def to_json(self) -> str:
         """The run as JSON text that any run can be saved as: the goal is stored once (on the root),
@@ -233,6 +301,7 @@ class Run:
         data = _RunModel.model_validate({
             "status": self.status, "output": self.output, "nodes": [_node_record(n) for n in self.nodes],
             "wall_s": self.wall_s, "settings": {} if self.settings is None else self.settings.record(),
+            "artifact_store": self.artifact_store, "repair": None if self.repair is None else asdict(self.repair),
         }).model_dump(mode="json", exclude={"goal"})
         text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False)
         # json.dumps keeps a lone surrogate (e.g. from a model's broken UTF-16) as a raw code point,
@@ -250,18 +319,20 @@ class Run:
         except (ValueError, ValidationError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise InvalidRunError(f"not a ROMA run trace: {err}") from err
         nodes = tuple(
-            Node(**{**n.model_dump(exclude={"calls"}), "calls": tuple(
-                RoleCall(**{**c.model_dump(exclude={"exchanges"}),
-                            "exchanges": tuple(LMExchange(**e.model_dump()) for e in c.exchanges)})
-                for c in n.calls)})
+            Node(**{**n.model_dump(exclude={"calls", "artifact"}), "calls": tuple(
+                RoleCall(**{**c.model_dump(exclude={"exchanges", "tools"}),
+                            "exchanges": tuple(LMExchange(**e.model_dump()) for e in c.exchanges),
+                            "tools": tuple(ToolCall(**t.model_dump()) for t in c.tools)})
+                for c in n.calls), "artifact": None if n.artifact is None else ArtifactRef(**n.artifact.model_dump())})
             for n in m.nodes
         )
         if not nodes:
             raise InvalidRunError("invalid run: a run has at least its root node")
         if m.goal is not None and m.goal != nodes[0].goal:  # files written before the goal was stored once
             raise InvalidRunError("invalid run: its goal differs from the root node's goal")
-        return cls(**{**m.model_dump(exclude={"nodes", "goal", "settings"}), "goal": nodes[0].goal, "nodes": nodes,
-                      "settings": settings})
+        repair = None if m.repair is None else RepairRecord(**m.repair.model_dump())
+        return cls(**{**m.model_dump(exclude={"nodes", "goal", "settings", "repair"}), "goal": nodes[0].goal,
+                      "nodes": nodes, "settings": settings, "repair": repair})
 
 
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
@@ -327,6 +398,28 @@ def _problems(run: Run) -> list[str]:
                 problems.append(f"node {n.id}: call {c.role} has a negative or non-finite number")
             if c.queued_s is not None and c.queued_s > c.started_s:
                 problems.append(f"node {n.id}: call {c.role} started before it was queued")
+            problems.extend(_tool_problems(n, c))
+        if n.artifact is not None:
+            if n.status not in OUTPUT_STATUSES:
+                problems.append(f"node {n.id} is {n.status} but has an artifact")
+            if not (isinstance(n.artifact.sha256, str) and _SHA256.match(n.artifact.sha256)) or n.artifact.size < 0:
+                problems.append(f"node {n.id}: artifact needs a SHA-256 (64 hex digits) and a size >= 0")
+            if n is root:
+                problems.append("the root's output is the run's answer: it is never an artifact")
+            if run.artifact_store is None:
+                problems.append(f"node {n.id} has an artifact but the run names no artifact store")
+        if n.reused:
+            if run.repair is None:
+                problems.append(f"node {n.id} is reused but the run is not a repair")
+            if n.calls:
+                problems.append(f"node {n.id} is reused but has calls (they belong to the repaired run)")
+            if n.status == "cancelled":
+                problems.append(f"node {n.id} is reused though cancelled (a repair re-executes cancelled nodes)")
+        if parent is not None and parent.reused and not n.reused:
+            problems.append(f"node {n.id} was not reused but its parent {parent.id} was (a subtree is reused whole)")
+    if run.repair is not None and not (isinstance(run.repair.source_sha256, str)
+                                       and _SHA256.match(run.repair.source_sha256)):
+        problems.append("repair.source_sha256 must be 64 hex digits")
     cancelled = any(n.status == "cancelled" for n in run.nodes)
     if run.status in STOPPED_RUN_STATUSES and not cancelled:
         problems.append(f"a {run.status} run has no cancelled node")
@@ -334,6 +427,20 @@ def _problems(run: Run) -> list[str]:
         problems.append(f"status {run.status!r} does not match its nodes (expected {run_status(run.nodes)!r})")
     if cancelled and run.status not in STOPPED_RUN_STATUSES:
         problems.append(f"a {run.status} run has cancelled nodes (only stopped runs have)")
+    return problems
+
+
+def _tool_problems(node: Node, call: RoleCall) -> list[str]:
+    """Every broken invariant of the tool calls of one role call."""
+    problems = []
+    for t in call.tools:
+        where = f"node {node.id}: tool call {t.name}"
+        if t.status not in TOOL_STATUSES:
+            problems.append(f"{where} has unknown status {t.status!r}")
+        if (t.status == "ok") != (t.error is None) or (t.status == "ok") != (t.result_chars is not None):
+            problems.append(f"{where} must have a result size and no error exactly when ok")
+        if not (_finite(t.latency_s) and _finite(t.started_s, -math.inf) and (t.result_chars or 0) >= 0):
+            problems.append(f"{where} has a negative or non-finite number")
     return problems
 
 
@@ -347,6 +454,29 @@ class _LMExchangeModel(_Strict):
     messages: tuple[dict[str, Any], ...]
     completions: tuple[Any, ...]
     cached: bool
+
+
+class _ToolCallModel(_Strict):
+    name: str
+    server: str | None
+    arguments: dict[str, Any]
+    status: ToolStatus
+    result_chars: int | None
+    latency_s: float
+    started_s: float
+    error: str | None
+
+
+class _ArtifactRefModel(_Strict):
+    sha256: str
+    size: int
+    media_type: str
+
+
+class _RepairModel(_Strict):
+    source_sha256: str
+    source_status: RunStatus
+    redone: tuple[str, ...]
 
 
 class _RoleCallModel(_Strict):
@@ -363,6 +493,7 @@ class _RoleCallModel(_Strict):
     error: str | None
     queued_s: float | None = None  # the defaults: files written before these were recorded
     exchanges: tuple[_LMExchangeModel, ...] = ()
+    tools: tuple[_ToolCallModel, ...] = ()
 
 
 class _NodeModel(_Strict):
@@ -382,6 +513,8 @@ class _NodeModel(_Strict):
     created_s: float | None = None  # the defaults: files written before these were recorded
     started_s: float | None = None
     ended_s: float | None = None
+    artifact: _ArtifactRefModel | None = None
+    reused: bool = False
 
 
 class _RunModel(_Strict):
@@ -391,3 +524,5 @@ class _RunModel(_Strict):
     nodes: tuple[_NodeModel, ...]
     wall_s: float
     settings: dict[str, Any]  # RomaSettings.record(); read back by RomaSettings.from_record
+    artifact_store: str | None = None  # the defaults: files written before artifacts and repairs
+    repair: _RepairModel | None = None

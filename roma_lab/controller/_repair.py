@@ -1,0 +1,89 @@
+"""Which nodes a repair re-executes (ROMA paper §6, "selective re-execution of failed subtrees").
+
+A node's output *changes* in a repair when the node is to be redone (failed, skipped, cancelled,
+and optionally degraded or unverified), when one of its subtasks changes (its aggregation is
+redone), or when a sibling it depends on changes (its input is different). Walking down from the
+root, a node that does not change is **reused** with its whole subtree; one whose input changed,
+or that must be redone and never planned, is solved **fresh** (its old subtree is dropped); one
+that changes only because of its subtasks keeps its **plan** (no atomizer or planner call) and
+is re-aggregated over its reused and re-executed subtasks. See design/repair.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Literal
+
+from ._plan import Subtask
+from ._types import NO_OUTPUT_STATUSES, Node, Run
+
+Action = Literal["reuse", "fresh", "kept_plan"]
+# Statuses a repair may also redo on request; nodes without an output are always redone.
+OPTIONAL_REDO: tuple[str, ...] = ("degraded", "unverified")
+
+
+@dataclass(frozen=True, slots=True)
+class RepairPlan:
+    """What a repair does with each node it reaches from the root (nodes below a reused or fresh
+    node are not listed: they are copied with it, or replaced by its new subtree)."""
+
+    source: Run
+    redone: tuple[str, ...]  # statuses re-executed
+    actions: dict[str, Action]
+
+    def action(self, node_id: str) -> Action:
+        """A listed node's action; any other node is new in this run (under a fresh node): fresh."""
+        return self.actions.get(node_id, "fresh")
+
+    def kept_plan(self, node_id: str) -> tuple[list[str], tuple[Subtask, ...]]:
+        """The ids and subtasks of a kept plan, as the source run planned them."""
+        children = self.source.children(node_id)
+        index = {c.id: i for i, c in enumerate(children)}
+        subtasks = tuple(Subtask(c.goal, c.task_type, tuple(index[d] for d in c.depends_on)) for c in children)
+        return [c.id for c in children], subtasks
+
+    def reused_subtree(self, node_id: str) -> list[Node]:
+        """The source node and all its descendants, parents first."""
+        out = [self.source.node(node_id)]
+        for n in out:  # grows while it is read: a breadth-first walk
+            out.extend(self.source.children(n.id))
+        return out
+
+
+def plan_repair(run: Run, also: Collection[str] = ()) -> RepairPlan:
+    """The repair of ``run``: nodes without an output are redone, and the statuses in ``also``
+    (``degraded``, ``unverified``) too; see the module docstring for what else is re-executed."""
+    if not isinstance(run, Run):
+        raise TypeError(f"repair needs a Run, got {type(run).__name__}")
+    unknown = sorted(set(also) - set(OPTIONAL_REDO))
+    if unknown:
+        raise ValueError(f"also may name {list(OPTIONAL_REDO)}, got {unknown}")
+    redo = {*NO_OUTPUT_STATUSES, *also}
+    children: dict[str, list[Node]] = {}
+    for n in run.nodes:
+        if n.parent_id is not None:
+            children.setdefault(n.parent_id, []).append(n)
+    by_id = {n.id: n for n in run.nodes}
+    memo: dict[str, bool] = {}
+
+    def changes(n: Node) -> bool:
+        if n.id not in memo:
+            memo[n.id] = (n.status in redo or any(changes(c) for c in children.get(n.id, ()))
+                          or any(changes(by_id[d]) for d in n.depends_on))
+        return memo[n.id]
+
+    actions: dict[str, Action] = {}
+
+    def visit(n: Node) -> None:
+        if not changes(n):
+            actions[n.id] = "reuse"
+        elif any(changes(by_id[d]) for d in n.depends_on) or n.id not in children:
+            actions[n.id] = "fresh"  # its input changed, or it must be redone and never planned
+        else:
+            actions[n.id] = "kept_plan"
+            for c in children[n.id]:
+                visit(c)
+
+    visit(run.root)
+    return RepairPlan(run, tuple(sorted(redo)), actions)

@@ -1,0 +1,212 @@
+"""Tools through MCP (issue 14 §2): executors call tools of MCP servers (official ``mcp`` SDK,
+``dspy.Tool.from_mcp_tool``) beside the built-in ones; every tool call is in the trace and the usage
+table; a server that dies, hangs, answers malformed results or never starts gives a typed status,
+never a hang. The server is tests/mcp_server.py, started by each run over stdio (or HTTP).
+
+Hang guards, not wall-clock assertions: every run has a generous ``run_timeout_s`` and must end
+by itself (never ``timed_out``); a tool that hangs is cut by ``tool_timeout_s``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from roma_lab.controller import (
+    McpServer,
+    Roma,
+    Run,
+    ToolTimeoutError,
+    run_tools,
+)
+from roma_lab.controller._tools import ToolLog, _TOOL_LOG, traced_call
+from roma_lab.lm import ScriptedRequest, script_reply, scripted_lm
+
+ROOT = Path(__file__).resolve().parents[1]
+SERVER = str(ROOT / "tests" / "mcp_server.py")
+GUARD_S = 240.0  # the run deadline as a hang guard: generous, a busy 2-core machine starts servers slowly
+
+
+def server(*flags: str) -> McpServer:
+    return McpServer.stdio("rivers", sys.executable, SERVER, *flags, env={"PYTHONPATH": str(ROOT)})
+
+
+# The scripted model: a plan of two subtasks, one that must search and one that must compute; the
+# ReAct executor picks the tool, then finishes; its answer is the tool's observation.
+SEARCH_GOAL = "Which river flows through ten countries?"
+COMPUTE_GOAL = "Compute twice the length of the Rhine in kilometres"
+TOOL_FOR = {SEARCH_GOAL: ("search", {"query": "river flows through ten countries"}),
+            COMPUTE_GOAL: ("calculate", {"expression": "1233 * 2"})}
+
+
+def respond(request: ScriptedRequest):
+    goal = request.inputs.get("goal", "").strip()
+    if "subtasks" in request.outputs:
+        return {"subtasks": [{"goal": SEARCH_GOAL, "task_type": "search", "depends_on": []},
+                             {"goal": COMPUTE_GOAL, "task_type": "think", "depends_on": []}]}
+    if "is_atomic" in request.outputs:
+        return {"is_atomic": goal in TOOL_FOR, "task_type": "search" if goal == SEARCH_GOAL else "think"}
+    if "next_tool_name" in request.outputs:
+        if "observation_0" not in request.inputs:
+            name, args = TOOL_FOR.get(goal, ("calculate", {"expression": "6 * 7"}))
+            return {"next_thought": f"use {name}", "next_tool_name": name, "next_tool_args": args}
+        return {"next_thought": "enough", "next_tool_name": "finish", "next_tool_args": {}}
+    if "trajectory" in request.inputs and "output" in request.outputs:
+        return {"reasoning": "from the tool", "output": request.inputs.get("observation_0", "").strip()}
+    return script_reply(request)
+
+
+def run_with(servers, goal: str, **kwargs) -> Run:
+    roma = Roma(lm=scripted_lm(respond), mcp_servers=servers, run_timeout_s=GUARD_S, **kwargs)
+    run = roma.run(goal)
+    assert run.status != "timed_out", "the hang guard fired: a fault hung the run"
+    return run
+
+
+def test_a_roma_goal_uses_the_mcp_tools_and_the_trace_shows_each_call():
+    run = run_with([server()], "How long is the Rhine twice, and which river crosses ten countries?", max_depth=1)
+    assert run.status == "completed"
+    by_goal = {n.goal: n for n in run.nodes}
+    (search,) = [t for c in by_goal[SEARCH_GOAL].calls for t in c.tools]
+    (compute,) = [t for c in by_goal[COMPUTE_GOAL].calls for t in c.tools]
+    assert (search.name, search.server, search.status, search.error) == ("search", "rivers", "ok", None)
+    assert search.arguments == {"query": "river flows through ten countries"} and search.result_chars > 0
+    assert (compute.name, compute.arguments, compute.result_chars) == ("calculate", {"expression": "1233 * 2"}, 4)
+    assert compute.latency_s >= 0 and compute.started_s > 0
+    # the answers came from the tools
+    assert "Danube" in by_goal[SEARCH_GOAL].output and by_goal[COMPUTE_GOAL].output == "2466"
+    usage = run.usage_df().set_index("component")
+    assert usage.loc["executor", "tool_calls"] == 2 and usage.loc["total", "tool_errors"] == 0
+    tools = run.tools_df()
+    assert sorted(tools["tool"]) == ["calculate", "search"] and set(tools["server"]) == {"rivers"}
+    assert Run.from_json(run.to_json()) == run
+
+
+# fault, how the server is broken, settings, the typed status in the trace
+TOOL_FAULTS = [
+    ("server dies during the call", "die", {}, "disconnected", "Connection closed"),
+    ("tool never answers", "hang", {"tool_timeout_s": 2.0}, "timed_out", "no answer within 2 s"),
+    ("result breaks the declared schema", "malformed", {}, "malformed", "Invalid structured content"),
+    ("tool reports an error", "error", {}, "error", "the tool reported an error: division by zero"),
+]
+
+
+@pytest.mark.parametrize("fault, flag, settings, status, message", TOOL_FAULTS, ids=[f[1] for f in TOOL_FAULTS])
+def test_a_failing_tool_call_is_typed_in_the_trace_and_never_hangs(fault, flag, settings, status, message):
+    run = run_with([server("--fault", flag)], "What is 6 * 7?", max_depth=0, **settings)
+    (call,) = run.root.calls
+    (tool,) = call.tools
+    assert (tool.name, tool.server, tool.status, tool.result_chars) == ("calculate", "rivers", status, None)
+    assert message in tool.error and tool.error.startswith("tool 'calculate' of MCP server 'rivers'")
+    # ReAct showed the failure to the model, which answered from it: the node ends, with the fault visible
+    assert run.root.status == "completed" and message in run.output
+    assert run.usage_df().set_index("component").loc["total", "tool_errors"] == 1
+
+
+@pytest.mark.parametrize("flag, settings, message", [
+    ("exit", {}, "MCP server 'rivers' could not be reached: MCPError: Connection closed"),
+    ("no_start", {"mcp_start_timeout_s": 3.0}, "MCP server 'rivers' did not start and list its tools within 3 s"),
+], ids=["exits-at-start", "never-answers-the-handshake"])
+def test_a_server_that_cannot_start_fails_the_root_naming_it_before_any_call(flag, settings, message):
+    run = run_with([server("--fault", flag)], "What is 6 * 7?", max_depth=0, **settings)
+    assert run.status == "failed" and run.root.calls == ()
+    assert run.root.error == f"McpServerError: {message}"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_server_over_streamable_http_on_loopback():
+    port = free_port()
+    process = subprocess.Popen([sys.executable, SERVER, "--http", str(port)], cwd=ROOT,
+                               env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    try:
+        deadline = time.monotonic() + GUARD_S  # hang guard while the server starts
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, "the HTTP server did not come up"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        run = run_with([McpServer.http("rivers", f"http://127.0.0.1:{port}/mcp")], "What is 6 * 7?", max_depth=0)
+    finally:
+        process.terminate()
+        process.wait(30)
+    (tool,) = run.root.calls[0].tools
+    assert (tool.name, tool.server, tool.status) == ("calculate", "rivers", "ok") and run.output == "42"
+
+
+def test_two_servers_listing_the_same_tool_name_fail_the_root_naming_it():
+    twin = McpServer.stdio("rivers-twin", sys.executable, SERVER, env={"PYTHONPATH": str(ROOT)})
+    run = run_with([server(), twin], "What is 6 * 7?", max_depth=0)
+    assert run.status == "failed" and run.root.calls == ()
+    assert run.root.error == ("McpServerError: MCP server 'rivers-twin' lists tools another server lists too: "
+                              "['calculate', 'search']")
+
+
+def test_an_mcp_tool_may_not_shadow_a_built_in_tool():
+    from roma_lab.controller import default_executors
+
+    executors = default_executors(["The Danube flows through ten countries."], tools=True)  # built-in search
+    run = run_with([server()], "What is 6 * 7?", max_depth=0, executors=executors)
+    assert run.root.status == "failed" and "two tools are named ['search']" in run.root.error
+
+
+def test_built_in_tools_are_traced_the_same_way():
+    from roma_lab.controller import default_executors
+
+    def use_search(request: ScriptedRequest):
+        if "next_tool_name" in request.outputs and "observation_0" not in request.inputs:
+            return {"next_thought": "look it up", "next_tool_name": "search", "next_tool_args": {"query": "Danube"}}
+        return respond(request)
+
+    executors = default_executors(["The Danube flows through ten countries."], tools=True)
+    run = Roma(lm=scripted_lm(use_search), executors=executors, max_depth=0,
+               run_timeout_s=GUARD_S).run("Which river flows through ten countries?")
+    (tool,) = run.root.calls[0].tools
+    assert (tool.name, tool.server, tool.status, tool.arguments) == ("search", None, "ok", {"query": "Danube"})
+    assert "Danube" in run.output
+
+
+def test_a_tool_that_ignores_cancellation_is_still_cut_at_its_time_limit():
+    async def stubborn():
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            pass  # refuses to stop when the time limit cancels it
+        await asyncio.sleep(10)  # stops at the next cancellation (asyncio.run's, at the end of the test)
+
+    async def call():
+        log = ToolLog(time.monotonic(), timeout_s=0.2)
+        _TOOL_LOG.set(log)
+        with pytest.raises(ToolTimeoutError, match="tool 'slow': no answer within 0.2 s"):
+            await traced_call("slow", None, {"x": 1}, stubborn)
+        return log.calls
+
+    (record,) = asyncio.run(asyncio.wait_for(call(), 30))  # the guard: it must return, not hang
+    assert (record.name, record.status, record.arguments, record.result_chars) == ("slow", "timed_out", {"x": 1}, None)
+
+
+def test_mcp_servers_are_checked_where_they_are_given():
+    with pytest.raises(ValueError, match="exactly one of command"):
+        McpServer("x")
+    with pytest.raises(ValueError, match="needs a name"):
+        McpServer.http(" ", "http://127.0.0.1:1/mcp")
+    with pytest.raises(ValueError, match="names must be unique"):
+        Roma(lm=scripted_lm(), mcp_servers=[server(), server()])
+    with pytest.raises(TypeError, match="must be McpServer objects"):
+        Roma(lm=scripted_lm(), mcp_servers=["python server.py"])
+
+
+def test_run_tools_is_empty_outside_a_run():
+    assert run_tools() == ()
