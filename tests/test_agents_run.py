@@ -23,7 +23,7 @@ from roma_lab.bench import Item
 from roma_lab.results import summarize
 from roma_lab.controller import Passage
 
-ACTOR = ("thought", "action", "arguments", "answer")
+ACTOR = ("action", "arguments", "answer")
 
 
 def actor_lm(policy, name="run"):
