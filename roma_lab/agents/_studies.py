@@ -1,0 +1,169 @@
+"""The OAgents study notebooks' experiments, one function each: which conditions (named as the paper
+names them), which tasks, which paper artefacts. Fixed before anything was scored: the tool
+benchmark's evaluation split is ``test`` (dev served only to make a step cheap, train only to mine
+plan tips), tasks are drawn by ``sample_suite_tasks`` with the notebook's seed, and every condition
+of a notebook runs on the same tasks and runs. Each function returns ``run_study``'s tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ._config import AgentConfig
+from ._study import Condition, StudyTables, run_study, sample_suite_tasks
+
+__all__ = ["STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning", "compare_tts",
+           "measure_protocol"]
+
+#: The suite split every study scores (train: tips only; dev: development only; challenge: unused here).
+STUDY_SPLIT = "test"
+_SUITE = "meta-routing suite tool tasks ({split} split, exact evaluator)"
+_OFFLINE = "offline: this lab runs only the embedded models and configurations of this study"
+
+
+def _tasks(split: str, n_tasks: int | None, seed: int):
+    if split == "train":
+        raise ValueError("train is for mining plan tips only; score on dev (development) or test")
+    return sample_suite_tasks(split, n_tasks, seed=seed)
+
+
+def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 3,
+                     temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
+                     n_resamples: int = 2000) -> StudyTables:
+    """Notebook 21: the protocol on our runs. The baseline agent at temperature 0 (R runs share the
+    completion cache: greedy decoding repeats itself) and sampled at ``temperature`` (R seeded runs):
+    pass@1 mean and run sd, pass@R, maj@R with its tie rate, the variance decomposition, and sampled
+    vs greedy as a paired comparison. The sampled agent stands beside the paper's Table 9 OAgents row."""
+    conditions = [Condition("OAgents (temperature 0)", AgentConfig(name="greedy")),
+                  Condition("OAgents", AgentConfig(name="sampled", temperature=temperature))]
+    return run_study(out_dir, prefix="protocol", artefacts=("table9",), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline="OAgents (temperature 0)", runs=runs, lm=lm,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+
+
+def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 4, n_train: int = 4,
+                     runs: int = 1, revise_every: int = 2, split: str = STUDY_SPLIT, seed: int = 0,
+                     n_resamples: int = 2000) -> StudyTables:
+    """Notebook 22 (Table 7): plan-and-revise (the paper's OAgents baseline, revised every
+    ``revise_every`` steps), a static workflow, + subtask decomposition through ROMA, + plan tips
+    mined from the baseline's failures on ``n_train`` TRAIN tasks, and the official code's
+    behaviour as named rows (interval 1 with revisions never shown; tips only on a retry after a
+    failed gold check). The tips are written to ``planning_tips.json``."""
+    import pandas as pd
+
+    from roma_lab.results import write_table, write_text_atomic
+
+    from ._run import read_trajectories, run_agent, run_label
+    from ._tips import mine_tips
+
+    base = AgentConfig(name="plan_review", planning="revise", revise_every=revise_every)
+    train = sample_suite_tasks("train", n_train, seed=seed)
+    train_dir = Path(out_dir) / "train"
+    run_agent(base, train, out_dir=train_dir, lm=lm, progress=False)
+    mined = mine_tips(read_trajectories(train_dir / run_label(base)), lm=lm)
+    write_text_atomic(Path(out_dir) / "planning_tips.json", _tips_json(mined))
+    conditions = [
+        Condition("OAgents", base),
+        Condition("r.p. Static workflow", AgentConfig(name="static", planning="static")),
+        Condition("+ Subtask", replace(base, name="subtask", subtasks=True)),
+        Condition("+ Plan tips", replace(base, name="tips", tips=mined)),
+        Condition("OAgents [official code: interval 1, revision never shown]",
+                  replace(base, name="plan_review_official", revise_every=1, revision_visibility="official")),
+        Condition("+ Plan tips [official code: retry with tips after a failed gold check]",
+                  replace(base, name="tips_official", tips=mined, tips_usage="official")),
+    ]
+    tables = run_study(out_dir, prefix="planning", artefacts=("table7", "table7 text"), conditions=conditions,
+                       tasks=_tasks(split, n_tasks, seed), baseline="OAgents", runs=runs, lm=lm,
+                       benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                       seed=seed)
+    tips = pd.DataFrame({"tip": list(mined.tips), "model": mined.model,
+                         "mined_from": ", ".join(mined.source_task_ids) or "(no failures)"})
+    write_table(tips, out_dir, "planning_tips")
+    return replace(tables, extra={"tips": tips})
+
+
+def _tips_json(tips) -> str:
+    import json
+    from dataclasses import asdict
+
+    return json.dumps(asdict(tips), indent=1)
+
+
+def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
+                   memory_window: int = 1, split: str = STUDY_SPLIT, seed: int = 0,
+                   n_resamples: int = 2000) -> StudyTables:
+    """Notebook 23 (Figure 2): current memory (the last ``memory_window`` steps), + a summary of
+    every older step, + retrieval of the summaries BM25 ranks highest (the paper embeds them in a
+    vector space), + long-term memory fused every step and carried across the tasks of a run, and
+    the official code's long-term memory (computed, never shown)."""
+    current = AgentConfig(name="current", memory="current", memory_window=memory_window)
+    conditions = [
+        Condition("Current Memory", current),
+        Condition("+ Memory Summarization", replace(current, name="summary", memory="summary")),
+        Condition("+ Vectorized Memory Retrieval", replace(current, name="retrieval", memory="retrieval")),
+        Condition("+ Long-Term Memory", replace(current, name="long_term", memory="long_term")),
+        Condition("+ Long-Term Memory [official code: computed, never shown]",
+                  replace(current, name="long_term_official", memory="long_term", long_term_visibility="official")),
+    ]
+    return run_study(out_dir, prefix="memory", artefacts=("figure2",), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline="Current Memory", runs=runs, lm=lm,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+
+
+def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
+                temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
+                n_resamples: int = 2000) -> StudyTables:
+    """Notebook 24 (Figure 3): the baseline, reflection on the answer (one retry with the critique
+    when it is judged wrong), best-of-2 and best-of-4 with list-wise selection (what the official
+    code always does), and best-of-4 with the scoring and the voting selector. All sample at
+    ``temperature``; rollout i of run r is seeded r + 1000 i, so the baseline is every best-of-N's
+    first rollout and BO2's rollouts are BO4's first two (the completion cache computes them once)."""
+    base = AgentConfig(name="sampled", temperature=temperature)
+    bo2 = replace(base, name="bo2_list", tts="best_of_n", n_rollouts=2, selection="list")
+    bo4 = replace(bo2, name="bo4_list", n_rollouts=4)
+    conditions = [
+        Condition("baseline", base),
+        Condition("Reflection", replace(base, name="reflection", tts="reflection", reflect_at="end")),
+        Condition("BO2", bo2),
+        Condition("BO4", bo4),
+        Condition("BO4 (scoring)", replace(bo4, name="bo4_score", selection="score")),
+        Condition("BO4 (voting)", replace(bo4, name="bo4_vote", selection="vote")),
+    ]
+    return run_study(out_dir, prefix="tts", artefacts=("figure3",), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline="baseline", runs=runs, lm=lm,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+
+
+#: T6's advanced stack, as far as it exists offline: the paper adds a multimodal toolkit, a
+#: better reader and multi-source search (none of which the tool suite has) to its planning,
+#: memory and test-time scaling; ours adds the last three.
+ADVANCED = dict(planning="revise", revise_every=2, memory="summary", tts="reflection", reflect_at="end")
+
+
+def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",), n_tasks: int | None = 6,
+                      runs: int = 1, split: str = STUDY_SPLIT, seed: int = 0, n_resamples: int = 2000) -> StudyTables:
+    """Notebook 25 (Table 6): each backbone with the baseline agent and with the advanced stack
+    (``ADVANCED``), every role played by that backbone; each model's Advance - Baseline gap is a
+    paired comparison of its own. Models are ``roma_lab.lm.resolve_lm`` names."""
+    from roma_lab.lm import model_label
+
+    if len(set(models)) != len(models) or not models:
+        raise ValueError(f"models must be distinct and at least one, got {list(models)}")
+    conditions, pairs = [], {}
+    for i, model in enumerate(models):
+        label = model_label(model)
+        baseline = Condition(f"{label} Baseline", AgentConfig(name=f"baseline_m{i}", models={"actor": model}))
+        advance = Condition(f"{label} Advance", AgentConfig(name=f"advance_m{i}", models={"actor": model}, **ADVANCED))
+        conditions += [baseline, advance]
+        pairs[advance.name] = baseline.name
+    return run_study(out_dir, prefix="backbones", artefacts=("table6", "table6 text"), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline=pairs, runs=runs, lm=None,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+

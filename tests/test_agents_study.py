@@ -1,0 +1,173 @@
+"""run_study (issue 11, notebooks 21-29): conditions x tasks x R runs on the tool suite, the protocol
+statistics per level, paired comparisons with their MDE, and the paper's figures beside ours; on
+scripted models whose outcomes are known, so every figure is checked against a hand count."""
+
+from __future__ import annotations
+
+import re
+
+import dspy
+import pandas as pd
+import pytest
+
+from roma_lab.agents import (AgentConfig, Condition, compare_tts, measure_protocol, run_study, sample_suite_tasks,
+                             suite_level, suite_tasks)
+from roma_lab.agents._studies import _tasks
+from roma_lab.lm import ScriptedEngine
+from roma_lab.router._execute import direct_answer
+from roma_lab.router._suite import FAMILIES
+from roma_lab.router._tools import TOOL_NAMES
+
+ACTOR = ("action", "arguments", "answer")
+
+
+def route_lm(requests=None):
+    """An actor that follows its family's minimum route and answers the last candidate when a plan
+    is shown (static workflow), and answers "0" at once when none is; other roles reply fixed text."""
+    families = {t.item.question: t.stratum for t in suite_tasks(("dev", "test", "challenge", "train"))}
+
+    def respond(request):
+        if requests is not None:
+            requests.append(request)
+        inputs = request.inputs
+        if request.outputs != ACTOR:
+            return {name: "ok" for name in request.outputs}
+        if not inputs["plan"].strip():
+            return {"action": "final_answer", "arguments": "{}", "answer": "0"}
+        route = FAMILIES[families[inputs["task"]]].route
+        done = max((int(n) for n in re.findall(r"^Step (\d+):", inputs["memory"], re.MULTILINE)), default=0)
+        if done < len(route):
+            return {"action": TOOL_NAMES[route[done]], "arguments": "{}", "answer": ""}
+        candidates = re.findall(r"Current answer candidate: (.*)", inputs["memory"])
+        answer = candidates[-1] if candidates else direct_answer(inputs["task"]) or ""
+        return {"action": "final_answer", "arguments": "{}", "answer": answer}
+
+    return dspy.LM("scripted/route", engine=ScriptedEngine(respond), cache=False)
+
+
+CONDITIONS = [Condition("OAgents", AgentConfig(name="none", reanswer=False)),
+              Condition("r.p. Static workflow", AgentConfig(name="static", planning="static", reanswer=False))]
+
+
+def study(tmp_path, tasks, runs=2, requests=None, **kw):
+    kw = {"baseline": "OAgents", "artefacts": ("table7", "table7 text")} | kw
+    return run_study(tmp_path, prefix="planning", conditions=CONDITIONS, tasks=tasks, runs=runs,
+                     lm=route_lm(requests), benchmark="suite test", n_resamples=200, **kw)
+
+
+def test_rows_protocol_and_comparison_match_a_hand_count(tmp_path):
+    tasks = sample_suite_tasks("test", 6, seed=0)
+    tables = study(tmp_path, tasks)
+    rows = tables.rows
+    assert len(rows) == 2 * 6 * 2 and set(rows["condition"]) == {"OAgents", "r.p. Static workflow"}
+    static = rows["condition"] == "r.p. Static workflow"
+    assert rows.loc[static, "correct"].all() and not rows.loc[~static, "correct"].any()
+    p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
+    assert p["r.p. Static workflow", "all", "pass@1"] == 1.0 and p["OAgents", "all", "pass@1"] == 0.0
+    assert p["r.p. Static workflow", "all", "pass@2"] == 1.0 and p["OAgents", "all", "maj@2"] == 0.0
+    # levels: each task once in its level, and the level counts add up to the whole sample
+    n = tables.protocol[tables.protocol["metric"] == "pass@1"].set_index(["condition", "subset"])["n"]
+    levels = pd.Series([suite_level(t) for t in tasks]).value_counts()
+    for level, count in levels.items():
+        assert n["OAgents", level] == count
+    assert sum(n["OAgents", level] for level in levels.index) == n["OAgents", "all"] == 6
+    c = tables.comparisons.set_index(["condition", "subset"])
+    row = c.loc[("r.p. Static workflow - OAgents", "all")]
+    assert row["pass@1_diff"] == 1.0 and (row["wins"], row["losses"], row["ties"]) == (6, 0, 0)
+    assert row["sign_test_p"] == pytest.approx(2 * 0.5 ** 6) and row["mde"] == 0.0  # no spread: sd 0
+    for name in ("rows", "protocol", "comparisons", "vs_paper"):
+        assert (tmp_path / f"planning_{name}.csv").stat().st_size > 0
+
+
+def test_paper_rows_stand_beside_ours_with_the_setting_and_the_paper_direction(tmp_path):
+    tables = study(tmp_path, sample_suite_tasks("test", 6, seed=0))
+    vs = tables.vs_paper.set_index(["condition", "subset", "metric"])
+    ours = vs.loc[("OAgents", "GAIA avg", "pass@1")]
+    assert ours["paper"] == 51.52 and ours["ours"] == 0.0 and ours["agreement"] == "differs"
+    assert "n = 6 tasks, R = 2 run(s)" in ours["setting"] and "not GAIA" in ours["setting"]
+    # the paper states OAgents - static (+3.64 points); ours is static - OAgents, mirrored
+    text = vs.loc[("OAgents - r.p. Static workflow", "GAIA avg", "pass@1_diff")]
+    assert text["paper"] == 3.64 and text["ours"] == -100.0 and text["artefact"] == "table7 text"
+    measured = tables.vs_paper[tables.vs_paper["agreement"].isin(["matches", "differs"])]
+    assert measured["setting"].str.contains("model scripted/route").all()
+    unmeasured = tables.vs_paper[tables.vs_paper["agreement"] == "not measured"]
+    assert unmeasured["why"].str.len().gt(0).all()
+    assert (vs.loc[("+ Plan tips", "GAIA avg", "pass@1"), "agreement"]) == "not measured"
+
+
+def test_a_rerun_resumes_from_the_saved_runs_and_makes_no_model_call(tmp_path):
+    tasks = sample_suite_tasks("test", 3, seed=1)
+    requests = []
+    first = study(tmp_path, tasks, requests=requests)
+    assert requests
+    requests.clear()
+    again = study(tmp_path, tasks, requests=requests)
+    assert requests == [] and again.protocol.equals(first.protocol)
+
+
+def test_each_condition_is_compared_with_its_own_baseline_as_its_own_family(tmp_path):
+    conditions = CONDITIONS + [Condition("plain again", AgentConfig(name="none2", reanswer=False, max_steps=5))]
+    tables = run_study(tmp_path, prefix="pairs", conditions=conditions, tasks=sample_suite_tasks("test", 4, seed=0),
+                       baseline={"r.p. Static workflow": "OAgents", "OAgents": "plain again"}, runs=1,
+                       lm=route_lm(), benchmark="suite", artefacts=("table7",), n_resamples=100)
+    c = tables.comparisons[tables.comparisons["subset"] == "all"].set_index("condition")
+    assert set(c.index) == {"r.p. Static workflow - OAgents", "OAgents - plain again"}
+    assert c.loc["OAgents - plain again", "pass@1_diff"] == 0.0
+    holm = tables.protocol[tables.protocol["metric"] == "sign_test_p_holm"]
+    assert holm["method"].str.contains(r"Holm over the [01] conditions").all()  # never the other family's
+    with pytest.raises(ValueError, match="not in the study"):
+        run_study(tmp_path, prefix="x", conditions=CONDITIONS, tasks=sample_suite_tasks("test", 2, seed=0),
+                  baseline="nobody", lm=route_lm(), benchmark="suite", artefacts=("table7",))
+
+
+def test_task_samples_are_seeded_spread_over_families_and_nested():
+    seventeen = sample_suite_tasks("test", 17, seed=3)
+    assert len({t.stratum for t in seventeen}) == 17  # one per family before any family repeats
+    ids = [t.item.item_id for t in sample_suite_tasks("test", 30, seed=3)]
+    assert ids[:17] == [t.item.item_id for t in seventeen]
+    assert ids == [t.item.item_id for t in sample_suite_tasks("test", 30, seed=3)]
+    assert ids != [t.item.item_id for t in sample_suite_tasks("test", 30, seed=4)]
+    assert {t.split for t in sample_suite_tasks("test", None, seed=0)} == {"test"}
+    assert len(sample_suite_tasks("test", None, seed=0)) == 108
+    with pytest.raises(ValueError, match="train is for mining plan tips only"):
+        _tasks("train", 4, 0)
+
+
+def test_levels_follow_the_minimum_route_length():
+    by_family = {t.stratum: suite_level(t) for t in suite_tasks(("test",))}
+    assert by_family["data_literal"] == by_family["record_lookup"] == by_family["retrieval_outage"] == "L1"
+    assert by_family["multi_hop"] == by_family["conflicting_sources"] == "L2"
+    assert by_family["filtered_computation"] == by_family["invoice_reconciliation"] == "L3"
+
+
+def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests(tmp_path):
+    seen = []
+    lm = dspy.LM("scripted/seeds", engine=ScriptedEngine(
+        lambda r: seen.append(r.temperature) or {"action": "final_answer", "arguments": "{}", "answer": "0"}),
+        cache=False)
+    tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, n_resamples=50)
+    assert sorted(set(seen)) == [0.0, 0.7]
+    assert set(tables.rows["condition"]) == {"OAgents (temperature 0)", "OAgents"}
+    assert set(tables.rows.loc[tables.rows["condition"] == "OAgents", "seed"]) == {0, 1, 2}
+    metrics = set(tables.protocol["metric"])
+    assert {"pass@1", "pass@1_run_sd", "pass@3", "maj@3", "maj@3_tie_rate", "var_run_to_run",
+            "var_task_to_task", "pass@1_diff", "mde"} <= metrics
+    assert set(tables.vs_paper["artefact"]) == {"table9"}
+
+
+def test_best_of_n_conditions_reuse_the_baseline_rollouts_through_the_seeds(tmp_path):
+    seeds = []
+
+    class Seeds(ScriptedEngine):
+        def complete(self, request):
+            seeds.append(request.config.seed)
+            return super().complete(request)
+
+    reply = {"action": "final_answer", "arguments": "{}", "answer": "0"}
+    engine = Seeds(lambda r: reply if r.outputs == ACTOR else {n: 0 for n in r.outputs})
+    tables = compare_tts(tmp_path, lm=dspy.LM("scripted/bon", engine=engine, cache=False), n_tasks=1,
+                         n_resamples=50)
+    rows = tables.rows.set_index("condition")
+    assert rows.loc["BO4", "rollouts"] == 4 and rows.loc["BO2", "rollouts"] == 2
+    # the same seeds everywhere: a caching model computes each of the four rollouts once
+    assert set(seeds) == {0, 1000, 2000, 3000}
