@@ -667,6 +667,10 @@ def test_tips_are_mined_from_failures_of_the_allowed_split_only(tmp_path):
     assert set(tips.source_task_ids) == {"train-0", "train-1", "train-2"}
     (miner_input,) = role_inputs(engine, "tips_miner")
     assert "train-1" in miner_input["failures"] and "test-" not in miner_input["failures"]
+    assert tips.error is None
+    broken, _ = scripted(lambda i: act(), tips_miner=lambda i: {"tips": "not a list"})
+    failed = mine_tips([t for t in trajectories if t.split == "train"], lm=broken)
+    assert failed.tips == () and failed.error.startswith("AdapterParseError")  # a typed, visible failure
 
 
 def test_run_agent_refuses_to_evaluate_the_split_or_tasks_tips_came_from(tmp_path):

@@ -42,6 +42,7 @@ class PlanTips:
     source_splits: tuple[str, ...]
     source_task_ids: tuple[str, ...]
     model: str
+    error: str | None = None  # why the miner gave no tips (its call failed), None when it answered
 
 
 def _choice(name: str, value: Any, options: tuple[str, ...]) -> None:

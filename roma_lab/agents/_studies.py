@@ -80,8 +80,8 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
                        tasks=_tasks(split, n_tasks, seed), baseline="OAgents", runs=runs, lm=lm,
                        benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
                        seed=seed)
-    tips = pd.DataFrame({"tip": list(mined.tips), "model": mined.model,
-                         "mined_from": ", ".join(mined.source_task_ids) or "(no failures)"})
+    tips = pd.DataFrame({"tip": list(mined.tips) or [f"(no tips: {mined.error or 'no train failure to mine'})"],
+                         "model": mined.model, "mined_from": ", ".join(mined.source_task_ids) or "(no failures)"})
     write_table(tips, out_dir, "planning_tips")
     return replace(tables, extra={"tips": tips})
 
