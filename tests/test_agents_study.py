@@ -171,3 +171,45 @@ def test_best_of_n_conditions_reuse_the_baseline_rollouts_through_the_seeds(tmp_
     assert rows.loc["BO4", "rollouts"] == 4 and rows.loc["BO2", "rollouts"] == 2
     # the same seeds everywhere: a caching model computes each of the four rollouts once
     assert set(seeds) == {0, 1000, 2000, 3000}
+
+
+def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_path, monkeypatch):
+    from roma_lab.agents import Agent, compare_saved_runs
+    from roma_lab.stats import pass_at_k
+
+    class RunOne(ScriptedEngine):  # right on quoted-value tasks in sampled run 1 only
+        def complete(self, request):
+            self.seed = request.config.seed
+            return super().complete(request)
+
+    engine = RunOne(lambda r: {"action": "final_answer", "arguments": "{}",
+                               "answer": (direct_answer(r.inputs["task"]) or "0") if engine.seed == 1 else "0"})
+    lm = dspy.LM("scripted/k", engine=engine, cache=False)
+    sampled = measure_protocol(tmp_path / "21_measure_protocol", lm=lm, n_tasks=6, runs=3, n_resamples=50)
+    literal = sampled.rows[(sampled.rows["condition"] == "OAgents") & (sampled.rows["run"] == 1)]["correct"]
+    assert 0 < literal.sum() < 6  # some tasks are solved in one of the three runs, others never
+    planning = study(tmp_path / "22_compare_planning_table7", sample_suite_tasks("test", 3, seed=0), runs=1)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("notebook 28 must make no model call")
+
+    monkeypatch.setattr(Agent, "run", forbidden)
+    monkeypatch.setattr(dspy.LM, "__call__", forbidden)
+    monkeypatch.setattr("roma_lab.lm.resolve_lm", forbidden)
+    tables = compare_saved_runs(tmp_path / "28", saved_root=tmp_path,
+                                sources=("21_measure_protocol", "22_compare_planning_table7", "23_missing"))
+    sources = tables.extra["sources"].set_index("source")
+    assert sources.loc["23_missing", "status"] == "missing"
+    left_out = tables.extra["sources"][tables.extra["sources"]["status"] == "condition left out"]
+    assert len(left_out) == 2 and left_out["note"].str.contains("1 run").all()  # R = 1 < k = 3
+    p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
+    solved = literal.sum() / 6  # tasks solved once in three runs: pass@1 1/3 each, pass@3 1
+    assert p["OAgents", "all", "pass@1"] == pytest.approx(solved / 3)
+    assert p["OAgents", "all", "pass@3"] == pytest.approx(solved) and pass_at_k(3, 1, 3) == 1.0
+    assert p["OAgents (temperature 0)", "all", "pass@3"] == 0.0  # greedy runs never hit seed 1
+    assert p["OAgents", "all", "maj@3"] == 0.0  # one right answer against two "0"s
+    assert planning.rows["run"].nunique() == 1
+    vs = tables.vs_paper.set_index(["condition", "subset", "metric"])
+    assert vs.loc[("OAgents", "GAIA avg", "pass@3"), "paper"] == 73.93
+    with pytest.raises(FileNotFoundError, match="run notebooks 23 first"):
+        compare_saved_runs(tmp_path / "28b", saved_root=tmp_path, sources=("23_missing",))

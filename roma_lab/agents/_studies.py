@@ -15,8 +15,8 @@ from typing import Any
 from ._config import AgentConfig
 from ._study import Condition, StudyTables, run_study, sample_suite_tasks
 
-__all__ = ["STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning", "compare_tts",
-           "measure_protocol"]
+__all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
+           "compare_saved_runs", "compare_tts", "measure_protocol"]
 
 #: The suite split every study scores (train: tips only; dev: development only; challenge: unused here).
 STUDY_SPLIT = "test"
@@ -167,3 +167,81 @@ def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",)
                      benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
                      seed=seed)
 
+
+
+#: The studies whose saved runs notebook 28 reads (the results folders of notebooks 21-24).
+SAVED_STUDIES = ("21_measure_protocol", "22_compare_planning_table7", "23_compare_memory_figure2",
+                 "24_compare_tts_figure3")
+
+
+def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = None,
+                       sources: Sequence[str] = SAVED_STUDIES, k: int = 3, seed: int = 0,
+                       n_resamples: int = 2000) -> StudyTables:
+    """Notebook 28 (Table 9 / Table 1): Pass@1 beside Pass@k from the SAVED runs of other studies,
+    with no model call: it reads each source's ``*_rows.csv`` (under ``saved_root``, default the
+    parent of ``out_dir``), and every condition with at least ``k`` runs gets pass@1, pass@k and
+    maj@R per level (``summarize_protocol``). ``pass_at_k_sources.csv`` lists each source (its rows
+    file's SHA-256, or why it was not read) and each condition left out (fewer than ``k`` runs)."""
+    import pandas as pd
+
+    from roma_lab.bench import normalize_answer
+    from roma_lab.results import beside_paper, sha256_file, write_table
+    from roma_lab.stats import summarize_protocol
+
+    from ._paper import paper_reported_df
+    from ._study import ALL, GAIA_SUBSETS, _LEVEL_RULE, _route_lengths
+
+    out_dir = Path(out_dir)
+    root = Path(saved_root) if saved_root else out_dir.parent
+    frames, listed = [], []
+    for stem in sources:
+        files = sorted((root / stem).glob("*_rows.csv"))
+        if len(files) != 1:
+            listed.append({"source": stem, "status": "missing" if not files else "ambiguous", "rows_file": "",
+                           "sha256": "", "note": f"{len(files)} *_rows.csv files under {root / stem}; "
+                                                 "run its notebook first" if not files else "several rows files"})
+            continue
+        rows = pd.read_csv(files[0], dtype={"task_id": str, "answer": str})
+        listed.append({"source": stem, "status": "read", "rows_file": files[0].name, "sha256": sha256_file(files[0]),
+                       "note": f"{len(rows)} rows"})
+        frames.append(rows.assign(source=stem))
+    if not frames:
+        raise FileNotFoundError(f"no saved runs under {root} for {list(sources)}: run notebooks "
+                                f"{', '.join(s[:2] for s in sources)} first (or set saved_root)")
+    rows = pd.concat(frames, ignore_index=True)
+    runs = rows.groupby(["source", "condition"])["run"].nunique()
+    kept = runs[runs >= k].index
+    for source, condition in runs.index.difference(kept):
+        listed.append({"source": source, "status": "condition left out", "rows_file": "", "sha256": "",
+                       "note": f"{condition!r}: {runs[source, condition]} run(s) < k = {k}"})
+    rows = rows.set_index(["source", "condition"]).loc[kept].reset_index()
+    if rows.empty:
+        raise ValueError(f"no saved condition has k = {k} runs; run a study with runs >= {k} first")
+    unique = rows.groupby("condition")["source"].nunique()
+    rows["condition"] = [c if unique[c] == 1 else f"{c} [{s}]" for c, s in zip(rows["condition"], rows["source"])]
+    scores = rows.assign(success=rows["correct"].map({True: 1.0, False: 0.0, "True": 1.0, "False": 0.0}),
+                         answer_key=rows["answer"].map(lambda a: normalize_answer(a) if isinstance(a, str) else ""))
+    lengths = _route_lengths()
+    level = scores["stratum"].map(lambda f: None if f not in lengths else "L1" if lengths[f] <= 1 else f"L{lengths[f]}")
+    scores = pd.concat([scores.assign(subset=ALL), scores.assign(subset=level).dropna(subset=["subset"])],
+                       ignore_index=True)
+    protocol = pd.concat([summarize_protocol(group, metric="success", answer="answer_key", ks=(k,),
+                                             n_resamples=n_resamples, seed=seed)
+                          for _, group in scores.groupby("source", sort=False)], ignore_index=True)
+    protocol = protocol[~protocol["metric"].isin(("var_run_to_run", "var_task_to_task"))].reset_index(drop=True)
+    models = rows.groupby("condition")["model"].first()
+    temperatures = rows.groupby("condition")["temperature"].first()
+    ours = protocol.assign(subset=protocol["subset"].map(lambda s: GAIA_SUBSETS.get(s, s)),
+                           setting=[f"model {models[c]}; saved runs of the meta-routing suite; {_LEVEL_RULE}; "
+                                    f"n = {n} tasks, R = {r} runs, temperature {temperatures[c]:g}"
+                                    for c, n, r in zip(protocol["condition"], protocol["n"], protocol["runs"])])
+    vs_paper = beside_paper(ours, paper_reported_df(), "table9",
+                            why=lambda row: f"a different model, benchmark and size ({row['setting']})",
+                            why_not_measured="a system or model this lab does not run offline").assign(
+                                artefact="table9")
+    sources_table = pd.DataFrame(listed, columns=["source", "status", "rows_file", "sha256", "note"])
+    tables = {"rows": rows, "protocol": protocol, "sources": sources_table, "vs_paper": vs_paper}
+    for name, table in tables.items():
+        write_table(table, out_dir, f"pass_at_k_{name}")
+    return StudyTables(out_dir=out_dir, rows=rows, protocol=protocol, comparisons=protocol.iloc[0:0],
+                       vs_paper=vs_paper, extra={"sources": sources_table})
