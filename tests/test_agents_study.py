@@ -213,3 +213,23 @@ def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_
     assert vs.loc[("OAgents", "GAIA avg", "pass@3"), "paper"] == 73.93
     with pytest.raises(FileNotFoundError, match="run notebooks 23 first"):
         compare_saved_runs(tmp_path / "28b", saved_root=tmp_path, sources=("23_missing",))
+
+
+def test_browsecomp_subset_is_seeded_closed_book_and_never_written_in_the_clear(tmp_path):
+    from roma_lab.agents import evaluate_browsecomp
+    from roma_lab.bench import load_browsecomp, sample
+
+    tables = evaluate_browsecomp(tmp_path, lm="scripted", n_items=3, seed=5, n_resamples=20)
+    items = sample(load_browsecomp(), 3, 5)
+    assert sorted(tables.rows["task_id"].unique()) == sorted(i.item_id for i in items)
+    assert set(tables.rows["condition"]) == {"scripted (test double, not a measurement)",
+                                             "OAgents - scripted (test double, not a measurement)"}
+    assert tables.rows["tool_calls"].eq(0).all()  # closed-book: no tool is offered
+    assert tables.rows["grader"].str.startswith("string-match").all()
+    written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    for item in items:
+        assert item.question not in written and item.question[:60] not in written
+    counts = tables.extra["paper_counts"]
+    assert counts["n"].eq(63).all() and counts["count"].tolist() == [3, 5, 9, 14, 14]
+    setting = tables.vs_paper.dropna(subset=["ours"])["setting"]
+    assert setting.str.contains("closed-book").all() and setting.str.contains("n = 3 tasks").all()

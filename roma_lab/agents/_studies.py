@@ -16,7 +16,7 @@ from ._config import AgentConfig
 from ._study import Condition, StudyTables, run_study, sample_suite_tasks
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
-           "compare_saved_runs", "compare_tts", "measure_protocol"]
+           "compare_saved_runs", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
 
 #: The suite split every study scores (train: tips only; dev: development only; challenge: unused here).
 STUDY_SPLIT = "test"
@@ -245,3 +245,36 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
         write_table(table, out_dir, f"pass_at_k_{name}")
     return StudyTables(out_dir=out_dir, rows=rows, protocol=protocol, comparisons=protocol.iloc[0:0],
                        vs_paper=vs_paper, extra={"sources": sources_table})
+
+
+def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int | None = 6, seed: int = 0,
+                        n_resamples: int = 2000) -> StudyTables:
+    """Notebook 29 (Table 8): a seeded subset of BrowseComp (``roma_lab.bench.sample``; items are
+    decrypted in memory and redacted from saved trajectories), closed-book, graded by the
+    benchmark's labelled string-match fallback (no judge model). Two conditions, named as Table 8
+    names them: the model alone (one answer, no tools) and the agent (plan review and answer
+    reflection, the components that exist without search; the paper's OAgents searches the web).
+    ``browsecomp_paper_counts.csv`` holds the counts notebook 20's audit infers for Table 8 (the
+    paper does not state the subset's size)."""
+    from roma_lab.bench import load_browsecomp, sample
+    from roma_lab.lm import model_label
+    from roma_lab.results import write_table
+
+    from ._paper import audit_paper_numbers
+    from ._qa import qa_tasks
+
+    label = model_label(lm) if isinstance(lm, str) else str(getattr(lm, "model", lm))
+    alone = Condition(label, AgentConfig(name="model_alone", max_steps=1, reanswer=False))
+    agent = Condition(f"OAgents - {label}", AgentConfig(name="agent_closed_book", max_steps=3, planning="revise",
+                                                        tts="reflection", reflect_at="end"))
+    tasks = qa_tasks(sample(load_browsecomp(), n_items, seed))
+    tables = run_study(out_dir, prefix="browsecomp", artefacts=("table8", "table8 text"), conditions=[alone, agent],
+                       tasks=tasks, baseline=alone.name, runs=1, lm=lm, level=None,
+                       paper_subsets={"all": "BrowseComp subset"},
+                       benchmark="BrowseComp seeded subset, closed-book (offline: no web search), string-match "
+                                 "fallback grader (not the official judge)",
+                       why_not_measured=_OFFLINE, n_resamples=n_resamples, seed=seed)
+    audit = audit_paper_numbers().counts
+    counts = audit[audit["artefact"] == "table8"].reset_index(drop=True)
+    write_table(counts, out_dir, "browsecomp_paper_counts")
+    return replace(tables, extra={"paper_counts": counts})
