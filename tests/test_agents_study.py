@@ -4,6 +4,7 @@ scripted models whose outcomes are known, so every figure is checked against a h
 
 from __future__ import annotations
 
+import json
 import re
 
 import dspy
@@ -233,3 +234,121 @@ def test_browsecomp_subset_is_seeded_closed_book_and_never_written_in_the_clear(
     assert counts["n"].eq(63).all() and counts["count"].tolist() == [3, 5, 9, 14, 14]
     setting = tables.vs_paper.dropna(subset=["ours"])["setting"]
     assert setting.str.contains("closed-book").all() and setting.str.contains("n = 3 tasks").all()
+
+
+# --- the offline search benchmark (notebook 26) ---------------------------------------------------
+
+def searcher_lm(requests=None):
+    def respond(request):
+        if requests is not None:
+            requests.append(request)
+        return SEARCHER(request)
+
+    return dspy.LM("scripted/searcher", engine=ScriptedEngine(respond), cache=False)
+
+
+def SEARCHER(request):
+    """An ideal scripted searcher: looks the compound up, then (two hops) the laboratory's city, or
+    the laboratory's director records (keeping the latest year); answers what it found."""
+    if True:
+        if request.outputs != ACTOR:
+            return {"improved_query": f"{request.inputs['query']} (rewritten)"}
+        task, memory = request.inputs["task"], request.inputs["memory"]
+        lab = re.search(r"was first synthesised by the (.+?)\.", memory)
+        compound = re.search(r"compound ([A-Z]{2}-\d+)", task)
+        if "head of the" in task or "director" in task:
+            lab_name = re.search(r"(\w+ (?:Laboratory|Institute|Research Centre))", task).group(1)
+            records = re.findall(rf"\((\d{{4}})\), the {re.escape(lab_name)} is directed by (.+)\.$", memory,
+                                 re.MULTILINE)
+            if not records and "Result:" not in memory:
+                return {"action": "search", "arguments": json_args(f"{lab_name} directed"), "answer": ""}
+            return final(max(records)[1] if records else "unknown")
+        if lab is None:
+            if "Result:" in memory:
+                return final("unknown")
+            return {"action": "search", "arguments": json_args(f"compound {compound.group(1)}"), "answer": ""}
+        if "city" in task or "Where" in task:
+            city = re.search(r"is located in (.+?)\.", memory)
+            if city is None and memory.count("Result:") < 2:
+                return {"action": "search", "arguments": json_args(f"{lab.group(1)} located"), "answer": ""}
+            return final(city.group(1) if city else "unknown")
+        return final(lab.group(1))
+
+
+def json_args(query):
+    import json
+
+    return json.dumps({"query": query})
+
+
+def final(answer):
+    return {"action": "final_answer", "arguments": "{}", "answer": answer}
+
+
+def agents_task_facts(task):
+    from roma_lab.agents import task_facts
+
+    return task_facts(task)
+
+
+def solved_alone(task, k):
+    """Whether the ideal searcher's answer, recomputed from the task's own search tool with the
+    first k sources (no agent), is the suite's answer."""
+    from roma_lab.agents import ToolContext
+
+    env = task.environment(ToolContext(search_sources=k, search_k=2, rewrite_query=None, expand_query=False))
+    memory = ""
+    for _ in range(3):
+        request = type("R", (), {"outputs": ACTOR, "inputs": {"task": task.item.question, "memory": memory}})
+        reply = SEARCHER(request)
+        if reply["action"] == "final_answer":
+            return task.grader(task.item, reply["answer"]).score == 1.0
+        memory += "\nResult: " + env.call("search", json.loads(reply["arguments"]))
+    return False
+
+
+def test_the_first_k_sources_hold_a_fact_with_probability_1_minus_0_4_to_the_k():
+    from roma_lab.agents._searchbench import _in_source
+    from roma_lab.router import generate_suite
+
+    facts = [f for t in generate_suite(20260501) for f in agents_task_facts(t)]
+    held = [sum(any(_in_source(f, i, 0.6, 0) for i in range(k)) for f in facts) / len(facts) for k in (1, 3, 5)]
+    assert held[0] < held[1] < held[2]
+    for share, k in zip(held, (1, 3, 5)):
+        assert share == pytest.approx(1 - 0.4 ** k, abs=0.08)  # seeded draws, a few hundred facts
+
+
+def test_the_agent_on_the_search_tasks_is_graded_as_its_answers_deserve(tmp_path):
+    from roma_lab.agents import compare_search, search_tasks
+
+    tables = compare_search(tmp_path, lm=searcher_lm(), n_tasks=None, n_resamples=50)
+    tasks = {t.item.item_id: t for t in search_tasks("test", None)}
+    assert len(tasks) == 21 and {t.stratum for t in tasks.values()} == {"single_hop", "multi_hop",
+                                                                      "conflicting_sources"}
+    rows = tables.rows
+    for condition, k in (("Single-source", 1), ("Multi-source (k=3)", 3), ("Multi-source (k=5)", 5)):
+        got = rows[rows["condition"] == condition].set_index("task_id")["correct"]
+        assert got.to_dict() == {i: solved_alone(t, k) for i, t in tasks.items()}, condition
+    p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
+    assert p["Single-source", "all", "pass@1"] < p["Multi-source (k=5)", "all", "pass@1"]
+    assert p["Raw data", "all", "pass@1"] == p["Multi-source (k=5)", "all", "pass@1"]  # the same agent
+    diff = tables.comparisons.set_index(["condition", "subset"])
+    assert ("Reflection-Expansion - Raw data", "all") in diff.index
+    assert ("Multi-source (k=5) - Single-source", "all") in diff.index
+    vs = tables.vs_paper
+    table3 = vs[(vs["artefact"] == "table3") & vs["paper"].notna()]
+    assert len(table3) == 16
+    assert (table3["agreement"] == "not measured").all() and table3["why"].str.contains("web pages").all()
+
+
+def test_reflection_expansion_rewrites_then_expands_every_query(tmp_path):
+    from roma_lab.agents import Agent, AgentConfig, search_tasks
+
+    requests = []
+    task = search_tasks("test", 1)[0]
+    trajectory = Agent(AgentConfig(search_sources=5, query_optimization="reflect+expand"),
+                       lm=searcher_lm(requests)).run(task)
+    step = trajectory.rollouts[0].steps[0]
+    assert [c.role for c in step.calls] == ["actor", "query_rewriter"]
+    assert step.tool_call.observation.startswith("Queries: compound ") and "(rewritten)" in step.tool_call.observation
+    assert "; compound" in step.tool_call.observation.splitlines()[0]  # the expansion's word-form variant too

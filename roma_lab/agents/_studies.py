@@ -16,7 +16,7 @@ from ._config import AgentConfig
 from ._study import Condition, StudyTables, run_study, sample_suite_tasks
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
-           "compare_saved_runs", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
+           "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
 
 #: The suite split every study scores (train: tips only; dev: development only; challenge: unused here).
 STUDY_SPLIT = "test"
@@ -278,3 +278,44 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
     counts = audit[audit["artefact"] == "table8"].reset_index(drop=True)
     write_table(counts, out_dir, "browsecomp_paper_counts")
     return replace(tables, extra={"paper_counts": counts})
+
+
+def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
+                   n_sources: int = 5, coverage: float = 0.6, split: str = STUDY_SPLIT, seed: int = 0,
+                   n_resamples: int = 2000) -> StudyTables:
+    """Notebook 26 (Tables 3-5): the number of search sources (1, 3, 5 of ``n_sources`` partial
+    copies of an offline corpus, ``search_tasks``) and query optimisation (reflection: a model
+    rewrite of each query, then expansion into word-form variants) on the suite's research tasks.
+    "Raw data" is the k = 5 agent, as in the paper (Table 5's Raw data row is Table 4's k = 5 row).
+    Table 3's page readers need web pages: not measured."""
+    from ._searchbench import search_tasks
+
+    if split == "train":
+        raise ValueError("train is for mining plan tips only; score on dev (development) or test")
+    # Two passages per source: five sources' results then fit the 12 lines a step keeps in memory.
+    k5 = AgentConfig(name="search_k5", search_sources=5, search_k=2)
+    conditions = [
+        Condition("Single-source", replace(k5, name="search_k1", search_sources=1)),
+        Condition("Multi-source (k=3)", replace(k5, name="search_k3", search_sources=3)),
+        Condition("Multi-source (k=5)", k5),
+        Condition("Raw data", k5),
+        Condition("Reflection-Expansion", replace(k5, name="search_k5_reflect_expand",
+                                                  query_optimization="reflect+expand")),
+    ]
+    pairs = {"Multi-source (k=3)": "Single-source", "Multi-source (k=5)": "Single-source",
+             "Reflection-Expansion": "Raw data"}
+
+    def why_not_measured(row) -> str:
+        if row["artefact"].startswith("table3"):
+            return ("page readers (text browser, raw HTML, crawl4ai, Jina) need web pages; the offline corpus is "
+                    "plain passages")
+        return _OFFLINE
+
+    tasks = search_tasks(split, n_tasks, n_sources=n_sources, coverage=coverage, seed=seed)
+    return run_study(out_dir, prefix="search", artefacts=("table3", "table3 text", "table4", "table4 text", "table5",
+                                                        "table5 text"),
+                     conditions=conditions, tasks=tasks, baseline=pairs, runs=runs, lm=lm,
+                     benchmark=(f"offline BM25 search over the suite's research facts ({split} split; not web "
+                                f"search): sources are {n_sources} seeded copies each holding a passage with "
+                                f"probability {coverage:g}"),
+                     why_not_measured=why_not_measured, n_resamples=n_resamples, seed=seed)
