@@ -352,3 +352,14 @@ def test_reflection_expansion_rewrites_then_expands_every_query(tmp_path):
     assert [c.role for c in step.calls] == ["actor", "query_rewriter"]
     assert step.tool_call.observation.startswith("Queries: compound ") and "(rewritten)" in step.tool_call.observation
     assert "; compound" in step.tool_call.observation.splitlines()[0]  # the expansion's word-form variant too
+
+
+def test_a_mirrored_difference_negates_the_value_and_swaps_and_negates_the_ci():
+    from roma_lab.agents._study import _mirrored
+    ours = pd.DataFrame([{"condition": "c - b", "subset": "all", "metric": "pass@1_diff", "value": 0.25,
+                          "ci_low": 0.1, "ci_high": 0.5, "wins": 5, "losses": 1}])
+    mirror = _mirrored(ours, {"c": "b"}, {"b - c"}).iloc[0]
+    assert mirror["condition"] == "b - c" and mirror["value"] == -0.25
+    assert (mirror["ci_low"], mirror["ci_high"]) == (-0.5, -0.1)  # asymmetric: a swap without negation fails
+    assert (mirror["wins"], mirror["losses"]) == (1, 5)
+    assert _mirrored(ours, {"c": "b"}, {"c - b"}).empty  # only where the paper states it the other way
