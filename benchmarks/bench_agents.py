@@ -6,7 +6,9 @@ and warm, and success of a few configurations on a small sample of the offline t
 
 The completion cache is a fresh folder (--cache, default a new temporary one), so the first pass
 is cold; the warm pass reruns the first configuration and must add no cache entry (no model call).
-Prints one run's numbers; run it on a quiet machine (llama.cpp slows badly when cores are shared).
+Prints one run's numbers with the load average before and after; run it on a quiet machine
+(llama.cpp slows badly when cores are shared). ``--configs thought`` is the ReAct actor (a
+free-text thought before each action), the default before the step was made cheaper (design/agents.md).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def main() -> None:
 
     configs = {
         "baseline": AgentConfig(name="baseline"),
+        "thought": AgentConfig(name="thought", thought=True),
         "revise": AgentConfig(name="revise", planning="revise", revise_every=2),
         "summary": AgentConfig(name="summary", memory="summary"),
         "vote3": AgentConfig(name="vote3", tts="best_of_n", n_rollouts=3, temperature=0.7),
@@ -51,7 +54,8 @@ def main() -> None:
     lm = resolve_lm(args.model)
     entries = Path(os.environ["ROMA_LAB_CACHE"]) / "completions"
     out = Path(tempfile.mkdtemp(prefix="bench_agents_runs_"))
-    print(f"model {lm.model}, {len(tasks)} tasks ({', '.join(args.families)}), cache {os.environ['ROMA_LAB_CACHE']}")
+    print(f"model {lm.model}, {len(tasks)} tasks ({', '.join(args.families)}), cache {os.environ['ROMA_LAB_CACHE']}; "
+          f"load average {os.getloadavg()[0]:.2f}")
     first = None
     for name in args.configs:
         start = time.perf_counter()
@@ -67,7 +71,8 @@ def main() -> None:
     added = len(list(entries.rglob("*.json"))) - before
     _report(name, "warm", warm_rows, wall, out / "warm")
     same = warm_rows["answer"].tolist() == cold_rows["answer"].tolist()
-    print(f"warm rerun of {name}: {added} new cache entries (model calls), answers identical to cold: {same}")
+    print(f"warm rerun of {name}: {added} new cache entries (model calls), answers identical to cold: {same}; "
+          f"load average {os.getloadavg()[0]:.2f}")
 
 
 def _report(name: str, tier: str, rows, wall: float, root: Path) -> None:

@@ -33,8 +33,8 @@ from roma_lab.agents import (
 )
 from roma_lab.bench import Item, StringMatchGrader, normalize_answer
 
-ACTOR = ("thought", "action", "arguments", "answer")
-ROLE_OF = {ACTOR: "actor", ("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer",
+ACTOR = ("action", "arguments", "answer")
+ROLE_OF = {ACTOR: "actor", ("thought", *ACTOR): "actor", ("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer",
            ("updated_memory",): "memory", ("critique",): "step_reflector", ("critique", "acceptable"): "answer_reflector",
            ("analysis", "index"): "selector", ("analysis", "score"): "scorer", ("improved_query",): "query_rewriter",
            ("tips",): "tips_miner", ("is_atomic", "task_type"): "atomizer", ("subtasks",): "roma_planner",
@@ -461,7 +461,7 @@ def test_reanswer_only_on_an_empty_or_unable_to_determine_answer_and_logged():
 
 
 @pytest.mark.parametrize("reply, kind", [
-    ({"thought": "only a thought"}, "malformed_output"),
+    ({"answer": "only an answer"}, "malformed_output"),
     (act("teleport"), "unknown_tool"),
     (act("lookup"), "bad_arguments"),
     (act("boom"), "tool_error"),
@@ -502,7 +502,52 @@ def test_the_actor_reply_schema_is_sent_so_a_local_grammar_can_enforce_it():
     engine = SchemaEngine(lambda request: act("final_answer", "42"))
     Agent(AgentConfig(), lm=dspy.LM("scripted/schema", engine=engine, cache=False)).run(toy_task())
     (response_format,) = engine.formats
-    assert set(response_format["schema"]["required"]) == {"thought", "action", "arguments", "answer"}
+    assert response_format["schema"]["required"] == ["action", "arguments", "answer"]
+    engine.formats = []
+    Agent(AgentConfig(thought=True), lm=dspy.LM("scripted/schema", engine=engine, cache=False)).run(toy_task())
+    (response_format,) = engine.formats
+    assert response_format["schema"]["required"] == ["thought", "action", "arguments", "answer"]  # thought first
+
+
+def test_the_thought_variant_records_the_thought_and_memory_shows_it():
+    lm, engine = scripted(lambda inputs: act(thought=f"thinking {steps_done(inputs['memory'])}")
+                          if steps_done(inputs["memory"]) < 1 else act("final_answer", "42", thought="done"))
+    trajectory = Agent(AgentConfig(thought=True), lm=lm).run(toy_task())
+    steps = trajectory.rollouts[0].steps
+    assert [s.thought for s in steps] == ["thinking 0", "done"]
+    assert "Step 1: thinking 0" in steps[1].memory_shown
+    plain = Agent(AgentConfig(), lm=scripted(count_then_answer(1))[0]).run(toy_task())
+    assert [s.thought for s in plain.rollouts[0].steps] == ["", ""]
+
+
+def test_the_last_step_tells_the_actor_to_answer_now_and_only_the_last():
+    from roma_lab.agents._agent import LAST_STEP
+
+    lm, engine = scripted(lambda inputs: act())
+    trajectory = Agent(AgentConfig(max_steps=3, reanswer=False), lm=lm).run(toy_task())
+    shown = [s.feedback_shown for s in trajectory.rollouts[0].steps]
+    assert [LAST_STEP in f for f in shown] == [False, False, True]
+    assert LAST_STEP in role_inputs(engine, "actor")[-1]["feedback"]
+
+
+def test_long_observations_are_trimmed_in_memory_but_kept_whole_in_the_trajectory():
+    from roma_lab.agents._agent import trim_observation
+
+    text = "\n".join(f"line {i}" for i in range(30))
+    trimmed = trim_observation(text)
+    assert trimmed.splitlines()[:9] == [f"line {i}" for i in range(9)]
+    assert trimmed.splitlines()[-3:] == ["... (19 more lines)", "line 28", "line 29"]
+    assert len(trimmed.splitlines()) == 12 and trim_observation("a\nb") == "a\nb"
+
+    class LongEnv(CounterEnv):
+        def call(self, name, arguments):
+            return text
+
+    lm, _ = scripted(count_then_answer(1))
+    trajectory = Agent(AgentConfig(), lm=lm).run(toy_task(env=LongEnv))
+    first, second = trajectory.rollouts[0].steps
+    assert first.tool_call.observation == text
+    assert "line 20" not in second.memory_shown and "19 more lines" in second.memory_shown
 
 
 def test_arguments_text_parses_leniently_and_a_missing_required_one_is_typed():
@@ -622,6 +667,10 @@ def test_tips_are_mined_from_failures_of_the_allowed_split_only(tmp_path):
     assert set(tips.source_task_ids) == {"train-0", "train-1", "train-2"}
     (miner_input,) = role_inputs(engine, "tips_miner")
     assert "train-1" in miner_input["failures"] and "test-" not in miner_input["failures"]
+    assert tips.error is None
+    broken, _ = scripted(lambda i: act(), tips_miner=lambda i: {"tips": "not a list"})
+    failed = mine_tips([t for t in trajectories if t.split == "train"], lm=broken)
+    assert failed.tips == () and failed.error.startswith("AdapterParseError")  # a typed, visible failure
 
 
 def test_run_agent_refuses_to_evaluate_the_split_or_tasks_tips_came_from(tmp_path):

@@ -23,7 +23,7 @@ from roma_lab.bench import Item
 from roma_lab.results import summarize
 from roma_lab.controller import Passage
 
-ACTOR = ("thought", "action", "arguments", "answer")
+ACTOR = ("action", "arguments", "answer")
 
 
 def actor_lm(policy, name="run"):
@@ -172,7 +172,8 @@ def test_multi_source_search_fuses_ranks_and_counts_a_shared_passage_once():
     a = ListSource("a", ["alpha", "shared", "beta"])
     b = ListSource("b", ["shared", "gamma"])
     hits = search_passages([a, b], ["q"], k=3)
-    assert [p.text for _, p in hits] == ["shared", "alpha", "gamma"]
+    assert [p.text for _, p in hits] == ["shared", "alpha", "gamma", "beta"]  # up to k per source, fused
+    assert [p.text for _, p in search_passages([a, b], ["q"], k=1)] == ["alpha", "shared"]  # a tie: first seen
     assert search_passages([a], ["q"], k=2) == [("a", Passage("0", "alpha", 1.0)), ("a", Passage("1", "shared", 1.0))]
 
 

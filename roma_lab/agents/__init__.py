@@ -25,12 +25,20 @@ from ._paper import (
 from ._qa import BM25Source, Source, expand_query, qa_tasks, search_passages
 from ._run import ROW_COLUMNS, read_trajectories, run_agent, run_label, trajectory_rows_df
 from ._select import VoteResult, is_non_answer, pick_best_score, vote
+from ._studies import (ADVANCED, SAVED_STUDIES, STUDY_SPLIT, compare_backbones, compare_memory, compare_planning,
+                       compare_saved_runs, compare_search, compare_tts, evaluate_browsecomp, measure_protocol)
+from ._searchbench import SEARCH_BENCHMARK, SEARCH_FAMILIES, search_tasks, task_facts
+from ._study import ALL, Condition, StudyTables, comparisons_df, run_study, sample_suite_tasks, suite_level
 from ._tips import SplitLeakError, mine_tips
 from ._toolbench import SUITE_BENCHMARK, SUITE_TOOLS, SuiteGrader, suite_tasks
 from ._types import (ROLLOUT_STATUSES, ModelCall, PlanRevision, RecordedGrade, Rollout, Selection, Step, ToolCall,
                      Trajectory)
 
 __all__ = [
+    "ADVANCED", "ALL", "SAVED_STUDIES", "STUDY_SPLIT", "Condition", "StudyTables", "compare_backbones",
+    "compare_memory", "compare_planning", "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp",
+    "SEARCH_BENCHMARK", "SEARCH_FAMILIES", "search_tasks", "task_facts", "comparisons_df", "measure_protocol", "run_study", "sample_suite_tasks",
+    "suite_level",
     "CLAIMS", "GAIA_SIZES", "MEMORY", "PAPER_REPORTED", "PARTS", "PLANNING", "QUERY_OPTIMIZATION", "ROLES",
     "ROLLOUT_STATUSES", "ROW_COLUMNS", "SELECTION", "STATIC_WORKFLOW", "SUITE_BENCHMARK", "SUITE_TOOLS", "TTS",
     "Agent", "AgentConfig", "AgentTask", "BM25Source", "Environment", "ModelCall", "PaperAudit", "PlanRevision",

@@ -40,6 +40,8 @@ _KWARGS = re.compile(r"^\s*\w+\s*=")
 _KWARG = re.compile(r"""(\w+)\s*=\s*(?:"([^"]*)"|'([^']*)'|([^,]*))""")
 MAX_SUBTASKS = 4          # ROMA plans longer than this are cut (with a warning in the ROMA run)
 _SHOWN_CHARS = 400        # observation length in rollout digests for judges
+_SHOWN_LINES = 12         # observation lines a step keeps in memory (the trajectory keeps them all)
+LAST_STEP = "This is your last step: set action to final_answer and give your best answer now."
 
 
 def rollout_seed(run: int, index: int) -> int:
@@ -78,9 +80,20 @@ class _Loop:
     long_term: str
 
 
+def trim_observation(text: str, max_lines: int = _SHOWN_LINES) -> str:
+    """An observation as memory shows it: at most ``max_lines`` lines, the first ones and the last
+    two (where the suite's tools state the current answer candidate), the cut counted."""
+    lines = text.splitlines()
+    if len(lines) <= max_lines:
+        return text
+    head, tail = lines[: max_lines - 3], lines[-2:]
+    return "\n".join([*head, f"... ({len(lines) - len(head) - len(tail)} more lines)", *tail])
+
+
 def _step_text(index: int, thought: str, action: str, arguments: Mapping[str, str], result: str) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
-    return f"Step {index}: {thought}\nAction: {action}({args})\nResult: {result}"
+    head = f"Step {index}: {thought}\n" if thought else f"Step {index}:\n"
+    return f"{head}Action: {action}({args})\nResult: {trim_observation(result)}"
 
 
 class Agent:
@@ -130,7 +143,9 @@ class Agent:
             actor = dspy.settings.lm if dspy.settings.lm is not None else resolve_lm()
         actor = model(actor)
         self._lms = {role: model(self.config.models[role]) if role in self.config.models else actor for role in ROLES}
-        self._modules = {role: self._role_overrides.get(role) or default_module(role)
+        # The actor's signature: with or without a free-text thought before the action.
+        self._signature = {role: role for role in ROLES} | {"actor": "actor_thought" if self.config.thought else "actor"}
+        self._modules = {role: self._role_overrides.get(role) or default_module(self._signature[role])
                          for role in ROLES if role != "decomposer"}
 
     def _lm_for(self, role: str, seed: int | None) -> Any:
@@ -162,7 +177,7 @@ class Agent:
             tracker = stack.enter_context(track_usage())
             try:
                 prediction = self._modules[role](**inputs)
-                outputs = {name: _jsonable(getattr(prediction, name)) for name in output_fields(role)}
+                outputs = {name: _jsonable(getattr(prediction, name)) for name in output_fields(self._signature[role])}
             except Exception as exc:  # noqa: BLE001 - a role's failure is recorded, and typed by the caller
                 prediction, error = None, f"{type(exc).__name__}: {exc}"
             usage = tracker.get_total_tokens()
@@ -293,7 +308,7 @@ class Agent:
                 break
             plan_shown = next((p.plan for p in reversed(plans) if p.visible), "")
             memory_shown = memory.render(question)
-            feedback_shown = "\n".join(x for x in (note, feedback) if x)
+            feedback_shown = "\n".join(x for x in (note, feedback, LAST_STEP if index == max_steps else "") if x)
             prediction, act_call = self._call("actor", seed, task=question, tools=ctx.tools_text, plan=plan_shown,
                                               tips=tips_text, memory=memory_shown, feedback=feedback_shown)
             thought, action, arguments, tool_call, kind, message, final = self._act(env, prediction, act_call)
@@ -337,7 +352,7 @@ class Agent:
         if prediction is None:
             kind = "malformed_output" if (act_call.error or "").startswith("AdapterParseError") else "model_error"
             return "", "", {}, None, kind, act_call.error, None
-        thought = str(prediction.thought or "")
+        thought = str(getattr(prediction, "thought", "") or "")
         action = str(prediction.action or "").strip()
         raw_arguments, answer = str(prediction.arguments or "").strip(), str(prediction.answer or "").strip()
         written_call = _CALL.match(action)

@@ -42,6 +42,7 @@ class PlanTips:
     source_splits: tuple[str, ...]
     source_task_ids: tuple[str, ...]
     model: str
+    error: str | None = None  # why the miner gave no tips (its call failed), None when it answered
 
 
 def _choice(name: str, value: Any, options: tuple[str, ...]) -> None:
@@ -78,16 +79,19 @@ class AgentConfig:
     variants). ``reanswer``: one more attempt when the answer is empty or "unable to determine".
     ``models`` names a model (``roma_lab.lm.resolve_lm`` name) per role; an unnamed role uses the actor.
     ``temperature`` and ``max_tokens`` apply to every call (the cap bounds a runaway generation;
-    replies here are short); with sampling the run index seeds every call.
+    replies here are short); with sampling the run index seeds every call. ``thought``: the actor
+    writes a free-text thought before each action (ReAct); off by default, for its cost on the
+    embedded model (design/agents.md). The last of ``max_steps`` steps tells the actor to answer now.
     """
 
     __pydantic_config__ = ConfigDict(extra="forbid")
     name: str = "baseline"
-    max_steps: int = 8
+    max_steps: int = 6
     max_consecutive_errors: int = 3
     max_wall_s: float | None = None
     temperature: float = 0.0
     max_tokens: int = 512
+    thought: bool = False
     planning: str = "none"
     revise_every: int = 3
     revision_visibility: str = "paper"

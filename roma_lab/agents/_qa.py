@@ -74,8 +74,11 @@ def expand_query(query: str, synonyms: Mapping[str, Sequence[str]] | None = None
 
 
 def search_passages(sources: Sequence[Source], queries: Sequence[str], k: int) -> list[tuple[str, Passage]]:
-    """Top ``k`` passages over every (source, query) pair, fused by reciprocal rank; a passage found
-    several times (same text) counts once with the summed fusion score. Ties keep first-seen order."""
+    """The top ``k`` passages of every (source, query) pair, fused by reciprocal rank; a passage found
+    several times (same text) counts once with the summed fusion score. Ties keep first-seen order.
+    Returns up to ``k`` passages per source: a cut at ``k`` in all would let passages that several
+    overlapping sources share crowd out the one only a single source has (so more sources give more
+    results, as more search engines do)."""
     fused: dict[str, list[Any]] = {}
     for source in sources:
         for query in queries:
@@ -83,7 +86,7 @@ def search_passages(sources: Sequence[Source], queries: Sequence[str], k: int) -
                 entry = fused.setdefault(passage.text, [0.0, source.name, passage])
                 entry[0] += 1.0 / (_RRF_K + rank + 1)
     ranked = sorted(fused.values(), key=lambda e: -e[0])  # sorted() is stable: ties keep first-seen order
-    return [(name, passage) for _, name, passage in ranked[:k]]
+    return [(name, passage) for _, name, passage in ranked[: k * len(sources)]]
 
 
 @dataclass(slots=True)

@@ -25,19 +25,24 @@ class Act(dspy.Signature):
     tool, or, once you know the answer, set action to "final_answer". The answer must be only the
     value the task asks for, written exactly as it should be reported, with no extra words."""
 
-    task: str = dspy.InputField()
+    # Static inputs first, the growing ones last: consecutive actor calls then share the longest
+    # prompt prefix, which llama.cpp keeps evaluated (the tool list is the same for every task).
     tools: str = dspy.InputField(desc="the tools you can call: name(arguments): what it does")
+    task: str = dspy.InputField()
     plan: str = dspy.InputField(desc="the plan to follow; empty when there is none")
     tips: str = dspy.InputField(desc="advice learnt from earlier failures; empty when there is none")
     memory: str = dspy.InputField(desc="your earlier steps and what they returned")
     feedback: str = dspy.InputField(desc="a critique of, or an error in, your previous step; empty when none")
-    thought: str = dspy.OutputField(desc="briefly: what to do next and why")
     action: str = dspy.OutputField(desc='the name of one tool, or "final_answer"')
     # A string, not a dict: with only str fields DSPy sends the full JSON schema, so the local
     # engine's grammar keeps every reply parseable; the agent parses the arguments itself.
     arguments: str = dspy.OutputField(desc='the tool\'s arguments as a JSON object, e.g. {"query": "..."}; '
                                            '"{}" when it takes none or when answering')
     answer: str = dspy.OutputField(desc='the final answer when action is "final_answer", otherwise ""')
+
+
+# The ReAct variant (``AgentConfig.thought``): a free-text thought before the action.
+ActWithThought = Act.prepend("thought", dspy.OutputField(desc="briefly: what to do next and why"), str)
 
 
 class Plan(dspy.Signature):
@@ -138,7 +143,7 @@ class MineTips(dspy.Signature):
 
 
 SIGNATURES = {
-    "actor": Act, "planner": Plan, "reviser": RevisePlan, "summarizer": SummarizeStep,
+    "actor": Act, "actor_thought": ActWithThought, "planner": Plan, "reviser": RevisePlan, "summarizer": SummarizeStep,
     "memory": UpdateLongTermMemory, "step_reflector": ReflectStep, "answer_reflector": ReflectAnswer,
     "selector": SelectAttempt, "scorer": ScoreAttempt, "query_rewriter": RewriteQuery, "tips_miner": MineTips,
 }

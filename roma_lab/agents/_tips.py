@@ -26,7 +26,8 @@ def mine_tips(trajectories: Sequence[Trajectory], *, lm: Any = None, allowed_spl
 
     ``lm``: the miner's model (``dspy.LM`` or a ``resolve_lm`` name; None: DSPy's configured LM);
     ``miner``: a replacement for the DSPy module (same contract: ``failures=`` -> ``.tips``).
-    The first ``max_failures`` failures, in the order given, are shown to the model.
+    The first ``max_failures`` failures, in the order given, are shown to the model. A failed
+    miner call (e.g. a reply that does not parse) gives no tips, with the error recorded.
     """
     import dspy
 
@@ -52,7 +53,11 @@ def mine_tips(trajectories: Sequence[Trajectory], *, lm: Any = None, allowed_spl
     text = "\n\n".join(f"Failure {i + 1} ({t.grade.label}):\nTask: {t.question}\n{_digest(t.final_rollout)}"
                        for i, t in enumerate(failures))
     module = miner or default_module("tips_miner")
-    with dspy.context(**({"lm": model} if model is not None else {})):
-        prediction = module(failures=text)
+    try:
+        with dspy.context(**({"lm": model} if model is not None else {})):
+            prediction = module(failures=text)
+    except Exception as exc:  # noqa: BLE001 - a failed miner gives no tips, and says why
+        return PlanTips(tips=(), source_splits=splits, source_task_ids=ids, model=name,
+                        error=f"{type(exc).__name__}: {exc}")
     tips = tuple(dict.fromkeys(str(t).strip() for t in prediction.tips if str(t).strip()))[:MAX_TIPS]
     return PlanTips(tips=tips, source_splits=splits, source_task_ids=ids, model=name)

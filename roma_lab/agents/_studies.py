@@ -1,0 +1,321 @@
+"""The OAgents study notebooks' experiments, one function each: which conditions (named as the paper
+names them), which tasks, which paper artefacts. Fixed before anything was scored: the tool
+benchmark's evaluation split is ``test`` (dev served only to make a step cheap, train only to mine
+plan tips), tasks are drawn by ``sample_suite_tasks`` with the notebook's seed, and every condition
+of a notebook runs on the same tasks and runs. Each function returns ``run_study``'s tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ._config import AgentConfig
+from ._study import Condition, StudyTables, run_study, sample_suite_tasks
+
+__all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
+           "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
+
+#: The suite split every study scores (train: tips only; dev: development only; challenge: unused here).
+STUDY_SPLIT = "test"
+_SUITE = "meta-routing suite tool tasks ({split} split, exact evaluator)"
+_OFFLINE = "offline: this lab runs only the embedded models and configurations of this study"
+
+
+def _tasks(split: str, n_tasks: int | None, seed: int):
+    if split == "train":
+        raise ValueError("train is for mining plan tips only; score on dev (development) or test")
+    return sample_suite_tasks(split, n_tasks, seed=seed)
+
+
+def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 3,
+                     temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
+                     n_resamples: int = 2000) -> StudyTables:
+    """Notebook 21: the protocol on our runs. The baseline agent at temperature 0 (R runs share the
+    completion cache: greedy decoding repeats itself) and sampled at ``temperature`` (R seeded runs):
+    pass@1 mean and run sd, pass@R, maj@R with its tie rate, the variance decomposition, and sampled
+    vs greedy as a paired comparison. The sampled agent stands beside the paper's Table 9 OAgents row."""
+    conditions = [Condition("OAgents (temperature 0)", AgentConfig(name="greedy")),
+                  Condition("OAgents", AgentConfig(name="sampled", temperature=temperature))]
+    return run_study(out_dir, prefix="protocol", artefacts=("table9",), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline="OAgents (temperature 0)", runs=runs, lm=lm,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+
+
+def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 4, n_train: int = 4,
+                     runs: int = 1, revise_every: int = 2, split: str = STUDY_SPLIT, seed: int = 0,
+                     n_resamples: int = 2000) -> StudyTables:
+    """Notebook 22 (Table 7): plan-and-revise (the paper's OAgents baseline, revised every
+    ``revise_every`` steps), a static workflow, + subtask decomposition through ROMA, + plan tips
+    mined from the baseline's failures on ``n_train`` TRAIN tasks, and the official code's
+    behaviour as named rows (interval 1 with revisions never shown; tips only on a retry after a
+    failed gold check). The tips are written to ``planning_tips.json``."""
+    import pandas as pd
+
+    from roma_lab.results import write_table, write_text_atomic
+
+    from ._run import read_trajectories, run_agent, run_label
+    from ._tips import mine_tips
+
+    base = AgentConfig(name="plan_review", planning="revise", revise_every=revise_every)
+    train = sample_suite_tasks("train", n_train, seed=seed)
+    train_dir = Path(out_dir) / "train"
+    run_agent(base, train, out_dir=train_dir, lm=lm, progress=False)
+    mined = mine_tips(read_trajectories(train_dir / run_label(base)), lm=lm)
+    write_text_atomic(Path(out_dir) / "planning_tips.json", _tips_json(mined))
+    conditions = [
+        Condition("OAgents", base),
+        Condition("r.p. Static workflow", AgentConfig(name="static", planning="static")),
+        Condition("+ Subtask", replace(base, name="subtask", subtasks=True)),
+        Condition("+ Plan tips", replace(base, name="tips", tips=mined)),
+        Condition("OAgents [official code: interval 1, revision never shown]",
+                  replace(base, name="plan_review_official", revise_every=1, revision_visibility="official")),
+        Condition("+ Plan tips [official code: retry with tips after a failed gold check]",
+                  replace(base, name="tips_official", tips=mined, tips_usage="official")),
+    ]
+    tables = run_study(out_dir, prefix="planning", artefacts=("table7", "table7 text"), conditions=conditions,
+                       tasks=_tasks(split, n_tasks, seed), baseline="OAgents", runs=runs, lm=lm,
+                       benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                       seed=seed)
+    tips = pd.DataFrame({"tip": list(mined.tips) or [f"(no tips: {mined.error or 'no train failure to mine'})"],
+                         "model": mined.model, "mined_from": ", ".join(mined.source_task_ids) or "(no failures)"})
+    write_table(tips, out_dir, "planning_tips")
+    return replace(tables, extra={"tips": tips})
+
+
+def _tips_json(tips) -> str:
+    import json
+    from dataclasses import asdict
+
+    return json.dumps(asdict(tips), indent=1)
+
+
+def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
+                   memory_window: int = 1, split: str = STUDY_SPLIT, seed: int = 0,
+                   n_resamples: int = 2000) -> StudyTables:
+    """Notebook 23 (Figure 2): current memory (the last ``memory_window`` steps), + a summary of
+    every older step, + retrieval of the summaries BM25 ranks highest (the paper embeds them in a
+    vector space), + long-term memory fused every step and carried across the tasks of a run, and
+    the official code's long-term memory (computed, never shown)."""
+    current = AgentConfig(name="current", memory="current", memory_window=memory_window)
+    conditions = [
+        Condition("Current Memory", current),
+        Condition("+ Memory Summarization", replace(current, name="summary", memory="summary")),
+        Condition("+ Vectorized Memory Retrieval", replace(current, name="retrieval", memory="retrieval")),
+        Condition("+ Long-Term Memory", replace(current, name="long_term", memory="long_term")),
+        Condition("+ Long-Term Memory [official code: computed, never shown]",
+                  replace(current, name="long_term_official", memory="long_term", long_term_visibility="official")),
+    ]
+    return run_study(out_dir, prefix="memory", artefacts=("figure2",), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline="Current Memory", runs=runs, lm=lm,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+
+
+def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
+                temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
+                n_resamples: int = 2000) -> StudyTables:
+    """Notebook 24 (Figure 3): the baseline, reflection on the answer (one retry with the critique
+    when it is judged wrong), best-of-2 and best-of-4 with list-wise selection (what the official
+    code always does), and best-of-4 with the scoring and the voting selector. All sample at
+    ``temperature``; rollout i of run r is seeded r + 1000 i, so the baseline is every best-of-N's
+    first rollout and BO2's rollouts are BO4's first two (the completion cache computes them once)."""
+    base = AgentConfig(name="sampled", temperature=temperature)
+    bo2 = replace(base, name="bo2_list", tts="best_of_n", n_rollouts=2, selection="list")
+    bo4 = replace(bo2, name="bo4_list", n_rollouts=4)
+    conditions = [
+        Condition("baseline", base),
+        Condition("Reflection", replace(base, name="reflection", tts="reflection", reflect_at="end")),
+        Condition("BO2", bo2),
+        Condition("BO4", bo4),
+        Condition("BO4 (scoring)", replace(bo4, name="bo4_score", selection="score")),
+        Condition("BO4 (voting)", replace(bo4, name="bo4_vote", selection="vote")),
+    ]
+    return run_study(out_dir, prefix="tts", artefacts=("figure3",), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline="baseline", runs=runs, lm=lm,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+
+
+#: T6's advanced stack, as far as it exists offline: the paper adds a multimodal toolkit, a
+#: better reader and multi-source search (none of which the tool suite has) to its planning,
+#: memory and test-time scaling; ours adds the last three.
+ADVANCED = dict(planning="revise", revise_every=2, memory="summary", tts="reflection", reflect_at="end")
+
+
+def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",), n_tasks: int | None = 6,
+                      runs: int = 1, split: str = STUDY_SPLIT, seed: int = 0, n_resamples: int = 2000) -> StudyTables:
+    """Notebook 25 (Table 6): each backbone with the baseline agent and with the advanced stack
+    (``ADVANCED``), every role played by that backbone; each model's Advance - Baseline gap is a
+    paired comparison of its own. Models are ``roma_lab.lm.resolve_lm`` names."""
+    from roma_lab.lm import model_label
+
+    if len(set(models)) != len(models) or not models:
+        raise ValueError(f"models must be distinct and at least one, got {list(models)}")
+    conditions, pairs = [], {}
+    for i, model in enumerate(models):
+        label = model_label(model)
+        baseline = Condition(f"{label} Baseline", AgentConfig(name=f"baseline_m{i}", models={"actor": model}))
+        advance = Condition(f"{label} Advance", AgentConfig(name=f"advance_m{i}", models={"actor": model}, **ADVANCED))
+        conditions += [baseline, advance]
+        pairs[advance.name] = baseline.name
+    return run_study(out_dir, prefix="backbones", artefacts=("table6", "table6 text"), conditions=conditions,
+                     tasks=_tasks(split, n_tasks, seed), baseline=pairs, runs=runs, lm=None,
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, n_resamples=n_resamples,
+                     seed=seed)
+
+
+
+#: The studies whose saved runs notebook 28 reads (the results folders of notebooks 21-24).
+SAVED_STUDIES = ("21_measure_protocol", "22_compare_planning_table7", "23_compare_memory_figure2",
+                 "24_compare_tts_figure3")
+
+
+def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = None,
+                       sources: Sequence[str] = SAVED_STUDIES, k: int = 3, seed: int = 0,
+                       n_resamples: int = 2000) -> StudyTables:
+    """Notebook 28 (Table 9 / Table 1): Pass@1 beside Pass@k from the SAVED runs of other studies,
+    with no model call: it reads each source's ``*_rows.csv`` (under ``saved_root``, default the
+    parent of ``out_dir``), and every condition with at least ``k`` runs gets pass@1, pass@k and
+    maj@R per level (``summarize_protocol``). ``pass_at_k_sources.csv`` lists each source (its rows
+    file's SHA-256, or why it was not read) and each condition left out (fewer than ``k`` runs)."""
+    import pandas as pd
+
+    from roma_lab.bench import normalize_answer
+    from roma_lab.results import beside_paper, sha256_file, write_table
+    from roma_lab.stats import summarize_protocol
+
+    from ._paper import paper_reported_df
+    from ._study import ALL, GAIA_SUBSETS, _LEVEL_RULE, _route_lengths
+
+    out_dir = Path(out_dir)
+    root = Path(saved_root) if saved_root else out_dir.parent
+    frames, listed = [], []
+    for stem in sources:
+        files = sorted((root / stem).glob("*_rows.csv"))
+        if len(files) != 1:
+            listed.append({"source": stem, "status": "missing" if not files else "ambiguous", "rows_file": "",
+                           "sha256": "", "note": f"{len(files)} *_rows.csv files under {root / stem}; "
+                                                 "run its notebook first" if not files else "several rows files"})
+            continue
+        rows = pd.read_csv(files[0], dtype={"task_id": str, "answer": str})
+        listed.append({"source": stem, "status": "read", "rows_file": files[0].name, "sha256": sha256_file(files[0]),
+                       "note": f"{len(rows)} rows"})
+        frames.append(rows.assign(source=stem))
+    if not frames:
+        raise FileNotFoundError(f"no saved runs under {root} for {list(sources)}: run notebooks "
+                                f"{', '.join(s[:2] for s in sources)} first (or set saved_root)")
+    rows = pd.concat(frames, ignore_index=True)
+    runs = rows.groupby(["source", "condition"])["run"].nunique()
+    kept = runs[runs >= k].index
+    for source, condition in runs.index.difference(kept):
+        listed.append({"source": source, "status": "condition left out", "rows_file": "", "sha256": "",
+                       "note": f"{condition!r}: {runs[source, condition]} run(s) < k = {k}"})
+    rows = rows.set_index(["source", "condition"]).loc[kept].reset_index()
+    if rows.empty:
+        raise ValueError(f"no saved condition has k = {k} runs; run a study with runs >= {k} first")
+    unique = rows.groupby("condition")["source"].nunique()
+    rows["condition"] = [c if unique[c] == 1 else f"{c} [{s}]" for c, s in zip(rows["condition"], rows["source"])]
+    scores = rows.assign(success=rows["correct"].map({True: 1.0, False: 0.0, "True": 1.0, "False": 0.0}),
+                         answer_key=rows["answer"].map(lambda a: normalize_answer(a) if isinstance(a, str) else ""))
+    lengths = _route_lengths()
+    level = scores["stratum"].map(lambda f: None if f not in lengths else "L1" if lengths[f] <= 1 else f"L{lengths[f]}")
+    scores = pd.concat([scores.assign(subset=ALL), scores.assign(subset=level).dropna(subset=["subset"])],
+                       ignore_index=True)
+    protocol = pd.concat([summarize_protocol(group, metric="success", answer="answer_key", ks=(k,),
+                                             n_resamples=n_resamples, seed=seed)
+                          for _, group in scores.groupby("source", sort=False)], ignore_index=True)
+    protocol = protocol[~protocol["metric"].isin(("var_run_to_run", "var_task_to_task"))].reset_index(drop=True)
+    models = rows.groupby("condition")["model"].first()
+    temperatures = rows.groupby("condition")["temperature"].first()
+    ours = protocol.assign(subset=protocol["subset"].map(lambda s: GAIA_SUBSETS.get(s, s)),
+                           setting=[f"model {models[c]}; saved runs of the meta-routing suite; {_LEVEL_RULE}; "
+                                    f"n = {n} tasks, R = {r} runs, temperature {temperatures[c]:g}"
+                                    for c, n, r in zip(protocol["condition"], protocol["n"], protocol["runs"])])
+    vs_paper = beside_paper(ours, paper_reported_df(), "table9",
+                            why=lambda row: f"a different model, benchmark and size ({row['setting']})",
+                            why_not_measured="a system or model this lab does not run offline").assign(
+                                artefact="table9")
+    sources_table = pd.DataFrame(listed, columns=["source", "status", "rows_file", "sha256", "note"])
+    tables = {"rows": rows, "protocol": protocol, "sources": sources_table, "vs_paper": vs_paper}
+    for name, table in tables.items():
+        write_table(table, out_dir, f"pass_at_k_{name}")
+    return StudyTables(out_dir=out_dir, rows=rows, protocol=protocol, comparisons=protocol.iloc[0:0],
+                       vs_paper=vs_paper, extra={"sources": sources_table})
+
+
+def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int | None = 6, seed: int = 0,
+                        n_resamples: int = 2000) -> StudyTables:
+    """Notebook 29 (Table 8): a seeded subset of BrowseComp (``roma_lab.bench.sample``; items are
+    decrypted in memory and redacted from saved trajectories), closed-book, graded by the
+    benchmark's labelled string-match fallback (no judge model). Two conditions, named as Table 8
+    names them: the model alone (one answer, no tools) and the agent (plan review and answer
+    reflection, the components that exist without search; the paper's OAgents searches the web).
+    ``browsecomp_paper_counts.csv`` holds the counts notebook 20's audit infers for Table 8 (the
+    paper does not state the subset's size)."""
+    from roma_lab.bench import load_browsecomp, sample
+    from roma_lab.lm import model_label
+    from roma_lab.results import write_table
+
+    from ._paper import audit_paper_numbers
+    from ._qa import qa_tasks
+
+    label = model_label(lm) if isinstance(lm, str) else str(getattr(lm, "model", lm))
+    alone = Condition(label, AgentConfig(name="model_alone", max_steps=1, reanswer=False))
+    agent = Condition(f"OAgents - {label}", AgentConfig(name="agent_closed_book", max_steps=3, planning="revise",
+                                                        tts="reflection", reflect_at="end"))
+    tasks = qa_tasks(sample(load_browsecomp(), n_items, seed))
+    tables = run_study(out_dir, prefix="browsecomp", artefacts=("table8", "table8 text"), conditions=[alone, agent],
+                       tasks=tasks, baseline=alone.name, runs=1, lm=lm, level=None,
+                       paper_subsets={"all": "BrowseComp subset"},
+                       benchmark="BrowseComp seeded subset, closed-book (offline: no web search), string-match "
+                                 "fallback grader (not the official judge)",
+                       why_not_measured=_OFFLINE, n_resamples=n_resamples, seed=seed)
+    audit = audit_paper_numbers().counts
+    counts = audit[audit["artefact"] == "table8"].reset_index(drop=True)
+    write_table(counts, out_dir, "browsecomp_paper_counts")
+    return replace(tables, extra={"paper_counts": counts})
+
+
+def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
+                   n_sources: int = 5, coverage: float = 0.6, split: str = STUDY_SPLIT, seed: int = 0,
+                   n_resamples: int = 2000) -> StudyTables:
+    """Notebook 26 (Tables 3-5): the number of search sources (1, 3, 5 of ``n_sources`` partial
+    copies of an offline corpus, ``search_tasks``) and query optimisation (reflection: a model
+    rewrite of each query, then expansion into word-form variants) on the suite's research tasks.
+    "Raw data" is the k = 5 agent, as in the paper (Table 5's Raw data row is Table 4's k = 5 row).
+    Table 3's page readers need web pages: not measured."""
+    from ._searchbench import search_tasks
+
+    if split == "train":
+        raise ValueError("train is for mining plan tips only; score on dev (development) or test")
+    # Two passages per source: five sources' results then fit the 12 lines a step keeps in memory.
+    k5 = AgentConfig(name="search_k5", search_sources=5, search_k=2)
+    conditions = [
+        Condition("Single-source", replace(k5, name="search_k1", search_sources=1)),
+        Condition("Multi-source (k=3)", replace(k5, name="search_k3", search_sources=3)),
+        Condition("Multi-source (k=5)", k5),
+        Condition("Raw data", k5),
+        Condition("Reflection-Expansion", replace(k5, name="search_k5_reflect_expand",
+                                                  query_optimization="reflect+expand")),
+    ]
+    pairs = {"Multi-source (k=3)": "Single-source", "Multi-source (k=5)": "Single-source",
+             "Reflection-Expansion": "Raw data"}
+
+    def why_not_measured(row) -> str:
+        if row["artefact"].startswith("table3"):
+            return ("page readers (text browser, raw HTML, crawl4ai, Jina) need web pages; the offline corpus is "
+                    "plain passages")
+        return _OFFLINE
+
+    tasks = search_tasks(split, n_tasks, n_sources=n_sources, coverage=coverage, seed=seed)
+    return run_study(out_dir, prefix="search", artefacts=("table3", "table3 text", "table4", "table4 text", "table5",
+                                                        "table5 text"),
+                     conditions=conditions, tasks=tasks, baseline=pairs, runs=runs, lm=lm,
+                     benchmark=(f"offline BM25 search over the suite's research facts ({split} split; not web "
+                                f"search): sources are {n_sources} seeded copies each holding a passage with "
+                                f"probability {coverage:g}"),
+                     why_not_measured=why_not_measured, n_resamples=n_resamples, seed=seed)

@@ -1,0 +1,250 @@
+"""One entry point for the OAgents study notebooks (21-29): conditions x tasks x R runs, the
+evaluation protocol's statistics, and the paper's figures beside ours.
+
+``run_study`` runs every condition (an ``AgentConfig`` under the paper's name for it) over the same
+tasks R times with ``run_agent`` (resumable, completion-cached), then writes four tidy tables under
+``out_dir`` with a common prefix: ``_rows.csv`` (one row per condition x task x run),
+``_protocol.csv`` (``roma_lab.stats.summarize_protocol`` per subset: the whole sample and each
+level), ``_comparisons.csv`` (each condition against the baseline: difference, CI, sign test,
+Holm, MDE) and ``_vs_paper.csv`` (``roma_lab.results.beside_paper`` for the study's artefacts).
+Which split, levels, sizes and conditions a notebook uses is fixed in its study function
+(``_studies.py``) and experiment spec before anything is scored (design/agents.md).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._config import AgentConfig
+from ._env import AgentTask
+from ._run import run_agent
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ALL", "Condition", "StudyTables", "comparisons_df", "run_study", "sample_suite_tasks", "suite_level"]
+
+#: The subset holding every task of a study (the paper's "Average" column).
+ALL = "all"
+#: Our subsets as the paper's GAIA columns name them, for ``beside_paper``; every measured row's
+#: ``setting`` says that ours are levels of the meta-routing suite, not of GAIA.
+GAIA_SUBSETS = {ALL: "GAIA avg", "L1": "GAIA L1", "L2": "GAIA L2", "L3": "GAIA L3"}
+_COMPARISON_METRICS = ("pass@1_diff", "sign_test_p", "sign_test_p_holm", "mde")
+_LEVEL_RULE = ("levels of the meta-routing suite by the length of a family's minimum tool route "
+               "(L1: answer only or one tool, L2: two, L3: three), not GAIA's levels")
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """One row of a paper table: the paper's name for it and the configuration that realises it."""
+
+    name: str
+    config: AgentConfig
+
+
+@dataclass(frozen=True, slots=True)
+class StudyTables:
+    """The tables ``run_study`` wrote (as DataFrames), and the folder they are in."""
+
+    out_dir: Path
+    rows: pd.DataFrame
+    protocol: pd.DataFrame
+    comparisons: pd.DataFrame
+    vs_paper: pd.DataFrame
+    extra: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+
+
+@functools.cache
+def _route_lengths() -> dict[str, int]:
+    from roma_lab.router import family_table
+
+    table = family_table()
+    return {f: 0 if r == "(answer only)" else len(r) for f, r in zip(table["family"], table["minimum_route"])}
+
+
+def suite_level(task: AgentTask) -> str:
+    """The level of a meta-routing suite task: L1, L2 or L3 by its family's minimum route length."""
+    route = _route_lengths()[task.stratum]
+    return "L1" if route <= 1 else f"L{route}"
+
+
+def sample_suite_tasks(split: str, n: int | None, *, seed: int) -> list[AgentTask]:
+    """``n`` tasks of one suite split, spread over families: each family's tasks are shuffled by a
+    seeded Generator, then families are visited in a seeded order, one task each per round, until
+    ``n`` (``None``: every task). Deterministic in (split, n, seed); a larger n extends a smaller one."""
+    import numpy as np
+
+    from ._toolbench import suite_tasks
+
+    tasks = suite_tasks((split,))
+    if n is not None and n < 1:
+        raise ValueError(f"n must be >= 1 or None, got {n}")
+    rng = np.random.default_rng(seed)
+    families = sorted({t.stratum for t in tasks})
+    queues = {f: [t for t in tasks if t.stratum == f] for f in families}
+    for f in families:
+        queues[f] = [queues[f][i] for i in rng.permutation(len(queues[f]))]
+    order = [families[i] for i in rng.permutation(len(families))]
+    picked: list[AgentTask] = []
+    while any(queues.values()) and (n is None or len(picked) < n):
+        for f in order:
+            if queues[f] and (n is None or len(picked) < n):
+                picked.append(queues[f].pop(0))
+    return picked
+
+
+def _model_name(config: AgentConfig, lm: Any) -> str:
+    from roma_lab.lm import model_label
+
+    actor = config.models.get("actor", lm)
+    return model_label(actor if actor is not None else "local")
+
+
+def _scores(rows: pd.DataFrame, level: Callable[[AgentTask], str] | None,
+            tasks: Sequence[AgentTask]) -> pd.DataFrame:
+    """Tidy scores for the protocol: every row once in ``ALL`` and once in its level."""
+    import pandas as pd
+
+    from roma_lab.bench import normalize_answer
+
+    scores = rows.assign(
+        success=rows["correct"].map(lambda c: math.nan if c is None or (isinstance(c, float) and math.isnan(c))
+                                    else float(bool(c))),
+        answer_key=rows["answer"].map(lambda a: normalize_answer(a) if isinstance(a, str) else ""))
+    parts = [scores.assign(subset=ALL)]
+    if level is not None:
+        levels = {t.item.item_id: level(t) for t in tasks}
+        parts.append(scores.assign(subset=scores["task_id"].map(levels)))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _own_condition(label: str, conditions: Sequence[Condition], pairs: Mapping[str, str]) -> Condition:
+    """The condition a protocol row is about: itself, or for "<condition> - <its baseline>" the first."""
+    for c in conditions:
+        if label == c.name or (c.name in pairs and label == f"{c.name} - {pairs[c.name]}"):
+            return c
+    raise ValueError(f"protocol row {label!r} names no condition of this study")
+
+
+def _mirrored(ours: pd.DataFrame, pairs: Mapping[str, str], wanted: set[str]) -> pd.DataFrame:
+    """Our "a - b" difference rows also as "b - a" (negated, CI mirrored), where the paper states
+    the difference that way round (e.g. "OAgents - r.p. Static workflow" with OAgents our baseline)."""
+    diff = ours[ours["metric"] == "pass@1_diff"]
+    flips = {f"{c} - {b}": f"{b} - {c}" for c, b in pairs.items()}
+    flipped = diff["condition"].map(flips)
+    keep = flipped.isin(wanted) & ~flipped.isin(set(ours["condition"]))
+    mirror = diff[keep].assign(condition=flipped[keep], value=-diff["value"][keep],
+                               ci_low=-diff["ci_high"][keep], ci_high=-diff["ci_low"][keep],
+                               wins=diff["losses"][keep], losses=diff["wins"][keep])
+    return mirror
+
+
+def comparisons_df(protocol: pd.DataFrame) -> pd.DataFrame:
+    """The comparison rows of a protocol table, one row per condition x subset: the difference
+    with its CI and sign-test counts, p, Holm's p and the MDE (a pure view of ``_protocol.csv``)."""
+    diff = protocol[protocol["metric"] == "pass@1_diff"]
+    table = diff[["condition", "subset", "value", "ci_low", "ci_high", "wins", "losses", "ties", "n", "runs"]].rename(
+        columns={"value": "pass@1_diff"})
+    for metric in ("sign_test_p", "sign_test_p_holm", "mde"):
+        values = protocol[protocol["metric"] == metric].set_index(["condition", "subset"])["value"]
+        table = table.join(values.rename(metric), on=["condition", "subset"])
+    return table.reset_index(drop=True)
+
+
+def run_study(
+    out_dir: str | Path,
+    *,
+    prefix: str,
+    artefacts: Sequence[str],
+    conditions: Sequence[Condition],
+    tasks: Sequence[AgentTask],
+    baseline: str | Mapping[str, str] | None,
+    runs: int = 1,
+    lm: Any = None,
+    benchmark: str,
+    level: Callable[[AgentTask], str] | None = suite_level,
+    paper_subsets: Mapping[str, str] = GAIA_SUBSETS,
+    why_not_measured: str | Callable[[Mapping[str, Any]], str] = "",
+    ks: Sequence[int] | None = None,
+    n_resamples: int = 2000,
+    seed: int = 0,
+    progress: bool = False,
+) -> StudyTables:
+    """Run ``conditions`` over ``tasks`` x ``runs`` and write the study's tables under ``out_dir``.
+
+    ``baseline``: the condition the others are compared with, or a mapping condition -> the
+    condition it is compared with (each baseline's comparisons are one Holm family), or None (no
+    comparisons). ``lm``: the
+    actor's model for conditions whose config names none. ``benchmark`` says in words what the
+    tasks are (it goes into every measured row's ``setting`` with the model, n, R and temperature).
+    ``level``: the breakdown of each task (None: the whole sample only); ``paper_subsets`` maps our
+    subsets to the paper's columns for ``beside_paper``. ``why_not_measured`` explains paper rows we
+    do not run. Trajectories and run files go under ``out_dir/runs`` (a rerun resumes; with a warm
+    completion cache it makes no model call).
+    """
+    import pandas as pd
+
+    from roma_lab.results import beside_paper, write_table
+    from roma_lab.stats import summarize_protocol
+
+    from ._paper import paper_reported_df
+
+    names = [c.name for c in conditions]
+    if len(set(names)) != len(names):
+        raise ValueError(f"condition names must be unique, got {names}")
+    pairs = ({} if baseline is None else dict(baseline) if isinstance(baseline, Mapping)
+             else {n: baseline for n in names if n != baseline})
+    unknown = sorted((set(pairs) | set(pairs.values())) - set(names))
+    if unknown:
+        raise ValueError(f"baseline names conditions that are not in the study: {unknown}; conditions are {names}")
+    if not tasks:
+        raise ValueError("a study needs at least one task")
+    out_dir = Path(out_dir)
+    parts = []
+    for condition in conditions:
+        rows = run_agent(condition.config, tasks, out_dir=out_dir / "runs", runs=runs, lm=lm, progress=progress)
+        parts.append(rows.assign(condition=condition.name, model=_model_name(condition.config, lm)))
+    rows = pd.concat(parts, ignore_index=True)
+    scores = _scores(rows, level, tasks)
+    settings = dict(metric="success", answer="answer_key", ks=ks, n_resamples=n_resamples, seed=seed)
+    protocol = [summarize_protocol(scores, **settings)]
+    for base in dict.fromkeys(pairs.values()):  # one family of comparisons per baseline
+        group = scores[scores["condition"].isin([base, *(c for c, b in pairs.items() if b == base)])]
+        table = summarize_protocol(group, baseline=base, **settings)
+        protocol.append(table[table["metric"].isin(_COMPARISON_METRICS)])
+    protocol = pd.concat(protocol, ignore_index=True)
+    comparisons = comparisons_df(protocol)
+
+    def setting(condition: str, n: float) -> str:
+        own = _own_condition(condition, conditions, pairs)
+        model = _model_name(own.config, lm)
+        return (f"model {model}; {benchmark}; {_LEVEL_RULE if level is not None else 'no levels'}; "
+                f"n = {int(n)} tasks, R = {runs} run(s), temperature {own.config.temperature:g}")
+
+    paper = paper_reported_df()
+    ours = protocol.assign(subset=protocol["subset"].map(lambda s: paper_subsets.get(s, s)))
+    ours = ours.assign(setting=[setting(c, n) for c, n in zip(ours["condition"], ours["n"])])
+
+    def why(row: Mapping[str, Any]) -> str:
+        return (f"a different model, benchmark and size ({row['setting']}); the paper runs GPT-4.1-class "
+                "models on GAIA once per configuration")
+
+    def not_measured(row: Mapping[str, Any]) -> str:
+        if row["condition"] in names or row["condition"] in {f"{c} - {b}" for c, b in pairs.items()}:
+            return f"this subset was not in our sample ({row['subset']})"
+        return why_not_measured(row) if callable(why_not_measured) else (
+            why_not_measured or "a configuration or model this study does not run offline")
+
+    paper_conditions = set(paper.loc[paper["artefact"].isin(artefacts), "condition"])
+    ours = pd.concat([ours, _mirrored(ours, pairs, paper_conditions)], ignore_index=True)
+    vs_paper = pd.concat([beside_paper(ours, paper, a, why=why, why_not_measured=not_measured).assign(artefact=a)
+                          for a in artefacts], ignore_index=True)
+    tables = {"rows": rows, "protocol": protocol, "comparisons": comparisons, "vs_paper": vs_paper}
+    for name, table in tables.items():
+        write_table(table, out_dir, f"{prefix}_{name}")
+    return StudyTables(out_dir=out_dir, **tables)

@@ -1,0 +1,365 @@
+"""run_study (issue 11, notebooks 21-29): conditions x tasks x R runs on the tool suite, the protocol
+statistics per level, paired comparisons with their MDE, and the paper's figures beside ours; on
+scripted models whose outcomes are known, so every figure is checked against a hand count."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import dspy
+import pandas as pd
+import pytest
+
+from roma_lab.agents import (AgentConfig, Condition, compare_tts, measure_protocol, run_study, sample_suite_tasks,
+                             suite_level, suite_tasks)
+from roma_lab.agents._studies import _tasks
+from roma_lab.lm import ScriptedEngine
+from roma_lab.router._execute import direct_answer
+from roma_lab.router._suite import FAMILIES
+from roma_lab.router._tools import TOOL_NAMES
+
+ACTOR = ("action", "arguments", "answer")
+
+
+def route_lm(requests=None):
+    """An actor that follows its family's minimum route and answers the last candidate when a plan
+    is shown (static workflow), and answers "0" at once when none is; other roles reply fixed text."""
+    families = {t.item.question: t.stratum for t in suite_tasks(("dev", "test", "challenge", "train"))}
+
+    def respond(request):
+        if requests is not None:
+            requests.append(request)
+        inputs = request.inputs
+        if request.outputs != ACTOR:
+            return {name: "ok" for name in request.outputs}
+        if not inputs["plan"].strip():
+            return {"action": "final_answer", "arguments": "{}", "answer": "0"}
+        route = FAMILIES[families[inputs["task"]]].route
+        done = max((int(n) for n in re.findall(r"^Step (\d+):", inputs["memory"], re.MULTILINE)), default=0)
+        if done < len(route):
+            return {"action": TOOL_NAMES[route[done]], "arguments": "{}", "answer": ""}
+        candidates = re.findall(r"Current answer candidate: (.*)", inputs["memory"])
+        answer = candidates[-1] if candidates else direct_answer(inputs["task"]) or ""
+        return {"action": "final_answer", "arguments": "{}", "answer": answer}
+
+    return dspy.LM("scripted/route", engine=ScriptedEngine(respond), cache=False)
+
+
+CONDITIONS = [Condition("OAgents", AgentConfig(name="none", reanswer=False)),
+              Condition("r.p. Static workflow", AgentConfig(name="static", planning="static", reanswer=False))]
+
+
+def study(tmp_path, tasks, runs=2, requests=None, **kw):
+    kw = {"baseline": "OAgents", "artefacts": ("table7", "table7 text")} | kw
+    return run_study(tmp_path, prefix="planning", conditions=CONDITIONS, tasks=tasks, runs=runs,
+                     lm=route_lm(requests), benchmark="suite test", n_resamples=200, **kw)
+
+
+def test_rows_protocol_and_comparison_match_a_hand_count(tmp_path):
+    tasks = sample_suite_tasks("test", 6, seed=0)
+    tables = study(tmp_path, tasks)
+    rows = tables.rows
+    assert len(rows) == 2 * 6 * 2 and set(rows["condition"]) == {"OAgents", "r.p. Static workflow"}
+    static = rows["condition"] == "r.p. Static workflow"
+    assert rows.loc[static, "correct"].all() and not rows.loc[~static, "correct"].any()
+    p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
+    assert p["r.p. Static workflow", "all", "pass@1"] == 1.0 and p["OAgents", "all", "pass@1"] == 0.0
+    assert p["r.p. Static workflow", "all", "pass@2"] == 1.0 and p["OAgents", "all", "maj@2"] == 0.0
+    # levels: each task once in its level, and the level counts add up to the whole sample
+    n = tables.protocol[tables.protocol["metric"] == "pass@1"].set_index(["condition", "subset"])["n"]
+    levels = pd.Series([suite_level(t) for t in tasks]).value_counts()
+    for level, count in levels.items():
+        assert n["OAgents", level] == count
+    assert sum(n["OAgents", level] for level in levels.index) == n["OAgents", "all"] == 6
+    c = tables.comparisons.set_index(["condition", "subset"])
+    row = c.loc[("r.p. Static workflow - OAgents", "all")]
+    assert row["pass@1_diff"] == 1.0 and (row["wins"], row["losses"], row["ties"]) == (6, 0, 0)
+    assert row["sign_test_p"] == pytest.approx(2 * 0.5 ** 6) and row["mde"] == 0.0  # no spread: sd 0
+    for name in ("rows", "protocol", "comparisons", "vs_paper"):
+        assert (tmp_path / f"planning_{name}.csv").stat().st_size > 0
+
+
+def test_paper_rows_stand_beside_ours_with_the_setting_and_the_paper_direction(tmp_path):
+    tables = study(tmp_path, sample_suite_tasks("test", 6, seed=0))
+    vs = tables.vs_paper.set_index(["condition", "subset", "metric"])
+    ours = vs.loc[("OAgents", "GAIA avg", "pass@1")]
+    assert ours["paper"] == 51.52 and ours["ours"] == 0.0 and ours["agreement"] == "differs"
+    assert "n = 6 tasks, R = 2 run(s)" in ours["setting"] and "not GAIA" in ours["setting"]
+    # the paper states OAgents - static (+3.64 points); ours is static - OAgents, mirrored
+    text = vs.loc[("OAgents - r.p. Static workflow", "GAIA avg", "pass@1_diff")]
+    assert text["paper"] == 3.64 and text["ours"] == -100.0 and text["artefact"] == "table7 text"
+    measured = tables.vs_paper[tables.vs_paper["agreement"].isin(["matches", "differs"])]
+    assert measured["setting"].str.contains("model scripted/route").all()
+    unmeasured = tables.vs_paper[tables.vs_paper["agreement"] == "not measured"]
+    assert unmeasured["why"].str.len().gt(0).all()
+    assert (vs.loc[("+ Plan tips", "GAIA avg", "pass@1"), "agreement"]) == "not measured"
+
+
+def test_a_rerun_resumes_from_the_saved_runs_and_makes_no_model_call(tmp_path):
+    tasks = sample_suite_tasks("test", 3, seed=1)
+    requests = []
+    first = study(tmp_path, tasks, requests=requests)
+    assert requests
+    requests.clear()
+    again = study(tmp_path, tasks, requests=requests)
+    assert requests == [] and again.protocol.equals(first.protocol)
+
+
+def test_each_condition_is_compared_with_its_own_baseline_as_its_own_family(tmp_path):
+    conditions = CONDITIONS + [Condition("plain again", AgentConfig(name="none2", reanswer=False, max_steps=5))]
+    tables = run_study(tmp_path, prefix="pairs", conditions=conditions, tasks=sample_suite_tasks("test", 4, seed=0),
+                       baseline={"r.p. Static workflow": "OAgents", "OAgents": "plain again"}, runs=1,
+                       lm=route_lm(), benchmark="suite", artefacts=("table7",), n_resamples=100)
+    c = tables.comparisons[tables.comparisons["subset"] == "all"].set_index("condition")
+    assert set(c.index) == {"r.p. Static workflow - OAgents", "OAgents - plain again"}
+    assert c.loc["OAgents - plain again", "pass@1_diff"] == 0.0
+    holm = tables.protocol[tables.protocol["metric"] == "sign_test_p_holm"]
+    assert holm["method"].str.contains(r"Holm over the [01] conditions").all()  # never the other family's
+    with pytest.raises(ValueError, match="not in the study"):
+        run_study(tmp_path, prefix="x", conditions=CONDITIONS, tasks=sample_suite_tasks("test", 2, seed=0),
+                  baseline="nobody", lm=route_lm(), benchmark="suite", artefacts=("table7",))
+
+
+def test_task_samples_are_seeded_spread_over_families_and_nested():
+    seventeen = sample_suite_tasks("test", 17, seed=3)
+    assert len({t.stratum for t in seventeen}) == 17  # one per family before any family repeats
+    ids = [t.item.item_id for t in sample_suite_tasks("test", 30, seed=3)]
+    assert ids[:17] == [t.item.item_id for t in seventeen]
+    assert ids == [t.item.item_id for t in sample_suite_tasks("test", 30, seed=3)]
+    assert ids != [t.item.item_id for t in sample_suite_tasks("test", 30, seed=4)]
+    assert {t.split for t in sample_suite_tasks("test", None, seed=0)} == {"test"}
+    assert len(sample_suite_tasks("test", None, seed=0)) == 108
+    with pytest.raises(ValueError, match="train is for mining plan tips only"):
+        _tasks("train", 4, 0)
+
+
+def test_levels_follow_the_minimum_route_length():
+    by_family = {t.stratum: suite_level(t) for t in suite_tasks(("test",))}
+    assert by_family["data_literal"] == by_family["record_lookup"] == by_family["retrieval_outage"] == "L1"
+    assert by_family["multi_hop"] == by_family["conflicting_sources"] == "L2"
+    assert by_family["filtered_computation"] == by_family["invoice_reconciliation"] == "L3"
+
+
+def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests(tmp_path):
+    seen = []
+    lm = dspy.LM("scripted/seeds", engine=ScriptedEngine(
+        lambda r: seen.append(r.temperature) or {"action": "final_answer", "arguments": "{}", "answer": "0"}),
+        cache=False)
+    tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, n_resamples=50)
+    assert sorted(set(seen)) == [0.0, 0.7]
+    assert set(tables.rows["condition"]) == {"OAgents (temperature 0)", "OAgents"}
+    assert set(tables.rows.loc[tables.rows["condition"] == "OAgents", "seed"]) == {0, 1, 2}
+    metrics = set(tables.protocol["metric"])
+    assert {"pass@1", "pass@1_run_sd", "pass@3", "maj@3", "maj@3_tie_rate", "var_run_to_run",
+            "var_task_to_task", "pass@1_diff", "mde"} <= metrics
+    assert set(tables.vs_paper["artefact"]) == {"table9"}
+
+
+def test_best_of_n_conditions_reuse_the_baseline_rollouts_through_the_seeds(tmp_path):
+    seeds = []
+
+    class Seeds(ScriptedEngine):
+        def complete(self, request):
+            seeds.append(request.config.seed)
+            return super().complete(request)
+
+    reply = {"action": "final_answer", "arguments": "{}", "answer": "0"}
+    engine = Seeds(lambda r: reply if r.outputs == ACTOR else {n: 0 for n in r.outputs})
+    tables = compare_tts(tmp_path, lm=dspy.LM("scripted/bon", engine=engine, cache=False), n_tasks=1,
+                         n_resamples=50)
+    rows = tables.rows.set_index("condition")
+    assert rows.loc["BO4", "rollouts"] == 4 and rows.loc["BO2", "rollouts"] == 2
+    # the same seeds everywhere: a caching model computes each of the four rollouts once
+    assert set(seeds) == {0, 1000, 2000, 3000}
+
+
+def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_path, monkeypatch):
+    from roma_lab.agents import Agent, compare_saved_runs
+    from roma_lab.stats import pass_at_k
+
+    class RunOne(ScriptedEngine):  # right on quoted-value tasks in sampled run 1 only
+        def complete(self, request):
+            self.seed = request.config.seed
+            return super().complete(request)
+
+    engine = RunOne(lambda r: {"action": "final_answer", "arguments": "{}",
+                               "answer": (direct_answer(r.inputs["task"]) or "0") if engine.seed == 1 else "0"})
+    lm = dspy.LM("scripted/k", engine=engine, cache=False)
+    sampled = measure_protocol(tmp_path / "21_measure_protocol", lm=lm, n_tasks=6, runs=3, n_resamples=50)
+    literal = sampled.rows[(sampled.rows["condition"] == "OAgents") & (sampled.rows["run"] == 1)]["correct"]
+    assert 0 < literal.sum() < 6  # some tasks are solved in one of the three runs, others never
+    planning = study(tmp_path / "22_compare_planning_table7", sample_suite_tasks("test", 3, seed=0), runs=1)
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("notebook 28 must make no model call")
+
+    monkeypatch.setattr(Agent, "run", forbidden)
+    monkeypatch.setattr(dspy.LM, "__call__", forbidden)
+    monkeypatch.setattr("roma_lab.lm.resolve_lm", forbidden)
+    tables = compare_saved_runs(tmp_path / "28", saved_root=tmp_path,
+                                sources=("21_measure_protocol", "22_compare_planning_table7", "23_missing"))
+    sources = tables.extra["sources"].set_index("source")
+    assert sources.loc["23_missing", "status"] == "missing"
+    left_out = tables.extra["sources"][tables.extra["sources"]["status"] == "condition left out"]
+    assert len(left_out) == 2 and left_out["note"].str.contains("1 run").all()  # R = 1 < k = 3
+    p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
+    solved = literal.sum() / 6  # tasks solved once in three runs: pass@1 1/3 each, pass@3 1
+    assert p["OAgents", "all", "pass@1"] == pytest.approx(solved / 3)
+    assert p["OAgents", "all", "pass@3"] == pytest.approx(solved) and pass_at_k(3, 1, 3) == 1.0
+    assert p["OAgents (temperature 0)", "all", "pass@3"] == 0.0  # greedy runs never hit seed 1
+    assert p["OAgents", "all", "maj@3"] == 0.0  # one right answer against two "0"s
+    assert planning.rows["run"].nunique() == 1
+    vs = tables.vs_paper.set_index(["condition", "subset", "metric"])
+    assert vs.loc[("OAgents", "GAIA avg", "pass@3"), "paper"] == 73.93
+    with pytest.raises(FileNotFoundError, match="run notebooks 23 first"):
+        compare_saved_runs(tmp_path / "28b", saved_root=tmp_path, sources=("23_missing",))
+
+
+def test_browsecomp_subset_is_seeded_closed_book_and_never_written_in_the_clear(tmp_path):
+    from roma_lab.agents import evaluate_browsecomp
+    from roma_lab.bench import load_browsecomp, sample
+
+    tables = evaluate_browsecomp(tmp_path, lm="scripted", n_items=3, seed=5, n_resamples=20)
+    items = sample(load_browsecomp(), 3, 5)
+    assert sorted(tables.rows["task_id"].unique()) == sorted(i.item_id for i in items)
+    assert set(tables.rows["condition"]) == {"scripted (test double, not a measurement)",
+                                             "OAgents - scripted (test double, not a measurement)"}
+    assert tables.rows["tool_calls"].eq(0).all()  # closed-book: no tool is offered
+    assert tables.rows["grader"].str.startswith("string-match").all()
+    written = "".join(p.read_text() for p in tmp_path.rglob("*") if p.is_file())
+    for item in items:
+        assert item.question not in written and item.question[:60] not in written
+    counts = tables.extra["paper_counts"]
+    assert counts["n"].eq(63).all() and counts["count"].tolist() == [3, 5, 9, 14, 14]
+    setting = tables.vs_paper.dropna(subset=["ours"])["setting"]
+    assert setting.str.contains("closed-book").all() and setting.str.contains("n = 3 tasks").all()
+
+
+# --- the offline search benchmark (notebook 26) ---------------------------------------------------
+
+def searcher_lm(requests=None):
+    def respond(request):
+        if requests is not None:
+            requests.append(request)
+        return SEARCHER(request)
+
+    return dspy.LM("scripted/searcher", engine=ScriptedEngine(respond), cache=False)
+
+
+def SEARCHER(request):
+    """An ideal scripted searcher: looks the compound up, then (two hops) the laboratory's city, or
+    the laboratory's director records (keeping the latest year); answers what it found."""
+    if True:
+        if request.outputs != ACTOR:
+            return {"improved_query": f"{request.inputs['query']} (rewritten)"}
+        task, memory = request.inputs["task"], request.inputs["memory"]
+        lab = re.search(r"was first synthesised by the (.+?)\.", memory)
+        compound = re.search(r"compound ([A-Z]{2}-\d+)", task)
+        if "head of the" in task or "director" in task:
+            lab_name = re.search(r"(\w+ (?:Laboratory|Institute|Research Centre))", task).group(1)
+            records = re.findall(rf"\((\d{{4}})\), the {re.escape(lab_name)} is directed by (.+)\.$", memory,
+                                 re.MULTILINE)
+            if not records and "Result:" not in memory:
+                return {"action": "search", "arguments": json_args(f"{lab_name} directed"), "answer": ""}
+            return final(max(records)[1] if records else "unknown")
+        if lab is None:
+            if "Result:" in memory:
+                return final("unknown")
+            return {"action": "search", "arguments": json_args(f"compound {compound.group(1)}"), "answer": ""}
+        if "city" in task or "Where" in task:
+            city = re.search(r"is located in (.+?)\.", memory)
+            if city is None and memory.count("Result:") < 2:
+                return {"action": "search", "arguments": json_args(f"{lab.group(1)} located"), "answer": ""}
+            return final(city.group(1) if city else "unknown")
+        return final(lab.group(1))
+
+
+def json_args(query):
+    import json
+
+    return json.dumps({"query": query})
+
+
+def final(answer):
+    return {"action": "final_answer", "arguments": "{}", "answer": answer}
+
+
+def agents_task_facts(task):
+    from roma_lab.agents import task_facts
+
+    return task_facts(task)
+
+
+def solved_alone(task, k):
+    """Whether the ideal searcher's answer, recomputed from the task's own search tool with the
+    first k sources (no agent), is the suite's answer."""
+    from roma_lab.agents import ToolContext
+
+    env = task.environment(ToolContext(search_sources=k, search_k=2, rewrite_query=None, expand_query=False))
+    memory = ""
+    for _ in range(3):
+        request = type("R", (), {"outputs": ACTOR, "inputs": {"task": task.item.question, "memory": memory}})
+        reply = SEARCHER(request)
+        if reply["action"] == "final_answer":
+            return task.grader(task.item, reply["answer"]).score == 1.0
+        memory += "\nResult: " + env.call("search", json.loads(reply["arguments"]))
+    return False
+
+
+def test_the_first_k_sources_hold_a_fact_with_probability_1_minus_0_4_to_the_k():
+    from roma_lab.agents._searchbench import _in_source
+    from roma_lab.router import generate_suite
+
+    facts = [f for t in generate_suite(20260501) for f in agents_task_facts(t)]
+    held = [sum(any(_in_source(f, i, 0.6, 0) for i in range(k)) for f in facts) / len(facts) for k in (1, 3, 5)]
+    assert held[0] < held[1] < held[2]
+    for share, k in zip(held, (1, 3, 5)):
+        assert share == pytest.approx(1 - 0.4 ** k, abs=0.08)  # seeded draws, a few hundred facts
+
+
+def test_the_agent_on_the_search_tasks_is_graded_as_its_answers_deserve(tmp_path):
+    from roma_lab.agents import compare_search, search_tasks
+
+    tables = compare_search(tmp_path, lm=searcher_lm(), n_tasks=None, n_resamples=50)
+    tasks = {t.item.item_id: t for t in search_tasks("test", None)}
+    assert len(tasks) == 21 and {t.stratum for t in tasks.values()} == {"single_hop", "multi_hop",
+                                                                      "conflicting_sources"}
+    rows = tables.rows
+    for condition, k in (("Single-source", 1), ("Multi-source (k=3)", 3), ("Multi-source (k=5)", 5)):
+        got = rows[rows["condition"] == condition].set_index("task_id")["correct"]
+        assert got.to_dict() == {i: solved_alone(t, k) for i, t in tasks.items()}, condition
+    p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
+    assert p["Single-source", "all", "pass@1"] < p["Multi-source (k=5)", "all", "pass@1"]
+    assert p["Raw data", "all", "pass@1"] == p["Multi-source (k=5)", "all", "pass@1"]  # the same agent
+    diff = tables.comparisons.set_index(["condition", "subset"])
+    assert ("Reflection-Expansion - Raw data", "all") in diff.index
+    assert ("Multi-source (k=5) - Single-source", "all") in diff.index
+    vs = tables.vs_paper
+    table3 = vs[(vs["artefact"] == "table3") & vs["paper"].notna()]
+    assert len(table3) == 16
+    assert (table3["agreement"] == "not measured").all() and table3["why"].str.contains("web pages").all()
+
+
+def test_reflection_expansion_rewrites_then_expands_every_query(tmp_path):
+    from roma_lab.agents import Agent, AgentConfig, search_tasks
+
+    requests = []
+    task = search_tasks("test", 1)[0]
+    trajectory = Agent(AgentConfig(search_sources=5, query_optimization="reflect+expand"),
+                       lm=searcher_lm(requests)).run(task)
+    step = trajectory.rollouts[0].steps[0]
+    assert [c.role for c in step.calls] == ["actor", "query_rewriter"]
+    assert step.tool_call.observation.startswith("Queries: compound ") and "(rewritten)" in step.tool_call.observation
+    assert "; compound" in step.tool_call.observation.splitlines()[0]  # the expansion's word-form variant too
+
+
+def test_a_mirrored_difference_negates_the_value_and_swaps_and_negates_the_ci():
+    from roma_lab.agents._study import _mirrored
+    ours = pd.DataFrame([{"condition": "c - b", "subset": "all", "metric": "pass@1_diff", "value": 0.25,
+                          "ci_low": 0.1, "ci_high": 0.5, "wins": 5, "losses": 1}])
+    mirror = _mirrored(ours, {"c": "b"}, {"b - c"}).iloc[0]
+    assert mirror["condition"] == "b - c" and mirror["value"] == -0.25
+    assert (mirror["ci_low"], mirror["ci_high"]) == (-0.5, -0.1)  # asymmetric: a swap without negation fails
+    assert (mirror["wins"], mirror["losses"]) == (1, 5)
+    assert _mirrored(ours, {"c": "b"}, {"c - b"}).empty  # only where the paper states it the other way
