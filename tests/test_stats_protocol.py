@@ -280,6 +280,20 @@ def test_holm_rejects_bad_input():
 Z_A, Z_B = sps.norm.ppf(0.975), sps.norm.ppf(0.8)
 
 
+def test_no_mde_from_a_sample_whose_differences_have_no_spread():
+    # Two tasks where the conditions agree everywhere (the all-tied tiny sample of a smoke-sized
+    # study): a plug-in MDE of 0 would read as "any effect is detectable".
+    base = {"a": [1.0, 1.0], "b": [0.0, 0.0]}
+    tied = pd.concat([tidy(base), tidy(base, condition="other")], ignore_index=True)
+    rows = summarize_protocol(tied, baseline="base", n_resamples=50, seed=1).set_index(["condition", "metric"])
+    assert math.isnan(rows.loc[("other - base", "mde"), "value"])
+    # One task moved and one did not: spread exists, so the MDE is a number.
+    moved = pd.concat([tidy(base), tidy({"a": [1.0, 1.0], "b": [1.0, 1.0]}, condition="other")],
+                      ignore_index=True)
+    rows = summarize_protocol(moved, baseline="base", n_resamples=50, seed=1).set_index(["condition", "metric"])
+    assert rows.loc[("other - base", "mde"), "value"] > 0
+
+
 def test_mde_with_a_known_sd_by_hand():
     mde = min_detectable_effect(100, sd_diff=0.5)
     assert mde.effect == pytest.approx((1.959964 + 0.841621) * 0.5 / 10, abs=1e-6)

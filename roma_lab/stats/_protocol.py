@@ -216,7 +216,8 @@ def _comparison_rows(scores, per_task, baseline, *, metric, condition, by, task,
                       "method": f"Holm over the {r['family']} conditions compared with {baseline!r} in this group"},
             common | {"metric": "mde", "value": r["mde"],
                       "method": f"paired z-test, alpha {alpha:g}, power {power:g}: (z_a + z_b) * sd(per-task "
-                                "differences) / sqrt(n)"},
+                                "differences) / sqrt(n); NaN with fewer than 2 paired tasks or when every task's "
+                                "difference is the same (no spread to estimate from)"},
         ]
     return pd.DataFrame(rows)
 
@@ -229,5 +230,9 @@ def _mde(per_task, name, baseline, labels, *, condition, task, alpha, power):
     if len(rates) < 2:
         return math.nan
     differences = (rates[name] - rates[baseline]).to_numpy()
+    if np.ptp(differences) == 0:
+        # Every task moved by the same amount: the sample shows no spread, so a plug-in MDE of 0
+        # would claim any effect is detectable. Nothing can be estimated from it.
+        return math.nan
     return min_detectable_effect(len(differences), sd_diff=float(differences.std(ddof=1)), alpha=alpha,
                                  power=power).effect
