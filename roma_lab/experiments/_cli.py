@@ -8,11 +8,12 @@ import os
 import sys
 from pathlib import Path
 
+from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import default_repo_root
 
 from ._runner import experiment_status, run_experiments
 from ._spec import SpecError, load_specs
-from ._times import run_times, times_markdown
+from ._times import SPEED_LOG, run_times, times_markdown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "times":
         print(times_markdown(run_times(results_root, [s.stem for s in specs])))
         return 0
+    # every kernel started below records the threads and tokens/s its embedded model ran with
+    os.environ.setdefault(SPEED_LOG_ENV, str(results_root / SPEED_LOG))
 
     known = {s.stem: s for s in specs}
     unknown = [stem for stem in args.stems if stem not in known]
