@@ -6,7 +6,8 @@
 
 The first block runs one chat prompt through roma_lab.lm (threads as the toolkit chooses them) and
 through a bare ``llama_cpp.Llama`` with every CPU of this process, alternately, and prints the
-ratio of tokens/s (prompt and generation separately, from llama.cpp's own counters) and of wall time.
+ratio of tokens/s (prompt and generation separately, from llama.cpp's own counters) and of the time
+spent generating (the wait for the machine's one-generation-at-a-time turn left out on both sides).
 
 Prints one run's numbers and ratios; no completion cache is used. Run it on a quiet machine:
 llama.cpp slows down badly when other processes compete for the cores.
@@ -97,15 +98,17 @@ def token_speeds(model) -> tuple[float, float]:
     return p.n_p_eval / (p.t_p_eval_ms / 1000), p.n_eval / (p.t_eval_ms / 1000)
 
 
-def chat_speeds(model, call) -> tuple[float, float, float]:
-    """(prompt tok/s, generation tok/s, wall s) of ``call()`` on ``model`` with an empty KV cache."""
+def chat_speeds(model, call, busy=None) -> tuple[float, float, float]:
+    """(prompt tok/s, generation tok/s, wall s) of ``call()`` on ``model`` with an empty KV cache.
+    ``busy()``, when given, reads the seconds spent generating (roma_lab.lm's counter, which
+    leaves out the wait for the machine's turn); otherwise the wall time of the call counts."""
     import llama_cpp
 
     model.reset()  # the whole prompt is evaluated, not reused from the previous call
     llama_cpp.llama_perf_context_reset(model._ctx.ctx)
-    start = time.perf_counter()
+    start, busy_before = time.perf_counter(), busy() if busy else 0.0
     call()
-    wall = time.perf_counter() - start
+    wall = busy() - busy_before if busy else time.perf_counter() - start
     p = perf(model)
     return p.n_p_eval / (p.t_p_eval_ms / 1000), p.n_eval / (p.t_eval_ms / 1000), wall
 
@@ -116,7 +119,11 @@ def toolkit_vs_bare(name: str, rounds: int) -> None:
 
     from roma_lab.lm._engine import _machine_turn
 
+    from dspy.lm15 import Config, Message, Request
+
     lm = resolve_lm(name, cache=False)
+    request = Request(model=lm.model, system=ROLE_INSTRUCTIONS, messages=(Message.user(RATIO_MESSAGES[1]["content"]),),
+                      config=Config(max_tokens=RATIO_MAX_TOKENS, temperature=0.0))
     toolkit = llama(lm)  # loads the model the way every notebook does
     bare_threads = len(os.sched_getaffinity(0))
     bare = llama_cpp.Llama(model_path=toolkit.model_path, n_ctx=toolkit.context_params.n_ctx, n_threads=bare_threads,
@@ -125,8 +132,8 @@ def toolkit_vs_bare(name: str, rounds: int) -> None:
           f"(CPUs in affinity mask); load_avg_1min={os.getloadavg()[0]:.2f}", flush=True)
     runs = {"roma_lab.lm": [], "bare": []}
     for _ in range(rounds):
-        runs["roma_lab.lm"].append(chat_speeds(toolkit, lambda: lm(messages=RATIO_MESSAGES, max_tokens=RATIO_MAX_TOKENS,
-                                                                   temperature=0.0)))
+        runs["roma_lab.lm"].append(chat_speeds(toolkit, lambda: lm(request),
+                                               busy=lambda: _HOST._call_seconds))
         with _machine_turn():
             runs["bare"].append(chat_speeds(bare, lambda: bare.create_chat_completion(
                 messages=RATIO_MESSAGES, max_tokens=RATIO_MAX_TOKENS, temperature=0.0)))

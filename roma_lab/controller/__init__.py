@@ -14,7 +14,18 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
-from ._studies import compare_schedules, measure_structure, plot_structure, run_quickstart
+from ._studies import (
+    QUICKSTART_GOALS,
+    QUICKSTART_RULE,
+    QuickstartGoal,
+    compare_schedules,
+    measure_structure,
+    plot_structure,
+    quickstart_checks,
+    quickstart_corpus,
+    quickstart_notes,
+    run_quickstart,
+)
 from ._types import (
     NODE_STATUSES,
     OUTPUT_STATUSES,
@@ -42,6 +53,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "QUICKSTART_GOALS",
+    "QUICKSTART_RULE",
     "ISOLATION_MODES",
     "NODE_STATUSES",
     "OUTPUT_STATUSES",
@@ -59,6 +72,7 @@ __all__ = [
     "PlanCheck",
     "RoleCall",
     "RoleError",
+    "QuickstartGoal",
     "Roma",
     "RouterAtomizer",
     "RomaSettings",
@@ -74,6 +88,9 @@ __all__ = [
     "fixed_latency_roles",
     "measure_structure",
     "plot_structure",
+    "quickstart_checks",
+    "quickstart_corpus",
+    "quickstart_notes",
     "run_python",
     "run_quickstart",
     "schedule_bounds",

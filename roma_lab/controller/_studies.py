@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,26 +19,140 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
+@dataclass(frozen=True, slots=True)
+class QuickstartGoal:
+    """A candidate goal for the quickstart and the figures a correct answer states (from the corpus)."""
+
+    goal: str
+    facts: tuple[str, ...]
+
+
+# Written, with the rule below, before the embedded model saw any of them. Each needs two look-ups
+# in the quickstart corpus and one step that depends on both; the facts are the corpus's answers
+# and the arithmetic on them.
+QUICKSTART_GOALS = (
+    QuickstartGoal("Find the year Seiko became the Official Timer of the Olympics and the year the first Zildjian "
+                   "cymbals were created, then compute how many years apart the two events are.",
+                   ("1964", "1618", "346")),
+    QuickstartGoal("Find the year the first Zildjian cymbals were created and the year the bronze loincloth was added "
+                   "to Michelangelo's Risen Christ, then compute how many years apart the two events are.",
+                   ("1618", "1546", "72")),
+    QuickstartGoal("Find the year Stepan Timoshenko received the Worcester Reed Warner Medal and the year Alexej von "
+                   "Jawlensky was expelled from Germany, then compute how many years apart the two events are.",
+                   ("1935", "1914", "21")),
+    QuickstartGoal("Find the year the Computer History Museum had its first exhibit and the year the University of "
+                   "Michigan began developing the MICRO Information Management System, then compute how many years "
+                   "apart the two events are.", ("1975", "1970", "5")),
+)
+QUICKSTART_RULE = ("the first goal of QUICKSTART_GOALS, in the order written, whose run plans at the root (the "
+                   "atomizer calls it not atomic); if no goal is planned, the first goal's run is kept and "
+                   "candidates.csv says so. A rule about the tree's structure, never about the answer.")
+_YEAR_QUESTION = re.compile(r"\b(in what|in which|what|which) year\b", re.IGNORECASE)
+
+
+def quickstart_corpus() -> list[str]:
+    """The search executor's corpus: every SimpleQA Verified row (data/benchmarks/simpleqa, checked
+    against its SHA-256 when loaded) that asks for a year and is answered by a four-digit year, as
+    "Q: ... A: ..." passages (99 rows; the four candidate goals' facts are eight of them)."""
+    from roma_lab.bench import load_simpleqa
+
+    return [f"Q: {item.question} A: {item.answer}" for item in load_simpleqa(verified=True)
+            if _YEAR_QUESTION.search(item.question) and re.fullmatch(r"\d{4}", str(item.answer).strip())]
+
+
 def run_quickstart(
-    goal: str,
+    goal: str | None,
     out_dir: str | PathLike[str],
     *,
     lm: Any = "local",
     max_depth: int = 1,
-    max_concurrency: int = 1,
+    max_concurrency: int = 2,
     corpus: Sequence[str] | str | PathLike[str] | None = None,
     on_event: Observer | None = None,
 ) -> Run:
-    """Run ROMA's default DSPy roles on ``goal``; write ``run.json``, ``usage.csv`` and ``calls.csv``."""
+    """Run ROMA's default DSPy roles on ``goal`` (None: chosen by QUICKSTART_RULE from
+    QUICKSTART_GOALS) with the search executor over ``corpus`` (None: ``quickstart_corpus()``).
+
+    Writes ``run.json`` (the run kept), ``usage.csv``, ``calls.csv``, ``candidates.csv`` (every
+    goal tried, in order, with whether its root was planned) and ``checks.csv`` (what the kept
+    run's trace shows: see ``quickstart_checks``)."""
+    import pandas as pd
+
     from roma_lab.results import write_table, write_text_atomic
 
-    run = Roma(lm=lm, max_depth=max_depth, max_concurrency=max_concurrency, corpus=corpus).run(goal, on_event=on_event)
+    roma = Roma(lm=lm, max_depth=max_depth, max_concurrency=max_concurrency,
+                corpus=quickstart_corpus() if corpus is None else corpus)
+    candidates = [QuickstartGoal(goal, ())] if goal is not None else list(QUICKSTART_GOALS)
+    tried: list[tuple[QuickstartGoal, Run]] = []
+    for candidate in candidates:
+        tried.append((candidate, roma.run(candidate.goal, on_event=on_event)))
+        if _planned(tried[-1][1]):
+            break
+    kept, run = next(((c, r) for c, r in tried if _planned(r)), tried[0])
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "run.json", run.to_json())
     write_table(run.usage_df(), out, "usage")
     write_table(run.calls_df(), out, "calls")
+    write_table(pd.DataFrame([{"order": i, "goal": c.goal, "chosen_by": "given" if goal is not None else "rule",
+                               "root_planned": _planned(r), "status": r.status, "calls": len(r.calls_df()),
+                               "wall_s": r.wall_s, "kept": c is kept} for i, (c, r) in enumerate(tried)]),
+                out, "candidates")
+    write_table(quickstart_checks(run, kept.facts), out, "checks")
     return run
+
+
+def _planned(run: Run) -> bool:
+    return bool(run.children(run.root.id))
+
+
+def quickstart_checks(run: Run, facts: Sequence[str] = ()) -> pd.DataFrame:
+    """What a run's trace shows, one row per check (``check``, ``value``): whether the root was
+    planned, how many subtasks and dependencies the plan has, how many subtasks ran at the same
+    time, whether the aggregator answered, plan warnings, nodes that did not complete, and for
+    each expected fact whether a subtask output and the final answer state it."""
+    import pandas as pd
+
+    subtasks = run.children(run.root.id)
+    ids = {n.id for n in subtasks}
+    spans = [(n.started_s, n.ended_s) for n in subtasks if n.started_s is not None and n.ended_s is not None]
+    overlap = max((sum(s <= t < e for s, e in spans) for t, _ in spans), default=0)
+    rows = [("root planned (not atomic)", _planned(run)),
+            ("subtasks", len(subtasks)),
+            ("dependencies between subtasks", sum(len([d for d in n.depends_on if d in ids]) for n in subtasks)),
+            ("most subtasks running at once", overlap),
+            ("aggregator answered", any(c.role == "aggregator" and c.error is None for c in run.root.calls)),
+            ("plan warnings", sum(len(n.warnings) for n in run.nodes)),
+            ("nodes not completed", sum(n.status != "completed" for n in run.nodes))]
+    outputs = " ".join(n.output or "" for n in subtasks)
+    for fact in facts:
+        pattern = re.compile(rf"(?<![\d.]){re.escape(fact)}(?![\d])")
+        rows.append((f"a subtask output states {fact}", bool(pattern.search(outputs))))
+        rows.append((f"the final answer states {fact}", bool(pattern.search(run.output or ""))))
+    return pd.DataFrame({"check": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
+
+
+def quickstart_notes(checks: pd.DataFrame) -> str:
+    """Markdown sentences about one quickstart run, written only from its ``checks.csv``."""
+    value = dict(zip(checks["check"], checks["value"], strict=True))
+    if value["root planned (not atomic)"] != "True":
+        notes = ["The atomizer called the goal atomic, so this run is a single node: no plan, no aggregation."]
+    else:
+        notes = [f"The planner split the goal into {value['subtasks']} subtasks with "
+                 f"{value['dependencies between subtasks']} dependencies between them; at most "
+                 f"{value['most subtasks running at once']} ran at the same time, and the aggregator "
+                 + ("answered." if value["aggregator answered"] == "True" else "gave no answer.")]
+    facts = [c.removeprefix("the final answer states ") for c in value if c.startswith("the final answer states ")]
+    found = [f for f in facts if value[f"a subtask output states {f}"] == "True"]
+    stated = [f for f in facts if value[f"the final answer states {f}"] == "True"]
+    lost = [f for f in found if f not in stated]
+    if facts:
+        notes.append(f"Of the figures a correct answer states ({', '.join(facts)}), the final answer states "
+                     f"{', '.join(stated) or 'none'}; the subtasks' outputs state {', '.join(found) or 'none'}"
+                     + (f", so {', '.join(lost)} got lost on the way to the answer." if lost else "."))
+    notes.append(f"{value['plan warnings']} plan warning(s) (parts of a plan the controller had to repair) and "
+                 f"{value['nodes not completed']} node(s) that did not complete.")
+    return " ".join(notes)
 
 
 def measure_structure(
