@@ -29,7 +29,10 @@ class QuickstartGoal:
 
 # Written, with the rule below, before the embedded model saw any of them. Each needs two look-ups
 # in the quickstart corpus and one step that depends on both; the facts are the corpus's answers
-# and the arithmetic on them.
+# (and, for the first four, the arithmetic on them). The first four were written first; on the
+# embedded Qwen 1.5B the atomizer called all four atomic ("code": a script with invented years),
+# so four more, phrased as explicit parts, were appended after that run. Nothing was reordered or
+# removed: a run still tries the first four first, and candidates.csv shows each verdict.
 QUICKSTART_GOALS = (
     QuickstartGoal("Find the year Seiko became the Official Timer of the Olympics and the year the first Zildjian "
                    "cymbals were created, then compute how many years apart the two events are.",
@@ -43,6 +46,19 @@ QUICKSTART_GOALS = (
     QuickstartGoal("Find the year the Computer History Museum had its first exhibit and the year the University of "
                    "Michigan began developing the MICRO Information Management System, then compute how many years "
                    "apart the two events are.", ("1975", "1970", "5")),
+    QuickstartGoal("Write a short report in three parts: (1) the year Seiko became the Official Timer of the Olympics, "
+                   "(2) the year the first Zildjian cymbals were created, (3) one closing sentence saying which came "
+                   "first.", ("1964", "1618")),
+    QuickstartGoal("Research two separate facts, then combine them: first, the year the Computer History Museum had "
+                   "its first exhibit; second, the year the University of Michigan began developing the MICRO "
+                   "Information Management System; finally, write one paragraph saying which came first.",
+                   ("1975", "1970")),
+    QuickstartGoal("Prepare a two-item fact sheet, looking each item up separately: the year Jon Kleinberg became a "
+                   "fellow of the ACM, and the year Galip Ulsoy received the Charles Russ Richards Memorial Award; end "
+                   "with one sentence on whether they fall in the same year.", ("2013",)),
+    QuickstartGoal("Carry out a small research task in steps: look up the year Alexej von Jawlensky was expelled from "
+                   "Germany, look up the year Stepan Timoshenko received the Worcester Reed Warner Medal, then write a "
+                   "two-sentence summary putting the two events in order.", ("1914", "1935")),
 )
 QUICKSTART_RULE = ("the first goal of QUICKSTART_GOALS, in the order written, whose run plans at the root (the "
                    "atomizer calls it not atomic); if no goal is planned, the first goal's run is kept and "
@@ -53,7 +69,7 @@ _YEAR_QUESTION = re.compile(r"\b(in what|in which|what|which) year\b", re.IGNORE
 def quickstart_corpus() -> list[str]:
     """The search executor's corpus: every SimpleQA Verified row (data/benchmarks/simpleqa, checked
     against its SHA-256 when loaded) that asks for a year and is answered by a four-digit year, as
-    "Q: ... A: ..." passages (99 rows; the four candidate goals' facts are eight of them)."""
+    "Q: ... A: ..." passages (99 rows; the candidate goals' facts are ten of them)."""
     from roma_lab.bench import load_simpleqa
 
     return [f"Q: {item.question} A: {item.answer}" for item in load_simpleqa(verified=True)

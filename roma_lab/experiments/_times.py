@@ -72,8 +72,7 @@ def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpe
     smoke = record.extra.get("smoke")
     ran = RunTime(stem, record.status, record.started_at, record.finished_at, record.model,
                   smoke if isinstance(smoke, bool) else None)
-    if ran.seconds is None:  # no end recorded: nothing can be attributed to it
-        return ran
+    # a run killed hard ("running") recorded no end: its window is empty, so nothing is attributed to it
     within = tuple(s for s in speeds if ran.started <= s.loaded_at and s.closed_at <= ran.finished)
     return replace(ran, speeds=within)
 
