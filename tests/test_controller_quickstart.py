@@ -48,20 +48,37 @@ def test_the_first_goal_planned_at_the_root_is_kept(tmp_path):
     assert str(checks["dependencies between subtasks"]) == "1"
 
 
-def test_when_no_goal_is_planned_the_first_is_kept_and_the_note_says_single_node(tmp_path):
-    run = run_quickstart(None, tmp_path, lm=lm_for(atomic=tuple(g.goal for g in QUICKSTART_GOALS)))
+def test_when_the_model_plans_no_goal_the_first_runs_again_with_its_root_planned(tmp_path):
+    lm = lm_for(atomic=tuple(g.goal for g in QUICKSTART_GOALS))
+    run = run_quickstart(None, tmp_path, lm=lm)
     candidates = read_table(tmp_path, "candidates")
-    assert len(candidates) == len(QUICKSTART_GOALS) and not candidates["root_planned"].any()
-    assert list(candidates["kept"]) == [True] + [False] * (len(QUICKSTART_GOALS) - 1)
-    assert run.goal == QUICKSTART_GOALS[0].goal and len(run.nodes) == 1
-    assert "single node" in quickstart_notes(read_table(tmp_path, "checks"))
+    n = len(QUICKSTART_GOALS)
+    assert list(candidates["goal"]) == [g.goal for g in QUICKSTART_GOALS] + [QUICKSTART_GOALS[0].goal]
+    assert list(candidates["atomizer"]) == ["model"] * n + ["skipped at the root"]
+    assert list(candidates["root_planned"]) == [False] * n + [True]
+    assert list(candidates["kept"]) == [False] * n + [True]
+    assert run.goal == QUICKSTART_GOALS[0].goal and len(run.children(run.root.id)) == 2
+    # the model still plans, executes and aggregates; only the root's atomize step made no request
+    roles = [c.role for c in run.root.calls]
+    assert roles[0] == "atomizer" and "planner" in roles and "aggregator" in roles
+    assert run.root.calls[0].input_tokens in (0, None)
+    assert "split the goal into 2 subtasks" in quickstart_notes(read_table(tmp_path, "checks"))
+
+
+def test_the_note_says_when_a_run_is_a_single_node():
+    import pandas as pd
+
+    checks = pd.DataFrame({"check": ["root planned (not atomic)", "plan warnings", "nodes not completed"],
+                           "value": ["False", "0", "0"]})
+    assert "single node" in quickstart_notes(checks)
 
 
 def test_a_given_goal_is_run_as_given(tmp_path):
-    run = run_quickstart("say hello", tmp_path, lm=lm_for(atomic=("say hello",)))
+    run = run_quickstart("say hello", tmp_path, lm=lm_for())
     candidates = read_table(tmp_path, "candidates")
     assert list(candidates["goal"]) == ["say hello"] and list(candidates["chosen_by"]) == ["given"]
     assert run.goal == "say hello" and list(read_table(tmp_path, "checks")["check"])[-1] == "nodes not completed"
+    assert list(candidates["atomizer"]) == ["model"]  # planned by the model: no fallback run
 
 
 def test_checks_and_note_come_from_the_run(tmp_path):

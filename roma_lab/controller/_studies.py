@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,8 +62,10 @@ QUICKSTART_GOALS = (
                    "two-sentence summary putting the two events in order.", ("1914", "1935")),
 )
 QUICKSTART_RULE = ("the first goal of QUICKSTART_GOALS, in the order written, whose run plans at the root (the "
-                   "atomizer calls it not atomic); if no goal is planned, the first goal's run is kept and "
-                   "candidates.csv says so. A rule about the tree's structure, never about the answer.")
+                   "model's atomizer calls it not atomic); if the model plans none of them, the first goal again "
+                   "with the root's atomize step skipped (the root always plans; the model still writes the plan, "
+                   "runs the subtasks and aggregates). A rule about the tree's structure, never about the answer; "
+                   "candidates.csv lists every run tried and which was kept.")
 _YEAR_QUESTION = re.compile(r"\b(in what|in which|what|which) year\b", re.IGNORECASE)
 
 
@@ -89,33 +92,50 @@ def run_quickstart(
     """Run ROMA's default DSPy roles on ``goal`` (None: chosen by QUICKSTART_RULE from
     QUICKSTART_GOALS) with the search executor over ``corpus`` (None: ``quickstart_corpus()``).
 
-    Writes ``run.json`` (the run kept), ``usage.csv``, ``calls.csv``, ``candidates.csv`` (every
-    goal tried, in order, with whether its root was planned) and ``checks.csv`` (what the kept
+    Writes ``run.json`` (the run kept: the last one tried), ``usage.csv``, ``calls.csv``,
+    ``candidates.csv`` (every run tried, in order, with its atomizer and whether its root was
+    planned) and ``checks.csv`` (what the kept
     run's trace shows: see ``quickstart_checks``)."""
     import pandas as pd
 
     from roma_lab.results import write_table, write_text_atomic
 
-    roma = Roma(lm=lm, max_depth=max_depth, max_concurrency=max_concurrency,
-                corpus=quickstart_corpus() if corpus is None else corpus)
+    corpus = quickstart_corpus() if corpus is None else corpus
+    settings = {"lm": lm, "max_depth": max_depth, "max_concurrency": max_concurrency, "corpus": corpus}
     candidates = [QuickstartGoal(goal, ())] if goal is not None else list(QUICKSTART_GOALS)
-    tried: list[tuple[QuickstartGoal, Run]] = []
+    tried: list[tuple[QuickstartGoal, str, Run]] = []
     for candidate in candidates:
-        tried.append((candidate, roma.run(candidate.goal, on_event=on_event)))
-        if _planned(tried[-1][1]):
+        tried.append((candidate, "model", Roma(**settings).run(candidate.goal, on_event=on_event)))
+        if _planned(tried[-1][2]):
             break
-    kept, run = next(((c, r) for c, r in tried if _planned(r)), tried[0])
+    else:  # the model planned none: the first again, its root planned without asking the atomizer
+        from ._roles import Atomizer
+
+        tried.append((candidates[0], "skipped at the root",
+                      Roma(atomizer=partial(_plan_root, root=candidates[0].goal, atomizer=Atomizer()), **settings)
+                      .run(candidates[0].goal, on_event=on_event)))
+    kept, _, run = tried[-1]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "run.json", run.to_json())
     write_table(run.usage_df(), out, "usage")
     write_table(run.calls_df(), out, "calls")
     write_table(pd.DataFrame([{"order": i, "goal": c.goal, "chosen_by": "given" if goal is not None else "rule",
-                               "root_planned": _planned(r), "status": r.status, "calls": len(r.calls_df()),
-                               "wall_s": r.wall_s, "kept": c is kept} for i, (c, r) in enumerate(tried)]),
-                out, "candidates")
+                               "atomizer": atomizer, "root_planned": _planned(r), "status": r.status,
+                               "calls": len(r.calls_df()), "wall_s": r.wall_s, "kept": i == len(tried) - 1}
+                              for i, (c, atomizer, r) in enumerate(tried)]), out, "candidates")
     write_table(quickstart_checks(run, kept.facts), out, "checks")
     return run
+
+
+def _plan_root(goal: str, context: str, *, root: str, atomizer):
+    """The atomizer of the fallback run: the root goal plans without a model call (the trace still
+    shows the call); any other goal goes to the model's ``atomizer``."""
+    import dspy
+
+    if goal == root:
+        return dspy.Prediction(is_atomic=False, task_type="think")
+    return atomizer(goal=goal, context=context)
 
 
 def _planned(run: Run) -> bool:
