@@ -62,7 +62,11 @@ def test_when_the_model_plans_no_goal_the_first_runs_again_with_its_root_planned
     roles = [c.role for c in run.root.calls]
     assert roles[0] == "atomizer" and "planner" in roles and "aggregator" in roles
     assert run.root.calls[0].input_tokens in (0, None)
-    assert "split the goal into 2 subtasks" in quickstart_notes(read_table(tmp_path, "checks"))
+    assert list(candidates["facts"]) == [len(g.facts) for g in QUICKSTART_GOALS] + [len(QUICKSTART_GOALS[0].facts)]
+    assert not candidates["facts_stated"].any()  # the scripted replies state no figure
+    note = quickstart_notes(read_table(tmp_path, "checks"), candidates)
+    assert "split the goal into 2 subtasks" in note
+    assert f"called {n} of {n} goal(s) tried atomic" in note and f"0 of the {sum(len(g.facts) for g in QUICKSTART_GOALS)}" in note
 
 
 def test_the_note_says_when_a_run_is_a_single_node():
@@ -78,7 +82,14 @@ def test_a_given_goal_is_run_as_given(tmp_path):
     candidates = read_table(tmp_path, "candidates")
     assert list(candidates["goal"]) == ["say hello"] and list(candidates["chosen_by"]) == ["given"]
     assert run.goal == "say hello" and list(read_table(tmp_path, "checks")["check"])[-1] == "nodes not completed"
-    assert list(candidates["atomizer"]) == ["model"]  # planned by the model: no fallback run
+    assert list(candidates["atomizer"]) == ["model"]
+
+
+def test_a_given_atomic_goal_stays_one_node(tmp_path):
+    run = run_quickstart("say hello", tmp_path, lm=lm_for(atomic=("say hello",)))
+    candidates = read_table(tmp_path, "candidates")
+    assert list(candidates["atomizer"]) == ["model"] and list(candidates["root_planned"]) == [False]
+    assert len(run.nodes) == 1  # no fallback: a goal given is run as given
 
 
 def test_checks_and_note_come_from_the_run(tmp_path):
@@ -91,8 +102,10 @@ def test_checks_and_note_come_from_the_run(tmp_path):
     assert value["a subtask output states 346"] == "False"
     assert value["the final answer states 1964"] == value["the final answer states 346"] == "True"
     assert value["the final answer states 1618"] == "False"  # 16180 is not 1618
-    note = quickstart_notes(checks)
+    note = quickstart_notes(checks, read_table(tmp_path, "candidates"))
     assert "states 1964, 346" in note and "so 1618 got lost" in note and run.goal == goal.goal
+    assert "atomizer called" not in note  # the model planned the first goal: nothing to say about atomic runs
+    assert list(read_table(tmp_path, "candidates")["facts_stated"]) == [2]
 
 
 def test_the_corpus_holds_every_candidates_looked_up_facts():

@@ -89,7 +89,7 @@ def run_quickstart(
     corpus: Sequence[str] | str | PathLike[str] | None = None,
     on_event: Observer | None = None,
 ) -> Run:
-    """Run ROMA's default DSPy roles on ``goal`` (None: chosen by QUICKSTART_RULE from
+    """Run ROMA's default DSPy roles on ``goal`` as given (None: chosen by QUICKSTART_RULE from
     QUICKSTART_GOALS) with the search executor over ``corpus`` (None: ``quickstart_corpus()``).
 
     Writes ``run.json`` (the run kept: the last one tried), ``usage.csv``, ``calls.csv``,
@@ -108,7 +108,8 @@ def run_quickstart(
         tried.append((candidate, "model", Roma(**settings).run(candidate.goal, on_event=on_event)))
         if _planned(tried[-1][2]):
             break
-    else:  # the model planned none: the first again, its root planned without asking the atomizer
+    if goal is None and not _planned(tried[-1][2]):
+        # the model planned none: the first again, its root planned without asking the atomizer
         from ._roles import Atomizer
 
         tried.append((candidates[0], "skipped at the root",
@@ -122,7 +123,9 @@ def run_quickstart(
     write_table(run.calls_df(), out, "calls")
     write_table(pd.DataFrame([{"order": i, "goal": c.goal, "chosen_by": "given" if goal is not None else "rule",
                                "atomizer": atomizer, "root_planned": _planned(r), "status": r.status,
-                               "calls": len(r.calls_df()), "wall_s": r.wall_s, "kept": i == len(tried) - 1}
+                               "calls": len(r.calls_df()), "wall_s": r.wall_s, "facts": len(c.facts),
+                               "facts_stated": sum(_states(r.output, f) for f in c.facts),
+                               "kept": i == len(tried) - 1}
                               for i, (c, atomizer, r) in enumerate(tried)]), out, "candidates")
     write_table(quickstart_checks(run, kept.facts), out, "checks")
     return run
@@ -136,6 +139,11 @@ def _plan_root(goal: str, context: str, *, root: str, atomizer):
     if goal == root:
         return dspy.Prediction(is_atomic=False, task_type="think")
     return atomizer(goal=goal, context=context)
+
+
+def _states(text: str | None, fact: str) -> bool:
+    """``fact`` (a figure) appears in ``text`` as a whole number: 1618 is not in 16180."""
+    return re.search(rf"(?<![\d.]){re.escape(fact)}(?![\d])", text or "") is not None
 
 
 def _planned(run: Run) -> bool:
@@ -162,14 +170,14 @@ def quickstart_checks(run: Run, facts: Sequence[str] = ()) -> pd.DataFrame:
             ("nodes not completed", sum(n.status != "completed" for n in run.nodes))]
     outputs = " ".join(n.output or "" for n in subtasks)
     for fact in facts:
-        pattern = re.compile(rf"(?<![\d.]){re.escape(fact)}(?![\d])")
-        rows.append((f"a subtask output states {fact}", bool(pattern.search(outputs))))
-        rows.append((f"the final answer states {fact}", bool(pattern.search(run.output or ""))))
+        rows.append((f"a subtask output states {fact}", _states(outputs, fact)))
+        rows.append((f"the final answer states {fact}", _states(run.output, fact)))
     return pd.DataFrame({"check": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
 
 
-def quickstart_notes(checks: pd.DataFrame) -> str:
-    """Markdown sentences about one quickstart run, written only from its ``checks.csv``."""
+def quickstart_notes(checks: pd.DataFrame, candidates: pd.DataFrame | None = None) -> str:
+    """Markdown sentences about one quickstart run, written only from its ``checks.csv`` and
+    ``candidates.csv``."""
     value = dict(zip(checks["check"], checks["value"], strict=True))
     if value["root planned (not atomic)"] != "True":
         notes = ["The atomizer called the goal atomic, so this run is a single node: no plan, no aggregation."]
@@ -188,6 +196,13 @@ def quickstart_notes(checks: pd.DataFrame) -> str:
                      + (f", so {', '.join(lost)} got lost on the way to the answer." if lost else "."))
     notes.append(f"{value['plan warnings']} plan warning(s) (parts of a plan the controller had to repair) and "
                  f"{value['nodes not completed']} node(s) that did not complete.")
+    if candidates is not None:
+        asked = candidates[candidates["atomizer"] == "model"]
+        atomic = asked[~asked["root_planned"].astype(bool)]
+        if len(atomic):
+            notes.append(f"The model's own atomizer called {len(atomic)} of {len(asked)} goal(s) tried atomic; "
+                         f"answered in one step, without a plan, those runs stated "
+                         f"{int(atomic['facts_stated'].sum())} of the {int(atomic['facts'].sum())} expected figures.")
     return " ".join(notes)
 
 
