@@ -1,7 +1,13 @@
-"""Speed of the embedded model: tokens/s, prefix-reuse speed-up, JSON grammar vs parse-and-repair vs auto.
+"""Speed of the embedded model: roma_lab.lm vs bare llama-cpp-python, prefix reuse, JSON modes.
 
     python benchmarks/bench_lm.py                      # default model ("local", Qwen2.5-Coder-1.5B)
     python benchmarks/bench_lm.py --model local:smollm2-135m --calls 4
+    python benchmarks/bench_lm.py --ratio-only         # only the roma_lab.lm / bare llama.cpp ratios
+
+The first block runs one chat prompt through roma_lab.lm (threads as the toolkit chooses them) and
+through a bare ``llama_cpp.Llama`` with every CPU of this process, alternately, and prints the
+ratio of tokens/s (prompt and generation separately, from llama.cpp's own counters) and of the time
+spent generating (the wait for the machine's one-generation-at-a-time turn left out on both sides).
 
 Prints one run's numbers and ratios; no completion cache is used. Run it on a quiet machine:
 llama.cpp slows down badly when other processes compete for the cores.
@@ -64,6 +70,11 @@ class Plan(dspy.Signature):
     subtasks: list[Subtask] = dspy.OutputField()
 
 
+RATIO_MESSAGES = [{"role": "system", "content": ROLE_INSTRUCTIONS},
+                  {"role": "user", "content": "Goal: count from one to fifty in words."}]
+RATIO_MAX_TOKENS = 96
+
+
 def llama(lm):
     """The loaded llama.cpp model behind an LM from resolve_lm (loading it if needed)."""
     lm("hi", max_tokens=1)
@@ -85,6 +96,54 @@ def token_speeds(model) -> tuple[float, float]:
                             temperature=0.0)
     p = perf(model)
     return p.n_p_eval / (p.t_p_eval_ms / 1000), p.n_eval / (p.t_eval_ms / 1000)
+
+
+def chat_speeds(model, call, busy=None) -> tuple[float, float, float]:
+    """(prompt tok/s, generation tok/s, wall s) of ``call()`` on ``model`` with an empty KV cache.
+    ``busy()``, when given, reads the seconds spent generating (roma_lab.lm's counter, which
+    leaves out the wait for the machine's turn); otherwise the wall time of the call counts."""
+    import llama_cpp
+
+    model.reset()  # the whole prompt is evaluated, not reused from the previous call
+    llama_cpp.llama_perf_context_reset(model._ctx.ctx)
+    start, busy_before = time.perf_counter(), busy() if busy else 0.0
+    call()
+    wall = busy() - busy_before if busy else time.perf_counter() - start
+    p = perf(model)
+    return p.n_p_eval / (p.t_p_eval_ms / 1000), p.n_eval / (p.t_eval_ms / 1000), wall
+
+
+def toolkit_vs_bare(name: str, rounds: int) -> None:
+    """Best of ``rounds`` alternating runs each; both hold the machine's generation turn."""
+    import llama_cpp
+
+    from roma_lab.lm._engine import _machine_turn
+
+    from dspy.lm15 import Config, Message, Request
+
+    lm = resolve_lm(name, cache=False)
+    request = Request(model=lm.model, system=ROLE_INSTRUCTIONS, messages=(Message.user(RATIO_MESSAGES[1]["content"]),),
+                      config=Config(max_tokens=RATIO_MAX_TOKENS, temperature=0.0))
+    toolkit = llama(lm)  # loads the model the way every notebook does
+    bare_threads = len(os.sched_getaffinity(0))
+    bare = llama_cpp.Llama(model_path=toolkit.model_path, n_ctx=toolkit.context_params.n_ctx, n_threads=bare_threads,
+                           n_threads_batch=bare_threads, verbose=False)
+    print(f"threads: roma_lab.lm {toolkit.context_params.n_threads}, bare llama.cpp {bare_threads} "
+          f"(CPUs in affinity mask); load_avg_1min={os.getloadavg()[0]:.2f}", flush=True)
+    runs = {"roma_lab.lm": [], "bare": []}
+    for _ in range(rounds):
+        runs["roma_lab.lm"].append(chat_speeds(toolkit, lambda: lm(request),
+                                               busy=lambda: _HOST._call_seconds))
+        with _machine_turn():
+            runs["bare"].append(chat_speeds(bare, lambda: bare.create_chat_completion(
+                messages=RATIO_MESSAGES, max_tokens=RATIO_MAX_TOKENS, temperature=0.0)))
+    best = {who: (max(r[0] for r in rs), max(r[1] for r in rs), min(r[2] for r in rs)) for who, rs in runs.items()}
+    for who, (prompt, gen, wall) in best.items():
+        print(f"{who:12s} prompt {prompt:7.1f} tok/s  generation {gen:6.1f} tok/s  wall {wall:6.2f} s", flush=True)
+    (tp, tg, tw), (bp, bg, bw) = best["roma_lab.lm"], best["bare"]
+    print(f"ratio roma_lab.lm / bare (best of {rounds}): prompt x{tp / bp:.2f}  generation x{tg / bg:.2f}  "
+          f"speed (1/wall) x{bw / tw:.2f}   load_avg_1min={os.getloadavg()[0]:.2f}", flush=True)
+    bare.close()
 
 
 def role_calls(model, goals, *, reuse: bool) -> float:
@@ -114,10 +173,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="local")
     parser.add_argument("--calls", type=int, default=len(GOALS), help="goals per measurement (<= 8)")
+    parser.add_argument("--rounds", type=int, default=2, help="alternating runs per side in the ratio block")
+    parser.add_argument("--ratio-only", action="store_true", help="stop after the roma_lab.lm / bare ratio block")
     args = parser.parse_args()
     goals = GOALS[: args.calls]
     load = os.getloadavg()[0]
     print(f"model={args.model} threads={free_cores()} calls={len(goals)} load_avg_1min={load:.2f}", flush=True)
+    toolkit_vs_bare(args.model, args.rounds)
+    if args.ratio_only:
+        return
 
     grammar_lm = resolve_lm(args.model, cache=False, json_mode="grammar")
     model = llama(grammar_lm)

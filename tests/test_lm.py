@@ -375,7 +375,7 @@ def test_auto_json_mode_retries_once_under_the_grammar(monkeypatch):
     from roma_lab.lm import LlamaEngine
 
     fake = FakeLlama()
-    host = type("Host", (), {"lock": threading.Lock(), "get": lambda self, *a: fake})()
+    host = type("Host", (), {"lock": threading.Lock(), "get": lambda self, *a: fake, "generated": lambda self, s: None})()
     monkeypatch.setattr("roma_lab.lm._engine._HOST", host)
     engine = LlamaEngine(lambda: Path("unused.gguf"), model_id="fake", json_mode="auto")
     lm = dspy.LM("local/fake", engine=engine, cache=False)
@@ -417,6 +417,43 @@ def test_free_cores_env_override(monkeypatch):
     assert 1 <= free_cores() <= len(__import__("os").sched_getaffinity(0))
 
 
+def test_threads_ignore_the_load_the_toolkit_made_itself(monkeypatch):
+    """Generations take turns machine-wide, so a load average left by the previous notebook (or
+    a process waiting for its turn) must not cut the threads: every CPU of the affinity mask."""
+    import os
+
+    monkeypatch.delenv("ROMA_LAB_THREADS", raising=False)
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.55, 1.2, 1.0))
+    assert free_cores() == len(os.sched_getaffinity(0))
+
+
+def test_generation_turn_is_machine_wide_whatever_the_cache(monkeypatch, tmp_path):
+    """Two processes with different $ROMA_LAB_CACHE share the cores, so they share the turn."""
+    import fcntl
+    import os
+    import threading
+
+    from roma_lab.lm._engine import GENERATION_LOCK, _machine_turn
+
+    monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "another_cache"))
+    entered = threading.Event()
+
+    def generate():
+        with _machine_turn():
+            entered.set()
+
+    fd = os.open(GENERATION_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # another process's generation, as flock sees it
+        worker = threading.Thread(target=generate, daemon=True)
+        worker.start()
+        assert not entered.wait(0.5)  # waits for the turn
+    finally:
+        os.close(fd)
+    assert entered.wait(30)
+    worker.join(30)
+
+
 # --- real model smoke test ----------------------------------------------------------------------
 
 
@@ -439,6 +476,29 @@ def test_real_local_model_generates_and_follows_schema():
     result = predict(lm, goal="Write a short poem about the sea.")
     assert isinstance(result.is_atomic, bool) and isinstance(result.task_type, str)
     assert result.get_lm_usage()[lm.model]["completion_tokens"] > 0
+
+
+@pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+def test_a_freed_model_records_its_threads_and_speed(monkeypatch, tmp_path):
+    from roma_lab.lm import SPEED_LOG_ENV, read_speeds
+    from roma_lab.lm._engine import _HOST
+
+    _HOST.close()  # a model another test left loaded is not this test's record
+    log = tmp_path / "speed.jsonl"
+    monkeypatch.setenv(SPEED_LOG_ENV, str(log))
+    monkeypatch.setenv("ROMA_LAB_THREADS", "1")
+    monkeypatch.setattr("os.getloadavg", lambda: (0.75, 0.5, 0.25))
+    lm = resolve_lm("local:smollm2-135m", cache=False, max_tokens=8)
+    lm("Reply with one word: hello")
+    lm("Reply with one word: bye")
+    _HOST.close()
+    (record,), damaged = read_speeds(log)
+    assert damaged == 0 and record.model.lower().startswith("smollm2") and record.threads == 1 and record.calls == 2
+    assert record.load_avg_1min == 0.75 and record.loaded_at <= record.closed_at and record.call_seconds > 0
+    assert record.prompt_tokens > 0 and record.generated_tokens > 0
+    assert record.prompt_tps > 0 and record.generation_tps > 0
+    _HOST.close()  # nothing loaded: nothing more is written
+    assert len(read_speeds(log)[0]) == 1
 
 
 @pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))

@@ -26,6 +26,9 @@ from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
 from ._studies import (
+    QUICKSTART_GOALS,
+    QUICKSTART_RULE,
+    QuickstartGoal,
     compare_schedules,
     measure_references,
     measure_repair,
@@ -33,6 +36,9 @@ from ._studies import (
     plot_references,
     plot_repair,
     plot_structure,
+    quickstart_checks,
+    quickstart_corpus,
+    quickstart_notes,
     run_quickstart,
 )
 from ._tools import (
@@ -75,6 +81,8 @@ def __getattr__(name: str):
 
 
 __all__ = [
+    "QUICKSTART_GOALS",
+    "QUICKSTART_RULE",
     "ISOLATION_MODES",
     "NODE_STATUSES",
     "OUTPUT_STATUSES",
@@ -102,6 +110,7 @@ __all__ = [
     "RepairRecord",
     "RoleCall",
     "RoleError",
+    "QuickstartGoal",
     "Roma",
     "RouterAtomizer",
     "RomaSettings",
@@ -128,6 +137,9 @@ __all__ = [
     "plot_references",
     "plot_repair",
     "plot_structure",
+    "quickstart_checks",
+    "quickstart_corpus",
+    "quickstart_notes",
     "read_artifact",
     "run_python",
     "run_quickstart",

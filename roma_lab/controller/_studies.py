@@ -3,7 +3,10 @@ tidy CSVs and traces."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,26 +21,190 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 
+@dataclass(frozen=True, slots=True)
+class QuickstartGoal:
+    """A candidate goal for the quickstart and the figures a correct answer states (from the corpus)."""
+
+    goal: str
+    facts: tuple[str, ...]
+
+
+# Written, with the rule below, before the embedded model saw any of them. Each needs two look-ups
+# in the quickstart corpus and one step that depends on both; the facts are the corpus's answers
+# (and, for the first four, the arithmetic on them). The first four were written first; on the
+# embedded Qwen 1.5B the atomizer called all four atomic ("code": a script with invented years),
+# so four more, phrased as explicit parts, were appended after that run. Nothing was reordered or
+# removed: a run still tries the first four first, and candidates.csv shows each verdict.
+QUICKSTART_GOALS = (
+    QuickstartGoal("Find the year Seiko became the Official Timer of the Olympics and the year the first Zildjian "
+                   "cymbals were created, then compute how many years apart the two events are.",
+                   ("1964", "1618", "346")),
+    QuickstartGoal("Find the year the first Zildjian cymbals were created and the year the bronze loincloth was added "
+                   "to Michelangelo's Risen Christ, then compute how many years apart the two events are.",
+                   ("1618", "1546", "72")),
+    QuickstartGoal("Find the year Stepan Timoshenko received the Worcester Reed Warner Medal and the year Alexej von "
+                   "Jawlensky was expelled from Germany, then compute how many years apart the two events are.",
+                   ("1935", "1914", "21")),
+    QuickstartGoal("Find the year the Computer History Museum had its first exhibit and the year the University of "
+                   "Michigan began developing the MICRO Information Management System, then compute how many years "
+                   "apart the two events are.", ("1975", "1970", "5")),
+    QuickstartGoal("Write a short report in three parts: (1) the year Seiko became the Official Timer of the Olympics, "
+                   "(2) the year the first Zildjian cymbals were created, (3) one closing sentence saying which came "
+                   "first.", ("1964", "1618")),
+    QuickstartGoal("Research two separate facts, then combine them: first, the year the Computer History Museum had "
+                   "its first exhibit; second, the year the University of Michigan began developing the MICRO "
+                   "Information Management System; finally, write one paragraph saying which came first.",
+                   ("1975", "1970")),
+    QuickstartGoal("Prepare a two-item fact sheet, looking each item up separately: the year Jon Kleinberg became a "
+                   "fellow of the ACM, and the year Galip Ulsoy received the Charles Russ Richards Memorial Award; end "
+                   "with one sentence on whether they fall in the same year.", ("2013",)),
+    QuickstartGoal("Carry out a small research task in steps: look up the year Alexej von Jawlensky was expelled from "
+                   "Germany, look up the year Stepan Timoshenko received the Worcester Reed Warner Medal, then write a "
+                   "two-sentence summary putting the two events in order.", ("1914", "1935")),
+)
+QUICKSTART_RULE = ("the first goal of QUICKSTART_GOALS, in the order written, whose run plans at the root (the "
+                   "model's atomizer calls it not atomic); if the model plans none of them, the first goal again "
+                   "with the root's atomize step skipped (the root always plans; the model still writes the plan, "
+                   "runs the subtasks and aggregates). A rule about the tree's structure, never about the answer; "
+                   "candidates.csv lists every run tried and which was kept.")
+_YEAR_QUESTION = re.compile(r"\b(in what|in which|what|which) year\b", re.IGNORECASE)
+
+
+def quickstart_corpus() -> list[str]:
+    """The search executor's corpus: every SimpleQA Verified row (data/benchmarks/simpleqa, checked
+    against its SHA-256 when loaded) that asks for a year and is answered by a four-digit year, as
+    "Q: ... A: ..." passages (99 rows; the candidate goals' facts are ten of them)."""
+    from roma_lab.bench import load_simpleqa
+
+    return [f"Q: {item.question} A: {item.answer}" for item in load_simpleqa(verified=True)
+            if _YEAR_QUESTION.search(item.question) and re.fullmatch(r"\d{4}", str(item.answer).strip())]
+
+
 def run_quickstart(
-    goal: str,
+    goal: str | None,
     out_dir: str | PathLike[str],
     *,
     lm: Any = "local",
     max_depth: int = 1,
-    max_concurrency: int = 1,
+    max_concurrency: int = 2,
     corpus: Sequence[str] | str | PathLike[str] | None = None,
     on_event: Observer | None = None,
 ) -> Run:
-    """Run ROMA's default DSPy roles on ``goal``; write ``run.json``, ``usage.csv`` and ``calls.csv``."""
+    """Run ROMA's default DSPy roles on ``goal`` as given (None: chosen by QUICKSTART_RULE from
+    QUICKSTART_GOALS) with the search executor over ``corpus`` (None: ``quickstart_corpus()``).
+
+    Writes ``run.json`` (the run kept: the last one tried), ``usage.csv``, ``calls.csv``,
+    ``candidates.csv`` (every run tried, in order, with its atomizer and whether its root was
+    planned) and ``checks.csv`` (what the kept
+    run's trace shows: see ``quickstart_checks``)."""
+    import pandas as pd
+
     from roma_lab.results import write_table, write_text_atomic
 
-    run = Roma(lm=lm, max_depth=max_depth, max_concurrency=max_concurrency, corpus=corpus).run(goal, on_event=on_event)
+    corpus = quickstart_corpus() if corpus is None else corpus
+    settings = {"lm": lm, "max_depth": max_depth, "max_concurrency": max_concurrency, "corpus": corpus}
+    candidates = [QuickstartGoal(goal, ())] if goal is not None else list(QUICKSTART_GOALS)
+    tried: list[tuple[QuickstartGoal, str, Run]] = []
+    for candidate in candidates:
+        tried.append((candidate, "model", Roma(**settings).run(candidate.goal, on_event=on_event)))
+        if _planned(tried[-1][2]):
+            break
+    if goal is None and not _planned(tried[-1][2]):
+        # the model planned none: the first again, its root planned without asking the atomizer
+        from ._roles import Atomizer
+
+        tried.append((candidates[0], "skipped at the root",
+                      Roma(atomizer=partial(_plan_root, root=candidates[0].goal, atomizer=Atomizer()), **settings)
+                      .run(candidates[0].goal, on_event=on_event)))
+    kept, _, run = tried[-1]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "run.json", run.to_json())
     write_table(run.usage_df(), out, "usage")
     write_table(run.calls_df(), out, "calls")
+    write_table(pd.DataFrame([{"order": i, "goal": c.goal, "chosen_by": "given" if goal is not None else "rule",
+                               "atomizer": atomizer, "root_planned": _planned(r), "status": r.status,
+                               "calls": len(r.calls_df()), "wall_s": r.wall_s, "facts": len(c.facts),
+                               "facts_stated": sum(_states(r.output, f) for f in c.facts),
+                               "kept": i == len(tried) - 1}
+                              for i, (c, atomizer, r) in enumerate(tried)]), out, "candidates")
+    write_table(quickstart_checks(run, kept.facts), out, "checks")
     return run
+
+
+def _plan_root(goal: str, context: str, *, root: str, atomizer):
+    """The atomizer of the fallback run: the root goal plans without a model call (the trace still
+    shows the call); any other goal goes to the model's ``atomizer``."""
+    import dspy
+
+    if goal == root:
+        return dspy.Prediction(is_atomic=False, task_type="think")
+    return atomizer(goal=goal, context=context)
+
+
+def _states(text: str | None, fact: str) -> bool:
+    """``fact`` (a figure) appears in ``text`` as a whole number: 1618 is not in 16180."""
+    return re.search(rf"(?<![\d.]){re.escape(fact)}(?![\d])", text or "") is not None
+
+
+def _planned(run: Run) -> bool:
+    return bool(run.children(run.root.id))
+
+
+def quickstart_checks(run: Run, facts: Sequence[str] = ()) -> pd.DataFrame:
+    """What a run's trace shows, one row per check (``check``, ``value``): whether the root was
+    planned, how many subtasks and dependencies the plan has, how many subtasks ran at the same
+    time, whether the aggregator answered, plan warnings, nodes that did not complete, and for
+    each expected fact whether a subtask output and the final answer state it."""
+    import pandas as pd
+
+    subtasks = run.children(run.root.id)
+    ids = {n.id for n in subtasks}
+    spans = [(n.started_s, n.ended_s) for n in subtasks if n.started_s is not None and n.ended_s is not None]
+    overlap = max((sum(s <= t < e for s, e in spans) for t, _ in spans), default=0)
+    rows = [("root planned (not atomic)", _planned(run)),
+            ("subtasks", len(subtasks)),
+            ("dependencies between subtasks", sum(len([d for d in n.depends_on if d in ids]) for n in subtasks)),
+            ("most subtasks running at once", overlap),
+            ("aggregator answered", any(c.role == "aggregator" and c.error is None for c in run.root.calls)),
+            ("plan warnings", sum(len(n.warnings) for n in run.nodes)),
+            ("nodes not completed", sum(n.status != "completed" for n in run.nodes))]
+    outputs = " ".join(n.output or "" for n in subtasks)
+    for fact in facts:
+        rows.append((f"a subtask output states {fact}", _states(outputs, fact)))
+        rows.append((f"the final answer states {fact}", _states(run.output, fact)))
+    return pd.DataFrame({"check": [r[0] for r in rows], "value": [str(r[1]) for r in rows]})
+
+
+def quickstart_notes(checks: pd.DataFrame, candidates: pd.DataFrame | None = None) -> str:
+    """Markdown sentences about one quickstart run, written only from its ``checks.csv`` and
+    ``candidates.csv``."""
+    value = dict(zip(checks["check"], checks["value"], strict=True))
+    if value["root planned (not atomic)"] != "True":
+        notes = ["The atomizer called the goal atomic, so this run is a single node: no plan, no aggregation."]
+    else:
+        notes = [f"The planner split the goal into {value['subtasks']} subtasks with "
+                 f"{value['dependencies between subtasks']} dependencies between them; at most "
+                 f"{value['most subtasks running at once']} ran at the same time, and the aggregator "
+                 + ("answered." if value["aggregator answered"] == "True" else "gave no answer.")]
+    facts = [c.removeprefix("the final answer states ") for c in value if c.startswith("the final answer states ")]
+    found = [f for f in facts if value[f"a subtask output states {f}"] == "True"]
+    stated = [f for f in facts if value[f"the final answer states {f}"] == "True"]
+    lost = [f for f in found if f not in stated]
+    if facts:
+        notes.append(f"Of the figures a correct answer states ({', '.join(facts)}), the final answer states "
+                     f"{', '.join(stated) or 'none'}; the subtasks' outputs state {', '.join(found) or 'none'}"
+                     + (f", so {', '.join(lost)} got lost on the way to the answer." if lost else "."))
+    notes.append(f"{value['plan warnings']} plan warning(s) (parts of a plan the controller had to repair) and "
+                 f"{value['nodes not completed']} node(s) that did not complete.")
+    if candidates is not None:
+        asked = candidates[candidates["atomizer"] == "model"]
+        atomic = asked[~asked["root_planned"].astype(bool)]
+        if len(atomic):
+            notes.append(f"The model's own atomizer called {len(atomic)} of {len(asked)} goal(s) tried atomic; "
+                         f"answered in one step, without a plan, those runs stated "
+                         f"{int(atomic['facts_stated'].sum())} of the {int(atomic['facts'].sum())} expected figures.")
+    return " ".join(notes)
 
 
 def measure_structure(

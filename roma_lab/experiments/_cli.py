@@ -1,4 +1,5 @@
-"""Command line: ``list`` the experiments with their status, ``run`` some or all of them."""
+"""Command line: ``list`` the experiments with their status, ``run`` some or all of them, ``times``
+prints the run-time table (markdown) from each results folder's provenance.json."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ import sys
 from pathlib import Path
 
 from roma_lab.dist import ClusterConnectError, WorkerEnvironmentError, resolve_cluster
+from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import default_repo_root
 
 from ._runner import experiment_status, run_experiments
 from ._spec import SpecError, load_specs
+from ._times import SPEED_LOG, run_times, times_markdown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,6 +34,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", parents=[shared], help="show every experiment and its status")
+    commands.add_parser("times", parents=[shared], help="print the run-time table (markdown) from results/*/provenance.json")
     run = commands.add_parser("run", parents=[shared], help="run experiments, skipping completed ones")
     run.add_argument("stems", nargs="*", metavar="STEM", help="experiments to run, by notebook stem")
     run.add_argument("--all", action="store_true", help="run every experiment")
@@ -81,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
             print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         print(f"{len(specs)} experiments; results in {results_root}")
         return 0
+
+    if args.command == "times":
+        print(times_markdown(run_times(results_root, [s.stem for s in specs])))
+        return 0
+    # every kernel started below records the threads and tokens/s its embedded model ran with
+    os.environ.setdefault(SPEED_LOG_ENV, str(results_root / SPEED_LOG))
 
     known = {s.stem: s for s in specs}
     unknown = [stem for stem in args.stems if stem not in known]

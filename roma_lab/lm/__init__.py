@@ -23,12 +23,15 @@ from ._models import (
 )
 from ._price import call_cost, in_process, served_from_cache
 from ._resolve import LocalModel, describe_lm_name, model_label, replay_lm, resolve_lm
+from ._speed import LOG_ENV as SPEED_LOG_ENV
+from ._speed import ModelSpeed, read_speeds
 from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
 
 __all__ = [
     "DEFAULT_VARIANT",
     "MODELS",
     "SCRIPTED",
+    "SPEED_LOG_ENV",
     "AsyncEngine",
     "CacheMissError",
     "CachingEngine",
@@ -38,6 +41,7 @@ __all__ = [
     "ModelChecksumError",
     "ModelNotInstalledError",
     "ModelSpec",
+    "ModelSpeed",
     "ReplayEngine",
     "ScriptedEngine",
     "ScriptedRequest",
@@ -49,6 +53,7 @@ __all__ = [
     "in_process",
     "model_file",
     "model_label",
+    "read_speeds",
     "replay_lm",
     "request_key",
     "resolve_lm",

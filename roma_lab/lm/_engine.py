@@ -14,10 +14,13 @@ import fcntl
 import functools
 import json
 import os
+import tempfile
 import threading
+import time
+from datetime import UTC, datetime
 from pathlib import Path
 
-from ._models import cache_dir
+from ._speed import ModelSpeed, append_speed
 
 __all__ = ["SUPPORTED_PARAMS", "AsyncEngine", "LlamaEngine", "free_cores"]
 
@@ -34,29 +37,34 @@ SUPPORTED_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "st
 
 
 def free_cores() -> int:
-    """Cores usable by llama.cpp now: $ROMA_LAB_THREADS, else this process's CPUs minus the load.
+    """Threads for llama.cpp: $ROMA_LAB_THREADS, else every CPU this process may run on.
 
-    llama.cpp collapses when its threads compete for cores (90 -> 9 tok/s measured), so it is
-    better to use one thread fewer than to oversubscribe.
+    Not cores minus the load average: generations take turns machine-wide (``_machine_turn``), so
+    the load counts the toolkit's own previous or queued work, and a kernel started just after
+    another stopped generating chose 1 thread and ran at half speed (design/local_model.md has
+    the measurements). Set $ROMA_LAB_THREADS lower when other CPU-bound work shares the machine:
+    llama.cpp collapses when its threads compete for cores.
     """
     if os.environ.get("ROMA_LAB_THREADS"):
         return max(1, int(os.environ["ROMA_LAB_THREADS"]))
-    cpus = len(os.sched_getaffinity(0))
-    return max(1, min(cpus, round(cpus - os.getloadavg()[0])))
+    return len(os.sched_getaffinity(0))
+
+
+# Not under $ROMA_LAB_CACHE: two processes with different caches still share the cores.
+GENERATION_LOCK = Path(tempfile.gettempdir()) / "roma_lab-generation.lock"
 
 
 @contextlib.contextmanager
 def _machine_turn():
-    """One generation at a time on this machine, across processes (an flock in the cache dir):
+    """One generation at a time on this machine, across processes (an flock on GENERATION_LOCK):
     two notebooks or a test and a notebook generating at once thrash the cores for both."""
-    path = cache_dir() / "generation.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    # read-only, created world-readable: any user's process can lock the file another created
+    fd = os.open(GENERATION_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing drops the lock
 
 
 class _ModelHost:
@@ -71,6 +79,8 @@ class _ModelHost:
         self.lock = threading.Lock()
         self._key: tuple | None = None
         self._llama = None
+        self._loaded: dict = {}  # set-up of the loaded model, for its speed record
+        self._calls, self._call_seconds = 0, 0.0
 
     def get(self, path: Path, n_ctx: int, n_threads: int | None):
         """The loaded model for these settings, loading it if needed. Call with ``lock`` held.
@@ -91,15 +101,35 @@ class _ModelHost:
                 ) from exc
             self.close()
             threads = n_threads or free_cores()
+            self._loaded = {"model": path.name, "pid": os.getpid(), "threads": threads,
+                            "cpus": len(os.sched_getaffinity(0)), "load_avg_1min": os.getloadavg()[0],
+                            "loaded_at": datetime.now(UTC)}
             self._llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
                                 n_threads_batch=threads, verbose=False)
             self._key = key
         return self._llama
 
+    def generated(self, seconds: float) -> None:
+        """Count one generation of the loaded model. Call with ``lock`` held."""
+        self._calls += 1
+        self._call_seconds += seconds
+
     def close(self) -> None:
         if self._llama is not None:
+            if self._calls:
+                append_speed(self._speed())
             self._llama.close()
-        self._llama, self._key = None, None
+        self._llama, self._key, self._loaded = None, None, {}
+        self._calls, self._call_seconds = 0, 0.0
+
+    def _speed(self) -> ModelSpeed:
+        import llama_cpp
+
+        perf = llama_cpp.llama_perf_context(self._llama._ctx.ctx)  # llama.cpp's counters since the load
+        return ModelSpeed(**self._loaded, closed_at=datetime.now(UTC), calls=self._calls,
+                          call_seconds=self._call_seconds, prompt_tokens=perf.n_p_eval,
+                          prompt_seconds=perf.t_p_eval_ms / 1000, generated_tokens=perf.n_eval,
+                          generation_seconds=perf.t_eval_ms / 1000)
 
 
 _HOST = _ModelHost()
@@ -147,10 +177,14 @@ class LlamaEngine:
         constrain = self.json_mode == "grammar" and bool(response_format)
         with _HOST.lock, _machine_turn():
             llama = _HOST.get(self._path(), self.n_ctx, self.n_threads)
+            start = time.perf_counter()
             text, finish, n_in, n_out = self._generate(llama, messages, request.config, constrain=constrain)
+            _HOST.generated(time.perf_counter() - start)
             if self.json_mode == "auto" and response_format and not _conforms(text, response_format):
                 # The one bounded retry: the same request under the grammar, which always parses.
+                start = time.perf_counter()
                 text, finish, n_in2, n_out2 = self._generate(llama, messages, request.config, constrain=True)
+                _HOST.generated(time.perf_counter() - start)
                 n_in, n_out = n_in + n_in2, n_out + n_out2
         return Response(id=None, model=self.model_id, message=Message.assistant([TextPart(text)]), finish_reason=finish,
                         usage=Usage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out))

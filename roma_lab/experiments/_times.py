@@ -1,0 +1,115 @@
+"""The README's run-time table, generated from each ``results/<stem>/provenance.json``.
+
+Run times in the README are this command's output, never typed by hand:
+``python -m roma_lab.experiments times``. A folder without a record, or with a damaged one, is a
+row that says so; it never stops the table. Beside each run: the threads, load average and
+tokens/s of the embedded models its kernel loaded, from ``<results_root>/lm_speed.jsonl`` (written
+by ``run``; see roma_lab.lm's ModelSpeed), matched to the run by time: a model loaded and freed
+between the run's start and end belongs to it (the runner runs one notebook at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+import warnings
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from roma_lab.lm import ModelSpeed, read_speeds
+from roma_lab.results import ProvenanceError, read_provenance
+
+SPEED_LOG = "lm_speed.jsonl"
+
+
+@dataclass(frozen=True, slots=True)
+class RunTime:
+    """One experiment's last recorded run, as the table shows it (None: not recorded)."""
+
+    stem: str
+    status: str  # the record's status, or "not run" / "unreadable"
+    started: datetime | None = None
+    finished: datetime | None = None
+    model: str | None = None
+    smoke: bool | None = None
+    speeds: tuple[ModelSpeed, ...] = ()  # the embedded models its kernel loaded
+
+    @property
+    def threads(self) -> str:
+        return ", ".join(str(t) for t in sorted({s.threads for s in self.speeds})) or "—"
+
+    @property
+    def load(self) -> str:
+        """The highest 1-minute load average seen when one of its models loaded."""
+        return f"{max(s.load_avg_1min for s in self.speeds):.2f}" if self.speeds else "—"
+
+    def tokens_per_s(self) -> str:
+        """Prompt / generation tokens per second over all its models (llama.cpp's counters)."""
+        prompt = sum(s.prompt_seconds for s in self.speeds)
+        generation = sum(s.generation_seconds for s in self.speeds)
+        if not prompt or not generation:
+            return "—"
+        return (f"{sum(s.prompt_tokens for s in self.speeds) / prompt:.1f} / "
+                f"{sum(s.generated_tokens for s in self.speeds) / generation:.1f}")
+
+    @property
+    def seconds(self) -> float | None:
+        """Wall time from start to end; None when the run never wrote its end (killed hard: "running")."""
+        if self.started is None or self.finished is None or self.status == "running":
+            return None
+        return (self.finished - self.started).total_seconds()
+
+
+def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpeed] = ()) -> RunTime:
+    """The run recorded in ``<results_root>/<stem>/provenance.json``, with the ``speeds`` of models
+    loaded and freed within it."""
+    try:
+        record = read_provenance(Path(results_root) / stem)
+    except FileNotFoundError:
+        return RunTime(stem, "not run")
+    except ProvenanceError:
+        return RunTime(stem, "unreadable")
+    smoke = record.extra.get("smoke")
+    ran = RunTime(stem, record.status, record.started_at, record.finished_at, record.model,
+                  smoke if isinstance(smoke, bool) else None)
+    # a run killed hard ("running") recorded no end: its window is empty, so nothing is attributed to it
+    within = tuple(s for s in speeds if ran.started <= s.loaded_at and s.closed_at <= ran.finished)
+    return replace(ran, speeds=within)
+
+
+def run_times(results_root: str | Path, stems: Sequence[str] = ()) -> list[RunTime]:
+    """``stems`` in order (missing ones as "not run"), then any other folder of ``results_root``
+    that holds a provenance.json, sorted by name; speeds from ``<results_root>/lm_speed.jsonl``."""
+    root = Path(results_root)
+    speeds, damaged = read_speeds(root / SPEED_LOG)
+    if damaged:
+        warnings.warn(f"{damaged} damaged line(s) of {root / SPEED_LOG} ignored", stacklevel=2)
+    extra = sorted(p.parent.name for p in root.glob("*/provenance.json") if p.parent.name not in stems)
+    return [read_run_time(root, stem, speeds) for stem in [*dict.fromkeys(stems), *extra]]
+
+
+def format_seconds(seconds: float | None) -> str:
+    if seconds is None:
+        return "—"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _when(moment: datetime | None) -> str:
+    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment is not None else "—"
+
+
+def times_markdown(rows: Sequence[RunTime]) -> str:
+    """A markdown table, one row per experiment, times in UTC."""
+    header = ["notebook", "status", "tier", "model", "started (UTC)", "finished (UTC)", "run time", "threads",
+              "load (1 min) at model load", "tok/s prompt / generation"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        tier = {True: "smoke", False: "default", None: "—"}[row.smoke]
+        cells = [f"`{row.stem}`", row.status, tier, row.model or "—", _when(row.started), _when(row.finished),
+                 format_seconds(row.seconds), row.threads, row.load, row.tokens_per_s()]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
