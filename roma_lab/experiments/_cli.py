@@ -24,9 +24,10 @@ def _parser() -> argparse.ArgumentParser:
         type=Path,
         help="project root holding experiments/ and notebooks/ (default: the checkout roma_lab is installed from)",
     )
-    shared = argparse.ArgumentParser(add_help=False)
-    shared.add_argument("--smoke", action="store_true", help="apply each spec's [smoke] overrides (small sizes, test models)")
-    shared.add_argument("--results", type=Path, help="results folder (default: <root>/results, smoke: <root>/results/smoke)")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--smoke", action="store_true", help="apply each spec's [smoke] overrides (small sizes, test models)")
+    where.add_argument("--results", type=Path, help="results folder (default: <root>/results, smoke: <root>/results/smoke)")
+    shared = argparse.ArgumentParser(add_help=False, parents=[where])
     shared.add_argument(
         "--lm",
         default=os.environ.get("ROMA_LAB_LM"),
@@ -34,7 +35,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("list", parents=[shared], help="show every experiment and its status")
-    commands.add_parser("times", parents=[shared], help="print the run-time table (markdown) from results/*/provenance.json")
+    # times reads what the runs recorded, whatever model they named
+    commands.add_parser("times", parents=[where], help="print the run-time table (markdown) from results/*/provenance.json")
     run = commands.add_parser("run", parents=[shared], help="run experiments, skipping completed ones")
     run.add_argument("stems", nargs="*", metavar="STEM", help="experiments to run, by notebook stem")
     run.add_argument("--all", action="store_true", help="run every experiment")
