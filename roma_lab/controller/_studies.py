@@ -34,7 +34,9 @@ class QuickstartGoal:
 # (and, for the first four, the arithmetic on them). The first four were written first; on the
 # embedded Qwen 1.5B the atomizer called all four atomic ("code": a script with invented years),
 # so four more, phrased as explicit parts, were appended after that run. Nothing was reordered or
-# removed: a run still tries the first four first, and candidates.csv shows each verdict.
+# removed: a run still tries the first four first, and candidates.csv shows each verdict. The model
+# called all eight atomic too; only then was the rule's fallback (the root planned without asking the
+# atomizer) added. Both changes are about the tree's structure; neither looked at an answer's quality.
 QUICKSTART_GOALS = (
     QuickstartGoal("Find the year Seiko became the Official Timer of the Olympics and the year the first Zildjian "
                    "cymbals were created, then compute how many years apart the two events are.",
