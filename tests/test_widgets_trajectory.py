@@ -297,7 +297,7 @@ def test_static_html_escapes_and_links_every_row_to_its_detail():
     task = AgentTask(item=item, split="dev", stratum="toy", environment=lambda context: MarkupEnv(),
                      grader=StringMatchGrader())
     lm = dspy.LM("scripted/markup", engine=ScriptedEngine(respond), cache=False)
-    view = trajectory_to_view(Agent(AgentConfig(), lm=lm).run(task))
+    view = trajectory_to_view(Agent(AgentConfig(thought=True), lm=lm).run(task))
     page = trajectory_html(view)
     assert "<script>" not in page and "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;" in page
     assert "What does &lt;echo&gt; say?" in page and "&lt;answer &amp; more&gt;" in page

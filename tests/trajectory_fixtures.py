@@ -86,8 +86,9 @@ def scripted_lm(cache: Path | None = None, **replies):
     replies = REPLIES | replies
 
     def respond(request):
-        if request.outputs == ("thought", "action", "arguments", "answer"):
-            return actor(request.inputs, 0 if engine.seed is None else engine.seed // 1000)
+        if request.outputs[-3:] == ("action", "arguments", "answer"):  # with or without the ReAct thought
+            reply = actor(request.inputs, 0 if engine.seed is None else engine.seed // 1000)
+            return {field: reply[field] for field in request.outputs}
         role = ROLES.get(request.outputs)
         return replies[role](request.inputs) if role else script_reply(request)
 

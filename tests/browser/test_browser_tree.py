@@ -63,11 +63,13 @@ def test_schedules_side_by_side_click_filter_and_the_kernel_sees_the_selection(l
 
 
 def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_calls(lab, page, smoke_parameters):
-    nb = lab.open(page, NOTEBOOKS / "01_run_quickstart.ipynb", smoke_parameters("01_run_quickstart"))
+    # the smoke tier's goal on the smallest embedded model: its completions go through the cache
+    parameters = smoke_parameters("01_run_quickstart") | {"LM": "local:smollm2-135m"}
+    nb = lab.open(page, NOTEBOOKS / "01_run_quickstart.ipynb", parameters)
     nb.run_all(timeout_s=600)
     tree = page.locator(TREE).last
     tree.wait_for()
-    run = json.loads((Path(smoke_parameters("01_run_quickstart")["OUT_DIR"]) / "run.json").read_text())
+    run = json.loads((Path(parameters["OUT_DIR"]) / "run.json").read_text())
     assert tree.locator("tr[data-select]").count() == len(run["nodes"])
     assert f"run {run['status']}" in tree.locator(".rt-summary").inner_text()
 
