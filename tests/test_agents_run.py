@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import dspy
 import pytest
 
@@ -11,6 +13,7 @@ from roma_lab.agents import (
     Agent,
     AgentConfig,
     BM25Source,
+    Trajectory,
     expand_query,
     qa_tasks,
     read_trajectories,
@@ -125,14 +128,21 @@ def test_qa_items_are_graded_by_their_benchmark_grader_closed_book():
     assert qa_tasks([Item("frames", "f", "q", "a")])[0].grader.name.startswith("string-match")
 
 
-def test_browsecomp_questions_are_redacted_from_saved_trajectories(tmp_path):
-    secret = "Which obscure 1970s band recorded an album in a lighthouse?"
+@pytest.mark.parametrize("secret", [
+    "Which obscure 1970s band recorded an album in a lighthouse?",
+    "Which band’s album — recorded in a lighthouse — was called “Keeper”?",  # non-ASCII (a real item has ’)
+    'Which band said "we live here"\nand recorded in a lighthouse?',  # quotes and a newline: escaped in JSON
+])
+def test_browsecomp_questions_are_redacted_from_saved_trajectories(tmp_path, secret):
     tasks = qa_tasks([Item("browsecomp", "3", secret, "The Keepers")])
     lm, _ = actor_lm(lambda inputs: answer("unsure"))
     run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
     (path,) = (tmp_path / run_label(AgentConfig(reanswer=False)) / "trajectories").rglob("*.json")
     text = path.read_text()
-    assert secret not in text and "question redacted" in text
+    forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
+    assert not any(form in text for form in forms) and "question redacted" in text
+    assert not any(part in text for part in ("obscure 1970s", "band’s album", 'said \\"we live'))
+    Trajectory.from_json(text)  # still a trajectory
 
 
 def test_python_tool_runs_model_code_in_the_sandbox():

@@ -237,6 +237,23 @@ def test_browsecomp_subset_is_seeded_closed_book_and_never_written_in_the_clear(
     assert setting.str.contains("closed-book").all() and setting.str.contains("n = 3 tasks").all()
 
 
+
+def test_browsecomp_prompts_never_reach_a_completion_cache(tmp_path, monkeypatch):
+    # a cached prompt would hold the decrypted question in the clear on disk
+    import roma_lab.lm
+    from roma_lab.agents import evaluate_browsecomp
+    from roma_lab.lm import scripted_lm
+
+    asked = []
+
+    def resolve(name, **kwargs):
+        asked.append((name, kwargs))
+        return scripted_lm()
+
+    monkeypatch.setattr(roma_lab.lm, "resolve_lm", resolve)
+    evaluate_browsecomp(tmp_path, lm="local", n_items=1, seed=5, n_resamples=20)
+    assert asked == [("local", {"cache": False})]
+
 # --- the offline search benchmark (notebook 26) ---------------------------------------------------
 
 def searcher_lm(requests=None):

@@ -104,6 +104,32 @@ def read_trajectories(folder: str | Path) -> list[Trajectory]:
             if p.parent.name.startswith("r") and p.parent.parent.name == "trajectories"]
 
 
+def _redacted(text: str, question: str) -> str:
+    """The trajectory JSON ``text`` with ``question`` replaced in every string it holds.
+
+    A prompt carries the question as written or inside JSON it builds (escaped once, with or without
+    non-ASCII escapes), so each of those forms is replaced. If the question still shows, the file is
+    not written: a private item must never reach the disk in the clear."""
+    forms = sorted({question, json.dumps(question)[1:-1], json.dumps(question, ensure_ascii=False)[1:-1]},
+                   key=len, reverse=True)
+
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            for form in forms:
+                value = value.replace(form, _REDACTED)
+            return value
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        return value
+
+    redacted = json.dumps(scrub(json.loads(text)), indent=1, ensure_ascii=False)
+    if any(form in redacted for form in forms):
+        raise RuntimeError("a private question survived redaction; the trajectory was not written")
+    return redacted
+
+
 def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str | Path, runs: int = 1, lm: Any = None,
               roles: Mapping[str, Callable[..., Any]] | None = None, progress: bool = True):
     """Run ``config`` on every task, ``runs`` times (run index = seed when sampling), and return one
@@ -142,7 +168,7 @@ def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str |
                     trajectory = replace(trajectory, grade=_recorded(task.grader(task.item, trajectory)))
                     text = trajectory.to_json()
                     if task.private:
-                        text = text.replace(json.dumps(task.item.question)[1:-1], _REDACTED)
+                        text = _redacted(text, task.item.question)
                     write_text_atomic(path, text)
                     return trajectory
 

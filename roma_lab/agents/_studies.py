@@ -250,20 +250,24 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
 def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int | None = 6, seed: int = 0,
                         n_resamples: int = 2000) -> StudyTables:
     """Notebook 29 (Table 8): a seeded subset of BrowseComp (``roma_lab.bench.sample``; items are
-    decrypted in memory and redacted from saved trajectories), closed-book, graded by the
+    decrypted in memory, redacted from saved trajectories and never put in a completion cache), closed-book, graded by the
     benchmark's labelled string-match fallback (no judge model). Two conditions, named as Table 8
     names them: the model alone (one answer, no tools) and the agent (plan review and answer
     reflection, the components that exist without search; the paper's OAgents searches the web).
     ``browsecomp_paper_counts.csv`` holds the counts notebook 20's audit infers for Table 8 (the
     paper does not state the subset's size)."""
     from roma_lab.bench import load_browsecomp, sample
-    from roma_lab.lm import model_label
+    from roma_lab.lm import model_label, resolve_lm
     from roma_lab.results import write_table
 
     from ._paper import audit_paper_numbers
     from ._qa import qa_tasks
 
     label = model_label(lm) if isinstance(lm, str) else str(getattr(lm, "model", lm))
+    if isinstance(lm, str):
+        # no completion cache (ours or DSPy's): a cached prompt would hold the question in the clear on
+        # disk. A rerun still makes no model call: run_agent resumes from the rows already written.
+        lm = resolve_lm(lm, cache=False)
     alone = Condition(label, AgentConfig(name="model_alone", max_steps=1, reanswer=False))
     agent = Condition(f"OAgents - {label}", AgentConfig(name="agent_closed_book", max_steps=3, planning="revise",
                                                         tts="reflection", reflect_at="end"))
