@@ -231,6 +231,33 @@ def test_compare_does_not_depend_on_row_order_and_mirrors_when_swapped():
     assert (ba["ci_low"], ba["ci_high"]) == pytest.approx((-ab["ci_high"], -ab["ci_low"]))
 
 
+def _pairs(a, b, metric="success"):
+    return pd.DataFrame([{"condition": c, "subset": "s", "task_id": f"t{i}", metric: v}
+                         for c, values in (("a", a), ("b", b)) for i, v in enumerate(values)])
+
+
+def test_compare_gives_the_observed_and_the_worst_case_mde_by_hand():
+    # differences 1, 0, 0, 1: sd (ddof 1) = 0.57735, n = 4; z.975 + z.8 = 2.801585
+    row = compare(_pairs([1, 1, 0, 1], [0, 1, 0, 0]), "a", "b", "success").iloc[0]
+    assert row["mde"] == pytest.approx(2.801585 * 0.57735 / 2, abs=1e-5)
+    assert row["mde_bound"] == pytest.approx(2.801585 / 2, abs=1e-6)
+    stricter = compare(_pairs([1, 1, 0, 1], [0, 1, 0, 0]), "a", "b", "success", alpha=0.01, power=0.9).iloc[0]
+    assert stricter["mde_bound"] == pytest.approx((2.575829 + 1.281552) / 2, abs=1e-5)
+
+
+def test_compare_mde_is_nan_without_spread_but_the_bound_still_holds():
+    row = compare(_pairs([1, 1, 1], [0, 0, 0]), "a", "b", "success").iloc[0]
+    assert math.isnan(row["mde"])
+    assert row["mde_bound"] == pytest.approx(2.801585 / math.sqrt(3), abs=1e-6)
+
+
+def test_compare_bound_only_for_scores_in_the_unit_interval():
+    row = compare(_pairs([3.0, 1.0, 2.0], [1.0, 1.0, 0.5], metric="cost"), "a", "b", "cost").iloc[0]
+    assert math.isnan(row["mde_bound"]) and row["mde"] > 0
+    one_task = compare(_pairs([1], [0]), "a", "b", "success").iloc[0]
+    assert math.isnan(one_task["mde"]) and math.isnan(one_task["mde_bound"])
+
+
 def test_compare_refuses_an_absent_condition():
     with pytest.raises(ValueError, match="no rows"):
         compare(scores_table(), "a", "zzz", "success")

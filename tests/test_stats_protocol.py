@@ -287,6 +287,8 @@ def test_no_mde_from_a_sample_whose_differences_have_no_spread():
     tied = pd.concat([tidy(base), tidy(base, condition="other")], ignore_index=True)
     rows = summarize_protocol(tied, baseline="base", n_resamples=50, seed=1).set_index(["condition", "metric"])
     assert math.isnan(rows.loc[("other - base", "mde"), "value"])
+    # The design bound needs no spread: it depends on n alone.
+    assert rows.loc[("other - base", "mde_bound"), "value"] == pytest.approx(2.801585 / math.sqrt(2), abs=1e-6)
     # One task moved and one did not: spread exists, so the MDE is a number.
     moved = pd.concat([tidy(base), tidy({"a": [1.0, 1.0], "b": [1.0, 1.0]}, condition="other")],
                       ignore_index=True)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 CONDITION = "condition"
 SUMMARY_COLUMNS: tuple[str, ...] = ("metric", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs")
 COMPARE_COLUMNS: tuple[str, ...] = ("condition", "metric", "value", "ci_low", "ci_high", "ci_method", "n",
-                                    "mean_a", "mean_b", "wins", "losses", "ties", "sign_test_p")
+                                    "mean_a", "mean_b", "wins", "losses", "ties", "sign_test_p", "mde", "mde_bound")
 
 
 def _per_task(group: pd.DataFrame, metric: str, task: str) -> pd.Series:
@@ -88,6 +88,8 @@ def compare(
     n_resamples: int = 2000,
     seed: int = 0,
     level: float = 0.95,
+    alpha: float = 0.05,
+    power: float = 0.8,
 ) -> pd.DataFrame:
     """Paired comparison ``a - b`` of one metric per group, on the tasks both conditions scored.
 
@@ -95,6 +97,12 @@ def compare(
     difference with a paired task-bootstrap CI (tasks taken in task-id order, so the row order of
     ``scores`` does not matter), both means, and the exact sign test (wins, losses, ties, p) over
     per-task means. :func:`as_metrics` turns the test columns into metric rows.
+
+    Two minimum detectable effects (paired z-test at ``alpha`` with ``power``,
+    :func:`roma_lab.stats.min_detectable_effect`) say what the sample size can detect: ``mde`` from
+    the observed sd of the per-task differences (NaN when every difference is the same: no spread
+    to estimate from), and ``mde_bound`` from the largest sd scores in [0, 1] allow (1), so it
+    depends on ``n`` alone and holds whatever the data (NaN when a score lies outside [0, 1]).
     """
     import pandas as pd
 
@@ -115,13 +123,14 @@ def compare(
         row = dict(zip(by, key)) | {"condition": f"{a} - {b}", "metric": f"{metric}_diff", "value": math.nan,
                                     "ci_low": math.nan, "ci_high": math.nan, "ci_method": "", "n": len(common),
                                     "mean_a": math.nan, "mean_b": math.nan, "wins": 0, "losses": 0, "ties": 0,
-                                    "sign_test_p": math.nan}
+                                    "sign_test_p": math.nan, "mde": math.nan, "mde_bound": math.nan}
         if len(common) >= 2:
             interval = paired_bootstrap_ci(va, vb, n_resamples=n_resamples, level=level, seed=seed)
             test = sign_test(va, vb)
             row.update(value=interval.estimate, ci_low=interval.low, ci_high=interval.high,
                        ci_method=f"paired {_method(interval)}", mean_a=float(va.mean()), mean_b=float(vb.mean()),
-                       wins=test.wins, losses=test.losses, ties=test.ties, sign_test_p=test.p_value)
+                       wins=test.wins, losses=test.losses, ties=test.ties, sign_test_p=test.p_value,
+                       **_detectable(va, vb, alpha=alpha, power=power))
         else:
             row["ci_method"] = "no comparison: fewer than 2 tasks scored by both"
         rows.append(row)
@@ -160,6 +169,22 @@ def wide(table: pd.DataFrame, *, by: Sequence[str] = (CONDITION, "subset")) -> p
             columns[f"{metric}_ci_low"], columns[f"{metric}_ci_high"] = rows["ci_low"], rows["ci_high"]
     groups = table[keys].drop_duplicates().set_index(keys).index
     return pd.DataFrame(columns).reindex(groups).reset_index()
+
+
+def _detectable(va, vb, *, alpha: float, power: float) -> dict[str, float]:
+    import numpy as np
+
+    from roma_lab.stats import min_detectable_effect
+
+    differences = va - vb
+    # No spread (every task moved by the same amount): a plug-in MDE of 0 would claim any effect
+    # is detectable, so the observed MDE is not estimated.
+    observed = (math.nan if np.ptp(differences) == 0 else
+                min_detectable_effect(len(differences), sd_diff=float(differences.std(ddof=1)), alpha=alpha,
+                                      power=power).effect)
+    in_unit = bool(((va >= 0) & (va <= 1) & (vb >= 0) & (vb <= 1)).all())
+    bound = min_detectable_effect(len(differences), sd_diff=1.0, alpha=alpha, power=power).effect if in_unit else math.nan
+    return {"mde": observed, "mde_bound": bound}
 
 
 def _method(interval) -> str:

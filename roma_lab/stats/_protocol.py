@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from roma_lab.stats._multiple import holm_adjust
-from roma_lab.stats._power import min_detectable_effect
 from roma_lab.stats._sampling import pass_at_k, vote
 from roma_lab.stats._variance import variance_components
 
@@ -113,7 +112,7 @@ def summarize_protocol(
     parts = [summary, pd.DataFrame(extra)]
 
     if baseline is not None:
-        parts.append(_comparison_rows(scores, per_task, baseline, metric=metric, condition=condition, by=by, task=task,
+        parts.append(_comparison_rows(scores, baseline, metric=metric, condition=condition, by=by, task=task,
                                       n_runs=n_runs, n_resamples=n_resamples, seed=seed, level=level, alpha=alpha,
                                       power=power))
 
@@ -179,7 +178,7 @@ def _spread_rows(scores, n, c, n_tasks):
     return rows
 
 
-def _comparison_rows(scores, per_task, baseline, *, metric, condition, by, task, n_runs, n_resamples, seed, level,
+def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, n_resamples, seed, level,
                      alpha, power):
     """Every other condition against ``baseline`` per group, as long rows (diff, p, Holm p, MDE)."""
     import pandas as pd
@@ -192,9 +191,7 @@ def _comparison_rows(scores, per_task, baseline, *, metric, condition, by, task,
         if name == baseline:
             continue
         table = compare(paired, name, baseline, "pass@1", by=by, condition=condition, task=task,
-                        n_resamples=n_resamples, seed=seed, level=level)
-        table["mde"] = [_mde(per_task, name, baseline, labels, condition=condition, task=task, alpha=alpha, power=power)
-                        for labels in table[by].to_dict("records")]
+                        n_resamples=n_resamples, seed=seed, level=level, alpha=alpha, power=power)
         tables.append(table)
     if not tables:
         raise ValueError(f"baseline {baseline!r} is the only condition; nothing to compare")
@@ -218,21 +215,8 @@ def _comparison_rows(scores, per_task, baseline, *, metric, condition, by, task,
                       "method": f"paired z-test, alpha {alpha:g}, power {power:g}: (z_a + z_b) * sd(per-task "
                                 "differences) / sqrt(n); NaN with fewer than 2 paired tasks or when every task's "
                                 "difference is the same (no spread to estimate from)"},
+            common | {"metric": "mde_bound", "value": r["mde_bound"],
+                      "method": f"paired z-test, alpha {alpha:g}, power {power:g}, at the largest spread 0/1 scores "
+                                "allow (sd of differences 1): (z_a + z_b) / sqrt(n), whatever the data"},
         ]
     return pd.DataFrame(rows)
-
-
-def _mde(per_task, name, baseline, labels, *, condition, task, alpha, power):
-    mask = per_task[condition].isin([name, baseline]).to_numpy().copy()
-    for column, value in labels.items():
-        mask &= (per_task[column] == value).to_numpy()
-    rates = per_task[mask].pivot(index=task, columns=condition, values="pass@1")[[name, baseline]].dropna()
-    if len(rates) < 2:
-        return math.nan
-    differences = (rates[name] - rates[baseline]).to_numpy()
-    if np.ptp(differences) == 0:
-        # Every task moved by the same amount: the sample shows no spread, so a plug-in MDE of 0
-        # would claim any effect is detectable. Nothing can be estimated from it.
-        return math.nan
-    return min_detectable_effect(len(differences), sd_diff=float(differences.std(ddof=1)), alpha=alpha,
-                                 power=power).effect
