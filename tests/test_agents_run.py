@@ -145,6 +145,17 @@ def test_browsecomp_questions_are_redacted_from_saved_trajectories(tmp_path, sec
     Trajectory.from_json(text)  # still a trajectory
 
 
+def test_browsecomp_gold_answers_stay_out_of_saved_files_even_when_predicted(tmp_path):
+    # A correct prediction (or a judge's reply) carries the gold answer: it is redacted like the question,
+    # from the trajectory and from runs.csv, and the grade survives.
+    tasks = qa_tasks([Item("browsecomp", "3", "Which band recorded an album in a lighthouse?", "The Keepers")])
+    lm, _ = actor_lm(lambda inputs: answer("The Keepers"))
+    rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["correct"].tolist() == [True]
+    saved = [p.read_text() for p in tmp_path.rglob("*") if p.is_file()]
+    assert saved and not any("The Keepers" in text or "lighthouse" in text for text in saved)
+
+
 def test_python_tool_runs_model_code_in_the_sandbox():
     task = qa_tasks([Item("aime2025", "x", "Compute 6*7.", 42)], python=True)[0]
 

@@ -275,3 +275,15 @@ def test_a_file_that_says_system_is_read_resumed_and_rewritten_as_condition(tmp_
     assert b"system" not in out.read_bytes().replace(b'"error_stage": "system"', b"")  # rewritten in the vocabulary
     assert list(bench.read_results_df(out)["condition"]) == ["s"] * 4
     assert not list(tmp_path.glob("*.quarantined-*"))
+
+
+def test_private_benchmark_items_are_refused_before_anything_is_written(tmp_path):
+    # BrowseComp stays encrypted on disk: a run file holds the gold answer, a trace the question.
+    out = tmp_path / "runs.csv"
+    mixed = items(2) + items(1, benchmark="browsecomp")
+    system = Echo()
+    with pytest.raises(bench.PrivateItemsError, match="browsecomp.*evaluate_browsecomp"):
+        bench.run_benchmark(mixed, system, bench.grader_for("simpleqa"), out_path=out, system_name="s",
+                            progress=False)
+    assert not out.exists() and system.calls == []
+    assert "browsecomp" in bench.PRIVATE_BENCHMARKS

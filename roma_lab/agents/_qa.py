@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from roma_lab.bench import Item, grader_for
+from roma_lab.bench import PRIVATE_BENCHMARKS, Item, grader_for
 from roma_lab.controller import BM25Retriever, Passage, run_python
 
 from ._env import AgentTask, Tool, ToolContext, ToolError
@@ -139,5 +139,5 @@ def qa_tasks(items: Sequence[Item], *, sources: Sequence[Source] = (), python: b
     tasks = []
     for item in items:
         tasks.append(AgentTask(item=item, split="eval", stratum=stratum(item), environment=environment,
-                               grader=grader_for(item.benchmark, judge), private=item.benchmark == "browsecomp"))
+                               grader=grader_for(item.benchmark, judge), private=item.benchmark in PRIVATE_BENCHMARKS))
     return tasks

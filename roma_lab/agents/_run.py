@@ -104,13 +104,16 @@ def read_trajectories(folder: str | Path) -> list[Trajectory]:
             if p.parent.name.startswith("r") and p.parent.parent.name == "trajectories"]
 
 
-def _redacted(text: str, question: str) -> str:
-    """The trajectory JSON ``text`` with ``question`` replaced in every string it holds.
+def _redacted(text: str, secrets: Sequence[str]) -> str:
+    """The trajectory JSON ``text`` with each of ``secrets`` (a private item's question and gold
+    answer) replaced in every string it holds.
 
     A prompt carries the question as written or inside JSON it builds (escaped once, with or without
-    non-ASCII escapes), so each of those forms is replaced. If the question still shows, the file is
-    not written: a private item must never reach the disk in the clear."""
-    forms = sorted({question, json.dumps(question)[1:-1], json.dumps(question, ensure_ascii=False)[1:-1]},
+    non-ASCII escapes), so each of those forms is replaced; a judge's reply or a correct prediction
+    carries the answer. If a secret still shows, the file is not written: a private item must never
+    reach the disk in the clear."""
+    forms = sorted({form for secret in secrets if secret
+                    for form in (secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])},
                    key=len, reverse=True)
 
     def scrub(value: Any) -> Any:
@@ -126,7 +129,7 @@ def _redacted(text: str, question: str) -> str:
 
     redacted = json.dumps(scrub(json.loads(text)), indent=1, ensure_ascii=False)
     if any(form in redacted for form in forms):
-        raise RuntimeError("a private question survived redaction; the trajectory was not written")
+        raise RuntimeError("a private question or answer survived redaction; the trajectory was not written")
     return redacted
 
 
@@ -168,12 +171,14 @@ def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str |
                     trajectory = replace(trajectory, grade=_recorded(task.grader(task.item, trajectory)))
                     text = trajectory.to_json()
                     if task.private:
-                        text = _redacted(text, task.item.question)
+                        text = _redacted(text, (task.item.question, str(task.item.answer)))
+                        # runs.csv gets the prediction and the grader's reply from the redacted copy too
+                        trajectory = Trajectory.from_json(text)
                     write_text_atomic(path, text)
                     return trajectory
 
                 result = run_benchmark([task.item], system, _RecordedGrader(), out_path=root / "runs.csv",
-                                       system_name=f"{label}/r{run}", progress=False)
+                                       system_name=f"{label}/r{run}", progress=False, redacted=True)
                 if path.exists():
                     saved = Trajectory.from_json(path.read_bytes())
                     rows.append(_row(saved, label))

@@ -13,6 +13,7 @@ double. The item picker for their execution trees is ``roma_lab.widgets.ItemRunP
 
 from roma_lab.bench._data import (
     DATA_ENV,
+    PRIVATE_BENCHMARKS,
     DataIntegrityError,
     DataNotFoundError,
     Item,
@@ -44,7 +45,7 @@ from roma_lab.bench._graders import (
 )
 from roma_lab.bench._registry import BENCHMARKS, BenchmarkSpec, GraderSpec, grader_for
 from roma_lab.bench._roma_tables import paper_reported_roma_df, run_roma_table
-from roma_lab.bench._run import RunFileError, SystemStalledError, read_results_df, run_benchmark
+from roma_lab.bench._run import PrivateItemsError, RunFileError, SystemStalledError, read_results_df, run_benchmark
 from roma_lab.bench._run_files import RunConfigMismatchError, load_item_run, saved_item_ids
 from roma_lab.bench._systems import RomaRunError
 from roma_lab.bench._table5 import measure_component_cost
@@ -79,6 +80,8 @@ __all__ = [
     "SimpleQAGrader",
     "StringMatchGrader",
     "SystemStalledError",
+    "PrivateItemsError",
+    "PRIVATE_BENCHMARKS",
     "data_root",
     "grader_for",
     "load_abgen",

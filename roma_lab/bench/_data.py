@@ -382,6 +382,11 @@ def _xor_decrypt(ciphertext_b64: str, password: str) -> str:
     return bytes(a ^ b for a, b in zip(data, stream, strict=True)).decode()
 
 
+#: Benchmarks whose items must never be written to disk in the clear (their files are encrypted so
+#: that they stay out of training data): the bench runner refuses them; the agents' runner redacts.
+PRIVATE_BENCHMARKS = frozenset({"browsecomp"})
+
+
 def load_browsecomp() -> list[Item]:
     """BrowseComp (1,266), decrypted in memory only; never write these items to disk in plain text."""
     return [

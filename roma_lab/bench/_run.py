@@ -18,7 +18,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-from roma_lab.bench._data import Item
+from roma_lab.bench._data import PRIVATE_BENCHMARKS, Item
 from roma_lab.bench._grade import Grade, Grader, guarded
 from roma_lab.results import quarantine, write_text_atomic
 
@@ -186,6 +186,10 @@ def _load_finished(path: Path, fmt: str) -> list[dict[str, Any]]:
     return good
 
 
+class PrivateItemsError(ValueError):
+    """The items belong to a benchmark that must stay encrypted on disk (``PRIVATE_BENCHMARKS``)."""
+
+
 class SystemStalledError(RuntimeError):
     """A system timed out on too many items in a row; the run stopped, finished rows kept."""
 
@@ -295,6 +299,7 @@ def run_benchmark(
     max_consecutive_timeouts: int = 3,
     redo: Collection[str] = (),
     cluster: Any = None,
+    redacted: bool = False,
 ):
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
@@ -319,12 +324,22 @@ def run_benchmark(
     and a worker that dies mid-item has the item run again elsewhere (an item whose every attempt
     killed its worker gets a ``KilledWorker`` error row). Where each item ran is appended to
     ``<out_path stem>.cluster.jsonl``. A worker whose environment differs from this process's raises
-    ``roma_lab.dist.WorkerEnvironmentError`` before it computes anything.
+    ``roma_lab.dist.WorkerEnvironmentError`` before it computes anything. Items of a benchmark in
+    ``PRIVATE_BENCHMARKS`` (BrowseComp) raise ``PrivateItemsError`` before anything is written, unless
+    ``redacted``: the caller's system returns (and saves) only redacted questions and answers, as
+    ``roma_lab.agents.run_agent`` does.
     """
     from tqdm.auto import tqdm
 
     from roma_lab import dist
 
+    private = sorted({it.benchmark for it in items} & PRIVATE_BENCHMARKS)
+    if private and not redacted:
+        # A row holds the gold answer (label) and a saved trace holds the question: both in the clear.
+        raise PrivateItemsError(
+            f"{', '.join(private)} items must not be written to disk in the clear, and run files and traces hold "
+            "questions and answers; run them through roma_lab.agents.evaluate_browsecomp (notebook 29), which "
+            "redacts them and keeps them out of every completion cache")
     how = dist.Dispatch.of(cluster)
     path = Path(out_path)
     fmt = _format(path)
