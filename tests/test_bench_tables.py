@@ -647,3 +647,24 @@ def test_table5_writes_a_story_with_a_damaged_trace_again(tmp_path):
     assert json.loads(saved[0].read_text())["status"] == "completed"
     assert len(list((tmp_path / "table5_runs").glob("*.quarantined-*"))) == 1
 
+
+
+def test_an_item_past_its_deadline_is_a_timed_out_row_with_its_trace_kept(tmp_path):
+    # A model that stops answering must not hold the notebook: ROMA stops the item at item_timeout_s.
+    import threading
+
+    released = threading.Event()
+
+    def respond(request):
+        released.wait(30)
+        return script_reply(request)
+
+    try:
+        tables = run_seal0(tmp_path, lm=scripted_lm(respond), systems=("roma",), item_timeout_s=0.2)
+    finally:
+        released.set()
+    rows = tables["seal0_results"]
+    assert len(rows) == 4 and (rows["error_stage"] == "system").all()
+    assert rows["error"].str.startswith("RomaRunError: ROMA run timed_out").all()
+    traces = list((tmp_path / "seal0_runs").glob("*.json"))
+    assert len(traces) == 4 and {Run.from_json(t.read_text()).status for t in traces} == {"timed_out"}

@@ -129,6 +129,11 @@ def _user_data(spec: BenchmarkSpec, path: str | os.PathLike[str] | None) -> tupl
                           "message": f"ran on the user-supplied file {path}"}]), items
 
 
+# The controller stops itself at its deadline and saves its trace; the runner's thread timeout (which
+# cannot stop the thread) is only for the base model and a controller that fails to stop.
+_BACKSTOP_S = 60.0
+
+
 def run_roma_table(
     benchmark: str,
     out_dir: str | os.PathLike[str],
@@ -157,7 +162,9 @@ def run_roma_table(
     fallback, labelled "string-match, not the official judge"; EQ-Bench and AbGen need a judge).
     ``search_backend``: a corpus (folder or .jsonl) for ROMA's BM25 search executor; None =
     closed-book. ``n_items=None`` runs the whole benchmark. Long-form tasks ask for ``n_chapters`` of
-    ``chapter_words`` words. ``data_path``: the user's file for a benchmark not available offline
+    ``chapter_words`` words. ``item_timeout_s``: ROMA stops an item's run at this deadline (a
+    ``timed_out`` run, trace saved, an error row naming it); the runner's hard limit per item, for
+    the base model and as a backstop, is a minute later. None = no deadline. ``data_path``: the user's file for a benchmark not available offline
     (AbGen JSON/JSONL); without one only a status table and the paper's figures are written.
 
     Writes into ``out_dir``: ``<benchmark>_results.csv`` (one row per item x system, appended as each
@@ -207,10 +214,11 @@ def run_roma_table(
     for name in systems:
         system = make_system(name, model, task, runs_dir=runs_dir, item_ids={it.question: it.item_id for it in items},
                              search_backend=config.search_backend, max_depth=max_depth,
-                             max_concurrency=max_concurrency)
+                             max_concurrency=max_concurrency, run_timeout_s=item_timeout_s)
         # an item whose saved trace is damaged or gone runs again, so the picker can show every finished item
         redo = damaged_traces(runs_dir, results_path, items, name) if isinstance(system, RomaSystem) else set()
-        run_benchmark(items, system, grader, out_path=results_path, system_name=name, timeout_s=item_timeout_s,
+        run_benchmark(items, system, grader, out_path=results_path, system_name=name,
+                      timeout_s=None if item_timeout_s is None else item_timeout_s + _BACKSTOP_S,
                       progress=progress, redo=redo)
 
     results = read_results_df(results_path)

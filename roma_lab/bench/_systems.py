@@ -117,16 +117,19 @@ class RomaSystem:
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(run_file(self.runs_dir, self.item_ids[question]), run.to_json())
         if run.status == "failed" or run.output is None:
-            raise RomaRunError(f"ROMA root failed: {run.root.error}")
+            raise RomaRunError(f"ROMA run {run.status}: {run.root.error}")
         return run.output
 
 
 def make_system(name: str, model: Any, task: Callable[[str], str], *, runs_dir: Path, item_ids: Mapping[str, str],
-                search_backend: str, max_depth: int, max_concurrency: int) -> BaseSystem | RomaSystem:
-    """The system ``name`` (one of :data:`SYSTEMS`) on ``model``; ROMA saves each item's run in ``runs_dir``."""
+                search_backend: str, max_depth: int, max_concurrency: int,
+                run_timeout_s: float | None = None) -> BaseSystem | RomaSystem:
+    """The system ``name`` (one of :data:`SYSTEMS`) on ``model``; ROMA saves each item's run in ``runs_dir``
+    and stops a run at ``run_timeout_s`` (a ``timed_out`` run, its trace kept)."""
     if name == "base":
         return BaseSystem(model, task)
     from roma_lab.controller import Roma
 
-    roma = Roma(lm=model, corpus=search_backend or None, max_depth=max_depth, max_concurrency=max_concurrency)
+    roma = Roma(lm=model, corpus=search_backend or None, max_depth=max_depth, max_concurrency=max_concurrency,
+                run_timeout_s=run_timeout_s)
     return RomaSystem(roma, runs_dir, item_ids, task)

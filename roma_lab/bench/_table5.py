@@ -100,10 +100,12 @@ def measure_component_cost(
     n_chapters: int = 3,
     chapter_words: int = 150,
     max_concurrency: int = 1,
+    item_timeout_s: float | None = None,
 ) -> dict[str, pd.DataFrame]:
     """ROMA Table 5: ROMA's default roles at depth 1 write ``n_items`` EQ-Bench stories; report each
     component's cost, tokens and latency per chapter (``component_cost_df``) beside the paper's
-    DeepSeek-V3.1 figures.
+    DeepSeek-V3.1 figures. ``item_timeout_s``: the controller stops a story at this deadline (status
+    ``timed_out``, not averaged); None = no deadline.
 
     Latency must be measured, so a named local or remote model is resolved with its completion cache
     off. A story whose run JSON is already in ``<out_dir>/table5_runs/`` is reused (resume) unless
@@ -127,7 +129,7 @@ def measure_component_cost(
                                 max_concurrency=max_concurrency, search_backend="", longform_task=task("{prompt}")))
     runs_dir = out / f"{ARTEFACT}_runs"
     runs_dir.mkdir(parents=True, exist_ok=True)
-    roma = Roma(lm=model, max_depth=1, max_concurrency=max_concurrency)
+    roma = Roma(lm=model, max_depth=1, max_concurrency=max_concurrency, run_timeout_s=item_timeout_s)
     runs: dict[str, Run] = {}
     for item in sample(load_eqbench_longform(), n_items, seed):
         path = run_file(runs_dir, item.item_id)
