@@ -507,3 +507,35 @@ def test_model_id_and_pin_follow_the_installed_weights():
     digest = hashlib.sha256(weights.read_bytes()).hexdigest()
     assert MODELS["smollm2-135m"].sha256 == digest  # the pin is the real file's hash, not a copy of itself
     assert resolve_lm("local:smollm2-135m").model == f"local/smollm2-135m@{digest[:12]}"
+
+
+@pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
+def test_interleaved_roles_resume_their_own_prompt_with_the_same_completions():
+    # Two roles take turns (as actor and reviser do): with the saved states each resumes its own
+    # prefix, so fewer prompt tokens are evaluated, and greedy completions do not change.
+    import llama_cpp
+
+    from roma_lab.lm._engine import _HOST
+
+    def role(name, k):
+        rules = " ".join(f"Rule {i}: {name} keeps step {i} short." for i in range(25))
+        return [{"role": "system", "content": f"You are the {name}. {rules}"},
+                {"role": "user", "content": " ".join(f"Step {j} returned {7 * j}." for j in range(k)) + " Next?"}]
+
+    def run(with_states):
+        _HOST.close()
+        lm = resolve_lm("local:smollm2-135m", cache=False, max_tokens=12)
+        lm("warm up")  # loads the model
+        llama = _HOST._llama
+        if not with_states:
+            llama.set_cache(None)
+        before = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
+        replies = [lm(messages=role(name, k))[0] for k in (1, 2, 3) for name in ("actor", "reviser")]
+        evaluated = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval - before
+        _HOST.close()
+        return replies, evaluated
+
+    with_states, saved = run(True)
+    without, full = run(False)
+    assert with_states == without
+    assert saved < 0.7 * full

@@ -67,6 +67,12 @@ def _machine_turn():
         os.close(fd)  # closing drops the lock
 
 
+#: Bound on the saved prompt states (LRU). llama-cpp-python counts only the KV part (about 28 KB per
+#: token for the 1.5B model, so ~9 states of 1,500 tokens); each state also copies the logits buffer
+#: (n_batch x vocabulary floats, ~310 MB for Qwen), which this bound does not count: ~3 GB at most.
+STATE_CACHE_BYTES = 384 << 20
+
+
 class _ModelHost:
     """The one llama.cpp model of this process, behind a lock.
 
@@ -106,6 +112,13 @@ class _ModelHost:
                             "loaded_at": datetime.now(UTC)}
             self._llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
                                 n_threads_batch=threads, verbose=False)
+            from llama_cpp import LlamaRAMCache
+
+            # llama.cpp keeps one evaluated prompt, so when roles interleave (actor, planner,
+            # summariser...) each switch evaluated the whole prompt again. Saved states let each
+            # role resume its own longest prefix (same completions; benchmarks/bench_lm.py
+            # --interleaved measures the prompt tokens saved).
+            self._llama.set_cache(LlamaRAMCache(capacity_bytes=STATE_CACHE_BYTES))
             self._key = key
         return self._llama
 
