@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import dspy
 import pytest
+from schedules import scheduled_run
 from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, rows
 
 from roma_lab.controller import (
@@ -22,7 +23,6 @@ from roma_lab.controller import (
     Run,
     ScriptedRoles,
     Subtask,
-    fixed_latency_roles,
 )
 from roma_lab.lm import CachingEngine
 from roma_lab.widgets import (
@@ -52,14 +52,6 @@ def failing_run(on_event=None) -> Run:
 
     kwargs["executors"]["think"] = think
     return asyncio.run(Roma(**kwargs, max_depth=1).arun("root", on_event=on_event))
-
-
-def scheduled_run(max_concurrency: int, on_event=None) -> Run:
-    """Two levels of three; every third sibling depends on its left neighbour; search calls are slower."""
-    roles = fixed_latency_roles((3, 3), latency_s=0.01, chain_every=3, task_types=("search", "think", "think"),
-                                executor_latency_s={"search": 0.03})
-    return Roma(**roles.role_kwargs(), max_depth=2, max_concurrency=max_concurrency, max_subtasks=3).run(
-        roles.goal, on_event=on_event)
 
 
 # --- the tree dict ---

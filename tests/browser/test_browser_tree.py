@@ -11,19 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from schedules import most_at_once
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 COMPARISON = '.roma-view.rv-live[data-view="run-comparison"]'
 TREE = '.roma-view.rv-live[data-view="execution-tree"]'
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    running = peak = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def call_intervals(pane) -> list[tuple[float, float]]:
