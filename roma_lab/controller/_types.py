@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ._artifacts import _SHA256, ArtifactRef
-from ._settings import TASK_TYPES, RomaSettings
+from ._settings import RomaSettings
 
 if TYPE_CHECKING:
     import pandas as pd
