@@ -31,36 +31,38 @@ $(VENV)/.installed-%: pyproject.toml
 
 venv: $(VENV)/.installed-$(TEST_EXTRAS)
 
-# Model-written code runs only inside bubblewrap (design/sandbox.md). A fresh machine (CI) runs
-# as root: install it there; anyone else gets the command to run.
+# A tool from a Debian package, checked before the targets that need it. A fresh machine (CI) runs
+# as root: install the package there (a failed install stops make); anyone else gets the messages
+# on stderr, then the target runs $(5): `exit 1` where nothing can go on without the tool, else `true`.
+# $(call apt_tool,<test that the tool is present>,<package>,<what it is>,<messages>,<then>)
+define apt_tool
+@$(1) || { \
+	if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "make: installing $(3)"; \
+		export DEBIAN_FRONTEND=noninteractive; \
+		apt-get install -y --no-install-recommends $(2) \
+			|| { apt-get update && apt-get install -y --no-install-recommends $(2); } || exit 1; \
+	else \
+		printf '%s\n' $(4) >&2; \
+		$(5); \
+	fi; }
+endef
+
+# Model-written code runs only inside bubblewrap (design/sandbox.md).
+BWRAP_WHAT := bubblewrap (bwrap), the code sandbox's jail
+BWRAP_MISSING := "make: bubblewrap (bwrap) is missing: model-written code runs only inside it." \
+	"  Install it as root: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)." \
+	"  The jail also needs root at run time; see design/sandbox.md for ROMA_LAB_SANDBOX=audit-hook-only."
 sandbox-tool:
-	@command -v bwrap >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "make: installing bubblewrap (bwrap), the code sandbox's jail"; \
-			export DEBIAN_FRONTEND=noninteractive; \
-			apt-get install -y --no-install-recommends bubblewrap \
-				|| { apt-get update && apt-get install -y --no-install-recommends bubblewrap; } || exit 1; \
-		else \
-			echo "make: bubblewrap (bwrap) is missing: model-written code runs only inside it." >&2; \
-			echo "  Install it as root: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)." >&2; \
-			echo "  The jail also needs root at run time; see design/sandbox.md for ROMA_LAB_SANDBOX=audit-hook-only." >&2; \
-			exit 1; \
-		fi; }
+	$(call apt_tool,command -v bwrap >/dev/null 2>&1,bubblewrap,$(BWRAP_WHAT),$(BWRAP_MISSING),exit 1)
 
 # The browser tests (tests/browser/) drive Debian's Chromium with Playwright; Playwright's own
-# browser download is never used. A fresh machine (CI) runs as root: install it there; anyone else
-# gets the command, and the browser tests skip (under CI they fail instead).
+# browser download is never used. Without it the browser tests skip (under CI they fail instead).
+CHROMIUM_WHAT := chromium, the browser of the browser tests
+CHROMIUM_MISSING := "make: /usr/bin/chromium is missing: the browser tests (tests/browser/) will be skipped." \
+	"  Install it as root: apt-get install chromium (Debian/Ubuntu)."
 browser-tool:
-	@test -x /usr/bin/chromium || { \
-		if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
-			echo "make: installing chromium, the browser of the browser tests"; \
-			export DEBIAN_FRONTEND=noninteractive; \
-			apt-get install -y --no-install-recommends chromium \
-				|| { apt-get update && apt-get install -y --no-install-recommends chromium; } || exit 1; \
-		else \
-			echo "make: /usr/bin/chromium is missing: the browser tests (tests/browser/) will be skipped." >&2; \
-			echo "  Install it as root: apt-get install chromium (Debian/Ubuntu)." >&2; \
-		fi; }
+	$(call apt_tool,test -x /usr/bin/chromium,chromium,$(CHROMIUM_WHAT),$(CHROMIUM_MISSING),true)
 
 reproduce: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
 	$(PY) -m roma_lab.experiments run --all

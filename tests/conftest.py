@@ -2,6 +2,8 @@
 
 import os
 
+import pytest
+
 # LiteLLM otherwise tries to fetch its model cost map at import, losing ~7 s offline
 # (the Makefile exports the same; this covers a bare `pytest`).
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -13,3 +15,12 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("ci", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+
+@pytest.fixture(scope="module")
+def study_dir(tmp_path_factory):
+    """The trajectory fixture study as run_agent saves it: two configurations on two suite tasks,
+    graded (tests/trajectory_fixtures.py; the trajectory view's tests and browser tests read it)."""
+    from trajectory_fixtures import run_study
+
+    return run_study(tmp_path_factory.mktemp("study"))

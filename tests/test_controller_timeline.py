@@ -12,33 +12,17 @@ from types import SimpleNamespace
 
 import dspy
 import pytest
+from schedules import most_at_once, scheduled_run
 
-from roma_lab.controller import InvalidRunError, Roma, Run, ScriptedRoles, Subtask, fixed_latency_roles
+from roma_lab.controller import InvalidRunError, Roma, Run, ScriptedRoles, Subtask
 from roma_lab.lm import CachingEngine
 from roma_lab.lm import ScriptedEngine
 
 EPS = 1e-9
 
 
-def scheduled_run(max_concurrency: int, on_event=None) -> Run:
-    """Two levels of three; every third sibling depends on its left neighbour; search calls are slower."""
-    roles = fixed_latency_roles((3, 3), latency_s=0.01, chain_every=3, task_types=("search", "think", "think"),
-                                executor_latency_s={"search": 0.03})
-    return Roma(**roles.role_kwargs(), max_depth=2, max_concurrency=max_concurrency, max_subtasks=3).run(
-        roles.goal, on_event=on_event)
-
-
 def call_intervals(run: Run) -> list[tuple[float, float]]:
     return sorted((c.started_s, c.started_s + c.latency_s) for n in run.nodes for c in n.calls)
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals], key=lambda x: (x[0], x[1]))
-    running = peak = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 @pytest.mark.parametrize("slots", [1, 2])

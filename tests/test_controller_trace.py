@@ -5,11 +5,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import MISSING, fields, is_dataclass
 from types import SimpleNamespace
+from typing import Any, get_args, get_type_hints
 
 import pytest
+from pydantic import BaseModel
 
-from roma_lab.controller import InvalidRunError, Node, Roma, Run, ScriptedRoles, Subtask
+from roma_lab.controller import (
+    ArtifactRef,
+    InvalidRunError,
+    LMExchange,
+    Node,
+    RepairRecord,
+    RoleCall,
+    Roma,
+    Run,
+    ScriptedRoles,
+    Subtask,
+    ToolCall,
+)
+from roma_lab.controller._types import _RunModel
 from roma_lab.results import write_text_atomic
 
 PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think"), Subtask("c", "think", (1,)))}
@@ -126,3 +142,72 @@ def test_a_run_built_in_memory_is_checked_too():
     with pytest.raises(InvalidRunError, match="at least its root"):
         Run(goal="g", status="failed", output=None, nodes=(), wall_s=1.0)
     assert Run(goal="g", status="failed", output=None, nodes=(root,), wall_s=1.0).status == "failed"
+
+
+# --- the file form is the records' own (no second list of fields to keep in step) ---
+
+NOT_IN_FILES = {(Node, "in_flight")}  # live state: a finished run has none
+OTHER_FORM = {(Run, "settings")}  # written as RomaSettings.record()
+
+
+def _inside(annotation: Any, kind) -> list[type]:
+    """The types of ``kind`` named in an annotation (``tuple[RoleCall, ...]`` -> ``[RoleCall]``)."""
+    if isinstance(annotation, type) and kind(annotation):
+        return [annotation]
+    return [t for a in get_args(annotation) for t in _inside(a, kind)]
+
+
+def _record_forms(record: type, model: type[BaseModel]):
+    """Each record type of a run with the model its file form is read with, walking both trees together."""
+    yield record, model
+    hints = get_type_hints(record)
+    for name, field in model.model_fields.items():
+        if (record, name) in OTHER_FORM:
+            continue
+        records = _inside(hints[name], is_dataclass)
+        models = _inside(field.annotation, lambda t: issubclass(t, BaseModel))
+        assert len(records) == len(models), f"{record.__name__}.{name}: {records} read as {models}"
+        for inner, inner_model in zip(records, models):
+            yield from _record_forms(inner, inner_model)
+
+
+def test_every_field_of_every_record_is_in_the_file_in_the_same_order():
+    """A field added to a record (ToolCall, RoleCall, Node...) is written and read back with it."""
+    seen = set()
+    for record, model in _record_forms(Run, _RunModel):
+        seen.add(record)
+        assert list(model.model_fields) == [f.name for f in fields(record) if (record, f.name) not in NOT_IN_FILES]
+        assert model.model_config.get("extra") == "forbid"  # an unknown key in a file is an error
+    assert seen == {Run, Node, RoleCall, LMExchange, ToolCall, ArtifactRef, RepairRecord}
+
+
+def full_run() -> Run:
+    """A run in which every field of every record holds something other than its default."""
+    tool = ToolCall("search", "srv", {"q": "x"}, "error", None, 0.5, 1.25, error="boom")
+    call = RoleCall("executor:think", {"context": "c"}, {"output": "o"}, 11, 3, 4, 0.01, 0.75, 1.0, model="m",
+                    error="late", queued_s=0.5, exchanges=(LMExchange(({"role": "user", "content": "u"},), ("o",), True),),
+                    tools=(tool,))
+    root = Node("0", None, 0, "g", "think", "completed", "done", error="note", warnings=("w",), forced_atomic=True,
+                is_atomic=False, calls=(call,), created_s=0.0, started_s=0.25, ended_s=3.0)
+    first = Node("0.0", "0", 1, "a", "write", "completed", "sum", is_atomic=True, created_s=0.3, started_s=0.3,
+                 ended_s=0.3, artifact=ArtifactRef("a" * 64, 9, "text/markdown"), reused=True)
+    second = Node("0.1", "0", 1, "b", "think", "degraded", "late", depends_on=("0.0",), error="no plan",
+                  is_atomic=True, calls=(call,), created_s=0.3, started_s=1.0, ended_s=2.0)
+    return Run("g", "partial", "done", (root, first, second), 3.5, artifact_store="memory://store",
+               repair=RepairRecord("b" * 64, "failed", ("failed", "skipped")))
+
+
+def test_every_field_of_every_record_survives_the_file():
+    run = full_run()
+    values = [(run, Run)]
+    for n in run.nodes:
+        values += [(n, Node)] + ([(n.artifact, ArtifactRef)] if n.artifact else [])
+        for c in n.calls:
+            values += [(c, RoleCall)] + [(e, LMExchange) for e in c.exchanges] + [(t, ToolCall) for t in c.tools]
+    values.append((run.repair, RepairRecord))
+    for record in {Run, Node, RoleCall, LMExchange, ToolCall, ArtifactRef, RepairRecord}:  # the fixture sets them all
+        for f in fields(record):
+            if (record, f.name) not in NOT_IN_FILES | {(Run, "settings")} and f.default is not MISSING:
+                assert any(getattr(v, f.name) != f.default for v, kind in values if kind is record), \
+                    f"full_run() leaves {record.__name__}.{f.name} at its default"
+    assert Run.from_json(run.to_json()) == run

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import dspy
 import pytest
-from trajectory_fixtures import CONFIGS, run_one, run_study, scripted_lm, study_trajectories, tasks
+from trajectory_fixtures import CONFIGS, run_one, scripted_lm, study_trajectories, tasks
+from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, parameterized, rows, text
 
 from roma_lab.agents import (
     ROLLOUT_STATUSES,
@@ -49,34 +50,8 @@ OTHER = "dev-conflicting_sources-001"
 
 
 @pytest.fixture(scope="module")
-def study_dir(tmp_path_factory) -> Path:
-    """The fixture study as run_agent saves it: two configurations on two suite tasks, graded."""
-    return run_study(tmp_path_factory.mktemp("study"))
-
-
-@pytest.fixture(scope="module")
 def study(study_dir) -> dict[tuple[str, str], Trajectory]:
     return study_trajectories(study_dir)
-
-
-def rows(page: str) -> dict[str, str]:
-    """Each table row's HTML (its attributes, then its cells) by its data-select id."""
-    found = {}
-    for attributes, cells in re.findall(r"<tr\b([^>]*)>(.*?)</tr>", page, re.DOTALL):
-        item = re.search(r'data-select="([^"]+)"', attributes)
-        if item:
-            found[item.group(1)] = attributes + ">" + cells
-    return found
-
-
-def detail(page: str, item_id: str) -> str:
-    return re.search(rf'<section class="tj-detail" data-detail="{re.escape(item_id)}".*?</section>', page,
-                     re.DOTALL).group(0)
-
-
-def text(fragment: str) -> str:
-    """What a reader sees of an HTML fragment: tags dropped, entities decoded."""
-    return html.unescape(re.sub(r"<[^>]+>", "", fragment))
 
 
 # --- the view dict ---
@@ -448,22 +423,8 @@ def test_the_picker_lists_the_saved_tasks_and_shows_the_one_picked(study_dir, tm
 @pytest.fixture(scope="module")
 def executed_notebook(study_dir, tmp_path_factory):
     """The fixture notebook executed as papermill does (parameters injected, widget state stored)."""
-    import os
-
-    import nbformat
-    from nbclient import NotebookClient
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
-
-    nb = parameterize_notebook(load_notebook_node(str(FIXTURE_NOTEBOOK)), {"OUT_DIR": str(study_dir)})
-    with pytest.MonkeyPatch.context() as env:  # the kernel imports this checkout's roma_lab
-        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                                os.environ.get("PYTHONPATH")])))
-        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
-    assert "widgets" in nb.metadata
-    path = tmp_path_factory.mktemp("export") / "trajectory_view.ipynb"
-    nbformat.write(nb, path)
-    return path
+    return execute_notebook(parameterized(FIXTURE_NOTEBOOK, {"OUT_DIR": str(study_dir)}),
+                            tmp_path_factory.mktemp("export") / "trajectory_view.ipynb")
 
 
 def test_the_exported_page_shows_every_trajectory_and_loads_nothing_from_a_network(executed_notebook, study):
@@ -472,6 +433,4 @@ def test_the_exported_page_shows_every_trajectory_and_loads_nothing_from_a_netwo
     expected = {i for label in (VOTE, PLAN) for i in view_ids(trajectory_to_view(study[label, TASK]))}
     assert set(rows(page)) == expected
     assert "the tie rule chose rollout 0" in text(page)
-    assert not re.findall(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=[\"']?(?:https?:)?//", page, re.I)
-    assert not re.findall(r"import\s*\(\s*[\"']https?:", page)
-    assert "application/vnd.jupyter.widget-view+json" not in page
+    assert_loads_nothing_from_a_network(page)

@@ -12,6 +12,8 @@ from types import SimpleNamespace
 
 import dspy
 import pytest
+from schedules import scheduled_run
+from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, rows
 
 from roma_lab.controller import (
     LMExchange,
@@ -21,7 +23,6 @@ from roma_lab.controller import (
     Run,
     ScriptedRoles,
     Subtask,
-    fixed_latency_roles,
 )
 from roma_lab.lm import CachingEngine
 from roma_lab.widgets import (
@@ -51,29 +52,6 @@ def failing_run(on_event=None) -> Run:
 
     kwargs["executors"]["think"] = think
     return asyncio.run(Roma(**kwargs, max_depth=1).arun("root", on_event=on_event))
-
-
-def scheduled_run(max_concurrency: int, on_event=None) -> Run:
-    """Two levels of three; every third sibling depends on its left neighbour; search calls are slower."""
-    roles = fixed_latency_roles((3, 3), latency_s=0.01, chain_every=3, task_types=("search", "think", "think"),
-                                executor_latency_s={"search": 0.03})
-    return Roma(**roles.role_kwargs(), max_depth=2, max_concurrency=max_concurrency, max_subtasks=3).run(
-        roles.goal, on_event=on_event)
-
-
-def rows(page: str) -> dict[str, str]:
-    """Each waterfall row's HTML (its attributes, in any order, and cells) by node id."""
-    found = {}
-    for attributes, cells in re.findall(r"<tr\b([^>]*)>(.*?)</tr>", page, re.DOTALL):
-        node_id = re.search(r'data-select="([^"]+)"', attributes)
-        if node_id:
-            found[node_id.group(1)] = attributes + ">" + cells
-    return found
-
-
-def detail(page: str, node_id: str) -> str:
-    return re.search(rf'<section class="rt-detail" data-detail="{re.escape(node_id)}".*?</section>', page,
-                     re.DOTALL).group(0)
 
 
 # --- the tree dict ---
@@ -344,30 +322,17 @@ NOTEBOOK_CELLS = [
 @pytest.fixture(scope="module")
 def executed_notebook(tmp_path_factory):
     """A notebook showing a tree, executed like papermill does (widget state stored in its metadata)."""
-    import os
-    from pathlib import Path
-
     import nbformat
-    from nbclient import NotebookClient
 
-    path = tmp_path_factory.mktemp("export") / "tree.ipynb"
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in NOTEBOOK_CELLS])
-    with pytest.MonkeyPatch.context() as env:  # the kernel imports this checkout's roma_lab
-        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(Path(__file__).resolve().parents[1]),
-                                                                os.environ.get("PYTHONPATH")])))
-        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
-    assert "widgets" in nb.metadata
-    nbformat.write(nb, path)
-    return path
+    return execute_notebook(nb, tmp_path_factory.mktemp("export") / "tree.ipynb")
 
 
 def test_the_exported_page_shows_the_static_tree_and_loads_nothing_from_a_network(executed_notebook):
     page = export_html(executed_notebook).read_text()
     assert 'data-view="execution-tree"' in page and "export &lt;me&gt;" in page
     assert set(rows(page)) == {"0", "0.0", "0.1"}
-    assert not re.findall(r"<(?:script|link|img|iframe)\b[^>]*\b(?:src|href)=[\"']?(?:https?:)?//", page, re.I)
-    assert not re.findall(r"import\s*\(\s*[\"']https?:", page)
-    assert "application/vnd.jupyter.widget-view+json" not in page  # no widget that a CDN script would draw
+    assert_loads_nothing_from_a_network(page)
     assert "widgets" in json.loads(executed_notebook.read_text())["metadata"]  # the notebook is left as it was
 
 
@@ -378,6 +343,8 @@ def test_nbconverts_default_page_is_what_fails_offline(executed_notebook):
     page, _ = HTMLExporter().from_filename(str(executed_notebook))
     assert 'data-view="execution-tree"' not in page and "@jupyter-widgets/html-manager" in page
     assert re.search(r"<script[^>]+src=\"https://", page)
+    with pytest.raises(AssertionError):  # and the check the exported pages pass says so
+        assert_loads_nothing_from_a_network(page)
 
 
 def test_export_from_the_command_line(executed_notebook, tmp_path, capsys):

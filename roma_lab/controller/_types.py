@@ -10,13 +10,15 @@ import json
 import math
 import re
 from collections import Counter
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from collections.abc import Mapping
+from dataclasses import MISSING, asdict, dataclass, fields
+from types import UnionType
+from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ._artifacts import _SHA256, ArtifactRef
-from ._settings import TASK_TYPES, RomaSettings
+from ._settings import RomaSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -445,84 +447,55 @@ def _tool_problems(node: Node, call: RoleCall) -> list[str]:
 
 
 # --- JSON boundary (what is written and read back) ---
+# Each boundary model is made from its dataclass (same field names, types and order), so a field
+# added to a record is written and read back with no second list to keep in step. In a file every
+# field is required, except those added after files were first written (``later``): a file without
+# one reads as the dataclass's default. A field added to a record is therefore required in files
+# until it is listed in ``later`` (tests/fixtures/runs/ holds files written by older code).
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-class _LMExchangeModel(_Strict):
-    messages: tuple[dict[str, Any], ...]
-    completions: tuple[Any, ...]
-    cached: bool
+def _file_type(annotation: Any, nested: Mapping[type, type[BaseModel]]) -> Any:
+    """``annotation`` with each record dataclass in it replaced by that record's boundary model
+    (``tuple[RoleCall, ...]`` -> ``tuple[_RoleCallModel, ...]``), so nested records are as strict."""
+    if annotation in nested:
+        return nested[annotation]
+    args = get_args(annotation)
+    swapped = tuple(_file_type(a, nested) for a in args)
+    if swapped == args:
+        return annotation
+    origin = get_origin(annotation)
+    return Union[swapped] if origin in (Union, UnionType) else origin[swapped]
 
 
-class _ToolCallModel(_Strict):
-    name: str
-    server: str | None
-    arguments: dict[str, Any]
-    status: ToolStatus
-    result_chars: int | None
-    latency_s: float
-    started_s: float
-    error: str | None
+def _file_model(cls: type, nested: Mapping[type, type[BaseModel]], *, later: tuple[str, ...] = (),
+                skip: tuple[str, ...] = (), **replaced: tuple[Any, Any]) -> type[BaseModel]:
+    """The boundary model of dataclass ``cls``: every field but ``skip``, required unless in ``later``,
+    records in it read by their models in ``nested``; ``replaced`` gives a field another (type, default)."""
+    hints = get_type_hints(cls)
+    spec: dict[str, tuple[Any, Any]] = {}
+    for f in fields(cls):
+        if f.name in skip:
+            continue
+        if f.name in later and f.default is MISSING:
+            raise TypeError(f"{cls.__name__}.{f.name} is read from older files without it, so it needs a default")
+        spec[f.name] = replaced.get(f.name, (_file_type(hints[f.name], nested), f.default if f.name in later else ...))
+    return create_model(f"_{cls.__name__}Model", __base__=_Strict, __module__=__name__, **spec)
 
 
-class _ArtifactRefModel(_Strict):
-    sha256: str
-    size: int
-    media_type: str
-
-
-class _RepairModel(_Strict):
-    source_sha256: str
-    source_status: RunStatus
-    redone: tuple[str, ...]
-
-
-class _RoleCallModel(_Strict):
-    role: str
-    inputs: dict[str, Any]
-    outputs: dict[str, Any]
-    context_chars: int
-    input_tokens: int | None
-    output_tokens: int | None
-    cost: float | None
-    latency_s: float
-    started_s: float
-    model: str | None
-    error: str | None
-    queued_s: float | None = None  # the defaults: files written before these were recorded
-    exchanges: tuple[_LMExchangeModel, ...] = ()
-    tools: tuple[_ToolCallModel, ...] = ()
-
-
-class _NodeModel(_Strict):
-    id: str
-    parent_id: str | None
-    depth: int
-    goal: str
-    task_type: str
-    status: NodeStatus
-    output: str | None
-    depends_on: tuple[str, ...]
-    error: str | None
-    warnings: tuple[str, ...]
-    forced_atomic: bool
-    is_atomic: bool | None
-    calls: tuple[_RoleCallModel, ...]
-    created_s: float | None = None  # the defaults: files written before these were recorded
-    started_s: float | None = None
-    ended_s: float | None = None
-    artifact: _ArtifactRefModel | None = None
-    reused: bool = False
-
-
-class _RunModel(_Strict):
-    goal: str | None = None  # written once, on the root node; accepted here from older files
-    status: RunStatus
-    output: str | None
-    nodes: tuple[_NodeModel, ...]
-    wall_s: float
-    settings: dict[str, Any]  # RomaSettings.record(); read back by RomaSettings.from_record
-    artifact_store: str | None = None  # the defaults: files written before artifacts and repairs
-    repair: _RepairModel | None = None
+_LMExchangeModel = _file_model(LMExchange, {})
+_ToolCallModel = _file_model(ToolCall, {})
+_ArtifactRefModel = _file_model(ArtifactRef, {})
+_RepairRecordModel = _file_model(RepairRecord, {})
+_RoleCallModel = _file_model(RoleCall, {LMExchange: _LMExchangeModel, ToolCall: _ToolCallModel},
+                             later=("queued_s", "exchanges", "tools"))
+# in_flight is live state: a finished run has none, so files never hold it
+_NodeModel = _file_model(Node, {RoleCall: _RoleCallModel, ArtifactRef: _ArtifactRefModel}, skip=("in_flight",),
+                         later=("created_s", "started_s", "ended_s", "artifact", "reused"))
+_RunModel = _file_model(
+    Run, {Node: _NodeModel, RepairRecord: _RepairRecordModel}, later=("artifact_store", "repair"),
+    goal=(str | None, None),  # written once, on the root node; accepted here from older files
+    settings=(dict[str, Any], ...),  # RomaSettings.record(); read back by RomaSettings.from_record
+)

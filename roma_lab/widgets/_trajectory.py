@@ -14,7 +14,6 @@ is the static view of saved and exported notebooks. See design/viewer.md.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -27,7 +26,25 @@ from roma_lab.agents import ModelCall, Rollout, Selection, Step, Trajectory, is_
 from roma_lab.bench import normalize_answer
 from roma_lab.controller import RoleCall, Run
 
-from ._view import HTMLView, esc, exchanges_html, filter_select, json_pre, text_pre, tokens, view_html
+from ._view import (
+    HTMLView,
+    call_html,
+    detail_section,
+    esc,
+    exchanges_data,
+    filter_select,
+    json_pre,
+    known_sum,
+    labelled,
+    pane_css,
+    pane_title,
+    pane_uid,
+    select_row,
+    table_head,
+    text_pre,
+    tokens,
+    view_html,
+)
 
 # A step went through (``ok``), gave the final answer (``answered``) or failed with a typed kind;
 # a rollout ends with one of ROLLOUT_STATUSES.
@@ -52,8 +69,7 @@ def _call_view(call: ModelCall | RoleCall) -> dict[str, Any]:
     """A model call as plain data. ``exchanges`` (requests as sent, completions, cache marks) are read
     where the call recorded them: ROMA's role calls do; an agent's ModelCall records outputs and
     tokens only, so its prompt shows as not recorded and ``cached`` is None (unknown)."""
-    exchanges = [{"messages": list(e.messages), "completions": list(e.completions), "cached": e.cached}
-                 for e in getattr(call, "exchanges", ())]
+    exchanges = exchanges_data(getattr(call, "exchanges", ()))
     return {"role": call.role, "model": call.model, "outputs": call.outputs, "input_tokens": call.input_tokens,
             "output_tokens": call.output_tokens, "latency_s": round(call.latency_s, 6), "error": call.error,
             "exchanges": exchanges, "cached": all(e["cached"] for e in exchanges) if exchanges else None}
@@ -176,18 +192,12 @@ def _all_calls(view: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
             yield from s["calls"]
 
 
-def _sum(values: Iterable[int | None]) -> int | None:
-    """A sum with an unknown term is unknown (a ROMA call that timed out)."""
-    values = list(values)
-    return None if any(v is None for v in values) else sum(values)
-
-
 def _roles(calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     by_role: dict[str, list[dict[str, Any]]] = {}
     for c in calls:
         by_role.setdefault(c["role"], []).append(c)
     return [{"role": role, "calls": len(cs), "errors": sum(c["error"] is not None for c in cs),
-             "input_tokens": _sum(c["input_tokens"] for c in cs), "output_tokens": _sum(c["output_tokens"] for c in cs),
+             "input_tokens": known_sum(c["input_tokens"] for c in cs), "output_tokens": known_sum(c["output_tokens"] for c in cs),
              "latency_s": round(sum(c["latency_s"] for c in cs), 6),
              "recorded": sum(c["cached"] is not None for c in cs), "cached": sum(c["cached"] is True for c in cs)}
             for role, cs in by_role.items()]
@@ -212,8 +222,8 @@ def trajectory_to_view(trajectory: Trajectory) -> dict[str, Any]:
     calls = list(_all_calls(view))
     view["roles"] = _roles(calls)
     view["totals"] = {"rollouts": len(rollouts), "steps": t.n_steps, "tool_calls": t.n_tool_calls,
-                      "model_calls": len(calls), "input_tokens": _sum(c["input_tokens"] for c in calls),
-                      "output_tokens": _sum(c["output_tokens"] for c in calls)}
+                      "model_calls": len(calls), "input_tokens": known_sum(c["input_tokens"] for c in calls),
+                      "output_tokens": known_sum(c["output_tokens"] for c in calls)}
     return view
 
 
@@ -235,26 +245,14 @@ def find_in_view(view: Mapping[str, Any], item_id: str) -> dict[str, Any] | None
 
 # --- HTML: one renderer for the widget and the static view ---
 
-TRAJECTORY_CSS = """
+TRAJECTORY_CSS = pane_css("tj", 520) + """\
 .roma-view .tj-badge{color:#fff;border-radius:3px;padding:0 4px;font-size:12px;white-space:nowrap}
 .roma-view .tj-mark{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
 .roma-view .tj-head{margin:2px 0}
 .roma-view .tj-outcome,.roma-view .tj-selection{margin:3px 0;padding:3px 5px;background:rgba(127,127,127,.06)}
-.roma-view table.tj-table{border-collapse:collapse;width:100%;min-width:520px;table-layout:fixed;margin-top:4px}
-.roma-view .tj-table th{text-align:left;font-weight:600;border-bottom:1px solid #bbb;font-size:12px;padding:1px 4px}
-.roma-view .tj-table td{border-bottom:1px solid rgba(127,127,127,.15);padding:1px 4px;white-space:nowrap;
-  overflow:hidden;text-overflow:ellipsis}
 .roma-view tr.tj-rollout td{background:rgba(127,127,127,.10);font-weight:600;padding-top:4px}
-.roma-view .tj-num{text-align:right}
 .roma-view .tj-roles{border-collapse:collapse;margin:6px 0}
 .roma-view .tj-roles td,.roma-view .tj-roles th{padding:1px 6px;border-bottom:1px solid rgba(127,127,127,.15)}
-.roma-view .tj-detail{border-top:2px solid rgba(127,127,127,.3);margin-top:8px;padding-top:4px}
-.roma-view .tj-detail h5{margin:6px 0 2px;font-size:12px}
-.roma-view .tj-call{margin:2px 0 2px 4px}
-.roma-view .tj-call>div{margin-left:14px}
-.roma-view .tj-error{color:#e53935}
-.roma-view .tj-compare{display:flex;gap:14px;align-items:flex-start}
-.roma-view .tj-pane{flex:1 1 0;min-width:0;overflow-x:auto}
 """
 
 
@@ -278,21 +276,12 @@ def _short(text: str | None) -> str:
     return line if len(line) <= _SHORT else line[:_SHORT] + "…"
 
 
-def _call_html(c: Mapping[str, Any], key: str) -> str:
-    cached = {True: ' <span class="tj-mark">cached</span>', False: "", None: ""}[c["cached"]]
-    error = f' &middot; <span class="tj-error">error: {esc(c["error"])}</span>' if c["error"] else ""
-    head = (f"<b>{esc(c['role'])}</b>{cached} &middot; {esc(c['model'] or 'no model')} &middot; "
-            f"{tokens(c['input_tokens'])} in / {tokens(c['output_tokens'])} out tokens &middot; "
-            f"{c['latency_s']:.3f} s{' lookup' if c['cached'] else ''}{error}")
-    prompts = exchanges_html(c["exchanges"], "prompt and completion not recorded for this call")
-    return (f'<details class="tj-call" data-key="{esc(key)}"><summary>{head}</summary>'
-            f"<div><b>outputs</b>{json_pre(c['outputs'])}{prompts}</div></details>")
-
-
 def _calls_html(calls: Sequence[Mapping[str, Any]], key: str, title: str = "model calls") -> str:
     if not calls:
         return ""
-    return f"<h5>{esc(title)} ({len(calls)})</h5>" + "".join(_call_html(c, f"{key}/{i}") for i, c in enumerate(calls))
+    return f"<h5>{esc(title)} ({len(calls)})</h5>" + "".join(
+        call_html(c, f"{key}/{i}", prefix="tj", mark="tj-mark", empty="prompt and completion not recorded for this call")
+        for i, c in enumerate(calls))
 
 
 def _shown_html(label: str, text: str, key: str) -> str:
@@ -353,9 +342,9 @@ def _rollout_row(r: Mapping[str, Any], anchor: str, method: str) -> str:
     chosen = ' <span class="tj-mark">chosen</span>' if r["chosen"] else ""
     answer = "no answer" if r["answer"] is None else f"<code>{esc(r['answer'])}</code>"
     seed = "" if r["seed"] is None else f", seed {r['seed']}"
-    return (f'<tr class="tj-rollout" data-select="{r["id"]}" data-rollout="{r["id"]}" data-status="{esc(statuses)}" '
-            f'data-tool="{esc(tools)}"><td colspan="6"><a href="#{anchor}">rollout {r["index"]}</a> '
-            f"({esc(r['kind'])}{seed}) {_badge(r['status'])} &middot; {answer}{_ballot(r, method)}{chosen}</td></tr>")
+    cells = (f'<td colspan="6"><a href="#{anchor}">rollout {r["index"]}</a> '
+             f"({esc(r['kind'])}{seed}) {_badge(r['status'])} &middot; {answer}{_ballot(r, method)}{chosen}</td>")
+    return select_row(r["id"], {"rollout": r["id"], "status": statuses, "tool": tools}, cells, css_class="tj-rollout")
 
 
 def _step_row(s: Mapping[str, Any], anchor: str, plan_labels: Mapping[str, str]) -> str:
@@ -370,13 +359,13 @@ def _step_row(s: Mapping[str, Any], anchor: str, plan_labels: Mapping[str, str])
     where = f" <small>[subtask: {esc(_short(s['subtask']))}]</small>" if s["subtask"] else ""
     plan = plan_labels.get(s["plan_id"], "—" if not s["plan_shown"] else "unrecorded plan")
     plan_cell = f'<td title="{esc(plan)}">{esc(_plan_short(plan))}</td>'
-    n_in = _sum(c["input_tokens"] for c in s["calls"])
-    n_out = _sum(c["output_tokens"] for c in s["calls"])
-    return (f'<tr data-select="{s["id"]}" data-rollout="r{s["rollout"]}" data-status="{s["status"]}" '
-            f'data-tool="{esc(s["tool"])}"><td><a href="#{anchor}">step {s["index"]}</a>{where}</td>'
-            f'<td>{_badge(s["status"])}</td><td title="{esc(action)}">{esc(action)}</td>'
-            f'<td title="{esc(result)}">{esc(result)}</td>{plan_cell}'
-            f'<td class="tj-num">{len(s["calls"])} &middot; {tokens(n_in)}/{tokens(n_out)}</td></tr>')
+    n_in = known_sum(c["input_tokens"] for c in s["calls"])
+    n_out = known_sum(c["output_tokens"] for c in s["calls"])
+    cells = (f'<td><a href="#{anchor}">step {s["index"]}</a>{where}</td>'
+             f'<td>{_badge(s["status"])}</td><td title="{esc(action)}">{esc(action)}</td>'
+             f'<td title="{esc(result)}">{esc(result)}</td>{plan_cell}'
+             f'<td class="tj-num">{len(s["calls"])} &middot; {tokens(n_in)}/{tokens(n_out)}</td>')
+    return select_row(s["id"], {"rollout": f"r{s['rollout']}", "status": s["status"], "tool": s["tool"]}, cells)
 
 
 def _plans_html(r: Mapping[str, Any], key: str) -> str:
@@ -485,22 +474,20 @@ def _filters_html(views: Sequence[Mapping[str, Any]], hint: str) -> str:
 
 
 def _pane_html(view: Mapping[str, Any], *, label: str = "", filters: str = "") -> str:
-    title = f"<h4 style='margin:4px 0'>{esc(label)}</h4>" if label else ""
-    uid = "tj" + hashlib.sha1(json.dumps([label, view], sort_keys=True, default=str).encode()).hexdigest()[:8]
+    title = pane_title(label)
+    uid = pane_uid("tj", label, view)
     plan_labels = {p["id"]: p["label"] for r in view["rollouts"] for p in r["plans"]}
-    head = ('<colgroup><col style="width:17%"><col style="width:11%"><col style="width:20%"><col style="width:30%">'
-            '<col style="width:12%"><col style="width:10%"></colgroup><thead><tr><th>step</th><th>status</th>'
-            '<th>action</th><th>observation / answer / error</th><th>plan shown</th>'
-            '<th class="tj-num">calls · tokens</th></tr></thead>')
+    head = table_head([("step", 17, ""), ("status", 11, ""), ("action", 20, ""), ("observation / answer / error", 30, ""),
+                       ("plan shown", 12, ""), ("calls · tokens", 10, "tj-num")])
     rows, details = [], []
     for r in view["rollouts"]:
         rows.append(_rollout_row(r, f"{uid}-{r['id']}", view["selection"]["method"]))
-        details.append(f'<section class="tj-detail" data-detail="{r["id"]}" id="{uid}-{r["id"]}">'
-                       f"{rollout_detail_html(r, view['selection']['method'], key=label)}</section>")
+        details.append(detail_section("tj-detail", r["id"], f"{uid}-{r['id']}",
+                                      rollout_detail_html(r, view["selection"]["method"], key=label)))
         for s in r["steps"]:
             rows.append(_step_row(s, f"{uid}-{s['id']}", plan_labels))
-            details.append(f'<section class="tj-detail" data-detail="{s["id"]}" id="{uid}-{s["id"]}">'
-                           f"{step_detail_html(s, plan_labels, key=label)}</section>")
+            details.append(detail_section("tj-detail", s["id"], f"{uid}-{s['id']}",
+                                          step_detail_html(s, plan_labels, key=label)))
     return (f"{title}{_summary_html(view)}{_selection_html(view, label)}{filters}"
             f'<table class="tj-table">{head}<tbody>{"".join(rows)}</tbody></table>'
             f"<details data-key='{esc(label)}/roles'><summary>model calls per role</summary>{_roles_html(view)}</details>"
@@ -601,10 +588,7 @@ class TrajectoryComparison(HTMLView):
         self.show_trajectories(trajectories)
 
     def show_trajectories(self, trajectories: Mapping[str, Trajectory] | Sequence[Trajectory]) -> None:
-        if not isinstance(trajectories, Mapping):
-            trajectories = {f"trajectory {i}": t for i, t in enumerate(trajectories, 1)}
-        if not trajectories:
-            raise ValueError("TrajectoryComparison needs at least one trajectory")
+        trajectories = labelled(trajectories, "trajectory", "TrajectoryComparison")
         self.labels, self.views = list(trajectories), [trajectory_to_view(t) for t in trajectories.values()]
         self._html = compare_trajectories_html(self.views, self.labels)
         if not any(self.selected_id in view_ids(v) for v in self.views):

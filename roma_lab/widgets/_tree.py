@@ -12,8 +12,6 @@ HTML is the static view of saved and exported notebooks. See design/viewer.md.
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict
@@ -23,7 +21,23 @@ import traitlets
 
 from roma_lab.controller import Node, NodeEvent, RoleCall, Run
 
-from ._view import HTMLView, esc, exchanges_html, filter_select, json_pre, tokens, view_html
+from ._view import (
+    HTMLView,
+    call_html,
+    detail_section,
+    esc,
+    exchanges_data,
+    filter_select,
+    known_sum,
+    labelled,
+    pane_css,
+    pane_title,
+    pane_uid,
+    select_row,
+    table_head,
+    tokens,
+    view_html,
+)
 
 # Node and run statuses (all get a badge), then the states of a node while its run goes on.
 STATUS_COLORS = {"pending": "#9e9e9e", "running": "#1e88e5", "completed": "#43a047", "degraded": "#c0ca33",
@@ -36,12 +50,6 @@ LIVE_STATES = {"pending": "created, not started yet", "waiting": "waiting on dep
 ROLE_COLORS = {"atomizer": "#7e57c2", "planner": "#00897b", "executor": "#1e88e5", "aggregator": "#2e7d32",
                "verifier": "#f4511e"}
 _GOAL_CHARS = 90  # goals in a row; the detail block shows them whole
-
-
-def _total(values: Iterable[int | None]) -> int | None:
-    """A sum with an unknown term is unknown (a timed-out call's usage)."""
-    values = list(values)
-    return None if any(v is None for v in values) else sum(values)
 
 
 def _component(role: str) -> str:
@@ -110,9 +118,7 @@ def _call_dict(call: RoleCall) -> dict[str, Any]:
             "latency_s": round(call.latency_s, 6), "started_s": round(call.started_s, 6),
             "queued_s": None if call.queued_s is None else round(call.queued_s, 6), "wait_s": wait,
             "context_chars": call.context_chars, "inputs": call.inputs, "outputs": call.outputs,
-            "error": call.error, "cached": call.cached,
-            "exchanges": [{"messages": list(e.messages), "completions": list(e.completions), "cached": e.cached}
-                          for e in call.exchanges]}
+            "error": call.error, "cached": call.cached, "exchanges": exchanges_data(call.exchanges)}
 
 
 def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str | None = None,
@@ -139,8 +145,8 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
             "in_flight": None if n.in_flight is None else asdict(n.in_flight),
             "roles": sorted(roles), "calls": [_call_dict(c) for c in n.calls],
             "cached_calls": sum(c.cached is True for c in n.calls),
-            "input_tokens": _total(c.input_tokens for c in n.calls),
-            "output_tokens": _total(c.output_tokens for c in n.calls),
+            "input_tokens": known_sum(c.input_tokens for c in n.calls),
+            "output_tokens": known_sum(c.output_tokens for c in n.calls),
             "latency_s": round(sum(c.latency_s for c in n.calls), 6),
             "segments": _segments(n, [by_id[k] for k in children[n.id]], now),
         }
@@ -154,8 +160,8 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
         "nodes": tree_nodes,
         "edges": [{"source": d, "target": n.id} for n in nodes for d in n.depends_on],
         "totals": {"nodes": len(nodes), "calls": len(calls), "cached_calls": sum(c.cached is True for c in calls),
-                   "input_tokens": _total(c.input_tokens for c in calls),
-                   "output_tokens": _total(c.output_tokens for c in calls),
+                   "input_tokens": known_sum(c.input_tokens for c in calls),
+                   "output_tokens": known_sum(c.output_tokens for c in calls),
                    "latency_s": round(sum(c.latency_s for c in calls), 6),
                    "states": dict(Counter(t["state"] for t in tree_nodes.values()))},
     }
@@ -169,17 +175,12 @@ def trace_to_tree(run: Run) -> dict[str, Any]:
 
 # --- HTML: one renderer for the widget and the static view ---
 
-TREE_CSS = """
+TREE_CSS = pane_css("rt", 560) + """\
 .roma-view .rt-summary{margin:2px 0}
 .roma-view .rt-badge{color:#fff;border-radius:3px;padding:0 4px;font-size:12px;white-space:nowrap}
 .roma-view .rt-cached{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
 .roma-view .rt-legend{font-size:11px;opacity:.8;margin:2px 0}
 .roma-view .rt-legend i{display:inline-block;width:16px;height:9px;margin:0 3px 0 9px;vertical-align:middle}
-.roma-view table.rt-table{border-collapse:collapse;width:100%;min-width:560px;table-layout:fixed;margin-top:4px}
-.roma-view .rt-table th{text-align:left;font-weight:600;border-bottom:1px solid #bbb;font-size:12px;padding:1px 4px}
-.roma-view .rt-table td{border-bottom:1px solid rgba(127,127,127,.15);padding:1px 4px;white-space:nowrap;
-  overflow:hidden;text-overflow:ellipsis}
-.roma-view .rt-num{text-align:right}
 .roma-view .rt-type{opacity:.7;font-size:11px}
 .roma-view .rt-lane,.roma-view .rt-axis{position:relative;height:18px}
 .roma-view .rt-axis span{position:absolute;top:0;font-weight:400;font-size:11px}
@@ -190,14 +191,7 @@ TREE_CSS = """
   background:repeating-linear-gradient(45deg,#ffb300 0 3px,rgba(255,179,0,.25) 3px 6px)}
 .roma-view .rt-seg[data-kind=call]{top:2px;height:14px;border-radius:2px;min-width:2px}
 .roma-view .rt-seg[data-cached=true]{opacity:.45;border:1px dashed #333}
-.roma-view .rt-detail{border-top:2px solid rgba(127,127,127,.3);margin-top:8px;padding-top:4px}
-.roma-view .rt-detail h5{margin:6px 0 2px;font-size:12px}
-.roma-view .rt-call{margin:2px 0 2px 4px}
-.roma-view .rt-call>div{margin-left:14px}
-.roma-view .rt-error{color:#e53935}
 .roma-view .rt-warn{color:#e65100}
-.roma-view .rt-compare{display:flex;gap:14px;align-items:flex-start}
-.roma-view .rt-pane{flex:1 1 0;min-width:0;overflow-x:auto}
 """
 _LEGEND = (
     '<div class="rt-legend">timeline: <i style="background:#bdbdbd;height:4px"></i>waiting on dependencies'
@@ -256,27 +250,20 @@ def _row_html(n: dict[str, Any], anchor: str, span: float) -> str:
     doing = f' <small>{esc(n["in_flight"]["role"])}</small>' if n["in_flight"] else ""
     cached = (f' <span class="rt-cached" title="{n["cached_calls"]} of {len(n["calls"])} calls were served from '
               f'a completion cache">{n["cached_calls"]} cached</span>' if n["cached_calls"] else "")
-    return (f'<tr data-select="{esc(n["id"])}" data-state="{esc(n["state"])}" data-roles="{esc(" ".join(n["roles"]))}">'
-            f'<td style="padding-left:{4 + 14 * n["depth"]}px" title="{esc(n["goal"])}">'
-            f'<a href="#{anchor}">{esc(n["id"])}</a> <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
-            f'<td>{_badge(n["state"])}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
-            f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
-            f'<td class="rt-num">{tokens(n["input_tokens"])} / {tokens(n["output_tokens"])}</td>'
-            f'{_lane_html(n, span)}</tr>')
+    cells = (f'<td style="padding-left:{4 + 14 * n["depth"]}px" title="{esc(n["goal"])}">'
+             f'<a href="#{anchor}">{esc(n["id"])}</a> <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
+             f'<td>{_badge(n["state"])}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
+             f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
+             f'<td class="rt-num">{tokens(n["input_tokens"])} / {tokens(n["output_tokens"])}</td>{_lane_html(n, span)}')
+    return select_row(n["id"], {"state": n["state"], "roles": " ".join(n["roles"])}, cells)
 
 
 def _call_html(c: dict[str, Any], key: str) -> str:
     cost = "cost unknown" if c["cost"] is None else f"${c['cost']:.4f}"
-    cached = {True: ' <span class="rt-cached">cached</span>', False: "", None: ""}[c["cached"]]
-    latency = f"{c['latency_s']:.3f} s" + (" lookup" if c["cached"] else "")
     waited = "" if (c["wait_s"] or 0) < 5e-4 else f" &middot; waited {c['wait_s']:.3f} s for a slot"
-    error = f' &middot; <span class="rt-error">error: {esc(c["error"])}</span>' if c["error"] else ""
-    head = (f"<b>{esc(c['role'])}</b>{cached} &middot; {esc(c['model'] or 'no model')} &middot; "
-            f"{tokens(c['input_tokens'])} in / {tokens(c['output_tokens'])} out tokens &middot; {cost} &middot; "
-            f"{latency}{waited} &middot; started {c['started_s']:.3f} s &middot; context {c['context_chars']} chars{error}")
-    prompts = exchanges_html(c["exchanges"], "no model request recorded for this call")
-    return (f'<details class="rt-call" data-key="{esc(key)}"><summary>{head}</summary>'
-            f"<div><b>inputs</b>{json_pre(c['inputs'])}<b>outputs</b>{json_pre(c['outputs'])}{prompts}</div></details>")
+    return call_html(c, key, prefix="rt", mark="rt-cached", empty="no model request recorded for this call",
+                     cost=f"{cost} &middot; ", inputs=True,
+                     timing=f"{waited} &middot; started {c['started_s']:.3f} s &middot; context {c['context_chars']} chars")
 
 
 def _warnings_html(warnings: list[str], key: str) -> str:
@@ -331,10 +318,10 @@ def node_detail_html(tree: dict[str, Any], node_id: str, *, key: str = "") -> st
 
 
 def _pane_html(tree: dict[str, Any], *, span: float, label: str = "", controls: bool = True) -> str:
-    title = f"<h4 style='margin:4px 0'>{esc(label)}</h4>" if label else ""
+    title = pane_title(label)
     if tree["root"] is None:
         return f"{title}<div><i>no run yet</i></div>"
-    uid = "rt" + hashlib.sha1(json.dumps([label, tree], sort_keys=True, default=str).encode()).hexdigest()[:8]
+    uid = pane_uid("rt", label, tree)
     order = _order(tree)
     nodes = tree["nodes"]
     filters = ""
@@ -346,13 +333,10 @@ def _pane_html(tree: dict[str, Any], *, span: float, label: str = "", controls: 
                    f'<span class="rv-static-only"><i>click a node id to jump to its role calls</i></span></div>')
     axis = (f'<span style="left:0">0</span><span style="left:45%">{span / 2:.2f}</span>'
             f'<span style="right:0">{span:.2f} s</span>')
-    head = ('<colgroup><col style="width:28%"><col style="width:12%"><col style="width:12%"><col style="width:8%">'
-            '<col style="width:11%"><col style="width:29%"></colgroup><thead><tr><th>node</th><th>state</th>'
-            '<th class="rt-num">calls</th><th class="rt-num">latency s</th><th class="rt-num">tokens in/out</th>'
-            f'<th class="rt-axis">{axis}</th></tr></thead>')
+    head = table_head([("node", 28, ""), ("state", 12, ""), ("calls", 12, "rt-num"), ("latency s", 8, "rt-num"),
+                       ("tokens in/out", 11, "rt-num"), (axis, 29, "rt-axis")])
     rows = "".join(_row_html(nodes[i], f"{uid}-{i}", span) for i in order)
-    details = "".join(f'<section class="rt-detail" data-detail="{esc(i)}" id="{uid}-{esc(i)}">'
-                      f"{node_detail_html(tree, i, key=label)}</section>" for i in order)
+    details = "".join(detail_section("rt-detail", i, f"{uid}-{i}", node_detail_html(tree, i, key=label)) for i in order)
     return (f'{title}{_summary_html(tree)}{filters}<table class="rt-table">{head}<tbody>{rows}</tbody></table>'
             f"<div>{details}</div>")
 
@@ -439,9 +423,7 @@ class RunComparison(HTMLView):
         self.show_runs(runs)
 
     def show_runs(self, runs: Mapping[str, Run] | Sequence[Run]) -> None:
-        runs = dict(runs) if isinstance(runs, Mapping) else {f"run {i}": r for i, r in enumerate(runs, 1)}
-        if not runs:
-            raise ValueError("RunComparison needs at least one run")
+        runs = labelled(runs, "run", "RunComparison")
         self.labels, self.trees = list(runs), [trace_to_tree(r) for r in runs.values()]
         self._html = compare_html(self.trees, self.labels)
         if not any(self.selected_id in t["nodes"] for t in self.trees):

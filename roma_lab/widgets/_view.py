@@ -9,16 +9,18 @@ same HTML is the static view that executed and exported notebooks show (no JavaS
 
 from __future__ import annotations
 
+import hashlib
 import html
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anywidget
 import traitlets
 
 ASSETS = Path(__file__).with_name("_assets")
+T = TypeVar("T")
 
 # Behaviour classes used by view.js; without JavaScript every detail block is shown, in order.
 BASE_CSS = """
@@ -34,6 +36,28 @@ BASE_CSS = """
 .roma-view .rv-selected,.roma-view .rv-selected:hover{background:rgba(30,136,229,.16)}
 .roma-view .rv-hidden{display:none}
 """
+
+# The table-and-details views (execution tree ``rt``, trajectory ``tj``) share their table, detail
+# and side-by-side styles; ``{p}`` is the view's class prefix.
+_PANE_CSS = """
+.roma-view table.{p}-table{border-collapse:collapse;width:100%;min-width:{min_width}px;table-layout:fixed;margin-top:4px}
+.roma-view .{p}-table th{text-align:left;font-weight:600;border-bottom:1px solid #bbb;font-size:12px;padding:1px 4px}
+.roma-view .{p}-table td{border-bottom:1px solid rgba(127,127,127,.15);padding:1px 4px;white-space:nowrap;
+  overflow:hidden;text-overflow:ellipsis}
+.roma-view .{p}-num{text-align:right}
+.roma-view .{p}-detail{border-top:2px solid rgba(127,127,127,.3);margin-top:8px;padding-top:4px}
+.roma-view .{p}-detail h5{margin:6px 0 2px;font-size:12px}
+.roma-view .{p}-call{margin:2px 0 2px 4px}
+.roma-view .{p}-call>div{margin-left:14px}
+.roma-view .{p}-error{color:#e53935}
+.roma-view .{p}-compare{display:flex;gap:14px;align-items:flex-start}
+.roma-view .{p}-pane{flex:1 1 0;min-width:0;overflow-x:auto}
+"""
+
+
+def pane_css(prefix: str, min_width: int) -> str:
+    """The shared styles of a table-and-details view whose classes start with ``prefix-``."""
+    return _PANE_CSS.replace("{p}", prefix).replace("{min_width}", str(min_width))
 
 
 def esc(value: Any) -> str:
@@ -54,6 +78,17 @@ def text_pre(value: Any) -> str:
     return f"<pre>{esc(value if isinstance(value, str) else json.dumps(value, indent=1, ensure_ascii=False))}</pre>"
 
 
+def known_sum(values: Iterable[int | None]) -> int | None:
+    """A sum with an unknown term is unknown (e.g. the usage of a call that timed out)."""
+    values = list(values)
+    return None if any(v is None for v in values) else sum(values)
+
+
+def exchanges_data(exchanges: Iterable[Any]) -> list[dict[str, Any]]:
+    """A call's recorded model requests (``roma_lab.controller.LMExchange``) as plain data."""
+    return [{"messages": list(e.messages), "completions": list(e.completions), "cached": e.cached} for e in exchanges]
+
+
 def exchanges_html(exchanges: list[Mapping[str, Any]], empty: str) -> str:
     """A role call's model requests: each message, then each completion; ``empty`` when none was recorded."""
     parts = []
@@ -63,6 +98,58 @@ def exchanges_html(exchanges: list[Mapping[str, Any]], empty: str) -> str:
         completions = "".join(f"<div><b>completion</b>{text_pre(out)}</div>" for out in e["completions"])
         parts.append(f"<div><u>model request {i}{' (cached)' if e['cached'] else ''}</u>{messages}{completions}</div>")
     return "".join(parts) or f"<div><i>{esc(empty)}</i></div>"
+
+
+def call_html(c: Mapping[str, Any], key: str, *, prefix: str, mark: str, empty: str, cost: str = "",
+              timing: str = "", inputs: bool = False) -> str:
+    """A model call, collapsed to one line (role, cached mark of class ``mark``, model, tokens, then
+    ``cost``, the latency (a lookup when cached), ``timing``, the error); open, its inputs (when
+    ``inputs``), outputs and requests as sent (``empty`` when none was recorded)."""
+    cached = f' <span class="{mark}">cached</span>' if c["cached"] is True else ""
+    error = f' &middot; <span class="{prefix}-error">error: {esc(c["error"])}</span>' if c["error"] else ""
+    head = (f"<b>{esc(c['role'])}</b>{cached} &middot; {esc(c['model'] or 'no model')} &middot; "
+            f"{tokens(c['input_tokens'])} in / {tokens(c['output_tokens'])} out tokens &middot; {cost}"
+            f"{c['latency_s']:.3f} s{' lookup' if c['cached'] else ''}{timing}{error}")
+    shown = f"<b>inputs</b>{json_pre(c['inputs'])}" if inputs else ""
+    return (f'<details class="{prefix}-call" data-key="{esc(key)}"><summary>{head}</summary>'
+            f"<div>{shown}<b>outputs</b>{json_pre(c['outputs'])}{exchanges_html(c['exchanges'], empty)}</div></details>")
+
+
+def pane_uid(prefix: str, label: str, data: Any) -> str:
+    """The anchor prefix of one pane: from its label and content, so panes of one page never share one."""
+    return prefix + hashlib.sha1(json.dumps([label, data], sort_keys=True, default=str).encode()).hexdigest()[:8]
+
+
+def pane_title(label: str) -> str:
+    return f"<h4 style='margin:4px 0'>{esc(label)}</h4>" if label else ""
+
+
+def table_head(columns: Sequence[tuple[str, int, str]]) -> str:
+    """A fixed-layout table's head: per column its header (HTML), width in percent and class ("" for none)."""
+    widths = "".join(f'<col style="width:{width}%">' for _, width, _ in columns)
+    cells = "".join(f'<th class="{cls}">{header}</th>' if cls else f"<th>{header}</th>" for header, _, cls in columns)
+    return f"<colgroup>{widths}</colgroup><thead><tr>{cells}</tr></thead>"
+
+
+def select_row(item_id: str, data: Mapping[str, str], cells: str, *, css_class: str = "") -> str:
+    """A row the user clicks to select ``item_id``, with the ``data-<name>`` words its filters read."""
+    cls = f' class="{css_class}"' if css_class else ""
+    words = "".join(f' data-{name}="{esc(value)}"' for name, value in data.items())
+    return f'<tr{cls} data-select="{esc(item_id)}"{words}>{cells}</tr>'
+
+
+def detail_section(css_class: str, item_id: str, anchor: str, body: str) -> str:
+    """The detail block of ``item_id`` (view.js shows the selected one; ``anchor`` is its row's link target)."""
+    return f'<section class="{css_class}" data-detail="{esc(item_id)}" id="{esc(anchor)}">{body}</section>'
+
+
+def labelled(items: Mapping[str, T] | Iterable[T], noun: str, owner: str) -> dict[str, T]:
+    """What a comparison shows, by label: a mapping as given, else "<noun> 1", "<noun> 2"... in order.
+    Nothing to show is an error (``owner`` needs at least one)."""
+    found = dict(items) if isinstance(items, Mapping) else {f"{noun} {i}": x for i, x in enumerate(items, 1)}
+    if not found:
+        raise ValueError(f"{owner} needs at least one {noun}")
+    return found
 
 
 def view_html(body: str, css: str = "", *, data_view: str = "") -> str:

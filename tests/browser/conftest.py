@@ -176,6 +176,35 @@ class Notebook:
         return self.page.locator(".jp-Notebook .jp-Cell").nth(index % self.n_cells).locator(".jp-Cell-outputArea")
 
 
+@pytest.fixture
+def offline_page(browser):
+    """Opens a local file with the network off: ``offline_page(path)`` returns the page and the list
+    of every URL other than the file's that it asked for (each is refused). Closed after the test."""
+    contexts = []
+
+    def open_offline(path: Path):
+        url = path.as_uri()
+        asked: list[str] = []
+
+        def network(route):
+            if route.request.url == url:
+                route.continue_()
+            else:
+                asked.append(route.request.url)
+                route.abort()
+
+        context = browser.new_context(offline=True)
+        contexts.append(context)
+        context.route("**/*", network)
+        page = context.new_page()
+        page.goto(url)
+        return page, asked
+
+    yield open_offline
+    for context in contexts:
+        context.close()
+
+
 @pytest.fixture(scope="session")
 def lab(tmp_path_factory, browser_installed):
     """One JupyterLab for the session, in a fresh folder with a fresh config; stopped at the end."""

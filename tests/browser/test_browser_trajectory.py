@@ -10,21 +10,16 @@ ROMA's asyncio.run)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
 import pytest
-from trajectory_fixtures import run_study, study_trajectories
+from trajectory_fixtures import study_trajectories
+from view_pages import execute_notebook, parameterized
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "trajectory_view.ipynb"
 COMPARISON = '.roma-view.rv-live[data-view="trajectory-comparison"]'
 TASK = "dev-conflicting_sources-000"
-
-
-@pytest.fixture(scope="module")
-def study_dir(tmp_path_factory) -> Path:
-    return run_study(tmp_path_factory.mktemp("study"))
 
 
 def visible_rows(pane) -> list[str]:
@@ -95,39 +90,15 @@ def test_click_a_step_switch_rollout_filter_and_the_kernel_sees_the_selection(la
 @pytest.fixture(scope="module")
 def exported_page(study_dir, tmp_path_factory) -> Path:
     """The fixture notebook executed as papermill does (widget state stored), exported for offline reading."""
-    import nbformat
-    from nbclient import NotebookClient
-    from papermill.iorw import load_notebook_node
-    from papermill.parameterize import parameterize_notebook
-
     from roma_lab.widgets import export_html
 
-    nb = parameterize_notebook(load_notebook_node(str(FIXTURE)), {"OUT_DIR": str(study_dir)})
-    with pytest.MonkeyPatch.context() as env:  # the kernel imports this checkout's roma_lab
-        env.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(FIXTURE.parents[2]), os.environ.get("PYTHONPATH")])))
-        NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
-    assert "widgets" in nb.metadata  # the case nbconvert's default page draws blank offline
-    executed = tmp_path_factory.mktemp("export") / "trajectory_view.ipynb"
-    nbformat.write(nb, executed)
-    return export_html(executed)
+    return export_html(execute_notebook(parameterized(FIXTURE, {"OUT_DIR": str(study_dir)}),
+                                        tmp_path_factory.mktemp("export") / "trajectory_view.ipynb"))
 
 
-def test_an_exported_notebook_shows_the_trajectories_with_the_network_off(browser, exported_page, study_dir):
+def test_an_exported_notebook_shows_the_trajectories_with_the_network_off(offline_page, exported_page, study_dir):
     saved = study_trajectories(study_dir)
-    context = browser.new_context(offline=True)
-    asked = []  # every request for something other than the file itself is recorded and refused
-
-    def network(route):
-        if route.request.url == page_url:
-            route.continue_()
-        else:
-            asked.append(route.request.url)
-            route.abort()
-
-    page_url = exported_page.as_uri()
-    context.route("**/*", network)
-    page = context.new_page()
-    page.goto(page_url)
+    page, asked = offline_page(exported_page)
     view = page.locator('.roma-view[data-view="trajectory-comparison"]')
     assert view.is_visible() and page.locator(".rv-live").count() == 0  # the static view: no script ran
     vote = view.locator(".tj-pane").first
@@ -137,4 +108,3 @@ def test_an_exported_notebook_shows_the_trajectories_with_the_network_off(browse
     detail = vote.locator('[data-detail="r1.1"]')
     assert detail.is_visible() and "unknown_tool" in detail.inner_text()
     assert asked == []  # nothing was fetched: not even an attempt
-    context.close()

@@ -11,19 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+from schedules import most_at_once
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 COMPARISON = '.roma-view.rv-live[data-view="run-comparison"]'
 TREE = '.roma-view.rv-live[data-view="execution-tree"]'
-
-
-def most_at_once(intervals: list[tuple[float, float]]) -> int:
-    events = sorted([(s, 1) for s, _ in intervals] + [(e, -1) for _, e in intervals])
-    running = peak = 0
-    for _, step in events:
-        running += step
-        peak = max(peak, running)
-    return peak
 
 
 def call_intervals(pane) -> list[tuple[float, float]]:
@@ -93,7 +86,7 @@ def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_ca
     assert tree.locator('.rt-seg[data-cached="true"]').count() == calls
 
 
-def test_an_exported_notebook_shows_its_tree_with_the_network_off(browser, tmp_path):
+def test_an_exported_notebook_shows_its_tree_with_the_network_off(offline_page, tmp_path):
     results = tmp_path / "results"
     subprocess.run([sys.executable, "-m", "roma_lab.experiments", "--root", str(REPO), "run", "01_run_quickstart",
                     "--smoke", "--results", str(results)], check=True, timeout=900)
@@ -102,21 +95,7 @@ def test_an_exported_notebook_shows_its_tree_with_the_network_off(browser, tmp_p
     subprocess.run([sys.executable, "-m", "roma_lab.widgets", "export", str(executed), "-o",
                     str(tmp_path / "quickstart.html")], check=True, timeout=300)
     run = json.loads((results / "01_run_quickstart" / "run.json").read_text())
-
-    context = browser.new_context(offline=True)
-    asked = []  # every request for something other than the file itself is recorded and refused
-
-    def network(route):
-        if route.request.url == page_url:
-            route.continue_()
-        else:
-            asked.append(route.request.url)
-            route.abort()
-
-    page_url = (tmp_path / "quickstart.html").as_uri()
-    context.route("**/*", network)
-    page = context.new_page()
-    page.goto(page_url)
+    page, asked = offline_page(tmp_path / "quickstart.html")
     trees = page.locator('.roma-view[data-view="execution-tree"]')
     final = trees.last
     assert final.is_visible()
@@ -126,4 +105,13 @@ def test_an_exported_notebook_shows_its_tree_with_the_network_off(browser, tmp_p
     assert re.search(r"#rt[0-9a-f]{8}-0$", page.url)
     assert final.locator('[data-detail="0"]').is_visible()
     assert asked == []  # nothing was fetched: not even an attempt
-    context.close()
+
+
+def test_the_offline_harness_refuses_and_records_every_request_but_the_file(offline_page, tmp_path):
+    """What the two export tests rely on: a page that asks for anything is caught."""
+    (tmp_path / "asks.html").write_text('<p>x</p><img src="http://example.invalid/a.png">'
+                                        '<script src="https://cdn.invalid/b.js"></script>')
+    page, asked = offline_page(tmp_path / "asks.html")
+    page.wait_for_load_state()
+    assert sorted(asked) == ["http://example.invalid/a.png", "https://cdn.invalid/b.js"]
+    assert page.inner_text("body") == "x"
