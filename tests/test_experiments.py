@@ -294,7 +294,7 @@ def test_a_widget_cell_whose_reply_arrives_during_the_widget_send_does_not_wait_
     spec_text = (GOOD.format(stem="01_widget").replace('["data/label.txt"]', "[]").replace("rows.csv", "done.txt")
                  + f"\n[parameters]\nGATE = {json.dumps(str(gate))}\n")
     (project / "experiments" / "01_widget.toml").write_text(spec_text)
-    seen, checks = [], []
+    seen, checks = [], []  # checks: holds the probe task, which asyncio keeps only weakly
     real_sync_state = OutputWidget.sync_state
 
     async def reply_taken(shell):
