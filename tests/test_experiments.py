@@ -4,6 +4,7 @@ The fixture project (tests/fixtures/project) holds one notebook whose parameters
 fail (FAIL), skip its output (WRITE) or sleep (SLEEP_S); tests copy it and add specs.
 """
 
+import asyncio
 import json
 import shutil
 import signal
@@ -13,9 +14,11 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import nbformat
 import pandas as pd
 import psutil
 import pytest
+import zmq
 
 import roma_lab.experiments._runner as runner
 from roma_lab.experiments import (
@@ -211,6 +214,114 @@ def test_cell_timeout_fails_instead_of_hanging(project, tmp_path):
     spec = load_spec(add_experiment(project, "01_slow", GOOD.replace("timeout_s = 60", "timeout_s = 2"), SLEEP_S=60))
     outcome = run_experiment(spec, results_root=tmp_path / "results")
     assert outcome.status == "failed" and "timed out" in outcome.error.lower()
+
+
+# --- a widget cell never waits out its timeout (nbclient's Output-widget stand-in, jupyter/nbclient#312) ---
+
+WIDGET_CELL = """\
+import pathlib
+import time
+
+import ipywidgets as w
+
+out = w.Output()
+display(out)
+with out:
+    print("captured by the Output widget")
+# nbclient's stand-in for the widget sends that output to the kernel on the shell socket; the test
+# holds that send until this cell's reply is waiting, and says so by creating GATE.
+while not pathlib.Path(GATE).exists():
+    time.sleep(0.01)
+pathlib.Path(OUT_DIR, "done.txt").write_text("done")
+"""
+LOOP_TURNS = 100  # a woken await resumes within a handful of event-loop turns; no time passes in these
+
+
+async def _turns(n: int = 10) -> None:
+    for _ in range(n):
+        await asyncio.sleep(0)
+
+
+def test_a_send_on_the_runners_shell_channel_wakes_the_await_of_a_reply_already_waiting():
+    """The mechanism with real ZMQ sockets and no kernel: the reply is queued and ZMQ's signal of it
+    consumed (as a write through Session.send's blocking shadow socket does); the awaited get_msg
+    sleeps, and the runner's channel must wake it on its next send."""
+    kernel = zmq.Context.instance().socket(zmq.ROUTER)  # the kernel's end of the shell channel
+    port = kernel.bind_to_random_port("tcp://127.0.0.1")
+    client = runner._kernel_client_class()()
+    client.load_connection_info({"transport": "tcp", "ip": "127.0.0.1", "shell_port": port})
+
+    async def scenario():
+        shell, session = client.shell_channel, client.session
+        shell.send(session.msg("execute_request", {"code": "", "silent": True}))
+        assert kernel.poll(30_000), "the request never reached the kernel's socket"
+        identity = kernel.recv_multipart()[0]
+        waiter = asyncio.ensure_future(shell.get_msg())  # as nbclient awaits a cell's reply
+        await _turns()
+        kernel.send_multipart(session.serialize(session.msg("execute_reply", {"status": "ok"}), ident=identity))
+        assert zmq.Socket.shadow(shell.socket.underlying).poll(30_000) == zmq.POLLIN, "no reply arrived"
+        await _turns(LOOP_TURNS)
+        asleep = not waiter.done()
+        shell.send(session.msg("comm_msg", {"comm_id": "c", "data": {}}))  # what the widget stand-in sends
+        await _turns(LOOP_TURNS)
+        if not waiter.done():
+            waiter.cancel()
+            return asleep, None
+        return asleep, waiter.result()["header"]["msg_type"]
+
+    try:
+        asleep, woke_with = asyncio.run(scenario())
+    finally:
+        client.stop_channels()
+        kernel.close(linger=0)
+    assert asleep, "pyzmq now wakes the await without a send: the runner's channel may be unnecessary"
+    assert woke_with == "execute_reply", "the await of the reply slept on after a send: the cell would wait out its timeout"
+
+
+def test_a_widget_cell_whose_reply_arrives_during_the_widget_send_does_not_wait_out_its_timeout(
+        project, tmp_path, monkeypatch):
+    """Notebook 14's stall, through run_experiment: nbclient's Output-widget stand-in sends the
+    captured output while the cell's execute_reply is already waiting. The stand-in's send is held
+    until then, deterministically; afterwards nbclient must take the reply within a few event-loop
+    turns, not at the cell timeout (where it still takes it and the run passes, 10 minutes late)."""
+    from nbclient.output_widget import OutputWidget
+
+    gate = tmp_path / "gate"
+    nb = nbformat.read(project / "notebooks" / "00_fixture.ipynb", as_version=4)  # its kernel metadata
+    nb.cells = [nbformat.v4.new_code_cell('OUT_DIR = "out"\nSEED = 0\nGATE = ""', metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell(WIDGET_CELL)]
+    nbformat.write(nb, project / "notebooks" / "01_widget.ipynb")
+    spec_text = (GOOD.format(stem="01_widget").replace('["data/label.txt"]', "[]").replace("rows.csv", "done.txt")
+                 + f"\n[parameters]\nGATE = {json.dumps(str(gate))}\n")
+    (project / "experiments" / "01_widget.toml").write_text(spec_text)
+    seen, checks = [], []  # checks: holds the probe task, which asyncio keeps only weakly
+    real_sync_state = OutputWidget.sync_state
+
+    async def reply_taken(shell):
+        pending = zmq.Socket.shadow(shell.socket.underlying)
+        for _ in range(LOOP_TURNS):
+            await asyncio.sleep(0)
+            if not pending.poll(0):
+                seen.append("reply taken")
+                return
+        seen.append("reply left waiting")
+        shell.socket.get(zmq.EVENTS)  # wake nbclient here, so the failing test ends now
+
+    def sync_state_once_the_reply_waits(self):
+        shell = self.kernel_client.shell_channel
+        first = not seen
+        if first:
+            gate.touch()  # the cell ends and its reply comes; nbclient's loop is held here meanwhile
+            waiting = zmq.Socket.shadow(shell.socket.underlying).poll(30_000)
+            seen.append("reply waiting" if waiting else "no reply")
+        real_sync_state(self)
+        if first:
+            checks.append(asyncio.ensure_future(reply_taken(shell)))
+
+    monkeypatch.setattr(OutputWidget, "sync_state", sync_state_once_the_reply_waits)
+    outcome = run_experiment(load_spec(project / "experiments" / "01_widget.toml"), results_root=tmp_path / "results")
+    assert outcome.status == "completed", outcome.error
+    assert seen == ["reply waiting", "reply taken"]
 
 
 def test_missing_input_at_run_time_fails_without_running(project, tmp_path, monkeypatch):

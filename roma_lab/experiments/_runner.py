@@ -121,13 +121,47 @@ def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool =
 # --- the notebook kernel: recorded at launch, stopped before anyone else writes the folder -------
 
 
+def _kernel_client_class() -> type:
+    """jupyter_client's async kernel client, with a shell channel that never sleeps through a reply.
+
+    ``Session.send`` writes through a blocking shadow of the asyncio shell socket, so pyzmq's
+    asyncio layer does not see the write, and the write can consume ZMQ's edge-triggered signal
+    that a message is waiting. nbclient writes to that socket while it awaits the cell's
+    execute_reply on it: its stand-in for an ipywidgets ``Output`` widget (notebook 14's
+    ``ThresholdExplorer`` plot) sends the captured outputs back to the kernel. If the reply
+    arrived during that send, the await sleeps until the cell timeout (600 s), then finds the reply
+    and the cell passes (jupyter/nbclient#312, jupyter/jupyter_client#1059, both open). Reading
+    ``EVENTS`` through the asyncio socket after each send makes pyzmq look again and wake the waiter.
+    """
+    import zmq
+    from jupyter_client.asynchronous.client import AsyncKernelClient
+    from jupyter_client.channels import AsyncZMQSocketChannel
+    from traitlets import Type
+
+    class ShellChannel(AsyncZMQSocketChannel):
+        def send(self, msg: dict[str, Any]) -> None:
+            super().send(msg)
+            self.socket.get(zmq.EVENTS)
+
+    class KernelClient(AsyncKernelClient):
+        shell_channel_class = Type(ShellChannel)
+
+    return KernelClient
+
+
 def _kernel_manager_class(out_dir: Path, kernel_env: Mapping[str, str]) -> type:
     """A jupyter kernel manager that starts its kernel with ``kernel_env`` on top of this process's
-    environment, and records the kernel's pid, process group and start time in
-    ``out_dir/.kernel.json`` at launch, so a later run can stop a kernel whose runner was killed."""
+    environment, records the kernel's pid, process group and start time in
+    ``out_dir/.kernel.json`` at launch, so a later run can stop a kernel whose runner was killed,
+    and gives nbclient the client of :func:`_kernel_client_class`."""
     from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
 
     class RecordingKernelManager(AsyncKernelManager):
+        @default("client_factory")
+        def _client_factory_default(self) -> type:
+            return _kernel_client_class()
+
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["env"] = {**kw.get("env", os.environ), **kernel_env}
             await super()._async_launch_kernel(kernel_cmd, **kw)
