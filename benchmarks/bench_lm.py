@@ -3,11 +3,16 @@
     python benchmarks/bench_lm.py                      # default model ("local", Qwen2.5-Coder-1.5B)
     python benchmarks/bench_lm.py --model local:smollm2-135m --calls 4
     python benchmarks/bench_lm.py --ratio-only         # only the roma_lab.lm / bare llama.cpp ratios
+    python benchmarks/bench_lm.py --interleaved-only   # only two roles taking turns, with and without saved states
 
 The first block runs one chat prompt through roma_lab.lm (threads as the toolkit chooses them) and
 through a bare ``llama_cpp.Llama`` with every CPU of this process, alternately, and prints the
 ratio of tokens/s (prompt and generation separately, from llama.cpp's own counters) and of the time
 spent generating (the wait for the machine's one-generation-at-a-time turn left out on both sides).
+
+The interleaved block has two roles take turns on growing prompts (as an agent's actor and its
+planner or summariser do) and prints the prompt tokens llama.cpp evaluated, the wall time and their
+ratios with roma_lab.lm's saved prompt states and without them (the same completions either way).
 
 Prints one run's numbers and ratios; no completion cache is used. Run it on a quiet machine:
 llama.cpp slows down badly when other processes compete for the cores.
@@ -125,6 +130,7 @@ def toolkit_vs_bare(name: str, rounds: int) -> None:
     request = Request(model=lm.model, system=ROLE_INSTRUCTIONS, messages=(Message.user(RATIO_MESSAGES[1]["content"]),),
                       config=Config(max_tokens=RATIO_MAX_TOKENS, temperature=0.0))
     toolkit = llama(lm)  # loads the model the way every notebook does
+    toolkit.set_cache(None)  # token speed, not prompt reuse: a saved state would skip the prompt
     bare_threads = len(os.sched_getaffinity(0))
     bare = llama_cpp.Llama(model_path=toolkit.model_path, n_ctx=toolkit.context_params.n_ctx, n_threads=bare_threads,
                            n_threads_batch=bare_threads, verbose=False)
@@ -144,6 +150,38 @@ def toolkit_vs_bare(name: str, rounds: int) -> None:
     print(f"ratio roma_lab.lm / bare (best of {rounds}): prompt x{tp / bp:.2f}  generation x{tg / bg:.2f}  "
           f"speed (1/wall) x{bw / tw:.2f}   load_avg_1min={os.getloadavg()[0]:.2f}", flush=True)
     bare.close()
+
+
+SECOND_ROLE = ("You revise plans. Read the task, the plan and what the steps returned; drop steps already done, fix "
+               "steps the observations contradict, add what is missing. At most five numbered steps. ") * 6
+
+
+def interleaved_roles(name: str, turns: int) -> None:
+    """Two roles take ``turns`` turns each on growing prompts, through roma_lab.lm, with its saved
+    prompt states and without them: prompt tokens evaluated, wall seconds, same replies."""
+    lm = resolve_lm(name, cache=False, max_tokens=24)
+
+    def messages(system: str, k: int) -> list[dict]:
+        steps = " ".join(f"Step {j}: called lookup(R-{1000 + j}) and it returned revenue {37 * j} in Q{j % 4 + 1}."
+                         for j in range(4 * k))
+        return [{"role": "system", "content": system}, {"role": "user", "content": f"Memory: {steps} Next?"}]
+
+    results = {}
+    for states in (True, False):
+        _HOST.close()
+        model = llama(lm)
+        if not states:
+            model.set_cache(None)
+        p0, start = perf(model).n_p_eval, time.perf_counter()
+        replies = [lm(messages=messages(system, k))[0] for k in range(1, turns + 1)
+                   for system in (ROLE_INSTRUCTIONS, SECOND_ROLE)]
+        results[states] = (perf(model).n_p_eval - p0, time.perf_counter() - start, replies)
+    (with_tokens, with_s, with_replies), (without_tokens, without_s, without_replies) = results[True], results[False]
+    print(f"interleaved roles, {2 * turns} calls: prompt tokens evaluated {without_tokens} without saved states, "
+          f"{with_tokens} with (x{with_tokens / without_tokens:.2f}); wall {without_s:.1f} s -> {with_s:.1f} s "
+          f"(speed-up x{without_s / with_s:.2f}); same replies: {with_replies == without_replies}; "
+          f"load_avg_1min={os.getloadavg()[0]:.2f}", flush=True)
+    _HOST.close()
 
 
 def role_calls(model, goals, *, reuse: bool) -> float:
@@ -175,16 +213,23 @@ def main() -> None:
     parser.add_argument("--calls", type=int, default=len(GOALS), help="goals per measurement (<= 8)")
     parser.add_argument("--rounds", type=int, default=2, help="alternating runs per side in the ratio block")
     parser.add_argument("--ratio-only", action="store_true", help="stop after the roma_lab.lm / bare ratio block")
+    parser.add_argument("--turns", type=int, default=4, help="turns per role in the interleaved block")
+    parser.add_argument("--interleaved-only", action="store_true", help="only the interleaved-roles block")
     args = parser.parse_args()
     goals = GOALS[: args.calls]
     load = os.getloadavg()[0]
     print(f"model={args.model} threads={free_cores()} calls={len(goals)} load_avg_1min={load:.2f}", flush=True)
+    if args.interleaved_only:
+        interleaved_roles(args.model, args.turns)
+        return
     toolkit_vs_bare(args.model, args.rounds)
     if args.ratio_only:
         return
 
+    interleaved_roles(args.model, args.turns)
     grammar_lm = resolve_lm(args.model, cache=False, json_mode="grammar")
     model = llama(grammar_lm)
+    model.set_cache(None)  # the prefix-reuse block below measures llama.cpp's own single-prefix reuse
     prompt_tps, gen_tps = token_speeds(model)
     print(f"prompt eval: {prompt_tps:7.1f} tok/s   generation: {gen_tps:6.1f} tok/s", flush=True)
 
