@@ -78,7 +78,10 @@ def test_dedupe_drops_repeats_but_keeps_layout():
     "kwargs, message",
     [
         ({"k": 0}, "k \\(drafts per round\\) must be an int >= 1"),
+        ({"k": True}, "k \\(drafts per round\\) must be an int >= 1, got True"),
         ({"k": 2, "n": 3}, "n \\(drafts merged\\) must be <= k"),
+        ({"n": 0}, "n \\(drafts merged\\) must be an int >= 1, got 0"),
+        ({"n": 1.0}, "n \\(drafts merged\\) must be an int >= 1, got 1.0"),
         ({"gamma": -1.0}, "gamma must be a finite number >= 0"),
         ({"delta": float("nan")}, "delta must be a finite number >= 0"),
         ({"judge": None}, "a judge model is required"),
@@ -86,7 +89,8 @@ def test_dedupe_drops_repeats_but_keeps_layout():
         ({"proposers": ()}, "non-empty tuple"),
         ({"proposers": (("m", 3.0),)}, "temperature"),
         ({"max_judge_calls": -1}, "max_judge_calls"),
-        ({"max_parallel": 0}, "max_parallel"),
+        ({"max_parallel": 0}, "max_parallel must be an int >= 1, got 0"),
+        ({"max_parallel": False}, "max_parallel must be an int >= 1, got False"),
     ],
 )
 def test_config_rejects_bad_settings(kwargs, message):

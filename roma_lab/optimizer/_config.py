@@ -58,10 +58,8 @@ class GepaPlusConfig:
     max_total_merge_calls: int | None = None
 
     def __post_init__(self) -> None:
-        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 1:
-            raise ValueError(f"k (drafts per round) must be an int >= 1, got {self.k!r}")
-        if isinstance(self.n, bool) or not isinstance(self.n, int) or self.n < 1:
-            raise ValueError(f"n (drafts merged) must be an int >= 1, got {self.n!r}")
+        _check_size("k (drafts per round)", self.k, 1)
+        _check_size("n (drafts merged)", self.n, 1)
         if self.n > self.k:
             raise ValueError(f"n (drafts merged) must be <= k (drafts per round); got n={self.n}, k={self.k}")
         for name in ("alpha", "beta", "gamma", "delta"):
@@ -86,8 +84,7 @@ class GepaPlusConfig:
             raise ValueError("alpha > 0 weights a judge score, so a judge model is required (or set alpha=0)")
         if self.n > 1 and self.merger is None:
             raise ValueError("n > 1 merges drafts, so a merger model is required (or set n=1)")
-        if isinstance(self.max_parallel, bool) or not isinstance(self.max_parallel, int) or self.max_parallel < 1:
-            raise ValueError(f"max_parallel must be an int >= 1, got {self.max_parallel!r}")
+        _check_size("max_parallel", self.max_parallel, 1)
         for name in (
             "max_judge_calls", "max_verifier_runs", "max_merge_calls",
             "max_total_judge_calls", "max_total_verifier_runs", "max_total_merge_calls",
