@@ -1,6 +1,7 @@
 """The one results vocabulary: paper_reported schema, beside_paper, agreement, summarize, compare."""
 
 import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -81,11 +82,15 @@ def test_beside_paper_outer_join_keeps_every_paper_figure_and_marks_ours_only_ro
 def test_a_difference_or_a_missing_figure_without_a_reason_is_an_error():
     paper = paper_rows({"condition": "learned", "metric": "success", "value": 1.0})
     differs = pd.DataFrame([{"condition": "learned", "subset": "test", "metric": "success", "value": 0.5}])
-    with pytest.raises(ValueError, match="no reason"):
-        beside_paper(differs, paper, "t1")
+    with pytest.raises(ValueError, match=re.escape("t1: learned/test/success differs from the paper (0.5 vs 1) "
+                                                   "and no reason was given")):
+        beside_paper(differs, paper, "t1", why_not_measured="x", why_not_comparable="x")  # the other reasons don't do
+    assert beside_paper(differs, paper, "t1", why="ours is smaller").loc[0, "why"] == "ours is smaller"
     none = differs.iloc[0:0]
-    with pytest.raises(ValueError, match="not measured"):
-        beside_paper(none, paper, "t1", why="x")
+    with pytest.raises(ValueError, match=re.escape("t1: paper figure learned/test/success was not measured and no "
+                                                   "reason was given")):
+        beside_paper(none, paper, "t1", why="x", why_not_comparable="x")
+    assert beside_paper(none, paper, "t1", why_not_measured="offline").loc[0, "why"] == "offline"
 
 
 def test_a_figure_marked_not_comparable_says_so_with_a_reason_whatever_its_value():
@@ -105,8 +110,8 @@ def test_a_figure_marked_not_comparable_says_so_with_a_reason_whatever_its_value
     assert by.loc["b", "agreement"] == NOT_COMPARABLE  # before "not measured": we ran it, it measures else
     assert by.loc["c", "agreement"] == MATCHES and by.loc["c", "why"] == ""
     assert by.loc["d", "agreement"] == NOT_IN_PAPER  # no paper figure to compare with at all
-    with pytest.raises(ValueError, match="not comparable and no reason"):
-        beside_paper(ours, paper, "t1")
+    with pytest.raises(ValueError, match=re.escape("t1: a/test/success is marked not comparable and no reason was given")):
+        beside_paper(ours, paper, "t1", why="x", why_not_measured="x")
     with pytest.raises(ValueError, match="True or False"):
         beside_paper(ours.assign(comparable="no"), paper, "t1", why_not_comparable="x")
 

@@ -106,6 +106,14 @@ def _reason(why: Why | None, row: Mapping[str, Any]) -> str:
     return why(row) or ""
 
 
+def _required_reason(why: Why | None, row: Mapping[str, Any], problem: str) -> str:
+    """The reason ``why`` gives for a row that must have one; none is an error naming the ``problem``."""
+    reason = _reason(why, row)
+    if not reason:
+        raise ValueError(f"{problem} and no reason was given")
+    return reason
+
+
 def beside_paper(
     ours: pd.DataFrame,
     paper: pd.DataFrame,
@@ -188,21 +196,13 @@ def beside_paper(
             "why": "", "paper_source": row["source"] if isinstance(row["source"], str) else "",
             "paper_note": row["note"] if isinstance(row["note"], str) else "",
         }
+        figure = f"{row['condition']}/{row['subset']}/{row['metric']}"
         if verdict == DIFFERS:
-            out["why"] = _reason(why, out)
-            if not out["why"]:
-                raise ValueError(f"{artefact}: {row['condition']}/{row['subset']}/{row['metric']} differs from the "
-                                 f"paper ({value:g} vs {p:g}) and no reason was given")
+            out["why"] = _required_reason(why, out, f"{artefact}: {figure} differs from the paper ({value:g} vs {p:g})")
         elif verdict == NOT_COMPARABLE:
-            out["why"] = _reason(why_not_comparable, out)
-            if not out["why"]:
-                raise ValueError(f"{artefact}: {row['condition']}/{row['subset']}/{row['metric']} is marked not "
-                                 "comparable and no reason was given")
+            out["why"] = _required_reason(why_not_comparable, out, f"{artefact}: {figure} is marked not comparable")
         elif verdict == NOT_MEASURED:
-            out["why"] = _reason(why_not_measured, out)
-            if not out["why"]:
-                raise ValueError(f"{artefact}: paper figure {row['condition']}/{row['subset']}/{row['metric']} "
-                                 "was not measured and no reason was given")
+            out["why"] = _required_reason(why_not_measured, out, f"{artefact}: paper figure {figure} was not measured")
         rows.append(out)
     columns = ["artefact", "condition", "subset", "metric", "unit", "paper", "paper_derived", "ours", "ours_ci_low",
                "ours_ci_high", "n", "difference", "agreement", "paper_in_ci", "setting", "why", "paper_source",
