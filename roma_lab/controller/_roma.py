@@ -11,6 +11,7 @@ so its whole-run deadline holds even against a role that blocks the loop. See de
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import hashlib
 import inspect
@@ -19,7 +20,7 @@ import math
 import threading
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, is_dataclass, replace
 from os import PathLike
 from typing import Any
@@ -149,38 +150,42 @@ def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
-def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
-    """Run one sync role under its own DSPy usage tracker, LM copy and tool log (so concurrent calls
-    never mix). Usage is read whether the role returns or raises: a failed call still consumed tokens."""
+@contextlib.contextmanager
+def _call_setting(lm: Any, tools: ToolLog) -> Iterator[Callable[[Any, BaseException | None], _Outcome]]:
+    """One role call's own DSPy usage tracker, LM copy and tool log (so concurrent calls never mix).
+    Yields the function that makes the call's outcome from what it returned or raised; usage is
+    read either way: a failed call still consumed tokens."""
     import dspy
     from dspy.utils.usage_tracker import track_usage
 
-    _TOOL_LOG.set(tools)  # this thread runs in a copy of the run's context: the setting stays here
+    _TOOL_LOG.set(tools)  # the call's thread or task runs in a copy of the run's context: the setting stays there
     call_lm = lm.copy() if lm is not None else None
     overrides = {"lm": call_lm} if call_lm is not None else {}
-    result, error = None, None
     with dspy.context(**overrides), track_usage() as tracker:
+        yield lambda result, error: _Outcome(result, error, tracker.get_total_tokens(),
+                                             list(getattr(call_lm, "history", [])))
+
+
+def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
+    """Run one sync role in its own call setting (:func:`_call_setting`)."""
+    result, error = None, None
+    with _call_setting(lm, tools) as outcome:
         try:
             result = fn(**inputs)
         except BaseException as err:  # noqa: BLE001 - judged by the caller, after usage is read
             error = err
-    return _Outcome(result, error, tracker.get_total_tokens(), list(getattr(call_lm, "history", [])))
+    return outcome(result, error)
 
 
 async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
-    import dspy
-    from dspy.utils.usage_tracker import track_usage
-
-    _TOOL_LOG.set(tools)  # this call's own task: its context is a copy
-    call_lm = lm.copy() if lm is not None else None
-    overrides = {"lm": call_lm} if call_lm is not None else {}
+    """Run one async role in its own call setting (:func:`_call_setting`)."""
     result, error = None, None
-    with dspy.context(**overrides), track_usage() as tracker:
+    with _call_setting(lm, tools) as outcome:
         try:
             result = await fn(**inputs)
         except BaseException as err:  # noqa: BLE001 - also our own cancellation after a time-out:
             error = err  # this task then ends with what the call consumed, for late accounting
-    return _Outcome(result, error, tracker.get_total_tokens(), list(getattr(call_lm, "history", [])))
+    return outcome(result, error)
 
 
 def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
