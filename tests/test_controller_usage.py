@@ -194,3 +194,11 @@ def test_a_call_that_also_used_a_remote_model_without_a_price_is_unknown():
                lm=remote, max_depth=0).run("job")
     (call,) = run.root.calls
     assert call.input_tokens > 0 and call.cost is None  # unknown, not the local model's 0
+
+
+def test_each_call_records_only_its_own_model_exchanges():
+    # every call runs on its own copy of the run's LM: one shared LM would hand later calls the
+    # history (and cost) of the earlier ones
+    run = Roma(lm="scripted", max_depth=1, max_concurrency=2).run("write a report")
+    calls = [c for n in run.nodes for c in n.calls]
+    assert len(calls) == 5 and all(len(c.exchanges) == 1 for c in calls)
