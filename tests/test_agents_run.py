@@ -156,6 +156,20 @@ def test_browsecomp_gold_answers_stay_out_of_saved_files_even_when_predicted(tmp
     assert saved and not any("The Keepers" in text or "lighthouse" in text for text in saved)
 
 
+@pytest.mark.parametrize("predicted", ["the keepers", "Keepers.", "THE KEEPERS"])
+def test_browsecomp_answers_and_questions_the_grader_would_match_stay_out_of_saved_files(tmp_path, predicted):
+    # The string-match grader counts these as the gold answer (case, articles and punctuation do not
+    # matter to it), so written as they are they would put the answer on disk; so would the question
+    # echoed in another case.
+    question = "Which band recorded an album in a lighthouse?"
+    tasks = qa_tasks([Item("browsecomp", "3", question, "The Keepers")])
+    lm, _ = actor_lm(lambda inputs: answer(predicted) | {"thought": f"Asked: {question.upper()}"})
+    rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["correct"].tolist() == [True]
+    saved = [p.read_text().casefold() for p in tmp_path.rglob("*") if p.is_file()]
+    assert saved and not any("keepers" in text or "lighthouse" in text for text in saved)
+
+
 def test_python_tool_runs_model_code_in_the_sandbox():
     task = qa_tasks([Item("aime2025", "x", "Compute 6*7.", 42)], python=True)[0]
 

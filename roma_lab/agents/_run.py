@@ -110,17 +110,24 @@ def _redacted(text: str, secrets: Sequence[str]) -> str:
 
     A prompt carries the question as written or inside JSON it builds (escaped once, with or without
     non-ASCII escapes), so each of those forms is replaced; a judge's reply or a correct prediction
-    carries the answer. If a secret still shows, the file is not written: a private item must never
-    reach the disk in the clear."""
+    carries the answer. A string that still holds a secret as the string-match grader reads it
+    (``normalize_answer``: case, articles and punctuation aside, e.g. "the keepers" for "The
+    Keepers") is replaced whole. If a secret still shows, the file is not written: a private item
+    must never reach the disk in the clear."""
+    from roma_lab.bench import normalize_answer
+
     forms = sorted({form for secret in secrets if secret
                     for form in (secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])},
                    key=len, reverse=True)
+    # padded, so that containment is a whole-token run, as the string-match grader matches
+    needles = {f" {n} " for n in map(normalize_answer, secrets) if n}
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
             for form in forms:
                 value = value.replace(form, _REDACTED)
-            return value
+            normal = f" {normalize_answer(value.replace(_REDACTED, ' '))} "
+            return _REDACTED if any(needle in normal for needle in needles) else value
         if isinstance(value, list):
             return [scrub(v) for v in value]
         if isinstance(value, dict):
