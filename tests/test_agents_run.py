@@ -170,6 +170,21 @@ def test_browsecomp_answers_and_questions_the_grader_would_match_stay_out_of_sav
     assert saved and not any("keepers" in text or "lighthouse" in text for text in saved)
 
 
+def test_a_browsecomp_answer_that_the_redaction_marker_contains_is_still_saved(tmp_path):
+    # One BrowseComp gold answer is a substring of the marker: redaction must not find it in its own marker
+    # and refuse to write every trajectory of that item.
+    from roma_lab.agents._run import _REDACTED
+
+    tasks = qa_tasks([Item("browsecomp", "4", "Which adjective describes still water?", "clear")])
+    lm, _ = actor_lm(lambda inputs: answer("Clear"))
+    rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["correct"].tolist() == [True] and rows["error"].isna().all()
+    saved = [p.read_text().replace(_REDACTED, "").casefold() for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(saved) == 3 and not any("clear" in text or "still water" in text for text in saved)
+    (trajectory,) = read_trajectories(tmp_path)
+    assert trajectory.question == _REDACTED  # the marker itself intact, not redacted inside
+
+
 def test_python_tool_runs_model_code_in_the_sandbox():
     task = qa_tasks([Item("aime2025", "x", "Compute 6*7.", 42)], python=True)[0]
 

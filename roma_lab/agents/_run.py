@@ -124,8 +124,8 @@ def _redacted(text: str, secrets: Sequence[str]) -> str:
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
-            for form in forms:
-                value = value.replace(form, _REDACTED)
+            for form in forms:  # never inside a marker already placed: a short answer can be part of its text
+                value = _REDACTED.join(part.replace(form, _REDACTED) for part in value.split(_REDACTED))
             normal = f" {normalize_answer(value.replace(_REDACTED, ' '))} "
             return _REDACTED if any(needle in normal for needle in needles) else value
         if isinstance(value, list):
@@ -135,7 +135,7 @@ def _redacted(text: str, secrets: Sequence[str]) -> str:
         return value
 
     redacted = json.dumps(scrub(json.loads(text)), indent=1, ensure_ascii=False)
-    if any(form in redacted for form in forms):
+    if any(form in part for part in redacted.split(_REDACTED) for form in forms):
         raise RuntimeError("a private question or answer survived redaction; the trajectory was not written")
     return redacted
 
