@@ -185,6 +185,28 @@ def test_a_browsecomp_answer_that_the_redaction_marker_contains_is_still_saved(t
     assert trajectory.question == _REDACTED  # the marker itself intact, not redacted inside
 
 
+def test_a_numeric_browsecomp_answer_is_redacted_as_a_word_and_the_trajectory_is_saved(tmp_path):
+    # 80 of the 1,266 answers are numbers: "8" also shows inside token counts, latencies, ids and
+    # hashes ("805"), which are not the item's text; they stay, and the trajectory is written.
+    from roma_lab.agents._run import _REDACTED
+
+    tasks = qa_tasks([Item("browsecomp", "805", "How many legs has a spider?", "8")])
+    lm, _ = actor_lm(lambda inputs: answer("8 legs"))
+    rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["correct"].tolist() == [True] and rows["task_id"].tolist() == ["805"] and rows["error"].isna().all()
+    (trajectory,) = read_trajectories(tmp_path)
+    assert trajectory.task_id == "805" and trajectory.question == _REDACTED and trajectory.answer == f"{_REDACTED} legs"
+
+
+def test_a_secret_left_where_redaction_does_not_reach_stops_the_write():
+    # Dictionary keys are not rewritten; one holding the answer (in any case) must stop the file.
+    from roma_lab.agents._run import _redacted
+
+    with pytest.raises(RuntimeError, match="survived redaction"):
+        _redacted(json.dumps({"details": {"THE KEEPERS": 1}, "rows": [{"ok": "fine"}]}), ("Which band?", "The Keepers"))
+    assert json.loads(_redacted(json.dumps({"details": {"band": ["the keepers", 8]}}), ("Which band?", "The Keepers")))
+
+
 def test_python_tool_runs_model_code_in_the_sandbox():
     task = qa_tasks([Item("aime2025", "x", "Compute 6*7.", 42)], python=True)[0]
 
