@@ -207,6 +207,25 @@ def test_a_secret_left_where_redaction_does_not_reach_stops_the_write():
     assert json.loads(_redacted(json.dumps({"details": {"band": ["the keepers", 8]}}), ("Which band?", "The Keepers")))
 
 
+@pytest.mark.parametrize("cached", ["ours", "dspy"])
+def test_browsecomp_items_are_refused_with_a_model_that_caches_completions(tmp_path, cached):
+    # Our completion cache records each request's messages (the question), DSPy's each reply (a correct
+    # answer): a caching model passed as an object must not take private items.
+    from roma_lab.agents import AgentConfig
+    from roma_lab.lm import CachingEngine, ScriptedEngine
+
+    engine = ScriptedEngine(lambda request: answer("unsure"))
+    lm = (dspy.LM("scripted/c", engine=CachingEngine(engine, model_id="m", directory=tmp_path / "cache"), cache=False)
+          if cached == "ours" else dspy.LM("scripted/c", engine=engine, cache=True))
+    tasks = qa_tasks([Item("browsecomp", "3", "Which band recorded an album in a lighthouse?", "The Keepers")])
+    with pytest.raises(ValueError, match="actor.*caches completions"):
+        run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path / "out", lm=lm, progress=False)
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+    if cached == "ours":  # other items may use the cache
+        public = qa_tasks([Item("simpleqa", "3", "Which band recorded an album in a lighthouse?", "The Keepers")])
+        assert len(run_agent(AgentConfig(reanswer=False), public, out_dir=tmp_path / "out", lm=lm, progress=False)) == 1
+
+
 def test_python_tool_runs_model_code_in_the_sandbox():
     task = qa_tasks([Item("aime2025", "x", "Compute 6*7.", 42)], python=True)[0]
 

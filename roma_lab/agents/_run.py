@@ -156,6 +156,18 @@ def _redacted(text: str, secrets: Sequence[str]) -> str:
     return json.dumps(redacted, indent=1, ensure_ascii=False)
 
 
+def _refuse_caching_models(agent: Agent) -> None:
+    """Private items must not reach a completion cache: ours records each request's messages (the
+    question), DSPy's each reply (a correct answer)."""
+    from roma_lab.lm import CachingEngine
+
+    cached = sorted({role for role, lm in agent._lms.items()
+                     if getattr(lm, "cache", False) or isinstance(getattr(lm, "engine", None), CachingEngine)})
+    if cached:
+        raise ValueError(f"private items (BrowseComp) must stay out of completion caches, and the model of {cached} "
+                         "caches completions; pass a model name (resolved without a cache) or one made with cache=False")
+
+
 def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str | Path, runs: int = 1, lm: Any = None,
               roles: Mapping[str, Callable[..., Any]] | None = None, progress: bool = True):
     """Run ``config`` on every task, ``runs`` times (run index = seed when sampling), and return one
@@ -177,6 +189,8 @@ def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str |
     _check_tips(config, tasks)
     agent = Agent(config, lm=lm, roles=roles)
     agent._setup()  # a missing model fails here, once, not as one error row per task
+    if any(t.private for t in tasks):
+        _refuse_caching_models(agent)
     label = run_label(config)
     root = Path(out_dir) / label
     write_text_atomic(root / "config.json", config.to_json())
