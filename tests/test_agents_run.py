@@ -156,6 +156,76 @@ def test_browsecomp_gold_answers_stay_out_of_saved_files_even_when_predicted(tmp
     assert saved and not any("The Keepers" in text or "lighthouse" in text for text in saved)
 
 
+@pytest.mark.parametrize("predicted", ["the keepers", "Keepers.", "THE KEEPERS"])
+def test_browsecomp_answers_and_questions_the_grader_would_match_stay_out_of_saved_files(tmp_path, predicted):
+    # The string-match grader counts these as the gold answer (case, articles and punctuation do not
+    # matter to it), so written as they are they would put the answer on disk; so would the question
+    # echoed in another case.
+    question = "Which band recorded an album in a lighthouse?"
+    tasks = qa_tasks([Item("browsecomp", "3", question, "The Keepers")])
+    lm, _ = actor_lm(lambda inputs: answer(predicted) | {"thought": f"Asked: {question.upper()}"})
+    rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["correct"].tolist() == [True]
+    saved = [p.read_text().casefold() for p in tmp_path.rglob("*") if p.is_file()]
+    assert saved and not any("keepers" in text or "lighthouse" in text for text in saved)
+
+
+def test_a_browsecomp_answer_that_the_redaction_marker_contains_is_still_saved(tmp_path):
+    # One BrowseComp gold answer is a substring of the marker: redaction must not find it in its own marker
+    # and refuse to write every trajectory of that item.
+    from roma_lab.agents._run import _REDACTED
+
+    tasks = qa_tasks([Item("browsecomp", "4", "Which adjective describes still water?", "clear")])
+    lm, _ = actor_lm(lambda inputs: answer("Clear"))
+    rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["correct"].tolist() == [True] and rows["error"].isna().all()
+    saved = [p.read_text().replace(_REDACTED, "").casefold() for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(saved) == 3 and not any("clear" in text or "still water" in text for text in saved)
+    (trajectory,) = read_trajectories(tmp_path)
+    assert trajectory.question == _REDACTED  # the marker itself intact, not redacted inside
+
+
+def test_a_numeric_browsecomp_answer_is_redacted_as_a_word_and_the_trajectory_is_saved(tmp_path):
+    # 80 of the 1,266 answers are numbers: "8" also shows inside token counts, latencies, ids and
+    # hashes ("805"), which are not the item's text; they stay, and the trajectory is written.
+    from roma_lab.agents._run import _REDACTED
+
+    tasks = qa_tasks([Item("browsecomp", "805", "How many legs has a spider?", "8")])
+    lm, _ = actor_lm(lambda inputs: answer("8 legs"))
+    rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["correct"].tolist() == [True] and rows["task_id"].tolist() == ["805"] and rows["error"].isna().all()
+    (trajectory,) = read_trajectories(tmp_path)
+    assert trajectory.task_id == "805" and trajectory.question == _REDACTED and trajectory.answer == f"{_REDACTED} legs"
+
+
+def test_a_secret_left_where_redaction_does_not_reach_stops_the_write():
+    # Dictionary keys are not rewritten; one holding the answer (in any case) must stop the file.
+    from roma_lab.agents._run import _redacted
+
+    with pytest.raises(RuntimeError, match="survived redaction"):
+        _redacted(json.dumps({"details": {"THE KEEPERS": 1}, "rows": [{"ok": "fine"}]}), ("Which band?", "The Keepers"))
+    assert json.loads(_redacted(json.dumps({"details": {"band": ["the keepers", 8]}}), ("Which band?", "The Keepers")))
+
+
+@pytest.mark.parametrize("cached", ["ours", "dspy"])
+def test_browsecomp_items_are_refused_with_a_model_that_caches_completions(tmp_path, cached):
+    # Our completion cache records each request's messages (the question), DSPy's each reply (a correct
+    # answer): a caching model passed as an object must not take private items.
+    from roma_lab.agents import AgentConfig
+    from roma_lab.lm import CachingEngine, ScriptedEngine
+
+    engine = ScriptedEngine(lambda request: answer("unsure"))
+    lm = (dspy.LM("scripted/c", engine=CachingEngine(engine, model_id="m", directory=tmp_path / "cache"), cache=False)
+          if cached == "ours" else dspy.LM("scripted/c", engine=engine, cache=True))
+    tasks = qa_tasks([Item("browsecomp", "3", "Which band recorded an album in a lighthouse?", "The Keepers")])
+    with pytest.raises(ValueError, match="actor.*caches completions"):
+        run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path / "out", lm=lm, progress=False)
+    assert not (tmp_path / "cache").exists() and not (tmp_path / "out").exists()
+    if cached == "ours":  # other items may use the cache
+        public = qa_tasks([Item("simpleqa", "3", "Which band recorded an album in a lighthouse?", "The Keepers")])
+        assert len(run_agent(AgentConfig(reanswer=False), public, out_dir=tmp_path / "out", lm=lm, progress=False)) == 1
+
+
 def test_python_tool_runs_model_code_in_the_sandbox():
     task = qa_tasks([Item("aime2025", "x", "Compute 6*7.", 42)], python=True)[0]
 

@@ -539,3 +539,67 @@ def test_interleaved_roles_resume_their_own_prompt_with_the_same_completions():
     without, full = run(False)
     assert with_states == without
     assert saved < 0.7 * full
+
+
+def _saved_state(n_tokens: int, first_token: int):
+    """A llama-cpp-python saved state as the 1.5B Qwen model makes it, without its memory: save_state
+    copies the first min(n_tokens, n_batch=512) rows of the vocabulary-wide logits array (a
+    zero-byte broadcast view here, with the real nbytes) beside llama.cpp's own state, which holds
+    28,672 bytes of KV per token (28 layers x 2 KV heads x 128 x K and V x f16) and the last logits."""
+    import numpy as np
+    from llama_cpp.llama import LlamaState
+
+    vocab, kv_per_token = 151_936, 28_672
+    ids = np.arange(first_token, first_token + n_tokens, dtype=np.intc)
+    scores = np.broadcast_to(np.float32(0), (min(n_tokens, 512), vocab))
+    return ids, LlamaState(input_ids=ids, scores=scores, n_tokens=n_tokens, llama_state=b"",
+                           llama_state_size=n_tokens * kv_per_token + vocab * 4, seed=0)
+
+
+@pytest.mark.parametrize("n_tokens", [150, 512, 1500])
+def test_saved_prompt_states_stay_within_their_bound_whatever_the_prompt_length(n_tokens):
+    # LlamaRAMCache counts only llama.cpp's part of a state: with 512-token prompts it kept 26 states
+    # holding 8.5 GB where STATE_CACHE_BYTES said 384 MiB (and the design note ~3 GB).
+    from roma_lab.lm._engine import STATE_CACHE_BYTES, _state_cache
+
+    cache = _state_cache()
+    assert 2 <= _fill(cache, n_tokens) and _held(cache) <= STATE_CACHE_BYTES  # two roles taking turns both resume
+    ids, _ = _saved_state(n_tokens, 10_000 * 99)
+    assert cache[ids.tolist()] is cache.cache_state[tuple(ids.tolist())]  # the latest state is kept, found by prefix
+
+
+def _fill(cache, n_tokens: int) -> int:
+    """Save 100 states of ``n_tokens`` in ``cache``; how many it keeps."""
+    for k in range(100):
+        ids, state = _saved_state(n_tokens, 10_000 * k)
+        cache[ids.tolist()] = state
+    return len(cache.cache_state)
+
+
+def _held(cache) -> int:
+    return sum(s.scores.nbytes + s.input_ids.nbytes + s.llama_state_size for s in cache.cache_state.values())
+
+
+def test_each_loaded_model_gets_its_own_bounded_state_cache(monkeypatch, tmp_path):
+    # A state saved by one model must never be loaded into another: swapping models swaps caches.
+    import llama_cpp
+
+    from roma_lab.lm._engine import STATE_CACHE_BYTES, _ModelHost
+
+    class FakeLlama:
+        def __init__(self, model_path, **kwargs):
+            self.model_path, self.cache, self.closed = model_path, "none", False
+
+        def set_cache(self, cache):
+            self.cache = cache
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(llama_cpp, "Llama", FakeLlama)
+    host = _ModelHost()
+    first = host.get(tmp_path / "a.gguf", 512, 1)
+    second = host.get(tmp_path / "b.gguf", 512, 1)
+    assert first.closed and not second.closed
+    assert first.cache is not second.cache and _fill(second.cache, 512) and _held(second.cache) <= STATE_CACHE_BYTES
+    assert host.get(tmp_path / "b.gguf", 512, 1).cache is second.cache  # same model: its states are kept

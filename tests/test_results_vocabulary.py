@@ -256,6 +256,13 @@ def test_compare_mde_is_nan_without_spread_but_the_bound_still_holds():
     assert row["mde_bound"] == pytest.approx(2.801585 / math.sqrt(3), abs=1e-6)
 
 
+def test_compare_mde_is_nan_when_every_task_moved_by_the_same_fraction_of_runs():
+    # Per-task means of 10 runs: every task gained one run (0.1), but 0.9 - 0.8 and 0.4 - 0.3 differ in
+    # the last bit; a plug-in MDE of 5e-17 would claim any effect is detectable.
+    row = compare(_pairs([0.9, 0.4, 0.7], [0.8, 0.3, 0.6]), "a", "b", "success").iloc[0]
+    assert math.isnan(row["mde"]) and row["mde_bound"] == pytest.approx(2.801585 / math.sqrt(3), abs=1e-6)
+
+
 def test_compare_bound_only_for_scores_in_the_unit_interval():
     row = compare(_pairs([3.0, 1.0, 2.0], [1.0, 1.0, 0.5], metric="cost"), "a", "b", "cost").iloc[0]
     assert math.isnan(row["mde_bound"]) and row["mde"] > 0

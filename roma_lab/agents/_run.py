@@ -109,28 +109,63 @@ def _redacted(text: str, secrets: Sequence[str]) -> str:
     answer) replaced in every string it holds.
 
     A prompt carries the question as written or inside JSON it builds (escaped once, with or without
-    non-ASCII escapes), so each of those forms is replaced; a judge's reply or a correct prediction
-    carries the answer. If a secret still shows, the file is not written: a private item must never
-    reach the disk in the clear."""
+    non-ASCII escapes), so each of those forms is replaced where it stands as words (a numeric answer
+    such as "8" is not in "805"); a judge's reply or a correct prediction carries the answer. A string
+    that still holds a secret as the string-match grader reads it (``normalize_answer``: case,
+    articles and punctuation aside, e.g. "the keepers" for "The Keepers") is replaced whole. If a
+    string still holds a secret, the file is not written: a private item must never reach the disk
+    in the clear. Numbers (token counts, latencies) are not the item's text and are kept."""
+    from roma_lab.bench import normalize_answer
+
     forms = sorted({form for secret in secrets if secret
                     for form in (secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1])},
                    key=len, reverse=True)
+    as_words = re.compile("|".join(rf"(?<!\w){re.escape(form)}(?!\w)" for form in forms) or r"(?!)")
+    # padded, so that containment is a whole-token run, as the string-match grader matches
+    needles = {f" {n} " for n in map(normalize_answer, secrets) if n}
+
+    def holds(value: str) -> bool:
+        parts = value.split(_REDACTED)  # a short answer can be part of the marker's own text
+        normal = f" {normalize_answer(' '.join(parts))} "
+        return any(as_words.search(part) for part in parts) or any(needle in normal for needle in needles)
 
     def scrub(value: Any) -> Any:
         if isinstance(value, str):
-            for form in forms:
-                value = value.replace(form, _REDACTED)
-            return value
+            value = _REDACTED.join(as_words.sub(_REDACTED, part) for part in value.split(_REDACTED))
+            return _REDACTED if holds(value) else value
         if isinstance(value, list):
             return [scrub(v) for v in value]
         if isinstance(value, dict):
             return {k: scrub(v) for k, v in value.items()}
         return value
 
-    redacted = json.dumps(scrub(json.loads(text)), indent=1, ensure_ascii=False)
-    if any(form in redacted for form in forms):
+    def strings(value: Any):
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for key, v in value.items():
+                yield key
+                yield from strings(v)
+        elif isinstance(value, list):
+            for v in value:
+                yield from strings(v)
+
+    redacted = scrub(json.loads(text))
+    if any(holds(s) for s in strings(redacted)):  # dictionary keys are not scrubbed
         raise RuntimeError("a private question or answer survived redaction; the trajectory was not written")
-    return redacted
+    return json.dumps(redacted, indent=1, ensure_ascii=False)
+
+
+def _refuse_caching_models(agent: Agent) -> None:
+    """Private items must not reach a completion cache: ours records each request's messages (the
+    question), DSPy's each reply (a correct answer)."""
+    from roma_lab.lm import CachingEngine
+
+    cached = sorted({role for role, lm in agent._lms.items()
+                     if getattr(lm, "cache", False) or isinstance(getattr(lm, "engine", None), CachingEngine)})
+    if cached:
+        raise ValueError(f"private items (BrowseComp) must stay out of completion caches, and the model of {cached} "
+                         "caches completions; pass a model name (resolved without a cache) or one made with cache=False")
 
 
 def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str | Path, runs: int = 1, lm: Any = None,
@@ -154,6 +189,8 @@ def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str |
     _check_tips(config, tasks)
     agent = Agent(config, lm=lm, roles=roles)
     agent._setup()  # a missing model fails here, once, not as one error row per task
+    if any(t.private for t in tasks):
+        _refuse_caching_models(agent)
     label = run_label(config)
     root = Path(out_dir) / label
     write_text_atomic(root / "config.json", config.to_json())

@@ -67,10 +67,23 @@ def _machine_turn():
         os.close(fd)  # closing drops the lock
 
 
-#: Bound on the saved prompt states (LRU). llama-cpp-python counts only the KV part (about 28 KB per
-#: token for the 1.5B model, so ~9 states of 1,500 tokens); each state also copies the logits buffer
-#: (n_batch x vocabulary floats, ~310 MB for Qwen), which this bound does not count: ~3 GB at most.
-STATE_CACHE_BYTES = 384 << 20
+#: Bound on the memory of the saved prompt states (LRU), everything a state holds counted: for the
+#: 1.5B model about 28 KB of KV per token plus a copy of the logits rows (up to n_batch x vocabulary
+#: floats, 311 MB for Qwen), so ~9 states of 512 to 1,500 tokens.
+STATE_CACHE_BYTES = 3 << 30
+
+
+def _state_cache():
+    """llama-cpp-python's LRU state cache, bounded by what its states hold in memory: its own
+    ``cache_size`` counts only llama.cpp's part, so 512-token states filled 8.5 GB under a 384 MiB bound."""
+    from llama_cpp import LlamaRAMCache
+
+    class StateCache(LlamaRAMCache):
+        @property
+        def cache_size(self) -> int:
+            return sum(s.llama_state_size + s.scores.nbytes + s.input_ids.nbytes for s in self.cache_state.values())
+
+    return StateCache(capacity_bytes=STATE_CACHE_BYTES)
 
 
 class _ModelHost:
@@ -112,13 +125,11 @@ class _ModelHost:
                             "loaded_at": datetime.now(UTC)}
             self._llama = Llama(model_path=str(path), n_ctx=n_ctx, n_threads=threads,
                                 n_threads_batch=threads, verbose=False)
-            from llama_cpp import LlamaRAMCache
-
             # llama.cpp keeps one evaluated prompt, so when roles interleave (actor, planner,
             # summariser...) each switch evaluated the whole prompt again. Saved states let each
             # role resume its own longest prefix (same completions; benchmarks/bench_lm.py
             # --interleaved measures the prompt tokens saved).
-            self._llama.set_cache(LlamaRAMCache(capacity_bytes=STATE_CACHE_BYTES))
+            self._llama.set_cache(_state_cache())
             self._key = key
         return self._llama
 
