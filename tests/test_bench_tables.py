@@ -649,8 +649,10 @@ def test_table5_writes_a_story_with_a_damaged_trace_again(tmp_path):
 
 
 
-def test_an_item_past_its_deadline_is_a_timed_out_row_with_its_trace_kept(tmp_path):
-    # A model that stops answering must not hold the notebook: ROMA stops the item at item_timeout_s.
+def test_items_past_their_deadline_in_a_row_stop_the_run_with_finished_rows_kept(tmp_path):
+    # ROMA stops an item at item_timeout_s (a timed_out run, trace kept, an error row), and a model that
+    # stopped answering does not cost every item its deadline: the stall guard counts ROMA's deadline
+    # like the runner's own timeout.
     import threading
 
     released = threading.Event()
@@ -660,11 +662,13 @@ def test_an_item_past_its_deadline_is_a_timed_out_row_with_its_trace_kept(tmp_pa
         return script_reply(request)
 
     try:
-        tables = run_seal0(tmp_path, lm=scripted_lm(respond), systems=("roma",), item_timeout_s=0.2)
+        with pytest.raises(bench.SystemStalledError, match="3 timeouts in a row"):
+            bench.run_roma_table("seal0", tmp_path, lm=scripted_lm(respond), n_items=5, seed=1, progress=False,
+                                 systems=("roma",), item_timeout_s=0.2)
     finally:
         released.set()
-    rows = tables["seal0_results"]
-    assert len(rows) == 4 and (rows["error_stage"] == "system").all()
-    assert rows["error"].str.startswith("RomaRunError: ROMA run timed_out").all()
-    traces = list((tmp_path / "seal0_runs").glob("*.json"))
-    assert len(traces) == 4 and {Run.from_json(t.read_text()).status for t in traces} == {"timed_out"}
+    rows = raw_rows(tmp_path / "seal0_results.csv")
+    assert len(rows) == 3 and (rows["error_stage"] == "system").all()
+    assert rows["error"].str.startswith("RomaTimeoutError: ROMA run timed_out").all()
+    traces = list((tmp_path / "seal0_runs").glob("*.json"))  # each stopped item keeps its trace
+    assert len(traces) == 3 and {Run.from_json(t.read_text()).status for t in traces} == {"timed_out"}

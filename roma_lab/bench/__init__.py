@@ -47,7 +47,7 @@ from roma_lab.bench._registry import BENCHMARKS, BenchmarkSpec, GraderSpec, grad
 from roma_lab.bench._roma_tables import paper_reported_roma_df, run_roma_table
 from roma_lab.bench._run import PrivateItemsError, RunFileError, SystemStalledError, read_results_df, run_benchmark
 from roma_lab.bench._run_files import RunConfigMismatchError, load_item_run, saved_item_ids
-from roma_lab.bench._systems import RomaRunError
+from roma_lab.bench._systems import RomaRunError, RomaTimeoutError
 from roma_lab.bench._table5 import measure_component_cost
 
 __all__ = [
@@ -74,6 +74,7 @@ __all__ = [
     "LongformStory",
     "PapillonGrader",
     "RomaRunError",
+    "RomaTimeoutError",
     "RunConfigMismatchError",
     "RunFileError",
     "STRING_MATCH",

@@ -25,6 +25,12 @@ class RomaRunError(RuntimeError):
     """ROMA's root task failed; recorded as a system error row (its run JSON is kept)."""
 
 
+class RomaTimeoutError(TimeoutError):
+    """ROMA's run reached its deadline (``timed_out``, its run JSON kept). A TimeoutError, so that
+    ``run_benchmark``'s stall guard counts it: a model that stopped answering stops the run after
+    ``max_consecutive_timeouts`` items instead of spending every item's deadline."""
+
+
 def resolve_judge(judge_lm: Any, model: Any = None, model_name: Any = None):
     """None or "" -> no judge (string-match fallback); "scripted" -> :class:`ScriptedJudge`; a model
     name or LM -> :class:`DSPyJudge`. A judge named like the task model reuses that model object."""
@@ -105,7 +111,8 @@ class BaseSystem:
 @dataclass(frozen=True, slots=True)
 class RomaSystem:
     """ROMA as a benchmark system: runs the controller, saves each item's Run JSON, answers with the
-    root output. A failed root raises :class:`RomaRunError` (an error row; the JSON is still saved)."""
+    root output. A failed root raises :class:`RomaRunError`, a run stopped at its deadline
+    :class:`RomaTimeoutError` (error rows; the JSON is still saved)."""
 
     roma: Any  # roma_lab.controller.Roma
     runs_dir: Path
@@ -116,6 +123,8 @@ class RomaSystem:
         run = self.roma.run(self.task(question))
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(run_file(self.runs_dir, self.item_ids[question]), run.to_json())
+        if run.status == "timed_out" and run.output is None:
+            raise RomaTimeoutError(f"ROMA run timed_out: {run.root.error}")
         if run.status == "failed" or run.output is None:
             raise RomaRunError(f"ROMA run {run.status}: {run.root.error}")
         return run.output

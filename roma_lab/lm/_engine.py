@@ -128,7 +128,7 @@ class _ModelHost:
             # llama.cpp keeps one evaluated prompt, so when roles interleave (actor, planner,
             # summariser...) each switch evaluated the whole prompt again. Saved states let each
             # role resume its own longest prefix (same completions; benchmarks/bench_lm.py
-            # --interleaved measures the prompt tokens saved).
+            # --interleaved-only measures the prompt tokens saved).
             self._llama.set_cache(_state_cache())
             self._key = key
         return self._llama

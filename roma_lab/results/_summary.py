@@ -102,7 +102,8 @@ def compare(
     :func:`roma_lab.stats.min_detectable_effect`) say what the sample size can detect: ``mde`` from
     the observed sd of the per-task differences (NaN when every difference is the same: no spread
     to estimate from), and ``mde_bound`` from the largest sd scores in [0, 1] allow (1), so it
-    depends on ``n`` alone and holds whatever the data (NaN when a score lies outside [0, 1]).
+    depends on ``n`` alone and holds whatever the true spread (NaN when a score lies outside [0, 1]);
+    the plug-in ``mde`` can exceed it on tiny samples (the sample sd can exceed 1).
     """
     import pandas as pd
 

@@ -217,6 +217,6 @@ def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, n
                                 "difference is the same (no spread to estimate from)"},
             common | {"metric": "mde_bound", "value": r["mde_bound"],
                       "method": f"paired z-test, alpha {alpha:g}, power {power:g}, at the largest spread 0/1 scores "
-                                "allow (sd of differences 1): (z_a + z_b) / sqrt(n), whatever the data"},
+                                "allow (sd of differences 1): (z_a + z_b) / sqrt(n), whatever the true spread"},
         ]
     return pd.DataFrame(rows)
