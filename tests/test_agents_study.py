@@ -381,3 +381,17 @@ def test_a_mirrored_difference_negates_the_value_and_swaps_and_negates_the_ci():
     assert (mirror["ci_low"], mirror["ci_high"]) == (-0.5, -0.1)  # asymmetric: a swap without negation fails
     assert (mirror["wins"], mirror["losses"]) == (1, 5)
     assert _mirrored(ours, {"c": "b"}, {"c - b"}).empty  # only where the paper states it the other way
+
+
+def test_backbones_refuse_a_model_that_is_not_installed_before_any_model_runs(tmp_path, monkeypatch):
+    # make reproduce once ran the 1.5B model's conditions for 15 minutes, then failed on a small model.
+    from roma_lab.agents import compare_backbones
+    from roma_lab.lm import ModelNotInstalledError
+
+    def missing(spec):
+        raise ModelNotInstalledError(f"{spec.variant} is not installed")
+
+    monkeypatch.setattr("roma_lab.lm._resolve.part_paths", missing)
+    with pytest.raises(ModelNotInstalledError, match="qwen2.5-coder-0.5b"):
+        compare_backbones(tmp_path, models=("scripted", "local:qwen2.5-coder-0.5b"), n_tasks=2)
+    assert not any(tmp_path.iterdir())

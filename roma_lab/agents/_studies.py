@@ -151,10 +151,12 @@ def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",)
     """Notebook 25 (Table 6): each backbone with the baseline agent and with the advanced stack
     (``ADVANCED``), every role played by that backbone; each model's Advance - Baseline gap is a
     paired comparison of its own. Models are ``roma_lab.lm.resolve_lm`` names."""
-    from roma_lab.lm import model_label
+    from roma_lab.lm import model_label, resolve_lm
 
     if len(set(models)) != len(models) or not models:
         raise ValueError(f"models must be distinct and at least one, got {list(models)}")
+    for model in models:  # a model that is not installed fails here, before any other model has run
+        resolve_lm(model)
     conditions, pairs = [], {}
     for i, model in enumerate(models):
         label = model_label(model)
