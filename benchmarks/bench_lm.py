@@ -159,12 +159,15 @@ SECOND_ROLE = ("You revise plans. Read the task, the plan and what the steps ret
 def interleaved_roles(name: str, turns: int) -> None:
     """Two roles take ``turns`` turns each on growing prompts, through roma_lab.lm, with its saved
     prompt states and without them: prompt tokens evaluated, wall seconds, same replies."""
-    lm = resolve_lm(name, cache=False, max_tokens=24)
+    from dspy.lm15 import Config, Message, Request
 
-    def messages(system: str, k: int) -> list[dict]:
+    lm = resolve_lm(name, cache=False)
+
+    def request(system: str, k: int) -> Request:
         steps = " ".join(f"Step {j}: called lookup(R-{1000 + j}) and it returned revenue {37 * j} in Q{j % 4 + 1}."
                          for j in range(4 * k))
-        return [{"role": "system", "content": system}, {"role": "user", "content": f"Memory: {steps} Next?"}]
+        return Request(model=lm.model, system=system, messages=(Message.user(f"Memory: {steps} Next?"),),
+                       config=Config(max_tokens=24, temperature=0.0))
 
     results = {}
     for states in (True, False):
@@ -173,7 +176,7 @@ def interleaved_roles(name: str, turns: int) -> None:
         if not states:
             model.set_cache(None)
         p0, start = perf(model).n_p_eval, time.perf_counter()
-        replies = [lm(messages=messages(system, k))[0] for k in range(1, turns + 1)
+        replies = [lm(request(system, k)).text for k in range(1, turns + 1)
                    for system in (ROLE_INSTRUCTIONS, SECOND_ROLE)]
         results[states] = (perf(model).n_p_eval - p0, time.perf_counter() - start, replies)
     (with_tokens, with_s, with_replies), (without_tokens, without_s, without_replies) = results[True], results[False]

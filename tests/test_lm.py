@@ -514,13 +514,15 @@ def test_interleaved_roles_resume_their_own_prompt_with_the_same_completions():
     # Two roles take turns (as actor and reviser do): with the saved states each resumes its own
     # prefix, so fewer prompt tokens are evaluated, and greedy completions do not change.
     import llama_cpp
+    from dspy.lm15 import Config, Message, Request
 
     from roma_lab.lm._engine import _HOST
 
-    def role(name, k):
+    def role(model, name, k):
         rules = " ".join(f"Rule {i}: {name} keeps step {i} short." for i in range(25))
-        return [{"role": "system", "content": f"You are the {name}. {rules}"},
-                {"role": "user", "content": " ".join(f"Step {j} returned {7 * j}." for j in range(k)) + " Next?"}]
+        return Request(model=model, system=f"You are the {name}. {rules}",
+                       messages=(Message.user(" ".join(f"Step {j} returned {7 * j}." for j in range(k)) + " Next?"),),
+                       config=Config(max_tokens=12, temperature=0.0))
 
     def run(with_states):
         _HOST.close()
@@ -530,7 +532,7 @@ def test_interleaved_roles_resume_their_own_prompt_with_the_same_completions():
         if not with_states:
             llama.set_cache(None)
         before = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
-        replies = [lm(messages=role(name, k))[0] for k in (1, 2, 3) for name in ("actor", "reviser")]
+        replies = [lm(role(lm.model, name, k)).text for k in (1, 2, 3) for name in ("actor", "reviser")]
         evaluated = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval - before
         _HOST.close()
         return replies, evaluated
