@@ -1,0 +1,85 @@
+"""Notebooks 30-31's default sizes fit their time budget by the counted cost of every model call, and
+were cut no further than the rule asks (design/gepa_tables.md, "Default sizes and their cost").
+
+The counts come from benchmarks/project_gepa_tables.py: run_table7 / run_table8 with a counting scripted
+model in every role; prompt tokens from the embedded model's tokenizer (vocab only, no weights loaded).
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+from roma_lab.lm import ModelNotInstalledError, ScriptedRequest
+
+_path = Path(__file__).resolve().parents[1] / "benchmarks" / "project_gepa_tables.py"
+_spec = importlib.util.spec_from_file_location("project_gepa_tables", _path)
+project_gepa_tables = importlib.util.module_from_spec(_spec)
+sys.modules[_spec.name] = project_gepa_tables  # its dataclass looks its module up there
+_spec.loader.exec_module(project_gepa_tables)
+Call, parameters, project, role, tally = (project_gepa_tables.Call, project_gepa_tables.parameters,
+                                          project_gepa_tables.project, project_gepa_tables.role,
+                                          project_gepa_tables.tally)
+
+BUDGET_S = 25 * 60  # the margin under the 30-minute budget of issue 13 §4
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    try:
+        return project_gepa_tables.Tokenizer()
+    except ModelNotInstalledError as exc:
+        pytest.skip(f"the embedded model's tokenizer is needed to count prompt tokens: {exc}")
+
+
+def _request(outputs, **inputs):
+    return ScriptedRequest("scripted", None, "", (), inputs, tuple(outputs))
+
+
+def test_each_distinct_request_is_computed_once():
+    calls = [Call("aime_solve", "k1", 100, 10), Call("aime_solve", "k1", 100, 10), Call("reflection", "k2", 50, 5)]
+    rows = tally(calls)
+    assert (rows["aime_solve"]["calls"], rows["aime_solve"]["computed"]) == (2, 1)
+    assert rows["aime_solve"]["seconds"] == pytest.approx(100 / 50 + 10 / 10)
+    assert rows["reflection"]["computed"] == 1
+
+
+def test_roles_are_told_apart():
+    assert role(_request(["response"], request="r")) == "papillon_external"
+    assert role(_request(["response"], related_llm_request="r", user_query="q")) == "papillon_respond"
+    assert role(_request(["reasoning", "answer"], problem="p")) == "aime_solve"
+    assert role(_request(["answer"], question="q")) == "hotpotqa_answer"
+    assert role(_request(["score"])) == "gepa+_judge"
+    with pytest.raises(ValueError, match="no role"):
+        role(_request(["something_else"]))
+
+
+@pytest.mark.parametrize("notebook", ["30", "31"])
+def test_default_sizes_fit_the_budget_and_one_step_more_would_not(notebook, tokenizer):
+    defaults = parameters(notebook)
+    seconds, tallies = project(notebook, defaults, tokenizer)
+    assert seconds <= BUDGET_S
+    for scripts in tallies.values():
+        never, improves = scripts["never"]["metric runs"], scripts["improves"]["metric runs"]
+        assert never["rounds (gepa, gepa+)"] == improves["rounds (gepa, gepa+)"] == (1, 1)
+        # the two scripts do bound different paths: an accepted edit is validated again
+        assert improves["gepa search"] > never["gepa search"]
+        for phases in (never, improves):
+            assert max(phases["gepa search"], phases["gepa+ search"]) <= defaults["MAX_METRIC_CALLS"]
+    # the rule cuts no further than it must: the budget one call larger no longer fits
+    larger, _ = project(notebook, defaults | {"MAX_METRIC_CALLS": defaults["MAX_METRIC_CALLS"] + 1}, tokenizer)
+    assert larger > BUDGET_S
+
+
+def test_papillon_does_not_fit_even_at_the_smallest_sizes_so_it_is_not_a_default(tokenizer):
+    floor = {"BENCHMARKS": ["papillon"], "N_TRAIN": 1, "N_VAL": 1, "N_TEST": 2, "REPEATS": 1, "MAX_METRIC_CALLS": 4}
+    seconds, tallies = project("30", parameters("30") | floor, tokenizer)
+    assert seconds > BUDGET_S
+    # a changed redacted request is answered, responded to and judged again (no stale cache sharing)
+    for rows in tallies["papillon"].values():
+        redacted = rows["papillon_redact"]["computed"]
+        assert rows["papillon_external"]["computed"] == rows["papillon_respond"]["computed"] == redacted
+        assert rows["papillon_leakage_judge"]["computed"] == redacted
+        assert rows["papillon_quality_judge"]["computed"] == 2 * redacted  # both orders of the pair
+    assert "papillon" not in parameters("30")["BENCHMARKS"]
