@@ -5,7 +5,7 @@ and their cost").
 ``run_table7`` / ``run_table8`` run for real with one counting scripted model standing in for every
 role (task program, PAPILLON's external model and judges, GEPA's reflection model, GEPA+'s drafters,
 judge and merger), with the notebooks' max_tokens: a call is counted once per distinct request, as
-the completion cache computes it. Replies are as long as ASSUMED_OUTPUT_TOKENS says (so the prompts
+the completion cache computes it. Replies are as long as assumed per role (below) (so the prompts
 that quote them are as long as real ones); prompts are counted with the Qwen tokenizer (vocab only,
 no weights loaded), whole (llama.cpp's prefix reuse would only shorten them). GEPA's path depends on
 scores, so each size runs under two scripts that bound it: "never" (no edit ever helps: a proposal
@@ -43,13 +43,14 @@ from roma_lab.optimizer import run_table7, run_table8
 # Speeds measured on this machine (2 threads, roma_lab.lm; issue 13 §4) and the model load per process.
 PROMPT_TPS, GENERATION_TPS, LOAD_S = 50.0, 10.0, 20.0
 REFLECTION_CAP = 1024  # resolve_lm's max_tokens for the reflection models (MAX_TOKENS caps task and judge only)
-# Reply lengths (Qwen tokens) assumed per role, fixed before any run: every capped free-text role
-# generates to its cap (AIME's chain of thought always does); short structured replies are short; an
-# instruction written by a reflection model or the merger is ~300 tokens (its cap is 1024: --reflection-tokens).
-ASSUMED_OUTPUT_TOKENS = {"aime_solve": "cap", "hotpotqa_answer": "short", "papillon_redact": "cap",
-                         "papillon_external": "cap", "papillon_respond": "cap", "papillon_quality_judge": "cap",
-                         "papillon_leakage_judge": "cap", "gepa+_judge": "short", "reflection": 300, "merge": 300}
-NOTEBOOKS = {"30": "notebooks/30_compare_gepa_table7.ipynb", "31": "notebooks/31_plot_convergence_table8.ipynb"}
+# Reply lengths assumed per role, fixed before any run (Script writes them): every free-text role capped
+# by MAX_TOKENS generates to its cap (AIME's chain of thought always does; PAPILLON's redactor, external
+# model, responder and judges); HotpotQA's answer span and GEPA+'s judge score are short; an instruction
+# from a reflection model or the merger is REFLECTION_TOKENS long (its cap is REFLECTION_CAP).
+REFLECTION_TOKENS = 300
+_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = {"30": _ROOT / "notebooks/30_compare_gepa_table7.ipynb",
+             "31": _ROOT / "notebooks/31_plot_convergence_table8.ipynb"}
 FILLER = "blue"  # a word no seed instruction contains
 MARK = "ANSWER-KEY NO-PII"  # what the "improves" script's reflection adds and its task model obeys
 
@@ -169,7 +170,7 @@ class Script:
 
 def parameters(notebook: str) -> dict[str, object]:
     """The literals of a notebook's ``parameters`` cell (its defaults)."""
-    cells = json.loads(Path(NOTEBOOKS[notebook]).read_text())["cells"]
+    cells = json.loads(NOTEBOOKS[notebook].read_text())["cells"]
     source = next("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
     return {t.id: ast.literal_eval(node.value) for node in ast.parse(source).body
             if isinstance(node, ast.Assign) for t in node.targets}
@@ -231,7 +232,7 @@ def _seconds(rows: dict) -> float:
 
 
 def project(nb: str, params: dict[str, object], tokenizer: Tokenizer, *,
-            reflection_tokens: int = ASSUMED_OUTPUT_TOKENS["reflection"]) -> tuple[float, dict]:
+            reflection_tokens: int = REFLECTION_TOKENS) -> tuple[float, dict]:
     """(projected cold seconds, {benchmark: {script: tally}}) of notebook ``nb`` run with ``params``.
     Table 7's benchmarks share no request, so each is counted alone; each takes its larger script."""
     parts = [(b, params | {"BENCHMARKS": [b]}) for b in params["BENCHMARKS"]] if nb == "30" else [
@@ -251,7 +252,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", action="append", default=[],
                         help="NB:NAME=VALUE;... overrides of a notebook's parameters (NB is 30 or 31)")
-    parser.add_argument("--reflection-tokens", type=int, default=ASSUMED_OUTPUT_TOKENS["reflection"])
+    parser.add_argument("--reflection-tokens", type=int, default=REFLECTION_TOKENS)
     args = parser.parse_args()
     overrides: dict[str, dict[str, object]] = {nb: {} for nb in NOTEBOOKS}
     for spec in args.sizes:
