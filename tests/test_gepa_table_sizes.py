@@ -23,6 +23,19 @@ Call, parameters, project, role, tally = (project_gepa_tables.Call, project_gepa
                                           project_gepa_tables.tally)
 
 BUDGET_S = 25 * 60  # the margin under the 30-minute budget of issue 13 §4
+# The defaults before the rule was applied (7af2da7; the "old defaults" rows of design/gepa_tables.md).
+OLD = {"30": {"BENCHMARKS": ["aime2025", "hotpotqa", "papillon"], "REPEATS": 1, "N_TEST": 4, "N_VAL": 2,
+              "MAX_METRIC_CALLS": 10, "N_TRAIN": 2},
+       "31": {"BENCHMARK": "aime2025", "REPEATS": 1, "N_VAL": 2, "MAX_METRIC_CALLS": 16, "N_TRAIN": 3}}
+KEPT = {"LM": "local", "REFLECTION_LMS": ["local", "local"], "REFLECTION_TEMPERATURES": [0.7, 1.0],
+        "JUDGE_LM": "local", "MAX_TOKENS": 256, "K": 2, "N": 2}
+
+
+def _floors(p):
+    """The rule's order of cuts and each size's floor (the budget's is the smallest compile() accepts)."""
+    minibatch = min(3, p["N_TRAIN"])
+    return {"REPEATS": 1, "N_TEST": 2, "N_VAL": 1,
+            "MAX_METRIC_CALLS": 2 * p["N_VAL"] + max(2 * minibatch, min(5, p["N_VAL"])), "N_TRAIN": 1}
 
 
 @pytest.fixture(scope="module")
@@ -83,3 +96,23 @@ def test_papillon_does_not_fit_even_at_the_smallest_sizes_so_it_is_not_a_default
         assert rows["papillon_leakage_judge"]["computed"] == redacted
         assert rows["papillon_quality_judge"]["computed"] == 2 * redacted  # both orders of the pair
     assert "papillon" not in parameters("30")["BENCHMARKS"]
+
+
+@pytest.mark.parametrize("notebook", ["30", "31"])
+def test_defaults_are_cut_in_the_rules_order_and_keep_the_rest(notebook):
+    # Rule (2): each size is cut to its floor before the next one is cut and none is raised; the models,
+    # MAX_TOKENS, K and N are kept; rule (1) only removes a benchmark. Needs no tokenizer, so it runs
+    # where the projection tests skip (make test installs only the small model).
+    defaults, old = parameters(notebook), OLD[notebook]
+    assert {name: defaults[name] for name in KEPT} == KEPT
+    if notebook == "30":
+        # only PAPILLON, shown not to fit alone at the floor (the test above), is left out
+        assert set(defaults["BENCHMARKS"]) == set(old["BENCHMARKS"]) - {"papillon"}
+    else:
+        assert defaults["BENCHMARK"] == old["BENCHMARK"]
+    floors = {name: floor for name, floor in _floors(defaults).items() if name in old}
+    order = list(floors)
+    cut = [name for name in order if defaults[name] != old[name]]
+    assert all(defaults[name] <= old[name] for name in order)
+    for name in order[: order.index(cut[-1])] if cut else []:
+        assert defaults[name] == floors[name], f"{name} must reach its floor before {cut[-1]} is cut"
