@@ -24,7 +24,6 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import tempfile
 import threading
 import warnings
@@ -248,7 +247,6 @@ def project(nb: str, params: dict[str, object], tokenizer: Tokenizer, *,
 
 
 def main() -> None:
-    os.environ.setdefault("TQDM_DISABLE", "1")
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", action="append", default=[],
                         help="NB:NAME=VALUE;... overrides of a notebook's parameters (NB is 30 or 31)")
