@@ -94,7 +94,7 @@ class Tokenizer:
         return self.count(text + "<|im_start|>assistant\n")
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class Call:
     role: str
     key: str
