@@ -39,7 +39,8 @@ from roma_lab.lm._engine import request_messages
 from roma_lab.lm._scripted import _read
 from roma_lab.optimizer import run_table7, run_table8
 
-# Speeds measured on this machine (2 threads, roma_lab.lm; issue 13 §4) and the model load per process.
+# Speeds on this machine, 2 threads through roma_lab.lm (design/local_model.md: 57.6 / 10.4 tok/s by
+# benchmarks/bench_lm.py; the README's OAgents runs logged 42-55 / 7-10), and the model load per process.
 PROMPT_TPS, GENERATION_TPS, LOAD_S = 50.0, 10.0, 20.0
 REFLECTION_CAP = 1024  # resolve_lm's max_tokens for the reflection models (MAX_TOKENS caps task and judge only)
 # Reply lengths assumed per role, fixed before any run (Script writes them): every free-text role capped
