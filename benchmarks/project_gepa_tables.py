@@ -114,9 +114,8 @@ class CountingEngine(ScriptedEngine):
 
     def complete(self, request):
         response = super().complete(request)
-        cap = request.config.max_tokens
         call = Call(role(_read(request)), request_key("local", request), self.tokenizer.chat(request_messages(request)),
-                    min(response.usage.output_tokens, cap or REFLECTION_CAP))
+                    min(response.usage.output_tokens, request.config.max_tokens))
         with self._log_lock:
             self.calls.append(call)
         return response
