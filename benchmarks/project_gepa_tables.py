@@ -5,8 +5,8 @@ and their cost").
 ``run_table7`` / ``run_table8`` run for real with one counting scripted model standing in for every
 role (task program, PAPILLON's external model and judges, GEPA's reflection model, GEPA+'s drafters,
 judge and merger), with the notebooks' max_tokens: a call is counted once per distinct request, as
-the completion cache computes it. Replies are as long as assumed per role (below) (so the prompts
-that quote them are as long as real ones); prompts are counted with the Qwen tokenizer (vocab only,
+the completion cache computes it. Replies are as long as assumed per role (below), so the prompts
+that quote them are as long as real ones; prompts are counted with the Qwen tokenizer (vocab only,
 no weights loaded), whole (llama.cpp's prefix reuse would only shorten them). GEPA's path depends on
 scores, so each size runs under two scripts that bound it: "never" (no edit ever helps: a proposal
 every iteration, none accepted) and "improves" (an edited instruction answers correctly: accepted,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from roma_lab.lm import ModelNotInstalledError, ScriptedRequest
+from roma_lab.optimizer import min_metric_calls
 
 _path = Path(__file__).resolve().parents[1] / "benchmarks" / "project_gepa_tables.py"
 _spec = importlib.util.spec_from_file_location("project_gepa_tables", _path)
@@ -32,10 +33,10 @@ KEPT = {"LM": "local", "REFLECTION_LMS": ["local", "local"], "REFLECTION_TEMPERA
 
 
 def _floors(p):
-    """The rule's order of cuts and each size's floor (the budget's is the smallest compile() accepts)."""
-    minibatch = min(3, p["N_TRAIN"])
+    """The rule's order of cuts and each size's floor (the budget's is the smallest compile() accepts,
+    with the tables' minibatch of min(3, N_TRAIN))."""
     return {"REPEATS": 1, "N_TEST": 2, "N_VAL": 1,
-            "MAX_METRIC_CALLS": 2 * p["N_VAL"] + max(2 * minibatch, min(5, p["N_VAL"])), "N_TRAIN": 1}
+            "MAX_METRIC_CALLS": min_metric_calls(p["N_VAL"], min(3, p["N_TRAIN"])), "N_TRAIN": 1}
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ vocabulary); the keywords after the table's own are the fields of :class:`Search
 Importing this package imports dspy, which is slow to import; ``import roma_lab`` does not.
 """
 
-from roma_lab.optimizer._compile import METHODS, SEARCH_STATUSES, OptimizationResult, compile
+from roma_lab.optimizer._compile import METHODS, SEARCH_STATUSES, OptimizationResult, compile, min_metric_calls
 from roma_lab.optimizer._config import GepaPlusConfig, SearchSettings
 from roma_lab.optimizer._contracts import Contract
 from roma_lab.optimizer._proposer import GepaPlusProposer, ProposalError
@@ -37,6 +37,7 @@ __all__ = [
     "SearchSettings",
     "candidates_table",
     "compile",
+    "min_metric_calls",
     "plot_convergence",
     "run_table7",
     "run_table8",

@@ -123,6 +123,13 @@ def _component_selector(components: str | Sequence[str], names: list[str]) -> An
     return _NamedComponents(chosen)
 
 
+def min_metric_calls(n_val: int, minibatch: int, *, use_merge: bool = True) -> int:
+    """The smallest ``max_metric_calls`` that ``compile`` accepts: the seed's validation plus one
+    iteration at its worst (a minibatch before and after the edit, then the new candidate's validation,
+    or a merge's subsample)."""
+    return 2 * n_val + max(2 * minibatch, min(_CROSSOVER_SUBSAMPLE, n_val) if use_merge else 0)
+
+
 def compile(  # noqa: A001 - DSPy's optimizer verb
     program: dspy.Module,
     *,
@@ -175,9 +182,7 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
         contracts = {**program.default_contracts(), **(contracts or {})}
     all_contracts = contracts_for(seed_info, contracts)
 
-    worst_iteration = len(valset) + max(
-        2 * reflection_minibatch_size, min(_CROSSOVER_SUBSAMPLE, len(valset)) if use_merge else 0
-    )
+    worst_iteration = min_metric_calls(len(valset), reflection_minibatch_size, use_merge=use_merge) - len(valset)
     if isinstance(max_metric_calls, bool) or not isinstance(max_metric_calls, int):
         raise TypeError(f"max_metric_calls must be an int, got {max_metric_calls!r}")
     if max_metric_calls < len(valset) + worst_iteration:
