@@ -510,3 +510,23 @@ def test_a_second_runner_of_the_same_experiment_is_refused_and_touches_nothing(p
     finally:
         leader.kill()
         child.kill()
+
+
+def test_the_kernel_is_interrupted_for_a_running_cell_but_not_for_its_shutdown(tmp_path, monkeypatch):
+    """jupyter_client sends SIGINT before every shutdown request; after the last cell it can only make
+    the kernel log "KeyboardInterrupt caught in kernel" in the run's log, which reads as a failure."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    from roma_lab.experiments._runner import _kernel_manager_class
+
+    sent = []
+
+    async def interrupt(self):
+        sent.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    manager = _kernel_manager_class(tmp_path, {})()
+    for shutting_down in (False, True):
+        manager.shutting_down = shutting_down
+        asyncio.run(manager._async_interrupt_kernel())
+    assert sent == [False]

@@ -171,6 +171,13 @@ def _kernel_manager_class(out_dir: Path, kernel_env: Mapping[str, str]) -> type:
             record = {"pid": pid, "pgid": self.provisioner.pgid, "started": psutil.Process(pid).create_time()}
             write_text_atomic(out_dir / KERNEL_FILE, json.dumps(record))
 
+        async def _async_interrupt_kernel(self):
+            # jupyter_client interrupts before every shutdown request, also after the last cell; the
+            # kernel may then log "KeyboardInterrupt caught in kernel", read as a failure. A kernel
+            # still busy (a timed-out cell) gets the shutdown request, then SIGTERM and SIGKILL.
+            if not self.shutting_down:
+                await super()._async_interrupt_kernel()
+
     return RecordingKernelManager
 
 
