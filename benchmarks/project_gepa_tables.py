@@ -207,31 +207,48 @@ def count(notebook: str, params: dict[str, object], *, improves: bool, tokenizer
     return engine.calls, phases
 
 
-def tally(calls: list[Call]) -> dict[str, dict[str, float]]:
-    """Per role: calls made, calls computed (distinct requests: the cache serves the rest), their
-    prompt and output tokens, and projected seconds."""
-    rows: dict[str, dict[str, float]] = {}
-    seen: set[str] = set()
+@dataclass(frozen=True)
+class RoleTally:
+    """One role's calls: made, computed (distinct requests: the cache serves the rest), and the
+    computed calls' prompt and output tokens."""
+
+    calls: int = 0
+    computed: int = 0
+    prompt_tokens: int = 0
+    output_tokens: int = 0
+
+    @property
+    def seconds(self) -> float:
+        return self.prompt_tokens / PROMPT_TPS + self.output_tokens / GENERATION_TPS
+
+
+@dataclass(frozen=True)
+class ScriptTally:
+    """One run under one script: its calls by role and its metric runs by phase."""
+
+    roles: dict[str, RoleTally]
+    metric_runs: dict[str, object]
+
+    @property
+    def seconds(self) -> float:
+        return sum(r.seconds for r in self.roles.values())
+
+
+def tally(calls: list[Call]) -> dict[str, RoleTally]:
+    """Per role, each distinct request computed once."""
+    first: dict[str, Call] = {}  # the first call of each request: the one the cache computes
     for c in calls:
-        row = rows.setdefault(c.role, Counter())
-        row["calls"] += 1
-        if c.key in seen:
-            continue
-        seen.add(c.key)
-        row["computed"] += 1
-        row["prompt_tokens"] += c.prompt_tokens
-        row["output_tokens"] += c.output_tokens
-    for row in rows.values():
-        row["seconds"] = row["prompt_tokens"] / PROMPT_TPS + row["output_tokens"] / GENERATION_TPS
+        first.setdefault(c.key, c)
+    rows = {}
+    for name, made in Counter(c.role for c in calls).items():
+        computed = [c for c in first.values() if c.role == name]
+        rows[name] = RoleTally(made, len(computed), sum(c.prompt_tokens for c in computed),
+                               sum(c.output_tokens for c in computed))
     return rows
 
 
-def _seconds(rows: dict) -> float:
-    return sum(r["seconds"] for name, r in rows.items() if name != "metric runs")
-
-
 def project(nb: str, params: dict[str, object], tokenizer: Tokenizer, *,
-            reflection_tokens: int = REFLECTION_TOKENS) -> tuple[float, dict]:
+            reflection_tokens: int = REFLECTION_TOKENS) -> tuple[float, dict[str, dict[str, ScriptTally]]]:
     """(projected cold seconds, {benchmark: {script: tally}}) of notebook ``nb`` run with ``params``.
     Table 7's benchmarks share no request, so each is counted alone; each takes its larger script."""
     parts = [(b, params | {"BENCHMARKS": [b]}) for b in params["BENCHMARKS"]] if nb == "30" else [
@@ -241,8 +258,8 @@ def project(nb: str, params: dict[str, object], tokenizer: Tokenizer, *,
         tallies[benchmark] = {}
         for improves in (False, True):
             calls, phases = count(nb, part, improves=improves, tokenizer=tokenizer, reflection_tokens=reflection_tokens)
-            tallies[benchmark]["improves" if improves else "never"] = tally(calls) | {"metric runs": phases}
-        seconds += max(_seconds(rows) for rows in tallies[benchmark].values())
+            tallies[benchmark]["improves" if improves else "never"] = ScriptTally(tally(calls), phases)
+        seconds += max(script.seconds for script in tallies[benchmark].values())
     return seconds, tallies
 
 
@@ -270,16 +287,15 @@ def main() -> None:
               "  seconds  (computed: distinct requests, the rest are cache hits; tokens and seconds of the "
               "larger script)")
         for benchmark, scripts in tallies.items():
-            worst = max(scripts, key=lambda k: _seconds(scripts[k]))
+            worst = max(scripts, key=lambda k: scripts[k].seconds)
             for script in scripts:
-                print(f"{benchmark:10s} metric runs ({script}): {scripts[script]['metric runs']}")
-            for name in sorted((set(scripts["never"]) | set(scripts["improves"])) - {"metric runs"}):
-                never, improves = scripts["never"].get(name, Counter()), scripts["improves"].get(name, Counter())
-                w = scripts[worst].get(name, Counter())
-                print(f"{benchmark:10s} {name:24s} {never['calls']:5.0f} / {improves['calls']:<5.0f}"
-                      f"{never['computed']:15.0f} / {improves['computed']:<5.0f} {w['prompt_tokens']:8.0f} "
-                      f"{w['output_tokens']:10.0f} {w.get('seconds', 0):8.0f}")
-            print(f"{benchmark:10s} total ({worst} script): {_seconds(scripts[worst]):.0f} s")
+                print(f"{benchmark:10s} metric runs ({script}): {scripts[script].metric_runs}")
+            never, improves, w = scripts["never"].roles, scripts["improves"].roles, scripts[worst].roles
+            for name in sorted(set(never) | set(improves)):
+                n, i, r = never.get(name, RoleTally()), improves.get(name, RoleTally()), w.get(name, RoleTally())
+                print(f"{benchmark:10s} {name:24s} {n.calls:5d} / {i.calls:<5d}{n.computed:15d} / {i.computed:<5d} "
+                      f"{r.prompt_tokens:8d} {r.output_tokens:10d} {r.seconds:8.0f}")
+            print(f"{benchmark:10s} total ({worst} script): {scripts[worst].seconds:.0f} s")
         print(f"projected cold time (+ {LOAD_S:.0f} s model load): {seconds:.0f} s = {seconds / 60:.1f} min")
 
 

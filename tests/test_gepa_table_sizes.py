@@ -54,9 +54,9 @@ def _request(outputs, **inputs):
 def test_each_distinct_request_is_computed_once():
     calls = [Call("aime_solve", "k1", 100, 10), Call("aime_solve", "k1", 100, 10), Call("reflection", "k2", 50, 5)]
     rows = tally(calls)
-    assert (rows["aime_solve"]["calls"], rows["aime_solve"]["computed"]) == (2, 1)
-    assert rows["aime_solve"]["seconds"] == pytest.approx(100 / 50 + 10 / 10)
-    assert rows["reflection"]["computed"] == 1
+    assert (rows["aime_solve"].calls, rows["aime_solve"].computed) == (2, 1)
+    assert rows["aime_solve"].seconds == pytest.approx(100 / 50 + 10 / 10)
+    assert rows["reflection"].computed == 1
 
 
 def test_roles_are_told_apart():
@@ -75,7 +75,7 @@ def test_default_sizes_fit_the_budget_and_one_step_more_would_not(notebook, toke
     seconds, tallies = project(notebook, defaults, tokenizer)
     assert seconds <= BUDGET_S
     for scripts in tallies.values():
-        never, improves = scripts["never"]["metric runs"], scripts["improves"]["metric runs"]
+        never, improves = scripts["never"].metric_runs, scripts["improves"].metric_runs
         assert never["rounds (gepa, gepa+)"] == improves["rounds (gepa, gepa+)"] == (1, 1)
         # the two scripts do bound different paths: an accepted edit is validated again
         assert improves["gepa search"] > never["gepa search"]
@@ -91,11 +91,12 @@ def test_papillon_does_not_fit_even_at_the_smallest_sizes_so_it_is_not_a_default
     seconds, tallies = project("30", parameters("30") | floor, tokenizer)
     assert seconds > BUDGET_S
     # a changed redacted request is answered, responded to and judged again (no stale cache sharing)
-    for rows in tallies["papillon"].values():
-        redacted = rows["papillon_redact"]["computed"]
-        assert rows["papillon_external"]["computed"] == rows["papillon_respond"]["computed"] == redacted
-        assert rows["papillon_leakage_judge"]["computed"] == redacted
-        assert rows["papillon_quality_judge"]["computed"] == 2 * redacted  # both orders of the pair
+    for script in tallies["papillon"].values():
+        rows = script.roles
+        redacted = rows["papillon_redact"].computed
+        assert rows["papillon_external"].computed == rows["papillon_respond"].computed == redacted
+        assert rows["papillon_leakage_judge"].computed == redacted
+        assert rows["papillon_quality_judge"].computed == 2 * redacted  # both orders of the pair
     assert "papillon" not in parameters("30")["BENCHMARKS"]
 
 
