@@ -53,8 +53,13 @@ BWRAP_WHAT := bubblewrap (bwrap), the code sandbox's jail
 BWRAP_MISSING := "make: bubblewrap (bwrap) is missing: model-written code runs only inside it." \
 	"  Install it as root: apt-get install bubblewrap (Debian/Ubuntu), dnf install bubblewrap (Fedora)." \
 	"  The jail also needs root at run time; see design/sandbox.md for ROMA_LAB_SANDBOX=audit-hook-only."
+# The jail's seccomp filter is built by libseccomp, which the pyseccomp binding loads (find_library).
+SECCOMP_WHAT := libseccomp2, the library that builds the code sandbox's seccomp filter
+SECCOMP_MISSING := "make: libseccomp (libseccomp.so.2) is missing: the code sandbox's jail needs it." \
+	"  Install it as root: apt-get install libseccomp2 (Debian/Ubuntu), dnf install libseccomp (Fedora)."
 sandbox-tool:
 	$(call apt_tool,command -v bwrap >/dev/null 2>&1,bubblewrap,$(BWRAP_WHAT),$(BWRAP_MISSING),exit 1)
+	$(call apt_tool,$(PYTHON) -c 'import ctypes.util; assert ctypes.util.find_library("seccomp")' 2>/dev/null,libseccomp2,$(SECCOMP_WHAT),$(SECCOMP_MISSING),exit 1)
 
 # The browser tests (tests/browser/) drive Debian's Chromium with Playwright; Playwright's own
 # browser download is never used. Without it the browser tests skip (under CI they fail instead).

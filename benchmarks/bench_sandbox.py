@@ -1,7 +1,10 @@
-"""Per-call cost of the code sandbox (issue 9 §2): the bubblewrap jail vs the audit-hook-only child.
+"""Per-call cost of the code sandbox (issues 9 §2, 21 §1): the jail vs the audit-hook-only child,
+and what the jail's own parts cost.
 
 Runs the same tiny script N times in each mode, alternating, and prints the median wall time per
-call and the ratio jail / audit-hook-only. Needs bwrap and root (the jail's own requirements).
+call and the ratio jail / audit-hook-only. Then the jail's parts, each timed alone: creating and
+removing the call's cgroup, building the seccomp program (once per process; later calls reuse it).
+Needs bwrap, root, a cgroup and libseccomp (the jail's own requirements).
 
     python benchmarks/bench_sandbox.py [--calls 20]
 """
@@ -14,8 +17,23 @@ import time
 import warnings
 
 from roma_lab.controller import check_sandbox, run_python
+from roma_lab.controller._cgroup import Cgroup
+from roma_lab.controller._sandbox import _seccomp_program
 
 CODE = "print(sum(range(1000)))"
+
+
+def _median_ms(action, n: int) -> float:
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        action()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
+
+
+def _cgroup_round_trip() -> None:
+    Cgroup.create("bench", memory_bytes=512 << 20, max_pids=10).remove()
 
 
 def main() -> None:
@@ -38,6 +56,10 @@ def main() -> None:
         print(f"{mode:>16}: median {value * 1000:6.1f} ms per call  ({args.calls} calls)")
     print(f"jail / audit-hook-only: {median['bwrap'] / median['audit-hook-only']:.2f}x "
           f"(+{(median['bwrap'] - median['audit-hook-only']) * 1000:.1f} ms per call)")
+    print("the jail's parts (median of 20):")
+    print(f"  cgroup create + remove:        {_median_ms(_cgroup_round_trip, 20):6.2f} ms per call")
+    print(f"  seccomp program, first build:  {_median_ms(_seccomp_program.__wrapped__, 20):6.2f} ms once per process")
+    print(f"  seccomp program, cached:       {_median_ms(_seccomp_program, 20) * 1000:6.2f} us per call")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,22 @@
 """Sandbox for the `code` executor: output capture, limits, isolation modes. Each run is a real
 process; escape attempts are in test_sandbox_escapes.py."""
 
+import json
 import os
+import shutil
+import subprocess
+import sys
+import sysconfig
 import tempfile
+import warnings
+from pathlib import Path
 
 import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from roma_lab.controller import CodeExecutor, Roma
+import roma_lab
+from roma_lab.controller import CodeExecutor, Roma, _sandbox
 from roma_lab.controller._sandbox import SandboxResult, SandboxUnavailableError, check_sandbox, run_python
 
 
@@ -133,12 +141,100 @@ def test_code_runs_under_its_own_unprivileged_uid_without_capabilities():
     assert set(eval(caps)) == {"0000000000000000"} and no_new_privs == "['1']"
 
 
+# The jail's root: the same fixed entries wherever the clone, its venv and the interpreter live.
+JAIL_ROOT = sorted({"sandbox", "proc", "dev"} | {p.split("/")[1] for p in ("/usr/lib", "/usr/lib64", "/lib", "/lib64")
+                                                 if os.path.lexists(p)})
+_LIST_ROOT = "import os\nprint(sorted(os.listdir('/')))\nprint(sorted(os.listdir('/sandbox')))"
+
+
 def test_jail_sees_no_host_files_and_no_other_process():
     result = run_python("import os\nprint(sorted(os.listdir('/')))\nprint(sorted(filter(str.isdigit, os.listdir('/proc'))))")
     top, pids = (eval(line) for line in result.stdout.splitlines())
-    assert not {"etc", "home", "tmp", "var", "opt", "srv", "mnt"} & set(top)
-    assert {"sandbox", "proc", "dev", "usr"} <= set(top)
+    assert top == JAIL_ROOT  # no etc, home, tmp, root, work, opt ...: nothing named after the host
     assert pids == ["1", "2"]  # bwrap's init and the code itself
+
+
+def _venv(where: Path, name: str = "venv") -> Path:
+    """A venv of this project's interpreter at ``where``, seeing this project's packages and code
+    through a .pth, as a clone's own .venv would."""
+    venv = where / name
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                   check=True, timeout=120)
+    site = Path(subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    ours = sysconfig.get_paths()["purelib"]
+    (site / "roma_lab_test.pth").write_text(f"{ours}\n{Path(roma_lab.__file__).resolve().parents[1]}\n")
+    return venv
+
+
+@pytest.fixture
+def scratch():
+    made: list[Path] = []
+
+    def make(parent: str) -> Path:
+        if not os.path.isdir(parent) or not os.access(parent, os.W_OK):
+            pytest.skip(f"{parent} is not a writable directory here")
+        made.append(Path(tempfile.mkdtemp(prefix="roma_venv_test_", dir=parent)))
+        return made[-1]
+
+    yield make
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.mark.parametrize("layout", ["tmp", "home", "symlinked_dot_venv", "no_venv"])
+def test_jail_view_is_the_same_for_a_clone_anywhere(layout, scratch):
+    # Issue 21: a clone under /tmp saw `tmp` at the jail's root; a symlinked .venv broke every call.
+    env, expected_sandbox = dict(os.environ), ["main.py", "python", "venv", "work"]
+    if layout == "no_venv":  # the base interpreter itself, this project's packages on its path
+        python = Path(getattr(sys, "_base_executable", sys.executable))
+        env["PYTHONPATH"] = os.pathsep.join([sysconfig.get_paths()["purelib"], str(Path(roma_lab.__file__).resolve().parents[1])])
+        expected_sandbox = ["main.py", "python", "work"]
+    elif layout == "symlinked_dot_venv":
+        real = _venv(scratch("/home"), "real_venv")
+        clone = scratch("/tmp")
+        (clone / ".venv").symlink_to(real)
+        python = clone / ".venv" / "bin" / "python"
+    else:
+        python = _venv(scratch(f"/{layout}")) / "bin" / "python"
+    driver = ("import json, sys\nfrom roma_lab.controller._sandbox import run_python\n"
+              f"r = run_python({_LIST_ROOT!r})\nprint(json.dumps([r.stdout, r.error]))")
+    out = subprocess.run([python, "-c", driver], capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr[-2000:]
+    stdout, error = json.loads(out.stdout.splitlines()[-1])
+    assert error is None, error
+    top, sandbox = (eval(line) for line in stdout.splitlines())
+    assert top == JAIL_ROOT and sandbox == expected_sandbox
+
+
+def test_total_memory_of_the_tree_is_bounded_not_each_process():
+    # Three forked children of 30 MB each fit each process's own limit, not the jail's 64 MB.
+    code = ("import ctypes, os, time\nlibc = ctypes.CDLL(None)\nr, w = os.pipe()\nfor n in range(3):\n"
+            "    if libc.fork() == 0:\n        block = b'x' * (30 << 20)  # written: every page really used\n"
+            "        os.write(w, b'1')\n        time.sleep(30)\n        os._exit(0)\n"
+            "held = b''\nwhile len(held) < 3:\n    held += os.read(r, 3)\nprint('all three hold 30 MB')")
+    result = run_python(code, memory_mb=64, max_processes=4, timeout_s=5)
+    assert "all three" not in result.stdout, f"ESCAPED: {result}"
+    # the parent waits for the child killed at the limit until the timeout
+    assert result.error == ("memory limit of 64 MB exceeded (the jail's cgroup killed a process at its limit), "
+                            "then timed out after 5 s")
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "audit-hook-only"])
+def test_limit_messages_come_from_the_limits_not_from_printed_text(isolation):
+    # Issue 21: a child printing "MemoryError" and exiting 3 was reported as "memory limit exceeded".
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for text, code in (("MemoryError", 3), ("OSError: [Errno 27] File too large", 1)):
+            result = run_python(f"import sys\nprint({text!r}, file=sys.stderr)\nsys.exit({code})", isolation=isolation)
+            assert result.error == f"exited with code {code}: {text}", result
+
+
+def test_control_bytes_in_the_output_are_escaped():
+    result = run_python("import sys\nprint('a\\x00b\\x1b[31mc\\td\\r\\x7f\\x9b')\n"
+                        "print('\\x1b]0;title\\x07', file=sys.stderr)\nsys.exit(1)")
+    assert result.stdout == "a\\x00b\\x1b[31mc\td\\x0d\\x7f\\x9b\n"
+    assert result.stderr == "\\x1b]0;title\\x07\n" and result.error == "exited with code 1: \\x1b]0;title\\x07"
 
 
 def test_threads_and_processes_count_against_max_processes():
@@ -173,6 +269,22 @@ def test_bwrap_that_cannot_create_namespaces_refuses_the_code(tmp_path, monkeypa
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(SandboxUnavailableError, match="Creating new namespace failed: Operation not permitted"):
         run_python("print(1)")
+
+
+@pytest.fixture
+def fresh_jail_check():
+    _sandbox._jail_problem.cache_clear()
+    yield
+    _sandbox._jail_problem.cache_clear()
+
+
+def test_without_a_cgroup_the_jail_is_refused_and_says_why(monkeypatch, fresh_jail_check):
+    monkeypatch.setattr(_sandbox, "cgroup_problem", lambda: "no cgroup v2 mounted; no cgroup v1 memory and pids hierarchies")
+    with pytest.raises(SandboxUnavailableError) as err:
+        run_python("print(1)")
+    message = str(err.value)
+    assert "needs a cgroup" in message and "no cgroup v2 mounted" in message
+    assert "isolation='audit-hook-only'" in message
 
 
 def test_without_root_the_jail_is_refused(monkeypatch):

@@ -119,6 +119,8 @@ class Probe:
     escaped: Callable[[SandboxResult, Target], bool]
     blocked_by: tuple[str, ...]  # one of these must be in the result's error
     timeout_s: float = 10.0
+    memory_mb: int = 256
+    max_processes: int = 8
 
 
 _LIBC = "import ctypes, os, socket, struct\nlibc = ctypes.CDLL(None, use_errno=True)\n"
@@ -128,6 +130,24 @@ _SOCKADDR = "addr = struct.pack('<H', socket.AF_INET) + struct.pack('!H', $port)
 
 def _printed(text: str) -> Callable[[SandboxResult, Target], bool]:
     return lambda result, _: text in result.stdout
+
+
+# Memory probes (issue 21): memory no process owns. Each allocates 16 MB at a time up to 1 GB at
+# most (safe on the 24 GB machine), printing its running total, and stops when refused.
+_MB_ALLOWED = 64  # memory_mb of the memory probes
+_MEMORY = dict(memory_mb=_MB_ALLOWED, max_processes=1, timeout_s=60.0,
+               blocked_by=(f"memory limit of {_MB_ALLOWED} MB exceeded", "Operation not permitted"))
+_FILL = ("total = 0\nwhile total < 1024:\n$step    total += 16\n    print('allocated', total, flush=True)\n")
+
+
+def _past_memory_mb(result: SandboxResult, _) -> bool:
+    """More allocated than the limit allows (the interpreter itself takes part of the 64 MB)."""
+    totals = [int(line.split()[1]) for line in result.stdout.splitlines() if line.startswith("allocated ")]
+    return max(totals, default=0) > _MB_ALLOWED
+
+
+def _fill(step: str) -> str:
+    return _FILL.replace("$step", "".join(f"    {line}\n" for line in step.splitlines()))
 
 
 PROBES = [
@@ -226,6 +246,32 @@ PROBES = [
     # --- resources ---------------------------------------------------------------------------------
     Probe("memory_bomb", "x = bytearray(4 * 1024**3)\nprint('allocated')", _printed("allocated"),
           ("memory limit",)),
+    Probe("memfd_files_past_memory_mb",
+          "import os\nfds = []\n" + _fill("fd = os.memfd_create('probe')\nfor _ in range(16):\n"
+                                          "    os.write(fd, bytes(1 << 20))\nfds.append(fd)"),
+          _past_memory_mb, **_MEMORY),
+    Probe("sysv_shm_loop_past_memory_mb",
+          _LIBC + _FAIL + "libc.shmat.restype = ctypes.c_void_p\n"
+          "libc.shmat.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_int)\nlibc.shmdt.argtypes = (ctypes.c_void_p,)\n"
+          + _fill("sid = libc.shmget(0, 16 << 20, 0o1600)  # IPC_PRIVATE, IPC_CREAT | 0600, never removed\n"
+                  "if sid < 0:\n    fail('shmget')\naddr = libc.shmat(sid, None, 0)\n"
+                  "if addr is None or addr == ctypes.c_void_p(-1).value:\n    fail('shmat')\n"
+                  "ctypes.memset(addr, 1, 16 << 20)\nlibc.shmdt(addr)"),
+          _past_memory_mb, **_MEMORY),
+    Probe("nested_userns_tmpfs_past_memory_mb",
+          _LIBC + _FAIL + "libc.prctl(4, 1, 0, 0, 0)  # PR_SET_DUMPABLE\n"
+          "uid, gid = os.getuid(), os.getgid()\n"
+          "if libc.unshare(0x10000000 | 0x00020000) != 0:  # CLONE_NEWUSER | CLONE_NEWNS\n    fail('unshare')\n"
+          "# map ourselves to root of the new namespace (dumpable: /proc/self is ours to write)\n"
+          "for name, text in (('setgroups', 'deny'), ('uid_map', f'0 {uid} 1'), ('gid_map', f'0 {gid} 1')):\n"
+          "    with open(f'/proc/self/{name}', 'w') as f:\n        f.write(text)\n"
+          "os.mkdir('m')\nif libc.mount(b'none', b'm', b'tmpfs', 0, b'size=2g') != 0:\n    fail('mount')\n"
+          + _fill("with open(f'm/f{total}', 'wb') as f:\n    for _ in range(16):\n        f.write(bytes(1 << 20))"),
+          _past_memory_mb, **_MEMORY),
+    Probe("cwd_tmpfs_files_plus_heap_past_memory_mb",
+          "for i in range(4):\n    with open(f'f{i}', 'wb') as f:\n        f.write(bytes(12 << 20))\n"
+          "    print('allocated', 12 * (i + 1), flush=True)\nblock = b'x' * (24 << 20)\nprint('allocated', 72)",
+          _past_memory_mb, **_MEMORY),
     Probe("infinite_loop", "while True:\n    pass", lambda r, t: not r.timed_out, ("timed out",), timeout_s=1.0),
     Probe("fill_the_disk", "for i in range(64):\n    open(f'f{i}', 'wb').write(bytes(8_000_000))\nprint('wrote 512 MB')",
           _printed("wrote 512 MB"), ("No space left on device",)),
@@ -243,7 +289,8 @@ def _code(probe: Probe, t: Target) -> str:
 _DRIVER = """
 import dataclasses, json, pathlib, sys
 from roma_lab.controller._sandbox import run_python
-result = run_python(sys.stdin.read(), timeout_s=float(sys.argv[1]), memory_mb=256)
+result = run_python(sys.stdin.read(), timeout_s=float(sys.argv[1]), memory_mb=int(sys.argv[3]),
+                    max_processes=int(sys.argv[4]))
 # which of the probe's processes are still alive the moment run_python returns
 alive = [p.name for p in pathlib.Path('/proc').glob('[0-9]*') if p.joinpath('comm').exists()
          and p.joinpath('comm').read_text(errors='replace').strip() == sys.argv[2]]
@@ -256,10 +303,12 @@ def _parent_env(t: Target) -> dict[str, str]:
     return {**os.environ, **dict.fromkeys(SECRET_VARS, SECRET), "HOME": str(t.home), "PYTHONPATH": str(CODE_UNDER_TEST)}
 
 
-def run_from_parent(code: str, t: Target, timeout_s: float = 10.0) -> SandboxResult:
+def run_from_parent(code: str, t: Target, timeout_s: float = 10.0, memory_mb: int = 256,
+                    max_processes: int = 8) -> SandboxResult:
     """``run_python(code)`` called by a parent process that started with secrets in its environment,
     in the Target's cwd and $HOME."""
-    parent = subprocess.run([sys.executable, "-c", _DRIVER, str(timeout_s), t.marker], input=code, cwd=t.cwd,
+    parent = subprocess.run([sys.executable, "-c", _DRIVER, str(timeout_s), t.marker, str(memory_mb),
+                             str(max_processes)], input=code, cwd=t.cwd,
                             env=_parent_env(t), capture_output=True, text=True, timeout=timeout_s + 60)
     assert parent.returncode == 0, parent.stderr
     return SandboxResult(**json.loads(parent.stdout.splitlines()[-1]))
@@ -267,7 +316,7 @@ def run_from_parent(code: str, t: Target, timeout_s: float = 10.0) -> SandboxRes
 
 @pytest.mark.parametrize("probe", PROBES, ids=[p.name for p in PROBES])
 def test_probe_is_blocked(probe, target):
-    result = run_from_parent(_code(probe, target), target, probe.timeout_s)
+    result = run_from_parent(_code(probe, target), target, probe.timeout_s, probe.memory_mb, probe.max_processes)
     assert not probe.escaped(result, target), f"ESCAPED: {probe.name}\n{result}"
     assert SECRET not in result.stdout + result.stderr, f"ESCAPED: {probe.name} leaked the secret"
     assert any(text in (result.error or "") for text in probe.blocked_by), (probe.name, result)
@@ -325,7 +374,7 @@ def _wait_for(condition: Callable[[], bool], bound_s: float = 30.0) -> bool:
 def test_jail_dies_with_a_killed_parent(target):
     # A notebook kernel killed mid-call (kill -9) must not leave model code running.
     code = _LIBC + f"libc.prctl(15, b'{target.marker}', 0, 0, 0)\nimport time\ntime.sleep(120)"
-    parent = subprocess.Popen([sys.executable, "-c", _DRIVER, "120", target.marker], stdin=subprocess.PIPE,
+    parent = subprocess.Popen([sys.executable, "-c", _DRIVER, "120", target.marker, "256", "8"], stdin=subprocess.PIPE,
                               cwd=target.cwd, env=_parent_env(target), text=True)
     parent.stdin.write(code)
     parent.stdin.close()
@@ -333,3 +382,177 @@ def test_jail_dies_with_a_killed_parent(target):
     parent.kill()
     parent.wait()
     assert _wait_for(lambda: not _process_alive(target.marker)), "ESCAPED: the jail outlived its parent"
+
+
+# --- the kernel keyring (issue 21) ------------------------------------------------------------------
+# The parent joins a session keyring of its own holding a secret key, as a PAM login or a systemd
+# service has one. That happens in a subprocess: the pytest process's own keyring is never touched.
+_KEYRING_DRIVER = """
+import ctypes, json, os, sys
+import pyseccomp
+from roma_lab.controller._sandbox import run_python
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+KEYCTL, ADD_KEY = (pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n) for n in ("keyctl", "add_key"))
+L = ctypes.c_long
+secret = sys.argv[1].encode()
+if libc.syscall(L(KEYCTL), L(1), b"roma-probe-session") < 0:  # KEYCTL_JOIN_SESSION_KEYRING, named
+    sys.exit(f"cannot join a session keyring: {os.strerror(ctypes.get_errno())}")
+key = libc.syscall(L(ADD_KEY), b"user", b"roma_probe_secret", secret, L(len(secret)), L(-3))  # @s
+if key < 0:
+    sys.exit(f"cannot add a key: {os.strerror(ctypes.get_errno())}")
+probe = sys.stdin.read().replace("KEY_ID", str(key)).replace("KEYCTL", str(KEYCTL)).replace("ADD_KEY", str(ADD_KEY))
+calls = [run_python(probe, memory_mb=128) for _ in range(2)]  # the second: does it see what the first left?
+
+def read(key_id):
+    buf = ctypes.create_string_buffer(4096)
+    n = libc.syscall(L(KEYCTL), L(11), L(key_id), buf, L(4096))  # KEYCTL_READ
+    return buf.raw[:n] if n >= 0 else None
+
+planted = libc.syscall(L(KEYCTL), L(10), L(-3), b"user", b"roma_probe_planted", L(0))  # KEYCTL_SEARCH
+print(json.dumps({"calls": [[c.stdout, c.stderr, c.error] for c in calls],
+                  "secret_kept": read(key) == secret, "planted_seen_by_host": planted >= 0,
+                  "parent_keyring_size": len(read(-3) or b"") // 4}))
+"""
+
+_KEYRING_PROBE = """
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+L = ctypes.c_long
+out = {}
+buf = ctypes.create_string_buffer(4096)
+n = libc.syscall(L(KEYCTL), L(11), L(KEY_ID), buf, L(4096))  # KEYCTL_READ of the parent's secret
+out["read"] = buf.raw[:n].decode(errors="replace") if n >= 0 else os.strerror(ctypes.get_errno())
+n = libc.syscall(L(KEYCTL), L(11), L(-3), buf, L(4096))  # KEYCTL_READ of the session keyring: key ids
+out["session_keys"] = n // 4 if n >= 0 else os.strerror(ctypes.get_errno())
+try:
+    out["proc_keys"] = open("/proc/keys").read()
+except OSError as err:
+    out["proc_keys"] = str(err)
+n = libc.syscall(L(KEYCTL), L(10), L(-3), b"user", b"roma_probe_planted", L(0))  # left by an earlier call?
+out["planted_found"] = n >= 0
+n = libc.syscall(L(ADD_KEY), b"user", b"roma_probe_planted", b"planted", L(7), L(-3))
+out["add"] = "added" if n >= 0 else os.strerror(ctypes.get_errno())
+n = libc.syscall(L(KEYCTL), L(7), L(-3))  # KEYCTL_CLEAR of the session keyring
+out["clear"] = "cleared" if n >= 0 else os.strerror(ctypes.get_errno())
+print(json.dumps(out))
+"""
+
+
+def test_parent_session_keyring_is_out_of_reach():
+    parent = subprocess.run([sys.executable, "-c", _KEYRING_DRIVER, SECRET], input=_KEYRING_PROBE,
+                            env={**os.environ, "PYTHONPATH": str(CODE_UNDER_TEST)}, capture_output=True, text=True,
+                            timeout=300)
+    assert parent.returncode == 0, parent.stderr
+    report = json.loads(parent.stdout.splitlines()[-1])
+    first, second = (json.loads(stdout) if stdout else {"error": error, "stderr": stderr}
+                     for stdout, stderr, error in report["calls"])
+    assert SECRET not in parent.stdout, f"ESCAPED: the jail read the parent's secret key: {first}"
+    assert report["secret_kept"] and report["parent_keyring_size"] == 1, f"ESCAPED: the parent's keyring changed: {report}"
+    assert not report["planted_seen_by_host"], "ESCAPED: a key the jail added is in the host's keyring"
+    assert not second["planted_found"], "ESCAPED: the next call saw the key the first one added"
+    for call in (first, second):
+        # refused by the seccomp filter, before any keyring is looked at
+        assert {call[k] for k in ("read", "session_keys", "add", "clear")} == {"Operation not permitted"}, call
+        assert "roma_probe" not in call["proc_keys"], call
+
+
+# --- the seccomp filter (issue 21) ------------------------------------------------------------------
+
+
+def _native(name: str) -> int:
+    import pyseccomp
+
+    return pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name)
+
+
+# The list design/sandbox.md names (the jail's own list may only be longer).
+REFUSED_SYSCALLS = (
+    "keyctl", "add_key", "request_key", "unshare", "setns", "mount", "umount2", "pivot_root", "chroot",
+    "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr", "ptrace",
+    "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "bpf", "perf_event_open", "userfaultfd",
+    "io_uring_setup", "io_uring_enter", "io_uring_register", "open_by_handle_at", "name_to_handle_at",
+    "fanotify_init", "lookup_dcookie", "uselib", "personality", "kexec_load", "kexec_file_load", "init_module",
+    "finit_module", "delete_module", "reboot", "swapon", "swapoff", "acct", "quotactl", "quotactl_fd",
+    "settimeofday", "clock_settime", "clock_adjtime", "adjtimex", "syslog", "sethostname", "setdomainname",
+    "vhangup", "iopl", "ioperm")
+
+
+def test_refused_system_calls_fail_with_eperm():
+    from roma_lab.controller._sandbox import run_python
+
+    numbers = {name: _native(name) for name in REFUSED_SYSCALLS if _native(name) >= 0}
+    assert {"keyctl", "add_key", "request_key", "unshare", "setns", "mount", "ptrace", "bpf"} <= set(numbers)
+    # All-zero arguments: harmless wherever a call is allowed (unshare(0) changes nothing, null
+    # pointers fail with EFAULT); a refused call fails with EPERM before the kernel looks at them.
+    code = (_LIBC + "libc.syscall.restype = ctypes.c_long\nerrors = {}\n"
+            f"for name, number in {numbers!r}.items():\n"
+            "    rc = libc.syscall(ctypes.c_long(number), *[ctypes.c_long(0)] * 6)\n"
+            "    errors[name] = 'allowed' if rc >= 0 else os.strerror(ctypes.get_errno())\n"
+            "print(json.dumps(errors))").replace("import ctypes,", "import ctypes, json,")
+    result = run_python(code)
+    errors = json.loads(result.stdout)
+    not_refused = {name: e for name, e in errors.items() if e != "Operation not permitted"}
+    assert not not_refused, f"ESCAPED: reached the kernel: {not_refused}"
+
+
+def test_clone_into_new_namespaces_is_refused_clone3_falls_back_and_fork_works():
+    from roma_lab.controller._sandbox import run_python
+
+    code = (_LIBC + "import json\nlibc.syscall.restype = ctypes.c_long\nout = {}\n"
+            f"for name, flag in (('user', 0x10000000), ('pid', 0x20000000), ('net', 0x40000000), ('mount', 0x20000)):\n"
+            f"    pid = libc.syscall(ctypes.c_long({_native('clone')}), ctypes.c_long(flag | 17), *[ctypes.c_long(0)] * 4)\n"
+            "    if pid == 0:\n        libc._exit(0)  # the child of an allowed clone leaves at once\n"
+            "    out[name] = 'cloned' if pid > 0 else os.strerror(ctypes.get_errno())\n"
+            "    if pid > 0:\n        os.waitpid(pid, 0)\n"
+            f"libc.syscall(ctypes.c_long({_native('clone3')}), None, ctypes.c_long(0))\n"
+            "out['clone3'] = os.strerror(ctypes.get_errno())\n"
+            "pid = libc.fork()\nif pid == 0:\n    libc._exit(7)\n"
+            "out['fork'] = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])\nprint(json.dumps(out))")
+    out = json.loads(run_python(code).stdout)
+    assert out == {"user": "Operation not permitted", "pid": "Operation not permitted",
+                   "net": "Operation not permitted", "mount": "Operation not permitted",
+                   "clone3": "Function not implemented", "fork": 7}, f"ESCAPED: {out}"
+
+
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="the other ABIs probed are x86's (i386, x32)")
+@pytest.mark.parametrize("abi", ["i386_int80", "x32"])
+def test_system_calls_of_another_abi_kill_the_process(abi):
+    from roma_lab.controller._sandbox import run_python
+
+    if abi == "x32":  # the x32 bit on the native getpid
+        call = "rc = libc.syscall(ctypes.c_long(0x40000000 | 39))\n"
+    else:  # i386 getpid through int 0x80, from an executable page: mov eax, 20; int 0x80; ret
+        call = ("libc.mmap.restype = ctypes.c_void_p\n"
+                "libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)\n"
+                "page = libc.mmap(None, 4096, 7, 0x22, -1, 0)  # PROT_RWX, MAP_PRIVATE | MAP_ANONYMOUS\n"
+                "ctypes.memmove(page, bytes.fromhex('b814000000cd80c3'), 8)\n"
+                "rc = ctypes.CFUNCTYPE(ctypes.c_int)(page)()\n")
+    result = run_python(_LIBC + call + "print('returned', rc)")
+    assert "returned" not in result.stdout, f"ESCAPED: a {abi} system call ran: {result}"
+    assert result.error == "killed by signal SIGSYS", result
+
+
+# --- what /proc/self/mountinfo shows (issue 21) -------------------------------------------------------
+
+
+def test_mountinfo_names_only_the_fixed_mounts_and_the_interpreter_sources(target):
+    system_libs = {p for p in ("/usr/lib", "/usr/lib64", "/lib", "/lib64") if os.path.isdir(p) and not os.path.islink(p)}
+    result = run_from_parent("print(open('/proc/self/mountinfo').read())", target)
+    assert result.error is None, result
+    mounts = [line.split(" - ")[0].split()[3:5] for line in result.stdout.splitlines() if line.strip()]
+    # Mount points: the fixed view only, whatever the paths of the clone, the venv and the interpreter.
+    stray = {point for _, point in mounts
+             if point not in {"/", "/proc", "/dev", *system_libs} and not point.startswith(("/sandbox/", "/proc/", "/dev/"))}
+    assert not stray, f"ESCAPED: host paths as mount points: {stray}"
+    # The "root" field of a bind names its source on the host. Only the system libraries and the
+    # interpreter's and venv's own directories may show (design/sandbox.md says so); never the
+    # script's host copy, the host temp dir, the parent's cwd or $HOME.
+    own = tuple(os.path.realpath(p) + "/" for p in (sys.base_prefix, sys.prefix))
+    others = {root for root, point in mounts if not point.startswith(("/proc", "/dev"))
+              and root not in {"/", "/newroot", *system_libs}  # bwrap's own tmpfs, the system libraries
+              and not root.startswith(("/bindfile", *own))}  # copies bwrap makes; the interpreter's files
+    assert not others, f"ESCAPED: host paths in mountinfo: {others}"
+    for private in (str(target.cwd), str(target.home), "roma_sandbox_"):
+        assert private not in result.stdout, f"ESCAPED: {private} in mountinfo"

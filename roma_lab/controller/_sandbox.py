@@ -2,13 +2,17 @@
 
 Two layers (design/sandbox.md says what each guarantees and what it does not):
 
-1. The operating system, through bubblewrap (``bwrap``, Debian package ``bubblewrap``): new PID,
+1. The operating system. bubblewrap (``bwrap``, Debian package ``bubblewrap``): new PID,
    network, IPC, UTS and mount namespaces; a read-only view of only the interpreter, its
-   virtualenv and the system libraries; one private writable directory (the cwd, a size-bounded
-   tmpfs that vanishes with the jail); an empty environment plus an allowlist; and, before any
-   user code, a switch to a fresh unprivileged uid without capabilities, so file permissions and
-   ``RLIMIT_NPROC`` apply. When the call ends (timeout or not) the namespace's init is killed,
-   which kills every process in it; the call returns only once they are gone.
+   virtualenv (both at fixed paths under ``/sandbox``, wherever the clone lives) and the system
+   libraries; one private writable directory (the cwd, a size-bounded tmpfs that vanishes with the
+   jail); an empty environment plus an allowlist; a seccomp filter (built with libseccomp) refusing
+   the system calls a jail does not need (keyrings, new namespaces, mounts, ptrace, bpf, ...); and,
+   before any user code, a switch to a fresh unprivileged uid without capabilities. A fresh cgroup
+   per call (``_cgroup.py``) bounds memory (swap, tmpfs, shared memory, memfd and page cache
+   included) and processes of the whole tree; the child joins it, and a fresh anonymous session
+   keyring, before bwrap execs. When the call ends (timeout or not) the namespace's init is killed,
+   which kills every process in it, and the cgroup is killed and removed.
 2. Inside, a bootstrap that sets resource limits (address space, CPU seconds, file size, process
    count, no core dumps; hard limits lowered too) and installs a Python audit hook refusing
    sockets, subprocesses, exec and fork: clear error messages for the common cases, and a second
@@ -16,27 +20,35 @@ Two layers (design/sandbox.md says what each guarantees and what it does not):
 
 Isolation is chosen by name: ``"bwrap"`` (the default) or ``"audit-hook-only"`` (layer 2 alone, as
 the current user, seeing the whole file system and network to any code that loads ``ctypes``).
-When the jail cannot run, ``run_python`` raises ``SandboxUnavailableError`` rather than fall back:
-the weaker mode is used only when asked for, by argument or ``$ROMA_LAB_SANDBOX``.
+When the jail cannot run (no bwrap, no root, no usable cgroup, no libseccomp), ``run_python`` raises
+``SandboxUnavailableError`` rather than fall back: the weaker mode is used only when asked for, by
+argument or ``$ROMA_LAB_SANDBOX``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
+import errno
 import functools
 import json
 import math
 import os
+import re
 import secrets
 import select
 import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from ._cgroup import Cgroup, CgroupUnavailableError, cgroup_problem
 
 __all__ = ["ISOLATION_MODES", "SandboxResult", "SandboxUnavailableError", "check_sandbox", "run_python"]
 
@@ -46,10 +58,13 @@ _ISOLATION_ENV = "ROMA_LAB_SANDBOX"
 # Variables copied from the parent when present; everything else is dropped.
 _ENV_ALLOWLIST = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
 
-# Paths inside the jail. The script is mounted read-only next to the writable cwd.
+# Paths inside the jail, the same wherever the clone, its venv and the interpreter live. The script
+# is a read-only copy next to the writable cwd; the base interpreter and the venv have fixed homes.
 _JAIL_DIR = "/sandbox"
 _JAIL_SCRIPT = f"{_JAIL_DIR}/main.py"
 _JAIL_WORKDIR = f"{_JAIL_DIR}/work"
+_JAIL_PYTHON = f"{_JAIL_DIR}/python"  # the base interpreter's prefix (its bin/python3 and lib dirs)
+_JAIL_VENV = f"{_JAIL_DIR}/venv"  # the virtualenv's lib dirs, and a pyvenv.cfg whose home is _JAIL_PYTHON
 # System library directories the interpreter and compiled packages load from (symlinks on merged-/usr).
 _SYSTEM_LIBS = ("/usr/lib", "/usr/lib64", "/lib", "/lib64")
 # Each call runs under its own uid from this range, so RLIMIT_NPROC counts only that call's
@@ -60,13 +75,44 @@ _FILE_SIZE_LIMIT = 16 * 1024 * 1024  # bounds stdout/stderr files and anything t
 _WORKDIR_BYTES = 64 * 1024 * 1024  # the jail's cwd: bounds all files together (RAM, not disk)
 _SIGNAL_NUMBERS = frozenset(int(s) for s in signal.Signals)
 _KILL_WAIT_S = 30.0  # a SIGKILLed namespace empties in milliseconds; beyond this something is wrong
+# bwrap's monitor and the namespace's init are in the cgroup too, next to the code's processes.
+_BWRAP_PROCESSES = 2
+# Control characters other than newline and tab (C0, DEL, C1) are shown escaped, never passed on:
+# output goes to terminals, notebooks and prompts.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+
+# System calls the jail refuses with EPERM (design/sandbox.md lists why): the interpreter needs a
+# broad set, so the filter allows by default and refuses these.
+_REFUSED_SYSCALLS = (
+    # kernel keyrings
+    "keyctl", "add_key", "request_key",
+    # new namespaces (clone and clone3 are handled apart: clone by its flags, clone3 with ENOSYS)
+    "unshare", "setns",
+    # mounts and the root
+    "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree", "fsopen", "fsconfig", "fsmount",
+    "fspick", "mount_setattr",
+    # other processes' memory, file descriptors and kernel objects
+    "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp",
+    # kernel attack surface no Python code needs
+    "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "open_by_handle_at", "name_to_handle_at", "fanotify_init", "lookup_dcookie", "uselib", "personality",
+    # the machine itself
+    "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot", "swapon",
+    "swapoff", "acct", "quotactl", "quotactl_fd", "settimeofday", "clock_settime", "clock_adjtime",
+    "adjtimex", "syslog", "sethostname", "setdomainname", "vhangup", "iopl", "ioperm",
+)
+# CLONE_NEWNS, CLONE_NEWCGROUP, CLONE_NEWUTS, CLONE_NEWIPC, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET
+_CLONE_NEW_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 
 # Runs in the child before the user code.
-# Arguments: address space, CPU seconds, file size, process count, uid (-1: keep), user script.
+# Arguments: address space, CPU seconds, file size, process count, uid (-1: keep), status fd, user
+# script. The status fd tells the parent which limit stopped the code ("memory", "file-size"):
+# the parent never guesses that from text the code itself may have printed.
 _BOOTSTRAP = r"""
-import os, resource, runpy, socket, sys
-as_bytes, cpu_s, fsize, nproc, uid = (int(v) for v in sys.argv[1:6])
-script = sys.argv[6]
+import errno, os, resource, runpy, socket, sys
+as_bytes, cpu_s, fsize, nproc, uid, status_fd = (int(v) for v in sys.argv[1:7])
+script = sys.argv[7]
 
 def _limit(kind, value):
     hard = resource.getrlimit(kind)[1]
@@ -119,6 +165,10 @@ try:
 except SystemExit:
     raise
 except BaseException as exc:
+    limit = ("memory" if isinstance(exc, MemoryError) else
+             "file-size" if isinstance(exc, OSError) and exc.errno == errno.EFBIG else None)
+    if limit:
+        os.write(status_fd, limit.encode())
     # Show only the user's frames: the bootstrap's are noise to whoever reads the error.
     import traceback
     tb = exc.__traceback__
@@ -158,8 +208,7 @@ def check_sandbox(isolation: str | None = None) -> str:
         problem = _jail_problem(shutil.which("bwrap"), os.geteuid())
         if problem is not None:
             raise SandboxUnavailableError(
-                f"model-written code refused: OS isolation is unavailable ({problem}). Install "
-                f"bubblewrap (`apt-get install bubblewrap`; `make test` does it when run as root), or "
+                f"model-written code refused: OS isolation is unavailable ({problem}). Fix that, or "
                 f"accept the weaker, audit-hook-only sandbox by name: isolation='audit-hook-only' "
                 f"or {_ISOLATION_ENV}=audit-hook-only.")
     return mode
@@ -203,10 +252,20 @@ def run_python(
 def _jail_problem(bwrap: str | None, euid: int) -> str | None:
     """Why the jail cannot run here, or None. Cached per bwrap path and user: it runs a process."""
     if bwrap is None:
-        return "bwrap is not installed"
+        return ("bwrap is not installed: install bubblewrap (`apt-get install bubblewrap`; "
+                "`make test` does it when run as root)")
     if euid != 0:
         # Without root there is no uid of our own to switch to, hence no process limit that holds.
-        return "the jail needs root, to run the code under a uid of its own"
+        return "the jail needs root, to run the code under a uid of its own and in a cgroup of its own"
+    problem = cgroup_problem()
+    if problem is not None:
+        # Without a cgroup, memory outside any process (tmpfs, shared memory, memfd) is unbounded.
+        return f"the jail needs a cgroup to bound its memory and processes: {problem}"
+    try:
+        _seccomp_program()
+    except (ImportError, OSError, AttributeError) as err:
+        return (f"the jail's seccomp filter cannot be built ({type(err).__name__}: {err}): install "
+                f"libseccomp (`apt-get install libseccomp2`) and pyseccomp (`pip install pyseccomp`)")
     try:
         result = _run("pass", 30.0, 128, 2000, 1, bwrap)
     except SandboxUnavailableError as err:
@@ -214,56 +273,179 @@ def _jail_problem(bwrap: str | None, euid: int) -> str | None:
     return None if result.error is None else f"the jail's self-test failed: {result.error}"
 
 
+@functools.cache
+def _seccomp_program() -> bytes:
+    """The jail's seccomp filter as a BPF program, for ``bwrap --seccomp`` (built once per process).
+
+    Default allow; the calls of ``_REFUSED_SYSCALLS`` fail with EPERM, ``clone`` too when it asks for
+    any new namespace, and ``clone3`` with ENOSYS (its flags sit in memory a filter cannot read), so
+    glibc falls back to ``clone``. Only the native architecture is allowed: a call through another
+    ABI (i386 ``int 0x80``, x32) kills the process (libseccomp's bad-architecture action).
+    """
+    import pyseccomp  # loads libseccomp: only the jail needs it
+
+    syscall_filter = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+    syscall_filter.set_attr(pyseccomp.Attr.ACT_BADARCH, pyseccomp.KILL_PROCESS)
+    refuse = pyseccomp.ERRNO(errno.EPERM)
+    for name in _REFUSED_SYSCALLS:
+        if pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, name) >= 0:  # absent on this architecture
+            syscall_filter.add_rule(refuse, name)
+    for flag in _CLONE_NEW_FLAGS:
+        syscall_filter.add_rule(refuse, "clone", pyseccomp.Arg(0, pyseccomp.MASKED_EQ, flag, flag))
+    syscall_filter.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "clone3")
+    with tempfile.TemporaryFile() as program:
+        syscall_filter.export_bpf(program)
+        program.seek(0)
+        return program.read()
+
+
+@dataclass(frozen=True, slots=True)
+class _Interpreter:
+    """Where this interpreter's files are on the host, for the jail's fixed view of them."""
+
+    executable: str  # the real base interpreter binary (links resolved)
+    binds: tuple[tuple[str, str], ...]  # (host dir, jail dir): the stdlib, libpython and venv lib dirs
+    library_path: str | None  # LD_LIBRARY_PATH in the jail, for a libpython found by an absolute RUNPATH
+    venv_cfg: str | None  # the jail's pyvenv.cfg (home = the fixed base), None outside a venv
+    jail_executable: str
+
+
+@functools.cache
+def _interpreter() -> _Interpreter:
+    """The host paths of the interpreter and its venv, links resolved (a symlinked .venv, pyenv,
+    merged /usr alike), mapped onto fixed paths in the jail."""
+    base = os.path.realpath(sys.base_prefix)
+    executable = os.path.realpath(getattr(sys, "_base_executable", None) or sys.executable)
+    binds: list[tuple[str, str]] = []
+
+    def bind(host: str, root: str, jail_root: str) -> str:
+        # the top directory of ``host`` below ``root`` (lib, lib64), bound at the same place below jail_root
+        top = os.path.relpath(os.path.realpath(host), root).split(os.sep)[0]
+        if top in (os.curdir, os.pardir):
+            raise SandboxUnavailableError(f"{host} is not inside {root}: the jail cannot map it to {jail_root}")
+        pair = (os.path.join(root, top), f"{jail_root}/{top}")
+        if pair not in binds:
+            binds.append(pair)
+        return pair[1]
+
+    for key in ("stdlib", "platstdlib"):
+        bind(sysconfig.get_paths(vars=dict.fromkeys(("base", "platbase", "installed_base", "installed_platbase"), base))[key],
+             base, _JAIL_PYTHON)
+    library_path = None
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if sysconfig.get_config_var("Py_ENABLE_SHARED") and libdir and os.path.realpath(libdir).startswith(base + os.sep):
+        bind(libdir, base, _JAIL_PYTHON)
+        library_path = f"{_JAIL_PYTHON}/{os.path.relpath(os.path.realpath(libdir), base)}"
+    venv_cfg, jail_executable = None, f"{_JAIL_PYTHON}/bin/python3"
+    if sys.prefix != sys.base_prefix:
+        prefix = os.path.realpath(sys.prefix)
+        for key in ("purelib", "platlib"):
+            bind(sysconfig.get_paths()[key], prefix, _JAIL_VENV)
+        cfg = Path(prefix, "pyvenv.cfg").read_text(encoding="utf-8")
+        system_site = re.search(r"^\s*include-system-site-packages\s*=\s*(\w+)", cfg, re.MULTILINE | re.IGNORECASE)
+        venv_cfg = (f"home = {_JAIL_PYTHON}/bin\n"
+                    f"include-system-site-packages = {system_site.group(1) if system_site else 'false'}\n"
+                    f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
+        jail_executable = f"{_JAIL_VENV}/bin/python3"
+    return _Interpreter(executable, tuple(binds), library_path, venv_cfg, jail_executable)
+
+
 def _run(code: str, timeout_s: float, memory_mb: int, max_output_chars: int, max_processes: int,
          bwrap: str | None) -> SandboxResult:
     """Run in the bwrap jail when ``bwrap`` is a path, else in a plain audit-hook child."""
-    with tempfile.TemporaryDirectory(prefix="roma_sandbox_") as root:
+    with tempfile.TemporaryDirectory(prefix="roma_sandbox_") as root, contextlib.ExitStack() as stack:
         script = Path(root, "main.py")
         script.write_text(code, encoding="utf-8")
         out_path, err_path = Path(root, "stdout.txt"), Path(root, "stderr.txt")
+        status_r, status_w = os.pipe()
+        stack.callback(os.close, status_r)
+        stack.callback(os.close, status_w)
         uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if bwrap else -1
-        limits = (memory_mb * 1024 * 1024, int(timeout_s) + 1, _FILE_SIZE_LIMIT, max_processes, uid)
+        limits = (memory_mb * 1024 * 1024, int(timeout_s) + 1, _FILE_SIZE_LIMIT, max_processes, uid, status_w)
         workdir = Path(root, "work")  # the audit-hook-only mode's cwd; the jail's is its own tmpfs
         home = _JAIL_WORKDIR if bwrap else str(workdir)
         env = {k: os.environ[k] for k in _ENV_ALLOWLIST if k in os.environ}
         # One BLAS/OpenMP thread: thread pools reserve address space and would trip RLIMIT_AS.
         env |= {"HOME": home, "TMPDIR": home, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
                 "MKL_NUM_THREADS": "1"}
-        python = [sys.executable, "-I", "-X", "utf8", "-c", _BOOTSTRAP, *map(str, limits)]
+        bootstrap = ["-I", "-X", "utf8", "-c", _BOOTSTRAP, *map(str, limits)]
+        oom_killed = False
         with out_path.open("wb") as out, err_path.open("wb") as err:
             if bwrap:
-                returncode, timed_out = _run_jailed([bwrap, *_jail_args(script, env)], [*python, _JAIL_SCRIPT],
-                                                    out, err, timeout_s)
+                interpreter = _interpreter()
+                if interpreter.library_path:
+                    env["LD_LIBRARY_PATH"] = interpreter.library_path
+                data = {name: stack.enter_context(open(path, "rb")) for name, path in _jail_files(root, interpreter)}
+                group = stack.enter_context(_jail_cgroup(memory_mb, max_processes))
+                argv = [bwrap, *_jail_args(interpreter, {k: f.fileno() for k, f in data.items()}, env)]
+                returncode, timed_out = _run_jailed(argv, [interpreter.jail_executable, *bootstrap, _JAIL_SCRIPT],
+                                                    out, err, timeout_s, group,
+                                                    (status_w, *(f.fileno() for f in data.values())))
+                oom_killed = group.oom_killed()
             else:
                 workdir.mkdir()
-                returncode, timed_out = _run_plain([*python, str(script)], env, workdir, out, err, timeout_s)
+                returncode, timed_out = _run_plain([sys.executable, *bootstrap, str(script)], env, workdir, out,
+                                                   err, timeout_s, status_w)
         stdout = _read_bounded(out_path, max_output_chars)
         stderr = _read_bounded(err_path, max_output_chars)
+        os.set_blocking(status_r, False)
+        limit = ""
+        with contextlib.suppress(BlockingIOError):
+            limit = os.read(status_r, 64).decode("ascii", "replace")
     if returncode is None:
         raise SandboxUnavailableError(f"bwrap did not start the jail: {stderr.strip() or 'no message'}")
     return SandboxResult(stdout, stderr, returncode, timed_out,
-                         _describe(returncode, timed_out, timeout_s, memory_mb, stderr))
+                         _describe(returncode, timed_out, timeout_s, memory_mb, stderr, limit, oom_killed))
 
 
-def _jail_args(script: Path, env: dict[str, str]) -> list[str]:
-    """bwrap options: namespaces, the read-only file system view, the private cwd, the environment."""
+@contextlib.contextmanager
+def _jail_cgroup(memory_mb: int, max_processes: int):
+    """A fresh cgroup for one call: memory (swap included) for the whole tree, processes plus threads."""
+    try:
+        group = Cgroup.create("jail", memory_bytes=memory_mb * 1024 * 1024,
+                              max_pids=max_processes + _BWRAP_PROCESSES)
+    except CgroupUnavailableError as err:
+        raise SandboxUnavailableError(f"the jail's cgroup cannot be created: {err}") from err
+    with group:
+        yield group
+
+
+def _jail_files(root: str, interpreter: _Interpreter) -> list[tuple[str, Path]]:
+    """Files copied into the jail by bwrap (``--ro-bind-data``), so that no host path of theirs shows
+    in the jail's /proc/self/mountinfo: the script, the seccomp program, the venv's pyvenv.cfg."""
+    files = [("script", Path(root, "main.py"))]
+    program = Path(root, "seccomp.bpf")
+    program.write_bytes(_seccomp_program())
+    files.append(("seccomp", program))
+    if interpreter.venv_cfg is not None:
+        cfg = Path(root, "pyvenv.cfg")
+        cfg.write_text(interpreter.venv_cfg, encoding="utf-8")
+        files.append(("venv_cfg", cfg))
+    return files
+
+
+def _jail_args(interpreter: _Interpreter, fds: dict[str, int], env: dict[str, str]) -> list[str]:
+    """bwrap options: namespaces, seccomp, the read-only file system view, the private cwd, the environment."""
     args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--die-with-parent", "--new-session", "--clearenv",
+            "--die-with-parent", "--new-session", "--clearenv", "--seccomp", str(fds["seccomp"]),
             # Root keeps every capability in bwrap unless told otherwise; the bootstrap needs these
             # two to switch to its own uid, after which the kernel drops them too.
             "--cap-drop", "ALL", "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-    bound: list[str] = []
-    # System libraries (symlinks on merged-/usr), then the interpreter, then the virtualenv.
-    for path in (*_SYSTEM_LIBS, sys.base_prefix, sys.prefix):
-        if any(path == b or path.startswith(b + "/") for b in bound):
-            continue
+    # System libraries (symlinks on merged-/usr), at their own paths: compiled packages load from them.
+    for path in _SYSTEM_LIBS:
         if os.path.islink(path):
             args += ["--symlink", os.readlink(path), path]
         elif os.path.isdir(path):
             args += [*_parent_dirs(path), "--ro-bind", path, path]
-            bound.append(path)
+    # The interpreter and the venv at fixed paths: the binary, the stdlib and libpython dirs, the
+    # venv's site-packages dirs and its pyvenv.cfg (whose home is the fixed base).
+    args += [*_parent_dirs(interpreter.jail_executable), "--ro-bind", interpreter.executable, interpreter.jail_executable]
+    for host, jail in interpreter.binds:
+        args += [*_parent_dirs(jail), "--ro-bind", host, jail]
+    if "venv_cfg" in fds:
+        args += ["--perms", "0444", "--ro-bind-data", str(fds["venv_cfg"]), f"{_JAIL_VENV}/pyvenv.cfg"]
     args += ["--proc", "/proc", "--dev", "/dev", *_parent_dirs(_JAIL_SCRIPT),
-             "--ro-bind", str(script), _JAIL_SCRIPT,
+             "--perms", "0444", "--ro-bind-data", str(fds["script"]), _JAIL_SCRIPT,
              "--perms", "01777", "--size", str(_WORKDIR_BYTES), "--tmpfs", _JAIL_WORKDIR, "--chdir", _JAIL_WORKDIR]
     for key, value in env.items():
         args += ["--setenv", key, value]
@@ -278,15 +460,36 @@ def _parent_dirs(path: str) -> list[str]:
     return args
 
 
-def _run_jailed(bwrap: list[str], command: list[str], out, err, timeout_s: float) -> tuple[int | None, bool]:
-    """Run ``command`` in bwrap; on return every process of the jail is gone.
+@functools.cache
+def _keyctl() -> tuple[ctypes.CDLL, int]:
+    import pyseccomp  # its syscall table gives keyctl's number on this architecture
+
+    return ctypes.CDLL(None, use_errno=True), pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "keyctl")
+
+
+def _enter_jail_child(group: Cgroup, libc: ctypes.CDLL, keyctl: int) -> None:
+    """In the forked child, before bwrap execs: join the call's cgroup and a fresh anonymous
+    session keyring, so the jail never holds the parent's keys (seccomp comes later, with bwrap)."""
+    group.join_current_process()
+    if libc.syscall(keyctl, _KEYCTL_JOIN_SESSION_KEYRING, None) < 0 and ctypes.get_errno() != errno.ENOSYS:
+        raise OSError(ctypes.get_errno(), "keyctl(KEYCTL_JOIN_SESSION_KEYRING) failed")
+
+
+def _run_jailed(bwrap: list[str], command: list[str], out, err, timeout_s: float, group: Cgroup,
+                pass_fds: tuple[int, ...]) -> tuple[int | None, bool]:
+    """Run ``command`` in bwrap, in ``group``; on return every process of the jail is gone.
     Returncode None: bwrap failed before starting the jail."""
     deadline = time.monotonic() + timeout_s
+    libc, keyctl = _keyctl()
     info_r, info_w = os.pipe()
     try:
         proc = subprocess.Popen([*bwrap, "--info-fd", str(info_w), "--", *command], env={},
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(info_w,),
-                                start_new_session=True)
+                                stdin=subprocess.DEVNULL, stdout=out, stderr=err, pass_fds=(info_w, *pass_fds),
+                                start_new_session=True,
+                                preexec_fn=functools.partial(_enter_jail_child, group, libc, keyctl))
+    except subprocess.SubprocessError as exc:  # the preexec step failed: no jail without its cgroup
+        os.close(info_r)
+        raise SandboxUnavailableError(f"the jail's child could not join its cgroup and keyring: {exc}") from exc
     finally:
         os.close(info_w)
     init = None
@@ -308,6 +511,7 @@ def _run_jailed(bwrap: list[str], command: list[str], out, err, timeout_s: float
         if init is not None:
             _kill_namespace(init)
         _kill_group(proc)
+        group.kill_all(_KILL_WAIT_S)
     if info is not None and not info.strip():
         return None, False
     code = proc.returncode
@@ -340,9 +544,10 @@ def _kill_namespace(pidfd: int) -> None:
         os.close(pidfd)
 
 
-def _run_plain(argv: list[str], env: dict[str, str], workdir: Path, out, err, timeout_s: float) -> tuple[int, bool]:
+def _run_plain(argv: list[str], env: dict[str, str], workdir: Path, out, err, timeout_s: float,
+               status_w: int) -> tuple[int, bool]:
     proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                            start_new_session=True)
+                            start_new_session=True, pass_fds=(status_w,))
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
@@ -363,26 +568,33 @@ def _kill_group(proc: subprocess.Popen) -> None:
 
 
 def _read_bounded(path: Path, max_chars: int) -> str:
+    """The file's text, truncated to ``max_chars``, control characters but newline and tab escaped."""
     size = path.stat().st_size
     with path.open("rb") as f:
         head = f.read(max_chars * 4)  # utf-8 is at most 4 bytes a character
     text = head.decode("utf-8", errors="replace")
-    if len(text) > max_chars or size > len(head):
-        return text[:max_chars] + f"\n[... output truncated: {size} bytes in total]"
-    return text
+    truncated = len(text) > max_chars or size > len(head)
+    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text[:max_chars])
+    return text + f"\n[... output truncated: {size} bytes in total]" if truncated else text
 
 
-def _describe(returncode: int, timed_out: bool, timeout_s: float, memory_mb: int, stderr: str) -> str | None:
-    if timed_out:
-        return f"timed out after {timeout_s:g} s"
+def _describe(returncode: int, timed_out: bool, timeout_s: float, memory_mb: int, stderr: str,
+              limit: str, oom_killed: bool) -> str | None:
+    """The error of a run, from what the kernel and the bootstrap reported (``limit``: the status
+    the bootstrap wrote), never from text the code printed."""
+    oom = f"memory limit of {memory_mb} MB exceeded (the jail's cgroup killed a process at its limit)"
+    if timed_out:  # a process killed at the limit often leaves the others waiting for it
+        return f"{oom}, then timed out after {timeout_s:g} s" if oom_killed else f"timed out after {timeout_s:g} s"
     if returncode == 0:
         return None
-    if "MemoryError" in stderr:
+    if oom_killed:
+        return oom
+    if limit == "memory":
         return f"memory limit of {memory_mb} MB exceeded"
     if returncode == -signal.SIGXCPU:
         return "CPU time limit exceeded"
     # Python ignores SIGXFSZ, so the limit shows as EFBIG; native code may still get the signal
-    if returncode == -signal.SIGXFSZ or "[Errno 27] File too large" in stderr:
+    if returncode == -signal.SIGXFSZ or limit == "file-size":
         return f"file size limit of {_FILE_SIZE_LIMIT // (1024 * 1024)} MB exceeded (output too large?)"
     if returncode < 0:
         return f"killed by signal {signal.Signals(-returncode).name}"
