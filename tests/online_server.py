@@ -119,7 +119,9 @@ class FaultProxy:
     inside a JSON string, as HTTP 200), "slow" (the request is held ``hold_s`` seconds before it is
     forwarded; at teardown it is dropped instead). When the upstream cannot be
     reached or drops the connection, the client's connection is closed without a reply, as a dead
-    server's would be. ``exchanges`` records every request and the reply sent back.
+    server's would be. ``exchanges`` records every other request and the reply sent back. ``GET
+    .../models`` (what ``ServerLM`` asks once per address to learn what is served) is forwarded
+    untouched and only counted in ``model_lists``: faults and request counts are the completions'.
     """
 
     def __init__(self, upstream_port: int, *, max_tokens_cap: int | None = None):
@@ -128,6 +130,7 @@ class FaultProxy:
         # runs whose requests ask for more than a test can wait for; the model still answers them.
         self.max_tokens_cap = max_tokens_cap
         self.exchanges: list[Exchange] = []
+        self.model_lists = 0
         self.release = threading.Event()  # ends every hold at once (teardown)
         self._plan = _Plan()
         self._lock = threading.Lock()
@@ -184,6 +187,10 @@ class FaultProxy:
                 pass
 
             def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    with proxy._lock:
+                        proxy.model_lists += 1
+                    return self._relay(b"")
                 self._forward(b"")
 
             def do_POST(self) -> None:
@@ -196,6 +203,28 @@ class FaultProxy:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            def _upstream(self, body: bytes):
+                """(reply, payload) from the server, or None when it is dead (the connection then ends)."""
+                try:
+                    upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=300)
+                    upstream.request(self.command, self.path, body=body or None,
+                                     headers={"Content-Type": "application/json"})
+                    reply = upstream.getresponse()
+                    payload = reply.read()
+                    upstream.close()
+                except (OSError, http.client.HTTPException):
+                    self.close_connection = True  # a dead server: the connection ends with no reply
+                    return None
+                return reply, payload
+
+            def _relay(self, body: bytes) -> None:
+                answered = self._upstream(body)
+                try:
+                    if answered is not None:
+                        self._reply(answered[0].status, answered[1])
+                except OSError:  # the client gave up first
+                    self.close_connection = True
 
             def _forward(self, body: bytes) -> None:
                 try:
@@ -222,16 +251,10 @@ class FaultProxy:
                     return
                 if proxy.max_tokens_cap and isinstance(request.get("max_tokens"), int):
                     body = json.dumps({**request, "max_tokens": min(request["max_tokens"], proxy.max_tokens_cap)}).encode()
-                try:
-                    upstream = http.client.HTTPConnection("127.0.0.1", proxy.upstream_port, timeout=300)
-                    upstream.request(self.command, self.path, body=body or None,
-                                     headers={"Content-Type": "application/json"})
-                    reply = upstream.getresponse()
-                    payload = reply.read()
-                    upstream.close()
-                except (OSError, http.client.HTTPException):
-                    self.close_connection = True  # a dead server: the connection ends with no reply
+                answered = self._upstream(body)
+                if answered is None:
                     return
+                reply, payload = answered
                 exchange.status = reply.status
                 try:
                     exchange.response = json.loads(payload)
@@ -267,8 +290,8 @@ def proxy(llama_server):
 @pytest.fixture(autouse=True)
 def online_isolation(tmp_path, monkeypatch):
     """A fresh DSPy request cache per test, in this process and in any it starts (a request cached
-    by another test or run would never reach the server), roma_lab's own cache in tmp, and no model
-    or server named by the environment."""
+    by another test or run would never reach the server), roma_lab's own cache in tmp, no model
+    or server named by the environment, and no server's model list remembered."""
     import dspy
     from dspy.clients.cache import Cache
 
@@ -277,3 +300,5 @@ def online_isolation(tmp_path, monkeypatch):
     monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "roma-cache"))
     for name in ("ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
+    # what each server said it serves is kept per process: a proxy port used again is another server
+    monkeypatch.setattr("roma_lab.lm._server._identities", {})

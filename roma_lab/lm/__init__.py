@@ -7,7 +7,9 @@ SHA-256); ``resolve_lm("scripted")`` the deterministic test double (``ScriptedEn
 tests and smoke runs); any LiteLLM string a plain ``dspy.LM``. ``model_label`` names a model in
 tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs. ``replay_lm``
 serves recorded completions for tests. An ``openai/<name>`` model is sent to the user's own server
-named by $ROMA_LAB_API_BASE (``remote_kwargs``). See design/local_model.md and design/online.md.
+named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is a ``ServerLM``
+(``_server.py``), whose replies DSPy's request cache keys by that server. See design/local_model.md
+and design/online.md.
 """
 
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key

@@ -2,7 +2,9 @@
 
 A completion is stored under the SHA-256 of the canonical request (model id, system prompt,
 messages, generation settings), so re-running a notebook repeats no model call, and a replay
-engine can serve recorded completions to tests, failing loudly on anything not recorded.
+engine can serve recorded completions to tests, failing loudly on anything not recorded. Each
+entry is checked against what it stores before it is served: its key is recomputed from its
+request and a digest covers request and reply, so an edited entry is damaged, never served.
 """
 
 from __future__ import annotations
@@ -10,6 +12,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import logging
+import os
+import stat
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -20,15 +25,18 @@ from ._engine import SUPPORTED_PARAMS, request_messages
 
 __all__ = ["CacheMissError", "CachingEngine", "CorruptCacheEntryError", "ReplayEngine", "request_key"]
 
+logger = logging.getLogger(__name__)
+
 
 class CacheMissError(LookupError):
     """A replayed request was never recorded."""
 
 
 class CorruptCacheEntryError(CacheMissError):
-    """A cache entry is damaged (empty, truncated, not JSON, another schema, or recorded for another
-    request). A replay engine raises it, naming the file; a caching engine moves the entry aside
-    and generates the completion again."""
+    """A cache entry is damaged (not a regular file, empty, truncated, not JSON, another schema,
+    recorded for another request, or edited: its key or digest does not match what it stores). A
+    replay engine raises it, naming the file; a caching engine moves the entry aside and generates
+    the completion again."""
 
     def __init__(self, path: Path, reason: str) -> None:
         super().__init__(f"completion cache entry {path} is damaged ({reason}); delete it and record the completion "
@@ -37,7 +45,9 @@ class CorruptCacheEntryError(CacheMissError):
 
 
 class CachedCompletion(BaseModel):
-    """What one cache file holds (written and read back, hence pydantic)."""
+    """What one cache file holds (written and read back, hence pydantic). ``digest`` is the SHA-256
+    of every other field (``entry_digest``): entries recorded before it existed are damaged and
+    regenerated, as an entry whose text was edited would be indistinguishable from them."""
 
     model_config = ConfigDict(extra="forbid")
     key: str
@@ -47,6 +57,11 @@ class CachedCompletion(BaseModel):
     finish_reason: str
     input_tokens: int
     output_tokens: int
+    digest: str
+
+
+def _canonical_json(value) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
 
 
 def canonical_request(model_id: str, request, settings: dict | None = None) -> dict:
@@ -60,9 +75,16 @@ def canonical_request(model_id: str, request, settings: dict | None = None) -> d
 
 
 def request_key(model_id: str, request, settings: dict | None = None) -> str:
-    text = json.dumps(canonical_request(model_id, request, settings), sort_keys=True, separators=(",", ":"),
-                      default=repr)
+    return _sha256(_canonical_json(canonical_request(model_id, request, settings)))
+
+
+def _sha256(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def entry_digest(fields: dict) -> str:
+    """SHA-256 over an entry's fields other than ``digest`` (its request and its reply)."""
+    return _sha256(_canonical_json({k: v for k, v in fields.items() if k != "digest"}))
 
 
 def _entry_path(directory: Path, model_id: str, key: str) -> Path:
@@ -81,18 +103,43 @@ def _to_response(entry: CachedCompletion):
                     provider_data={"cache_hit": True})
 
 
+def _read_regular(path: Path) -> bytes | None:
+    """The bytes of the regular file at ``path``, None when nothing is there; CorruptCacheEntryError for
+    anything else (a FIFO, socket, device, directory or symbolic link), which is never opened in
+    blocking mode: reading a FIFO would wait for a writer forever."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:  # ELOOP: a symbolic link; ENXIO: a socket; EACCES...
+        kind = "a symbolic link" if path.is_symlink() else f"unreadable ({exc.strerror})"
+        raise CorruptCacheEntryError(path, f"not a regular file: {kind}") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
+            raise CorruptCacheEntryError(path, f"not a regular file: {kind}")
+        with os.fdopen(fd, "rb", closefd=False) as f:  # a regular file never blocks, O_NONBLOCK or not
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:
     """The entry at ``path``, or None when there is none; CorruptCacheEntryError when it is damaged."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
+    data = _read_regular(path)
+    if data is None:
         return None
     try:
         entry = CachedCompletion.model_validate_json(data)
-    except ValidationError as exc:  # empty, truncated, random bytes, another schema
+    except ValidationError as exc:  # empty, truncated, random bytes, another schema, no digest
         raise CorruptCacheEntryError(path, f"not a cache entry: {exc.errors()[0]['msg']}") from None
     if (entry.key, entry.model_id) != (key, model_id):  # a file copied or renamed into the wrong place
         raise CorruptCacheEntryError(path, f"recorded for another request (key {entry.key[:12]}, model {entry.model_id!r})")
+    if _sha256(_canonical_json(entry.request)) != key or entry.request.get("model_id") != model_id:
+        raise CorruptCacheEntryError(path, "its key does not match the request it stores (the request was edited)")
+    if entry_digest(entry.model_dump()) != entry.digest:
+        raise CorruptCacheEntryError(path, "its digest does not match its content (the reply was edited)")
     return entry
 
 
@@ -118,14 +165,24 @@ class CachingEngine:
                 quarantine(path, f"damaged completion cache entry ({exc.reason}); the completion is generated again")
             except FileNotFoundError:  # another process moved it aside first
                 pass
-        if entry is not None:
-            return _to_response(entry)
-        response = self.inner.complete(request)
-        usage = response.usage
-        entry = CachedCompletion(key=key, model_id=self.model_id, request=canonical_request(self.model_id, request, self.settings),
-                                 text=response.text or "", finish_reason=response.finish_reason,
-                                 input_tokens=usage.input_tokens or 0, output_tokens=usage.output_tokens or 0)
-        write_text_atomic(path, entry.model_dump_json(indent=1))  # an interrupted run leaves no half entry
+        if entry is None:
+            response = self.inner.complete(request)
+            usage = response.usage
+            # The request as JSON data, so the key recomputes from the stored copy exactly.
+            fields = {"key": key, "model_id": self.model_id,
+                      "request": json.loads(_canonical_json(canonical_request(self.model_id, request, self.settings))),
+                      "text": response.text or "", "finish_reason": response.finish_reason,
+                      "input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0}
+            entry = CachedCompletion(**fields, digest=entry_digest(fields))
+            write_text_atomic(path, entry.model_dump_json(indent=1))  # an interrupted run leaves no half entry
+        else:
+            response = _to_response(entry)
+        from ._unparsed import remember, watch_parses
+
+        # A reply the adapter then fails to parse is removed, so a rerun asks the model again (an
+        # async call is watched by AsyncEngine: this may run in a worker thread's copy of the context).
+        watch_parses()
+        remember(entry.text, ("completion", str(path)), lambda: _forget(path))
         return response
 
     def stream(self, request):
@@ -135,6 +192,12 @@ class CachingEngine:
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _forget(path: Path) -> None:
+    """Remove an entry whose reply failed to parse (its path names its request)."""
+    path.unlink(missing_ok=True)
+    logger.warning("%s: its reply failed to parse and the entry was removed; the next run asks the model again", path)
 
 
 class ReplayEngine:

@@ -334,6 +334,12 @@ class AsyncEngine:
         self.sync = sync
 
     async def complete(self, request):
+        from ._cache import CachingEngine
+
+        if isinstance(self.sync, CachingEngine):
+            from ._unparsed import watch_parses
+
+            watch_parses()  # here, in the caller's context: the worker thread runs in a copy of it
         return await asyncio.to_thread(self.sync.complete, request)
 
     async def stream(self, request):

@@ -55,8 +55,11 @@ def endpoint(lm: Any) -> str | None:
     else:
         kwargs = getattr(lm, "kwargs", None) or {}
         address = kwargs.get("api_base") or kwargs.get("base_url")
-    if not address:
-        return None
+    return shown_address(address) if address else None
+
+
+def shown_address(address: str) -> str:
+    """A server address as tables and cache keys name it: a user:password in it is left out."""
     parts = urlsplit(str(address))
     if parts.username or parts.password:  # never write a credential into a table
         parts = parts._replace(netloc=parts.netloc.rpartition("@")[2])

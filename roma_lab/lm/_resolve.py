@@ -75,7 +75,8 @@ def resolve_lm(name: Any = None, **kwargs):
     - anything else: ``dspy.LM(name, **kwargs)`` (a LiteLLM string; api_base etc. in kwargs). An
       ``openai/<name>`` model goes to $ROMA_LAB_API_BASE when that is set (key: $ROMA_LAB_API_KEY)
       and, at any server address, through LiteLLM with the local models' ``max_tokens`` and greedy
-      decoding unless given (see ``remote_kwargs``, design/online.md).
+      decoding unless given (see ``remote_kwargs``, design/online.md). A model at a server address
+      is a ``ServerLM``: DSPy's request cache keys its replies by that server too.
     - a ``dspy`` LM object: returned as it is (``kwargs`` configure models built from a name only).
 
     Local models run in-process through llama-cpp-python, with completions cached on disk under
@@ -94,8 +95,14 @@ def resolve_lm(name: Any = None, **kwargs):
         return scripted_lm(**kwargs)
     local = _local_model(name, check_installed=True)
     if local is None:
-        # DSPy's request cache stays on (dspy.LM's default): a rerun repeats no remote call; see design/online.md
-        return dspy.LM(name, **remote_kwargs(name, kwargs, _SERVER_DEFAULTS))
+        # DSPy's request cache stays on (dspy.LM's default): a rerun repeats no remote call. At a server
+        # of the user's its key also holds the server (ServerLM): see design/online.md
+        kwargs = remote_kwargs(name, kwargs, _SERVER_DEFAULTS)
+        if kwargs.get("api_base") or kwargs.get("base_url"):
+            from ._server import ServerLM
+
+            return ServerLM(name, **kwargs)
+        return dspy.LM(name, **kwargs)
     from ._cache import CachingEngine
     from ._engine import AsyncEngine, LlamaEngine
 

@@ -74,6 +74,6 @@ def read_speeds(path: str | os.PathLike[str]) -> tuple[list[ModelSpeed], int]:
     for line in filter(str.strip, lines):
         try:
             records.append(ModelSpeed.model_validate(json.loads(line)))
-        except (ValueError, ValidationError):  # a line cut short by a kill, or edited by hand
+        except (ValueError, ValidationError, RecursionError):  # cut short by a kill, edited, nested too deep
             damaged += 1
     return records, damaged

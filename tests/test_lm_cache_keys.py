@@ -1,0 +1,321 @@
+"""Caches never serve another server's replies, nor a reply that failed to parse, nor an edited entry.
+
+Two scripted OpenAI-compatible servers on loopback (``stub_openai.StubServer``) answer differently
+and count their requests, so each test sees which server a reply came from; DSPy's request cache
+lives in this test's tmp folder (memory and disk), and a fresh process reads the same disk cache.
+"""
+
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import dspy
+import pytest
+from dspy.clients.cache import Cache
+from stub_openai import StubServer
+
+from roma_lab.lm import CachingEngine, CorruptCacheEntryError, ReplayEngine, ScriptedEngine, resolve_lm
+
+NAME = "openai/served"
+FROM_A, FROM_B = '{"answer": "from A"}', '{"answer": "from B"}'
+# The fresh process: the same question at the server named by $ROMA_LAB_API_BASE, through the same cache.
+ASK = """
+import dspy
+from roma_lab.lm import resolve_lm
+with dspy.context(lm=resolve_lm("openai/served", num_retries=0), adapter=dspy.JSONAdapter()):
+    print(dspy.Predict("question -> answer")(question="Which server?").answer)
+"""
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path, monkeypatch):
+    """DSPy's request cache (memory and disk) and roma_lab's cache in tmp, no server named by the environment."""
+    monkeypatch.setattr(dspy, "cache", Cache(True, True, str(tmp_path / "dspy-cache")), raising=False)
+    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
+    monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "roma-cache"))
+    for name in ("ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    try:  # what each server said it serves is kept per process: a port used again by another test is another server
+        from roma_lab.lm import _server
+    except ImportError:  # the code before ServerLM: the tests below then show what it did
+        return
+    monkeypatch.setattr(_server, "_identities", {})
+
+
+def ask(lm, question="Which server?"):
+    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
+        return dspy.Predict("question -> answer")(question=question).answer
+
+
+def ask_in_a_fresh_process(api_base: str) -> str:
+    env = {**os.environ, "ROMA_LAB_API_BASE": api_base, "PYTHONPATH": os.pathsep.join(sys.path)}
+    done = subprocess.run([sys.executable, "-c", ASK], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done.stdout.strip().splitlines()[-1]
+
+
+# --- the server is part of DSPy's key -------------------------------------------------------------
+
+
+def test_the_same_model_name_at_another_server_reaches_that_server_in_memory(monkeypatch):
+    with StubServer([FROM_A]) as a, StubServer([FROM_B]) as b:
+        monkeypatch.setenv("ROMA_LAB_API_BASE", a.api_base)
+        assert ask(resolve_lm(NAME)) == "from A" and ask(resolve_lm(NAME)) == "from A"
+        assert len(a.completions) == 1  # the cache still serves a repeated request
+        monkeypatch.setenv("ROMA_LAB_API_BASE", b.api_base)
+        assert ask(resolve_lm(NAME)) == "from B"  # before: "from A", and B got no request
+        assert (len(a.completions), len(b.completions)) == (1, 1)
+        monkeypatch.delenv("ROMA_LAB_API_BASE")
+        assert ask(resolve_lm(NAME, api_base=a.api_base)) == "from A"  # api_base= alike; A's entry still serves
+        assert ask(resolve_lm(NAME, api_base=b.api_base)) == "from B"
+        assert (len(a.completions), len(b.completions)) == (1, 1)
+
+
+def test_the_same_model_name_at_another_server_reaches_that_server_from_the_disk_cache():
+    with StubServer([FROM_A]) as a, StubServer([FROM_B]) as b:
+        assert ask(resolve_lm(NAME, api_base=a.api_base)) == "from A"
+        assert ask_in_a_fresh_process(b.api_base) == "from B"  # before: A's reply, from disk
+        assert ask_in_a_fresh_process(a.api_base) == "from A"  # A's entry on disk still serves
+        assert (len(a.completions), len(b.completions)) == (1, 1)
+
+
+def test_a_server_restarted_on_another_model_at_the_same_address_is_asked_again():
+    one = [{"id": "/models/one.gguf", "object": "model", "created": 1, "meta": {"n_params": 135}}]
+    two = [{"id": "/models/two.gguf", "object": "model", "created": 2, "meta": {"n_params": 1500}}]
+    with StubServer([FROM_A], models=one) as first:
+        assert ask(resolve_lm(NAME, api_base=first.api_base)) == "from A"  # llama.cpp: any name, its one file
+        port, base = first.port, first.api_base
+    with StubServer([FROM_B], models=two, port=port) as second:
+        assert ask_in_a_fresh_process(base) == "from B"  # the server says it serves another file
+        assert len(second.completions) == 1
+    with StubServer([FROM_B], models=[{**one[0], "created": 99}], port=port) as again:
+        # the same file again ("created" changes with every listing, so it is not part of the identity)
+        assert ask_in_a_fresh_process(base) == "from A" and len(again.completions) == 0
+
+
+def test_a_server_without_a_model_list_is_keyed_by_its_address_and_asked_once_per_process():
+    with StubServer([FROM_A], models=None) as a, StubServer([FROM_B], models=None) as b:
+        lm = resolve_lm(NAME, api_base=a.api_base)
+        answers = [ask(lm), ask(lm, "again?"), ask(resolve_lm(NAME, api_base=b.api_base))]
+        assert answers == ["from A", "from A", "from B"]
+        from roma_lab.lm._server import UNKNOWN, server_identity
+
+        assert server_identity(a.api_base, "served") == UNKNOWN and a.model_lists == 1
+
+
+def test_a_server_that_never_lists_its_models_is_asked_once_within_the_bound(monkeypatch):
+    monkeypatch.setattr("roma_lab.lm._server.MODELS_TIMEOUT_S", 0.5)
+    with StubServer([FROM_A], models=[{"id": "served"}], hold_models=threading.Event()) as a:
+        lm = resolve_lm(NAME, api_base=a.api_base)
+        assert [ask(lm), ask(lm, "again?"), ask(lm)] == ["from A", "from A", "from A"]
+        assert (a.model_lists, len(a.completions)) == (1, 2)  # recorded as unknown: not asked at every call
+        from roma_lab.lm._server import UNKNOWN, server_identity
+
+        assert server_identity(a.api_base, "served") == UNKNOWN  # not the list it would send after its hold
+
+
+def test_a_server_that_cannot_be_reached_is_not_recorded_and_its_calls_fail_with_dspys_error():
+    from roma_lab.lm._server import server_identity
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens there once closed
+    base = f"http://127.0.0.1:{port}/v1"
+    assert server_identity(base, "served") is None
+    with pytest.raises(Exception, match="(?i)connect"):
+        ask(resolve_lm(NAME, api_base=base, num_retries=0))
+    with StubServer([FROM_A], models=[{"id": "served"}], port=port) as up:
+        assert ask(resolve_lm(NAME, api_base=base)) == "from A" and up.model_lists == 1  # asked now it answers
+        assert server_identity(base, "served") == [{"id": "served"}]
+
+
+# --- a reply that failed to parse is never served again -------------------------------------------
+
+
+def test_a_reply_that_failed_to_parse_is_removed_from_dspys_memory_and_disk_cache():
+    with StubServer(["I cannot answer in JSON.", '{"answer": "Paris"}']) as server:
+        lm = resolve_lm(NAME, api_base=server.api_base, num_retries=0)
+        with pytest.raises(Exception, match="(?i)parse|json"):
+            ask(lm, "Capital of France?")
+        assert ask(lm, "Capital of France?") == "Paris" and len(server.completions) == 2  # before: the garbage again
+    with StubServer(["Not JSON either.", '{"answer": "Rome"}']) as server:
+        lm = resolve_lm(NAME, api_base=server.api_base, num_retries=0)
+        with pytest.raises(Exception, match="(?i)parse|json"):
+            ask(lm, "Capital of Italy?")
+        dspy.cache.reset_memory_cache()  # what a fresh process sees: the disk cache
+        assert ask(lm, "Capital of Italy?") == "Rome" and len(server.completions) == 2
+        assert ask(lm, "Capital of Italy?") == "Rome" and len(server.completions) == 2  # a good reply stays cached
+    from roma_lab.lm._unparsed import ForgetUnparsed
+
+    assert not any(isinstance(c, ForgetUnparsed) for c in dspy.settings.get("callbacks") or [])  # ended with the call
+
+
+def test_a_reply_that_failed_to_parse_under_dspys_own_chat_adapter_is_removed_too():
+    # No adapter set (as the graders' judges): Predict makes a ChatAdapter, which falls back to JSON.
+    chat_reply = "[[ ## answer ## ]]\nParis\n\n[[ ## completed ## ]]"
+    with StubServer(["No markers here.", "Nor JSON here.", chat_reply]) as server:
+        lm = resolve_lm(NAME, api_base=server.api_base, num_retries=0)
+        with pytest.raises(Exception, match="(?i)parse|json"):
+            with dspy.context(lm=lm):
+                dspy.Predict("question -> answer")(question="Capital of France?")
+        assert len(server.completions) == 2  # the chat request, then the JSON fallback
+        with dspy.context(lm=lm):
+            assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
+        assert len(server.completions) == 3  # before: both garbage replies served again
+
+
+@pytest.mark.parametrize("mode", ["JSON adapter, sync", "DSPy's own adapter, async"])
+def test_a_reply_that_failed_to_parse_is_removed_from_the_completion_cache(mode, tmp_path):
+    from roma_lab.lm import AsyncEngine
+
+    # The JSON adapter makes one call; DSPy's ChatAdapter a second, its JSON fallback.
+    garbage = ["I cannot answer."] if mode.startswith("JSON") else ["I cannot answer.", "Nor in JSON."]
+    replies = iter([*garbage, {"answer": "Paris"}])
+    engine = ScriptedEngine(lambda request: next(replies))
+    cached = CachingEngine(engine, model_id="fake", directory=tmp_path)
+    lm = dspy.LM("local/fake", engine=cached, async_engine=AsyncEngine(cached), cache=False)
+
+    def run():
+        if mode.startswith("JSON"):
+            return ask(lm, "Capital of France?")
+
+        async def predict():
+            with dspy.context(lm=lm):
+                return (await dspy.Predict("question -> answer").acall(question="Capital of France?")).answer
+
+        return asyncio.run(predict())
+
+    with pytest.raises(Exception, match="(?i)parse|json"):
+        run()
+    assert len(engine.requests) == len(garbage) and list(tmp_path.rglob("*.json")) == []  # before: kept
+    assert run() == "Paris" and len(engine.requests) == len(garbage) + 1
+    assert run() == "Paris" and len(engine.requests) == len(garbage) + 1  # a reply that parses stays cached
+
+
+# --- completion-cache entries are checked against what they store ----------------------------------
+
+
+def recorded(directory: Path) -> Path:
+    lm = dspy.LM("local/fake", engine=CachingEngine(ScriptedEngine(lambda r: {"answer": "42"}), model_id="fake",
+                                                    directory=directory), cache=False)
+    assert ask(lm, "Six times seven?") == "42"
+    (entry,) = directory.rglob("*.json")
+    return entry
+
+
+def edit(entry: Path, change) -> None:
+    data = json.loads(entry.read_text())
+    change(data)
+    entry.write_text(json.dumps(data))
+
+
+EDITS = {
+    "reply text edited, key kept": lambda d: d.update(text='{"answer": "41"}'),
+    "request edited, key kept": lambda d: d["request"]["messages"][-1].update(content="Six times eight?"),
+    "token counts edited": lambda d: d.update(output_tokens=d["output_tokens"] + 1),
+    "recorded without a digest": lambda d: d.pop("digest", None),  # as the code before digests wrote it
+    "request edited, digest recomputed": lambda d: _redigest(d["request"]["messages"][-1].update(content="8 x 6?"), d),
+}
+
+
+def _redigest(_, data: dict) -> None:
+    """The digest made consistent again: only the key, recomputed from the request, tells."""
+    from roma_lab.lm._cache import entry_digest
+
+    data["digest"] = entry_digest(data)
+
+
+def replay(directory: Path) -> str:
+    return ask(dspy.LM("local/fake", engine=ReplayEngine(model_id="fake", directory=directory), cache=False),
+               "Six times seven?")
+
+
+def damaged_in(exc: BaseException) -> CorruptCacheEntryError | None:
+    while exc is not None and not isinstance(exc, CorruptCacheEntryError):
+        exc = exc.__cause__ or exc.__context__
+    return exc
+
+
+@pytest.mark.parametrize("name", EDITS)
+def test_an_edited_entry_is_regenerated_by_caching_and_named_by_replay(name, tmp_path):
+    from roma_lab.results import QuarantineWarning
+
+    entry = recorded(tmp_path)
+    edit(entry, EDITS[name])
+    edited = entry.read_bytes()
+    with pytest.raises(Exception) as info:
+        replay(tmp_path)  # before: "41" served, or the edit went unnoticed
+    damaged = damaged_in(info.value)
+    assert damaged is not None and damaged.path == entry and str(entry) in str(damaged)
+    assert entry.read_bytes() == edited  # replay never changes the recording
+    fresh = ScriptedEngine(lambda r: {"answer": "42"})
+    with pytest.warns(QuarantineWarning, match="damaged completion cache entry"):
+        again = ask(dspy.LM("local/fake", engine=CachingEngine(fresh, model_id="fake", directory=tmp_path),
+                            cache=False), "Six times seven?")
+    assert again == "42" and len(fresh.requests) == 1
+    assert [p.read_bytes() for p in entry.parent.glob(f"{entry.name}.quarantined-*")] == [edited]
+    assert replay(tmp_path) == "42"  # the regenerated entry verifies
+
+
+def _fifo(path: Path) -> None:
+    os.mkfifo(path)
+
+
+def _directory(path: Path) -> None:
+    path.mkdir()
+
+
+def _symlink(path: Path) -> None:
+    elsewhere = path.parent.parent / "elsewhere.json"
+    os.replace(path.with_name("kept.json"), elsewhere)  # the valid entry, moved out of its place
+    path.symlink_to(elsewhere)
+
+
+def _socket(path: Path) -> None:
+    short = Path(tempfile.mkdtemp(dir=path.parent.parent)) / "s"  # a socket's path is limited to 107 bytes
+    previous = os.getcwd()
+    with socket.socket(socket.AF_UNIX) as server:
+        os.chdir(short.parent)
+        try:
+            server.bind(short.name)
+        finally:
+            os.chdir(previous)
+    os.replace(short, path)
+
+
+NOT_FILES = {"FIFO": _fifo, "directory": _directory, "symbolic link": _symlink, "socket": _socket}
+
+
+@pytest.mark.parametrize("kind", NOT_FILES)
+def test_an_entry_that_is_not_a_regular_file_is_damaged_and_never_blocks(kind, tmp_path):
+    entry = recorded(tmp_path)
+    os.replace(entry, entry.with_name("kept.json"))
+    NOT_FILES[kind](entry)
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append(replay(tmp_path))
+        except Exception as exc:  # noqa: BLE001 - inspected below
+            outcome.append(exc)
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=20)  # a hang guard: before, reading a FIFO waited for a writer forever
+    if worker.is_alive():  # unblock the reader so the test process can end
+        with open(entry, "wb"):
+            pass
+        pytest.fail(f"reading a {kind} entry blocked")
+    damaged = damaged_in(outcome[0]) if isinstance(outcome[0], BaseException) else None
+    assert damaged is not None and damaged.path == entry and "not a regular file" in damaged.reason, outcome
+    fresh = ScriptedEngine(lambda r: {"answer": "42"})
+    with pytest.warns(Warning, match="damaged completion cache entry"):
+        again = ask(dspy.LM("local/fake", engine=CachingEngine(fresh, model_id="fake", directory=tmp_path),
+                            cache=False), "Six times seven?")
+    assert again == "42" and len(fresh.requests) == 1 and entry.is_file() and not entry.is_symlink()
