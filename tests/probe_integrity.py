@@ -7,7 +7,8 @@ entry point that reads it, and sorts the outcome into one of:
 - ``typed``: a roma_lab exception that names the damaged file;
 - ``raw``: any other exception (UnicodeDecodeError, a pandas or pydantic error, ...): the user is
   left with a traceback that does not say which file is damaged or what to do;
-- ``silent``: the call finished with a wrong result (fewer items, another answer, an error row).
+- ``silent``: the call finished with a wrong result (fewer items, another answer, an error row);
+- ``hung``: the call did not return within ``HANG_GUARD_S`` (e.g. a reader blocked on a FIFO).
 
 Run ``python tests/probe_integrity.py`` (from the repository root, with roma_lab importable) for the
 table; tests/test_bench_data.py, test_lm.py and test_bench_run.py run the same cases.
@@ -27,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
-OUTCOMES = ("recovered", "typed", "raw", "silent")
+OUTCOMES = ("recovered", "typed", "raw", "silent", "hung")
+HANG_GUARD_S = 60  # a bounded wait, not a timing assertion
 
 
 @dataclass(frozen=True)
@@ -254,12 +256,31 @@ class _Echo:
         return question.replace("q", "a")
 
 
+DEEP_JSON = "[" * 100_000 + "]" * 100_000  # deeper than json can parse recursively
+
+
+def _deep_details(line: bytes) -> bytes:
+    """A CSV row whose details field is a JSON object nested 50,000 deep (a field under csv's default
+    limit of 131,072 characters, which quarantined longer ones before they were parsed)."""
+    import csv
+    import io
+
+    from roma_lab.bench._run import COLUMNS
+
+    fields = next(csv.reader([line.decode()]))
+    fields[COLUMNS.index("details")] = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(fields)
+    return buffer.getvalue().encode()
+
+
 RESULT_CORRUPTIONS: dict[str, Callable[[list[bytes]], list[bytes]]] = {
     # line 0 is the header, lines 1-4 the items 0-3
     "garbled row": lambda lines: [*lines[:2], lines[2][:25] + b"@@garbled@@\n", *lines[3:]],
     "bad header": lambda lines: [b"benchm\x00rk;item\n", *lines[1:]],
     "binary noise": lambda lines: [*lines[:3], bytes(range(128, 256)) + b"\n", *lines[3:]],
     "non-numeric score": lambda lines: [*lines[:2], lines[2].replace(b",1.0,", b",one,"), *lines[3:]],
+    "details nested 50,000 deep": lambda lines: [*lines[:2], _deep_details(lines[2]), *lines[3:]],
 }
 
 
@@ -267,6 +288,7 @@ JSONL_CORRUPTIONS: dict[str, Callable[[list[bytes]], list[bytes]]] = {
     "garbled row": lambda lines: [lines[0], lines[1][:25] + b"\n", *lines[2:]],
     "binary noise": lambda lines: [*lines[:2], bytes(range(128, 256)) + b"\n", *lines[2:]],
     "non-numeric score": lambda lines: [lines[0], lines[1].replace(b'"score": 1.0', b'"score": "one"'), *lines[2:]],
+    "a row nested 100,000 deep": lambda lines: [lines[0], f'{{"benchmark": {DEEP_JSON}}}\n'.encode(), *lines[2:]],
 }
 
 
@@ -292,6 +314,31 @@ def results_case(corruption: str, suffix: str) -> Case:
         return "recovered" if right else "silent"
 
     return Case("run file", f"results{suffix}: {corruption}", run)
+
+
+def long_fields_case(size: int, suffix: str) -> Case:
+    """Not damage: rows whose prediction and grader reply are ``size`` characters long (over csv's
+    default field limit of 131,072) must read back as written, so a rerun asks nothing again."""
+
+    def run(tmp: Path) -> str:
+        from roma_lab import bench
+
+        text = ("a long, \"quoted\"\nanswer " * (size // 24 + 1))[:size]
+        out = tmp / f"probe_results{suffix}"
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                first = bench.run_benchmark(_items(), lambda q: text, bench.StringMatchGrader(), out_path=out,
+                                            system_name="s", progress=False)
+                echo = _Echo()
+                again = bench.run_benchmark(_items(), echo, bench.StringMatchGrader(), out_path=out,
+                                            system_name="s", progress=False)
+        except Exception as exc:  # noqa: BLE001
+            return classify_error(exc, (out.name,))
+        right = first["prediction"].tolist() == again["prediction"].tolist() == [text] * 4 and not echo.calls
+        return "recovered" if right and not list(tmp.glob("*.quarantined-*")) else "silent"
+
+    return Case("run file", f"results{suffix}: {size:,}-character predictions", run)
 
 
 def _seal0(out: Path, **kwargs):
@@ -354,17 +401,106 @@ def _table5_json_case(tmp: Path) -> str:
 RUN_FILE_CASES = [
     *(results_case(c, ".csv") for c in RESULT_CORRUPTIONS),
     *(results_case(c, ".jsonl") for c in JSONL_CORRUPTIONS),
+    *(long_fields_case(200_000, suffix) for suffix in (".csv", ".jsonl")),
     Case("run file", "seal0 run config garbled", _run_config_case),
     Case("run file", "seal0 per-item run JSON truncated", _item_json_case),
     Case("run file", "table5 per-story run JSON garbage", _table5_json_case),
 ]
 
-ALL_CASES = [*DATA_CASES, *CACHE_CASES, *RUN_FILE_CASES]
+# --- experiment specs and the runner's own JSON files ---------------------------------------------
+
+PROJECT = Path(__file__).resolve().parent / "fixtures" / "project"
+
+
+def _fifo(path: Path) -> None:
+    path.unlink(missing_ok=True)
+    os.mkfifo(path)
+
+
+SPEC_DAMAGE: dict[str, Callable[[Path], None]] = {
+    "nested 50,000 deep": lambda p: p.write_text(p.read_text() + "x = " + "[" * 50_000 + "]" * 50_000 + "\n"),
+    "invalid UTF-8": lambda p: p.write_bytes(p.read_bytes().replace(b"fixture", b"fixt\xffure")),
+    "a FIFO": _fifo,
+}
+
+
+def spec_case(damage: str) -> Case:
+    """A bad spec among good ones: ``load_spec`` must raise SpecError naming it (typed)."""
+
+    def run(tmp: Path) -> str:
+        import shutil
+
+        from roma_lab.experiments import load_spec
+
+        root = tmp / "project"
+        shutil.copytree(PROJECT, root)
+        path = root / "experiments" / "00_fixture.toml"
+        SPEC_DAMAGE[damage](path)
+        try:
+            load_spec(path)
+        except Exception as exc:  # noqa: BLE001
+            return classify_error(exc, (path.name,))
+        return "silent"
+
+    return Case("spec", f"spec: {damage}", run)
+
+
+def _kernel_record_case(content: Callable[[Path], None]) -> Callable[[Path], str]:
+    def run(tmp: Path) -> str:
+        from roma_lab.experiments import _runner
+
+        record = tmp / _runner.KERNEL_FILE
+        content(record)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                _runner._stop_kernel(tmp)  # the runner's first step on a folder a killed runner left
+        except Exception as exc:  # noqa: BLE001
+            return classify_error(exc, (record.name,))
+        moved = not record.exists() and any(tmp.glob(f"{record.name}.quarantined-*"))
+        return "recovered" if moved else "silent"
+
+    return run
+
+
+def _deep_provenance_case(tmp: Path) -> str:
+    from roma_lab.results import read_provenance
+
+    (tmp / "provenance.json").write_text(DEEP_JSON)
+    try:
+        read_provenance(tmp)
+    except Exception as exc:  # noqa: BLE001
+        return classify_error(exc, ("provenance.json",))
+    return "silent"
+
+
+RUNNER_CASES = [
+    *(spec_case(d) for d in SPEC_DAMAGE),
+    Case("runner", "provenance.json nested 100,000 deep", _deep_provenance_case),
+    Case("runner", ".kernel.json nested 100,000 deep", _kernel_record_case(lambda p: p.write_text(DEEP_JSON))),
+    Case("runner", ".kernel.json a FIFO", _kernel_record_case(_fifo)),
+]
+
+ALL_CASES = [*DATA_CASES, *CACHE_CASES, *RUN_FILE_CASES, *RUNNER_CASES]
 
 
 def run_case(case: Case) -> str:
+    """The case's outcome; ``hung`` when it does not return within HANG_GUARD_S (its thread is left
+    blocked, as a daemon, so the probe goes on)."""
+    import threading
+
+    box: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        return case.run(Path(tmp))
+        worker = threading.Thread(target=lambda: box.update(outcome=case.run(Path(tmp))), daemon=True)
+        worker.start()
+        worker.join(HANG_GUARD_S)
+        if worker.is_alive():
+            for fifo in Path(tmp).rglob("*"):  # release a reader blocked opening a FIFO
+                if fifo.is_fifo():
+                    os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+            worker.join(HANG_GUARD_S)
+            return "hung"
+    return box.get("outcome", "raw")
 
 
 def main() -> int:

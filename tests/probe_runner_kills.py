@@ -12,7 +12,9 @@ that had finished before is asked again (damage scenarios: unless its rows were 
 file), the kernel of the killed run was dead before the rerun recorded its start, and ``list``
 never called a damaged folder completed. Otherwise it is ``stuck`` (the rerun does not complete),
 ``redone`` (it completes but finished items were asked again), ``orphan`` (the old kernel was
-alive into the rerun) or ``silent`` (a damaged folder passed as completed).
+alive into the rerun) or ``silent`` (a damaged folder passed as completed). Foreign-record
+scenarios: the killed run's kernel is gone and its ``.kernel.json`` names live processes the runner
+did not start; ``foreign kill`` when the rerun killed one of them.
 
 No timing is asserted: waits only guard against a hang (``TIMEOUT_S``) and fail the scenario.
 ``python tests/probe_runner_kills.py`` prints the table; tests/test_runner_kills.py runs each.
@@ -200,6 +202,54 @@ def damage_scenario(name: str, damage, redo: set[str] = frozenset()):
     return name, run
 
 
+def _sleeping_session() -> subprocess.Popen:
+    """A process group the runner did not start: a sleeper leading a session of its own."""
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"], start_new_session=True)
+
+
+def _boot() -> str:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        import psutil
+
+        return f"boot time {psutil.boot_time()}"
+
+
+def foreign_record_scenario(name: str, record):
+    """The killed run's kernel is gone, and its .kernel.json now names processes the runner did not
+    start (``record(decoy, victim)``, both live sleepers in sessions of their own). The rerun must
+    recover and leave both alive; ``foreign kill`` when it killed either."""
+
+    def run(tmp: Path) -> Result:
+        import psutil
+
+        lab = Lab(tmp)
+        proc = lab.start(pause="q2")
+        kernel = int(lab.wait_for("paused-q2", proc))
+        before = lab.started_at()
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        os.killpg(kernel, signal.SIGKILL)  # a kernel this probe's runner started
+        _wait_gone(kernel)
+        first_pids = {pid for pid, _ in lab.calls()} | {kernel}
+        finished = set(lab.rows())
+        decoy, victim = _sleeping_session(), _sleeping_session()
+        try:
+            (lab.out / ".kernel.json").write_text(json.dumps(record(psutil.Process(decoy.pid), victim.pid)))
+            code, _ = lab.rerun(None, before)
+            killed = [p.pid for p in (decoy, victim) if p.poll() is not None]
+        finally:
+            for p in (decoy, victim):
+                p.kill()
+                p.wait()
+        rerun_pids = {pid for pid, _ in lab.calls()} - first_pids
+        result = _verdict(lab, name, code, False, finished, rerun_pids)
+        return Result(name, "foreign kill", f"killed pids {killed}; {result.detail}") if killed else result
+
+    return name, run
+
+
 def _garbage(path: Path) -> None:
     path.write_bytes(b"\x00\xff{not json at all")
 
@@ -218,6 +268,12 @@ SCENARIOS = dict([
     damage_scenario("declared output summary.csv edited", lambda out: _edit(out / "summary.csv")),
     damage_scenario("declared output items.csv emptied", lambda out: (out / "items.csv").write_bytes(b""),
                     redo={"0", "1", "2", "3"}),
+    # the identity of a live process, with another session's process group
+    foreign_record_scenario("kernel record naming another process group", lambda decoy, group: {
+        "pid": decoy.pid, "pgid": group, "sid": os.getsid(decoy.pid), "started": decoy.create_time(), "boot": _boot()}),
+    # the format before identities, naming an unrelated process exactly
+    foreign_record_scenario("kernel record of the old format naming an unrelated process", lambda decoy, group: {
+        "pid": decoy.pid, "pgid": decoy.pid, "started": decoy.create_time()}),
 ])
 
 
@@ -253,9 +309,11 @@ def main() -> int:
     for r in results:
         print(f"{r.scenario:58} {r.outcome:9} {r.detail}", flush=True)
     kills = [r for r in results if r.scenario.startswith("kill")]
-    damage = [r for r in results if not r.scenario.startswith("kill")]
+    records = [r for r in results if r.scenario.startswith("kernel record")]
+    damage = [r for r in results if r not in kills and r not in records]
     print(f"\nkills {len(kills)} / recovered {sum(r.outcome == 'recovered' for r in kills)}; "
-          f"damaged folders {len(damage)} / recovered {sum(r.outcome == 'recovered' for r in damage)}")
+          f"damaged folders {len(damage)} / recovered {sum(r.outcome == 'recovered' for r in damage)}; "
+          f"foreign kernel records {len(records)} / recovered {sum(r.outcome == 'recovered' for r in records)}")
     return 0
 
 

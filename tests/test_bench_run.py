@@ -2,6 +2,9 @@
 
 Summaries and paired comparisons of these rows are tested in test_bench_tables.py."""
 
+import csv
+import io
+import json
 import threading
 import warnings
 
@@ -11,6 +14,7 @@ from probe_integrity import RUN_FILE_CASES
 
 from roma_lab import bench
 from roma_lab.bench import Item
+from roma_lab.bench._grade import Grade
 from roma_lab.bench._run import COLUMNS
 from roma_lab.results import QuarantineWarning
 
@@ -148,6 +152,126 @@ def test_multiline_predictions_round_trip_in_csv(tmp_path):
     df = bench.run_benchmark(items(1), lambda q: text, bench.StringMatchGrader(), out_path=out,
                              system_name="s", progress=False)
     assert df.loc[0, "prediction"] == text
+
+
+class LongGrader:
+    """Grades every answer correct with a label, grader name, reply and details as long as ``text``;
+    raises a message that long on item 2 (a grader error row)."""
+
+    name = "long"
+
+    def __init__(self, text):
+        self.text = text
+
+    def __call__(self, item, prediction):
+        if item.item_id == "2":
+            raise ValueError(self.text)
+        return Grade(label=self.text, score=1.0, grader="g" + self.text, raw=self.text, details={self.text: 1.0})
+
+
+@pytest.mark.parametrize("size", [200_000, 5_000_000], ids=["200k", "5M"])
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_fields_longer_than_the_csv_limit_round_trip(tmp_path, suffix, size):
+    """csv reads at most 131,072 characters per field by default: such a row read back as damaged, was
+    quarantined, its item ran again on every resume, and run_benchmark ended in a raw KeyError."""
+    text = (('a "long", multi-line\nreply; ' + "x" * 972) * (size // 1000 + 1))[:size]
+    out = tmp_path / f"r{suffix}"
+    work = [*items(3), Item(benchmark="simpleqa", item_id="id " + text, question="q3", answer="a3")]
+
+    def system(question):
+        if question == "q1":
+            raise RuntimeError(text)
+        return text
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QuarantineWarning)
+        df = bench.run_benchmark(work, system, LongGrader(text), out_path=out, system_name="s", progress=False)
+        again = Echo()
+        rerun = bench.run_benchmark(work, again, LongGrader(text), out_path=out, system_name="s", progress=False,
+                                    retry_errors=False)
+        pd.testing.assert_frame_equal(bench.read_results_df(out), df)
+    assert again.calls == [] and not list(tmp_path.glob("*.quarantined-*"))
+    pd.testing.assert_frame_equal(rerun, df)
+    ok = df.iloc[[0, 3]]
+    for column, value in [("prediction", text), ("label", text), ("grader", "g" + text), ("grader_raw", text),
+                          ("details", json.dumps({text: 1.0}))]:
+        assert ok[column].tolist() == [value, value], column
+    assert df.loc[3, "item_id"] == "id " + text
+    assert df.loc[1, "error"] == f"RuntimeError: {text}" and df.loc[2, "error"] == f"ValueError: {text}"
+
+
+TEXTS = {"nul": "a\x00b", "carriage return": "one\rtwo", "crlf": "one\r\ntwo", "quotes": '"q", \'s\'',
+         "controls": "\x1b[31m\x0c\x1d\x85\u2028", "lone surrogate": "bad \udcff byte"}
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_any_text_a_system_returns_is_written_and_reads_back(tmp_path, suffix):
+    """csv quotes a field holding its line terminator but not a lone carriage return, so such a row
+    read back as two damaged records (and the run ended in a raw KeyError); a lone surrogate, which
+    UTF-8 cannot encode, made the write raise a raw UnicodeEncodeError. The surrogate is stored as
+    its escape, everything else exactly."""
+    out = tmp_path / f"r{suffix}"
+    work = [Item(benchmark="simpleqa", item_id=name, question=name, answer="x") for name in TEXTS]
+    asked = []
+
+    def system(question):
+        asked.append(question)
+        return TEXTS[question]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", QuarantineWarning)
+        for _ in range(2):  # the second run finds every row and asks nothing
+            df = bench.run_benchmark(work, system, bench.StringMatchGrader(), out_path=out, system_name="s",
+                                     progress=False)
+    assert asked == list(TEXTS)
+    assert df["prediction"].tolist() == [*list(TEXTS.values())[:-1], "bad \\udcff byte"]
+
+
+def test_a_row_that_does_not_read_back_is_a_typed_error_naming_the_file(tmp_path, monkeypatch):
+    """Whatever makes a row written in this run unreadable, the run ends in RunFileError naming the
+    file (it ended in a raw KeyError from the final table)."""
+    import roma_lab.bench._run as run
+
+    out = tmp_path / "r.csv"
+    real = run._row_problem
+    monkeypatch.setattr(run, "_row_problem", lambda row: "refused" if row and row["item_id"] == "1" else real(row))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", QuarantineWarning)
+        with pytest.raises(bench.RunFileError, match=r"r\.csv: the rows of 1 item\(s\) .* item '1'"):
+            bench.run_benchmark(items(3), Echo(), bench.StringMatchGrader(), out_path=out, system_name="s",
+                                progress=False)
+
+
+# Deeper than json can parse recursively. In a CSV field 50,000 levels, which stay under csv's default
+# field limit (a longer field was quarantined for its length, before it was parsed).
+DEEP = {".csv": "[" * 50_000 + "]" * 50_000, ".jsonl": "[" * 100_000 + "]" * 100_000}
+
+
+def _csv_line(fields):
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerow(fields)
+    return buffer.getvalue().encode()
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+def test_a_record_nested_too_deep_is_quarantined_and_its_item_runs_again(tmp_path, suffix):
+    """A 100,000-deep JSON row (jsonl) or 50,000-deep details field (csv) raised a raw RecursionError."""
+    out = tmp_path / f"r{suffix}"
+    grader = bench.StringMatchGrader()
+    bench.run_benchmark(items(3), Echo(), grader, out_path=out, system_name="s", progress=False)
+    lines = out.read_bytes().splitlines(keepends=True)
+    if suffix == ".csv":
+        fields = next(csv.reader([lines[2].decode()]))
+        fields[COLUMNS.index("details")] = '{"a": ' + DEEP[suffix] + "}"
+        lines[2] = _csv_line(fields)
+    else:
+        lines[1] = ('{"benchmark": ' + DEEP[suffix] + "}\n").encode()  # item 1's row: a jsonl file has no header
+    out.write_bytes(b"".join(lines))
+    again = Echo()
+    with pytest.warns(QuarantineWarning, match="1 damaged record"):
+        df = bench.run_benchmark(items(3), again, grader, out_path=out, system_name="s", progress=False)
+    assert again.calls == ["q1"]
+    assert list(df["item_id"]) == ["0", "1", "2"]
 
 
 @pytest.mark.parametrize("suffix", [".csv", ".jsonl"])

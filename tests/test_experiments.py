@@ -473,7 +473,7 @@ def test_a_recorded_kernel_is_killed_with_its_group_only_if_it_is_the_same_proce
     out.mkdir()
     leader, child = _sleeping_group()
     try:
-        record = {"pid": leader.pid, "pgid": leader.pid, "started": psutil.Process(leader.pid).create_time()}
+        record = runner.process_identity(leader.pid)  # what the kernel manager records at launch
         (out / runner.KERNEL_FILE).write_text(json.dumps({**record, "started": record["started"] - 5}))
         runner._stop_kernel(out)  # same pid, other start time: a reused pid, never killed
         assert leader.poll() is None and child.is_running()
@@ -499,8 +499,7 @@ def test_a_second_runner_of_the_same_experiment_is_refused_and_touches_nothing(p
     out.mkdir(parents=True)
     leader, child = _sleeping_group()  # stands for the kernel of the runner that holds the lock
     try:
-        record = {"pid": leader.pid, "pgid": leader.pid, "started": psutil.Process(leader.pid).create_time()}
-        (out / runner.KERNEL_FILE).write_text(json.dumps(record))
+        (out / runner.KERNEL_FILE).write_text(json.dumps(runner.process_identity(leader.pid)))
         monkeypatch.setattr(runner, "_execute", lambda *a: pytest.fail("must not execute"))
         with (results / ".00_fixture.lock").open("a") as held:
             fcntl.flock(held, fcntl.LOCK_EX)

@@ -133,3 +133,12 @@ def test_cli_run_names_the_speed_log_for_its_kernels(tmp_path, monkeypatch):
                         lambda specs, **kw: seen.setdefault("log", __import__("os").environ.get(SPEED_LOG_ENV)) and [])
     main(["--root", str(project), "run", "--all", "--results", str(tmp_path / "results")])
     assert seen["log"] == str((tmp_path / "results" / "lm_speed.jsonl").resolve())
+
+
+def test_a_speed_log_line_nested_too_deep_is_a_damaged_line(tmp_path):
+    """A 100,000-deep JSON line made ``times`` end in a raw RecursionError."""
+    recorded(tmp_path, "03_compare_seal0")
+    (tmp_path / "lm_speed.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.warns(UserWarning, match="1 damaged line"):
+        rows = table_rows(times_markdown(run_times(tmp_path)))
+    assert rows["03_compare_seal0"][-3:] == ["—", "—", "—"]

@@ -45,11 +45,23 @@ def _format(path: Path) -> str:
     return suffix[1:]
 
 
+def _storable(value: Any) -> Any:
+    """``value`` with lone surrogates (text decoded with errors="surrogateescape", say), which UTF-8
+    cannot encode, written as their ``\\udcff`` escapes, so the row can be written and read back."""
+    return value.encode("utf-8", "backslashreplace").decode("utf-8") if isinstance(value, str) else value
+
+
 def _serialize(row: dict[str, Any], fmt: str) -> str:
+    row = {c: _storable(v) for c, v in row.items()}
     if fmt == "jsonl":
         return json.dumps(row, ensure_ascii=False, allow_nan=False) + "\n"
+    fields = ["" if row[c] is None else row[c] for c in COLUMNS]
+    # csv quotes a field holding the line terminator ("\n") but not a lone "\r", which the reader
+    # then takes for the end of the record: such rows quote every field.
+    carriage_return = any(isinstance(f, str) and "\r" in f for f in fields)
     buffer = io.StringIO()
-    csv.writer(buffer, lineterminator="\n").writerow(["" if row[c] is None else row[c] for c in COLUMNS])
+    csv.writer(buffer, lineterminator="\n", quoting=csv.QUOTE_ALL if carriage_return else csv.QUOTE_MINIMAL
+               ).writerow(fields)
     return buffer.getvalue()
 
 
@@ -91,6 +103,8 @@ def _row_problem(row: Any) -> str | None:
                 return "details are not a JSON object"
         except ValueError:
             return "details are not JSON"
+        except RecursionError:  # nesting deeper than json can read back: not a row this module writes
+            return "details are nested too deep"
     return None
 
 
@@ -110,8 +124,17 @@ class _Lines:
         return self.lines[self.taken - 1]
 
 
+def _allow_fields_up_to(size: int) -> None:
+    """Let csv read fields of ``size`` characters. Its default limit (131,072) would make a row with a
+    long prediction or grader reply, which this module writes, read back as damaged. No field is
+    longer than its file; the limit is process-wide, so it is only ever raised."""
+    if csv.field_size_limit() < size:
+        csv.field_size_limit(size)
+
+
 def _csv_records(text: str) -> list[tuple[list[str] | None, str]]:
     """(fields, raw text) of each CSV record; fields None where the CSV itself is malformed."""
+    _allow_fields_up_to(len(text))
     lines = io.StringIO(text, newline="").readlines()
     feed = _Lines(lines)
     records = []
@@ -137,7 +160,7 @@ def _split(raw: bytes, fmt: str, path: Path) -> tuple[list[dict[str, Any]], list
                 continue
             try:
                 row = json.loads(line.decode("utf-8"))
-            except ValueError:  # UnicodeDecodeError and JSONDecodeError alike
+            except (ValueError, RecursionError):  # UnicodeDecodeError, JSONDecodeError, nesting too deep
                 row = None
             if isinstance(row, dict) and "system" in row and "condition" not in row:  # an old file's row
                 row, old = {"condition" if k == "system" else k: v for k, v in row.items()}, True
@@ -383,6 +406,10 @@ def run_benchmark(
             rows.close()  # on a cluster: cancels the items not yet finished
     table = read_results_df(path)
     mine = table[table["condition"] == system_name].set_index(["benchmark", "item_id"])
+    unread = [key[1] for key in keys if key not in mine.index]
+    if unread:  # each was written above or found on disk; a row that does not read back is damaged
+        raise RunFileError(f"{path}: the rows of {len(unread)} item(s) written for {system_name!r} do not read back "
+                           f"(e.g. item {unread[0]!r}); see the quarantine file beside it and report the item")
     return mine.loc[keys].reset_index()[list(COLUMNS)]
 
 

@@ -13,7 +13,7 @@ from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import default_repo_root
 
 from ._runner import experiment_status, run_experiments
-from ._spec import SpecError, load_specs
+from ._spec import SpecError, scan_specs
 from ._times import SPEED_LOG, run_times, times_markdown
 
 
@@ -68,10 +68,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"run: {exc}")
     root = (args.root or default_repo_root()).resolve()
     try:
-        specs = load_specs(root)
+        specs, bad = scan_specs(root)
     except SpecError as exc:
         hint = "" if args.root else " (install roma_lab editable from its checkout, or pass --root)"
         print(f"error: {exc}{hint}", file=sys.stderr)
+        return 2
+    for exc in bad:
+        print(f"error: {exc}", file=sys.stderr)
+    if bad and args.command != "list":  # never run or time a set of experiments with a spec left out
         return 2
     results_root = (args.results or (root / "results" / "smoke" if args.smoke else root / "results")).resolve()
 
@@ -86,7 +90,9 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
         print(f"{len(specs)} experiments; results in {results_root}")
-        return 0
+        if bad:  # listed above, each naming its file; the exit code tells scripts the set is incomplete
+            print(f"{len(bad)} spec file(s) not valid, not listed: see the errors above", file=sys.stderr)
+        return 2 if bad else 0
 
     if args.command == "times":
         print(times_markdown(run_times(results_root, [s.stem for s in specs])))

@@ -28,7 +28,7 @@ def notebook_problems(path: str | Path) -> list[str]:
     try:
         nb = json.loads(path.read_text())
         cells = nb["cells"]
-    except (OSError, ValueError, KeyError) as exc:
+    except (OSError, ValueError, KeyError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         return [f"{path.name}: not a readable notebook ({exc})"]
     problems = []
     if nb.get("metadata", {}).get("kernelspec", {}).get("name") != "python3":

@@ -29,6 +29,7 @@ from roma_lab.results import (
     write_provenance,
     write_text_atomic,
 )
+from roma_lab.results._files import read_regular_bytes
 
 from ._spec import ExperimentSpec
 
@@ -165,11 +166,7 @@ def _kernel_manager_class(out_dir: Path, kernel_env: Mapping[str, str]) -> type:
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["env"] = {**kw.get("env", os.environ), **kernel_env}
             await super()._async_launch_kernel(kernel_cmd, **kw)
-            import psutil
-
-            pid = self.provisioner.pid
-            record = {"pid": pid, "pgid": self.provisioner.pgid, "started": psutil.Process(pid).create_time()}
-            write_text_atomic(out_dir / KERNEL_FILE, json.dumps(record))
+            write_text_atomic(out_dir / KERNEL_FILE, json.dumps(process_identity(self.provisioner.pid)))
 
         async def _async_interrupt_kernel(self):
             # jupyter_client interrupts before every shutdown request, also after the last cell; the
@@ -179,6 +176,32 @@ def _kernel_manager_class(out_dir: Path, kernel_env: Mapping[str, str]) -> type:
                 await super()._async_interrupt_kernel()
 
     return RecordingKernelManager
+
+
+IDENTITY = ("pid", "pgid", "sid", "started", "boot")  # what a kernel record must hold to be acted on
+
+
+def _boot() -> str:
+    """This boot's id (Linux), else its time: a start time is only comparable within one boot."""
+    import psutil
+
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return f"boot time {psutil.boot_time()}"
+
+
+def process_identity(pid: int) -> dict[str, Any] | None:
+    """What tells a live process from a later one that reuses its pid: pid, process group, session,
+    start time (``psutil.Process.create_time``, from /proc/<pid>/stat field 22) and boot; None when
+    no process has that pid."""
+    import psutil
+
+    try:
+        return {"pid": pid, "pgid": os.getpgid(pid), "sid": os.getsid(pid),
+                "started": psutil.Process(pid).create_time(), "boot": _boot()}
+    except (ProcessLookupError, psutil.NoSuchProcess):
+        return None
 
 
 def _alive(process) -> bool:
@@ -202,32 +225,49 @@ def _stop_kernel(out_dir: Path) -> None:
 
     After ``kill -9`` of a runner its kernel lives on (ipykernel notices a dead parent only by
     polling, and not at all while a C call holds the GIL) and may still append rows. It is killed
-    before the folder is touched again, so an orphan can never write into a rerun.
+    before the folder is touched again, so an orphan can never write into a rerun. Only a process
+    that is still the one recorded is killed: same pid, start time and boot (else the kernel is gone
+    and the pid reused), and same process group and session, led by the kernel. A record that
+    differs otherwise, or lacks these fields, was not written by a runner as it stands: it is moved
+    aside with a warning naming what differed, and nothing is killed.
     """
     import psutil
 
     path = out_dir / KERNEL_FILE
     try:
-        kernel = json.loads(path.read_bytes())
-        process = psutil.Process(kernel["pid"])
-        ours = process.create_time() == kernel["started"]  # not a later process that reuses the pid
-    except (FileNotFoundError, psutil.NoSuchProcess):
-        ours = False
-    except (ValueError, KeyError, TypeError):  # written atomically, so only an outside edit gets here
+        kernel = json.loads(read_regular_bytes(path))
+    except FileNotFoundError:
+        return
+    except (OSError, ValueError, RecursionError):  # written atomically, so only an outside edit gets here
         quarantine(path, "unreadable kernel record; no kernel can be stopped from it")
         return
-    if ours and _alive(process):
-        group = kernel["pgid"]
-        if group and group != os.getpgid(0):  # never our own group
-            members = [p for p in psutil.process_iter() if _pgid(p) == group]
-            os.killpg(group, signal.SIGKILL)
-        else:
-            members = [process]
-            process.kill()
+    fields = kernel if isinstance(kernel, dict) else {}
+    unusable = [k for k in IDENTITY if k not in fields or (k in ("pid", "pgid", "sid") and
+                                                          not (type(fields[k]) is int and fields[k] > 1))]
+    if unusable:
+        quarantine(path, f"kernel record without a usable {', '.join(unusable)} (an older format, or edited); "
+                         "nothing is killed from it: if a kernel of an earlier run still runs, stop it by hand")
+        return
+    live = process_identity(fields["pid"])
+    if live is None or (live["started"], live["boot"]) != (fields["started"], fields["boot"]):
+        path.unlink(missing_ok=True)  # the kernel is gone (its pid may now belong to a later process)
+        return
+    differs = [f"{k} recorded {fields[k]}, live {live[k]}" for k in ("pgid", "sid") if live[k] != fields[k]]
+    if fields["pgid"] != fields["pid"]:  # jupyter starts each kernel in a session of its own
+        differs.append(f"process group {fields['pgid']} is not led by pid {fields['pid']}")
+    if live["pgid"] == os.getpgid(0):
+        differs.append("it is this runner's own process group")
+    if differs:
+        quarantine(path, f"pid {fields['pid']} is not the recorded kernel ({'; '.join(differs)}); nothing is killed")
+        return
+    group = fields["pgid"]
+    members = [p for p in psutil.process_iter() if _pgid(p) == group]
+    if any(_alive(p) for p in members):
+        os.killpg(group, signal.SIGKILL)
         deadline = time.monotonic() + _KILL_WAIT_S
         while any(_alive(p) for p in members):  # a signalled process runs on for a moment
             if time.monotonic() > deadline:
-                raise RunnerStateError(f"kernel pid {process.pid} of an earlier run of {out_dir.name} does not stop; "
+                raise RunnerStateError(f"kernel pid {group} of an earlier run of {out_dir.name} does not stop; "
                                        "kill it by hand and rerun")
             time.sleep(0.05)
     path.unlink(missing_ok=True)
@@ -239,9 +279,9 @@ def _stop_kernel(out_dir: Path) -> None:
 def _executed_parameters(spec: ExperimentSpec, out_dir: Path) -> dict[str, Any] | None:
     """Parameters papermill stored in the executed copy of an earlier attempt (None if unreadable)."""
     try:
-        nb = json.loads((out_dir / spec.notebook.name).read_bytes())
+        nb = json.loads(read_regular_bytes(out_dir / spec.notebook.name))
         return _recorded(spec, dict(nb["metadata"]["papermill"]["parameters"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, RecursionError, KeyError, TypeError):
         return None
 
 

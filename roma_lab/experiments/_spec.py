@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
+from roma_lab.results._files import read_regular_bytes
+
 NOTEBOOK_NAME = re.compile(r"^\d{2}_.+\.ipynb$")
 # Injected by the runner, so a spec may not set it. (A spec may set LM, e.g. a small model for
 # the smoke tier; the runner's ``lm`` argument, from --lm or $ROMA_LAB_LM, overrides it.)
@@ -101,13 +103,32 @@ def _parameter_table(data: dict, key: str, problems: list[str]) -> dict[str, Par
     return table
 
 
+def _spec_text(path: Path) -> str:
+    """The text of a spec file; :class:`SpecError` naming it when it is not a regular UTF-8 file (a
+    FIFO or a device among the specs is refused, never waited on)."""
+    try:
+        data = read_regular_bytes(path)
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot be read: {exc.strerror}") from None
+    except ValueError:
+        raise SpecError(f"{path}: not a regular file; a spec is a TOML text file (remove or replace it)") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{path}: not UTF-8 text (byte {exc.start} is {data[exc.start:exc.start + 1]!r}); "
+                        "TOML is UTF-8, save the spec as UTF-8") from None
+
+
 def load_spec(spec_path: str | Path) -> ExperimentSpec:
     """Load and validate one spec; every problem found is listed in a single :class:`SpecError`."""
     path = Path(spec_path).resolve()
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+        data = tomllib.loads(_spec_text(path))
+    except tomllib.TOMLDecodeError as exc:
         raise SpecError(f"{path}: {exc}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables recursively
+        raise SpecError(f"{path}: arrays or tables nested too deep to parse; a spec holds lists of values at most"
+                        ) from None
     root = path.parent.parent
     problems: list[str] = []
     unknown = sorted(set(data) - set(_REQUIRED_KEYS) - set(_OPTIONAL_KEYS))
@@ -182,8 +203,9 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
     )
 
 
-def load_specs(root: str | Path) -> list[ExperimentSpec]:
-    """All specs under ``<root>/experiments``, sorted by stem; bad ones are reported together."""
+def scan_specs(root: str | Path) -> tuple[list[ExperimentSpec], list[SpecError]]:
+    """The valid specs under ``<root>/experiments`` sorted by stem, and one :class:`SpecError` per bad
+    file (each naming it), so a listing can show the good ones and the bad ones by name."""
     spec_dir = Path(root) / "experiments"
     if not spec_dir.is_dir():
         raise SpecError(f"no experiments/ folder under {Path(root).resolve()}")
@@ -192,7 +214,13 @@ def load_specs(root: str | Path) -> list[ExperimentSpec]:
         try:
             specs.append(load_spec(path))
         except SpecError as exc:
-            errors.append(str(exc))
+            errors.append(exc)
+    return sorted(specs, key=lambda s: s.stem), errors
+
+
+def load_specs(root: str | Path) -> list[ExperimentSpec]:
+    """All specs under ``<root>/experiments``, sorted by stem; bad ones are reported together."""
+    specs, errors = scan_specs(root)
     if errors:
-        raise SpecError("\n".join(errors))
-    return sorted(specs, key=lambda s: s.stem)
+        raise SpecError("\n".join(map(str, errors)))
+    return specs

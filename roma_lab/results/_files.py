@@ -4,6 +4,7 @@ file, and a damaged file is moved aside (never deleted) so the work it held can 
 from __future__ import annotations
 
 import os
+import stat
 import threading
 import warnings
 from datetime import UTC, datetime
@@ -15,6 +16,17 @@ QUARANTINED = ".quarantined-"  # marks a kept damaged file: evidence, not a resu
 
 class QuarantineWarning(UserWarning):
     """A damaged file (or part of one) was moved aside; the work it held is redone."""
+
+
+def read_regular_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The bytes of the regular file at ``path``. It is opened without blocking and checked once open,
+    so a FIFO or device put in a file's place raises ValueError (naming it) instead of hanging the
+    reader; OSError (FileNotFoundError, ...) as ``open`` raises it."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        return f.read()
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
