@@ -180,6 +180,18 @@ def block_thread(**_):
     return out(output="too late")
 
 
+async def stop_loop(**_):
+    asyncio.get_running_loop().stop()  # the run's loop: run_until_complete ends under the controller
+    await asyncio.sleep(30)
+
+
+async def cancel_all_tasks(**_):
+    for task in asyncio.all_tasks():  # the controller's own tasks among them
+        if task is not asyncio.current_task():
+            task.cancel()
+    await asyncio.sleep(30)
+
+
 def interrupt_user(**_):
     signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # Ctrl-C, to the thread in Roma.run
     # hold the call until the interrupt has ended the run, however loaded the machine (a daemon thread)
@@ -270,6 +282,10 @@ FAULTS: tuple[Fault, ...] = (
           "timed_out", "0.1", "cancelled", "run deadline"),
     Fault("atomizer blocks the event loop", lambda: (on_goal("root", block_loop, "atomizer") | S, "root"),
           "timed_out", "0", "cancelled", "run deadline"),
+    Fault("executor stops the event loop", lambda: (on_goal("b", stop_loop) | S, "root"),
+          "failed", "0.1", "failed", "a role stopped the run's event loop (loop.stop()); in flight: executor:think"),
+    Fault("executor cancels the run's tasks", lambda: (on_goal("b", cancel_all_tasks) | S, "root"),
+          "failed", "0.1", "failed", "the run's task was cancelled from inside the run"),
     # bad outputs of every role
     Fault("atomizer is_atomic not a bool", lambda: (on_goal("root", returning(out(is_atomic="yes", task_type="think")),
                                                             "atomizer") | S, "root"),

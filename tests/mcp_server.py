@@ -8,8 +8,12 @@ numbers, evaluated from the expression's syntax tree: nothing is executed). Run 
 ``--fault`` breaks the server on purpose: ``no_start`` (never answers the handshake), ``exit``
 (exits before it), ``die`` (``calculate`` kills the process), ``hang`` (``calculate`` never returns),
 ``malformed`` (``calculate`` returns structured content that breaks its declared output schema),
-``error`` (``calculate`` reports a tool error). ``--http PORT`` serves Streamable HTTP on
-127.0.0.1 instead of stdio. The low-level server (not ``MCPServer``) because only it lets a test
+``error`` (``calculate`` reports a tool error), ``big`` (``calculate`` answers with 30 MB of text).
+``--spawn FILE`` first starts a plain child and a ``setsid`` daemon (both sleep for an hour) and
+writes the pids of this server and of both to FILE, and starts a ``setsid`` daemon with an empty
+environment (only a cgroup holds that one) whose pid goes to FILE.clean; ``--wrap`` starts the real server (this script
+with the other flags) as a child and waits for it, as launchers like ``npx`` or ``uv run`` do.
+``--http PORT`` serves Streamable HTTP on 127.0.0.1 instead of stdio. The low-level server (not ``MCPServer``) because only it lets a test
 send an answer that breaks the tool's own declared schema.
 """
 
@@ -19,6 +23,7 @@ import argparse
 import ast
 import operator
 import os
+import subprocess
 import sys
 import time
 
@@ -31,6 +36,7 @@ PASSAGES = [
     "The Rhine is 1,233 kilometres long and flows from the Swiss Alps to the North Sea.",
     "The Amazon carries more water than any other river.",
 ]
+BIG_CHARS = 30_000_000  # the size of the ``big`` fault's answer
 _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv,
         ast.Pow: operator.pow, ast.USub: operator.neg}
 
@@ -84,6 +90,10 @@ def build(fault: str | None) -> Server:
             return types.CallToolResult(content=[types.TextContent(type="text", text="division by zero")],
                                         is_error=True)
         value = calculate(str(args.get("expression", "")))
+        if fault == "big":
+            text = f"{value:g} " + "x" * (BIG_CHARS - len(f"{value:g} "))
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                        structured_content={"value": value})
         if fault == "malformed":  # the declared schema says a number
             return types.CallToolResult(content=[types.TextContent(type="text", text=str(value))],
                                         structured_content={"value": f"{value} (as text)"})
@@ -100,11 +110,34 @@ async def serve_stdio(server: Server) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+def spawn(pid_file: str) -> None:
+    """A plain child and a daemon that left this process group and session (``setsid``), both
+    sleeping for an hour; their pids and this server's go to ``pid_file`` (written whole, then moved)."""
+    sleep = [sys.executable, "-c", "import time; time.sleep(3600)"]
+    child = subprocess.Popen(sleep, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+    daemon = subprocess.Popen(sleep, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True)
+    clean = subprocess.Popen(sleep, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, start_new_session=True,
+                             env={})
+    for name, pids in ((f"{pid_file}.clean", [clean.pid]), (pid_file, [os.getpid(), child.pid, daemon.pid])):
+        with open(f"{name}.tmp", "w") as f:
+            f.write(" ".join(map(str, pids)) + "\n")
+        os.replace(f"{name}.tmp", name)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--fault", choices=["no_start", "exit", "die", "hang", "malformed", "error"])
+    parser.add_argument("--fault", choices=["no_start", "exit", "die", "hang", "malformed", "error", "big"])
     parser.add_argument("--http", type=int, help="serve Streamable HTTP on 127.0.0.1:PORT")
+    parser.add_argument("--spawn", metavar="FILE", help="start a child and a setsid daemon; write the pids to FILE")
+    parser.add_argument("--wrap", action="store_true", help="run the server as a child of this process")
     args = parser.parse_args()
+    if args.wrap:  # the real server is a child; this wrapper only waits (its stdio is the child's)
+        if args.spawn:
+            with open(f"{args.spawn}.wrapper", "w") as f:
+                f.write(f"{os.getpid()}\n")
+        sys.exit(subprocess.call([sys.executable, __file__, *(a for a in sys.argv[1:] if a != "--wrap")]))
+    if args.spawn:
+        spawn(args.spawn)
     if args.fault == "no_start":
         time.sleep(3600)
     if args.fault == "exit":

@@ -10,9 +10,14 @@ by itself (never ``timed_out``); a tool that hangs is cut by ``tool_timeout_s``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -210,3 +215,113 @@ def test_mcp_servers_are_checked_where_they_are_given():
 
 def test_run_tools_is_empty_outside_a_run():
     assert run_tools() == ()
+
+
+# --- a server's processes end with the run (issue 21 §4) ---
+
+def pids_in(folder: Path, *, clean: bool) -> list[int]:
+    """The pids the test server wrote: with ``clean``, also its daemon with an empty environment."""
+    names = ["pids", "pids.wrapper"] + (["pids.clean"] if clean else [])
+    return [int(p) for name in names if (folder / name).exists() for p in (folder / name).read_text().split()]
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie has ended
+    except FileNotFoundError:
+        return False
+
+
+def assert_all_gone(pids: list[int], within_s: float = 30.0) -> None:
+    deadline = time.monotonic() + within_s  # bounded poll: the kill is asynchronous
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [p for p in pids if alive(p)], f"still alive {within_s:g} s after the run: {pids}"
+
+
+def blocks_after_the_tool(reached: threading.Event, release: threading.Event):
+    """The scripted model: call the tool, then block the run's loop (a role that never yields)."""
+    def blocking(request: ScriptedRequest):
+        if "observation_0" in request.inputs:
+            reached.set()
+            release.wait(120)
+        return respond(request)
+    return blocking
+
+
+@pytest.mark.parametrize("cgroup", [True, False], ids=["cgroup", "no cgroup"])
+@pytest.mark.parametrize("how", ["ends normally", "dies during the call", "wrapped by a launcher", "run times out"])
+def test_every_process_of_a_stdio_server_ends_with_the_run(how, cgroup, tmp_path, monkeypatch):
+    try:
+        from roma_lab.controller import _cgroup
+    except ImportError:  # code from before cgroups (measuring it): it runs as it did
+        _cgroup = None
+    if _cgroup is not None and cgroup and _cgroup.cgroup_problem() is not None:
+        pytest.skip(f"no cgroup here: {_cgroup.cgroup_problem()}")
+    if _cgroup is not None and not cgroup:  # the fallback: the process group and the inherited marker
+        monkeypatch.setattr(_cgroup, "cgroup_problem", lambda: "turned off by the test")
+    flags = ["--spawn", str(tmp_path / "pids")]
+    flags += {"dies during the call": ["--fault", "die"], "wrapped by a launcher": ["--wrap"]}.get(how, [])
+    if how == "run times out":
+        reached, release = threading.Event(), threading.Event()
+        roma = Roma(lm=scripted_lm(blocks_after_the_tool(reached, release)), mcp_servers=[server(*flags)],
+                    max_depth=0, run_timeout_s=30)
+        try:
+            run = roma.run("What is 6 * 7?")
+            assert reached.is_set() and run.status == "timed_out"
+            check_gone(tmp_path, cgroup)
+        finally:
+            release.set()
+        return
+    run = run_with([server(*flags)], "What is 6 * 7?", max_depth=0)
+    (tool,) = run.root.calls[0].tools
+    assert tool.status == ("disconnected" if how == "dies during the call" else "ok")
+    assert len(pids_in(tmp_path, clean=False)) == (4 if how == "wrapped by a launcher" else 3)  # server, child,
+    check_gone(tmp_path, cgroup)  # setsid daemon (+ the launcher)
+
+
+def check_gone(folder: Path, cgroup: bool) -> None:
+    """Every process of the server is gone; without a cgroup, the daemon that left both the process
+    group and the environment escapes (design/mcp.md): it is ended here, by its pid."""
+    try:
+        assert_all_gone(pids_in(folder, clean=cgroup))
+    finally:
+        if not cgroup:
+            for pid in pids_in(folder, clean=True):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+# --- tool results are bounded (issue 21 §4) ---
+
+@pytest.mark.parametrize("store", [True, False], ids=["with a store", "without a store"])
+def test_a_huge_tool_result_is_cut_in_prompt_and_trace_and_kept_as_an_artifact(store, tmp_path):
+    from mcp_server import BIG_CHARS
+
+    from roma_lab.controller import ArtifactStore
+
+    artifacts = ArtifactStore(tmp_path / "store") if store else None
+    run = run_with([server("--fault", "big")], "What is 6 * 7?", max_depth=0, artifacts=artifacts)
+    (call,) = run.root.calls
+    (tool,) = call.tools
+    limit = run.settings.max_tool_result_chars
+    assert (tool.status, tool.result_chars) == ("ok", BIG_CHARS)  # the whole size is recorded ...
+    assert limit < tool.shown_chars < limit + 300  # ... and the model saw the cut, with a note
+    prompts = sum(len(json.dumps(e.messages)) for e in call.exchanges)
+    assert prompts < 20 * limit, "the prompt holds the whole result"
+    assert len(run.to_json()) < 200_000
+    assert "more characters cut" in run.output
+    if store:
+        assert tool.artifact.startswith("sha256:") and tool.artifact in run.output
+        assert run.artifact_store == artifacts.url
+        assert len(artifacts.read_text(tool.artifact)) == BIG_CHARS
+    else:
+        assert tool.artifact is None and run.artifact_store is None
+    assert Run.from_json(run.to_json()) == run
+
+
+def test_max_tool_result_chars_none_passes_results_whole():
+    run = run_with([server()], "What is 6 * 7?", max_depth=0, max_tool_result_chars=None)
+    (tool,) = run.root.calls[0].tools
+    assert (tool.result_chars, tool.shown_chars, tool.artifact) == (2, None, None) and run.output == "42"

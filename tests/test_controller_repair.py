@@ -232,7 +232,7 @@ def test_reused_artifacts_are_checked_before_any_call(tmp_path):
     stored.write_text("changed")
     roles = ScriptedRoles(PLANS)
     with pytest.raises(ArtifactCorruptedError, match=f"node 0.1 cannot be reused: artifact sha256:{ref.sha256}"):
-        roma(roles).repair(source)  # no store given: the repaired run's own
+        roma(roles).repair(source, source_store=tmp_path / "a")  # the repaired run's own store
     stored.unlink()
     with pytest.raises(ArtifactMissingError, match=f"node 0.1 cannot be reused: artifact sha256:{ref.sha256}"):
         roma(roles, artifacts=tmp_path / "a").repair(source)
@@ -241,7 +241,8 @@ def test_reused_artifacts_are_checked_before_any_call(tmp_path):
 
 def test_a_repair_into_another_store_brings_the_reused_artifacts_along(tmp_path):
     source = artifact_run(tmp_path)
-    fixed = repair_bounded(roma(ScriptedRoles(PLANS), artifacts=tmp_path / "b", artifact_chars=5), source)
+    fixed = repair_bounded(roma(ScriptedRoles(PLANS), artifacts=tmp_path / "b", artifact_chars=5), source,
+                           source_store=tmp_path / "a")
     assert fixed.status == "completed" and fixed.artifact_store == str(tmp_path / "b")
     store = ArtifactStore(tmp_path / "b")
     for n in fixed.nodes:

@@ -35,7 +35,7 @@ PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think", (0,)))}
 # (artifact_chars is left out: it needs an artifact store; its record is checked on its own below)
 CUSTOM = RomaSettings(max_depth=1, max_concurrency=3, max_subtasks=5, call_timeout_s=30, run_timeout_s=120,
                       max_result_chars=500, ancestor_goals=2, goal_chars=50, verify=True, summary_chars=80,
-                      tool_timeout_s=5, mcp_start_timeout_s=20)
+                      tool_timeout_s=5, mcp_start_timeout_s=20, max_tool_result_chars=300)
 
 
 def run_bounded(roma: Roma, goal: str = "root") -> Run:
@@ -54,7 +54,7 @@ def test_the_defaults_are_pinned():
         "max_depth": 2, "max_concurrency": 4, "max_subtasks": 8, "call_timeout_s": 600.0, "run_timeout_s": None,
         "context": {"ancestor_goals": 3, "goal_chars": 200, "result_chars": 2000}, "verifier": False,
         "artifacts": {"min_chars": None, "summary_chars": 200},
-        "tools": {"call_timeout_s": 30.0, "mcp_start_timeout_s": 60.0}, "models": {}}
+        "tools": {"call_timeout_s": 30.0, "mcp_start_timeout_s": 60.0, "result_chars": 2000}, "models": {}}
 
 
 def test_roma_and_roma_program_take_their_defaults_from_roma_settings():
@@ -108,6 +108,7 @@ def test_run_json_round_trip_keeps_the_typed_settings():
 
 @pytest.mark.parametrize("settings", [RomaSettings(), CUSTOM, RomaSettings(max_result_chars=None, run_timeout_s=0.5),
                                       RomaSettings(artifact_chars=0, summary_chars=1),
+                                      RomaSettings(max_tool_result_chars=None),
                                       RomaSettings(models={"planner": "local/x", "executor:code": None})])
 def test_the_record_reads_back_to_the_same_settings(settings):
     assert RomaSettings.from_record(json.loads(json.dumps(settings.record()))) == settings
@@ -127,7 +128,7 @@ def test_a_run_file_written_by_main_loads_with_typed_settings_and_saves_unchange
     run = Run.from_json(text)
     assert replace(run.settings, models={}) == RomaSettings(
         max_depth=1, max_concurrency=3, max_subtasks=5, call_timeout_s=30.0, run_timeout_s=120.0,
-        max_result_chars=500, verify=True)
+        max_result_chars=500, verify=True, max_tool_result_chars=None)  # its tool results were never cut
     assert run.settings.models["planner"] == "openai/gpt-4o-mini"
     assert json.loads(run.to_json()) == with_unrecorded_times(json.loads(text))  # nothing else changed
 
@@ -199,6 +200,8 @@ def test_a_damaged_settings_record_is_an_invalid_run(change, message):
     ({"summary_chars": 0}, "summary_chars must be an integer >= 1"),
     ({"tool_timeout_s": 0}, "tool_timeout_s must be a finite number > 0, got 0"),
     ({"mcp_start_timeout_s": float("inf")}, "mcp_start_timeout_s must be a finite number > 0"),
+    ({"max_tool_result_chars": 0}, "max_tool_result_chars must be an integer >= 1 or None, got 0"),
+    ({"max_tool_result_chars": 2.5}, "max_tool_result_chars must be an integer >= 1 or None"),
     ({"models": {"judge": "x"}}, r"unknown models keys \['judge'\]"),
     ({"models": {"planner": 3}}, r"models of \['planner'\] must be names"),
     ({"models": ["planner"]}, "models must map role keys"),
@@ -220,7 +223,7 @@ def test_keyword_mistakes_are_clear_errors():
     roles = ScriptedRoles(PLAN).role_kwargs()
     with pytest.raises(TypeError, match=r"unknown settings \['max_dept'\]; valid: \['max_depth'") as err:
         Roma(**roles, max_dept=1)
-    assert str(err.value).endswith("'mcp_start_timeout_s']")  # models are not a setting to choose
+    assert str(err.value).endswith("'max_tool_result_chars']")  # models are not a setting to choose
     with pytest.raises(TypeError, match="unknown settings"):
         RomaProgram(max_dept=1)
     with pytest.raises(TypeError, match="settings must be a RomaSettings, got dict"):

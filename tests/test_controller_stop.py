@@ -243,3 +243,116 @@ def test_a_run_that_ends_before_its_deadline_is_not_marked_timed_out():
 def test_bad_run_timeout_is_a_clear_error(value):
     with pytest.raises(ValueError, match="run_timeout_s"):
         Roma(**ScriptedRoles({}).role_kwargs(), run_timeout_s=value)
+
+
+# --- the deadline holds whatever user code does, and the trace comes back (issue 21 §3) ---
+
+def stop_the_loop():
+    asyncio.get_running_loop().stop()
+
+
+def cancel_every_other_task():
+    for task in asyncio.all_tasks():
+        if task is not asyncio.current_task():
+            task.cancel()
+
+
+SABOTAGE = [(stop_the_loop, "a role stopped the run's event loop (loop.stop())"),
+            (cancel_every_other_task, "the run's task was cancelled from inside the run")]
+
+
+@pytest.mark.parametrize("entry", ["run", "arun"])
+@pytest.mark.parametrize("sabotage, reason", SABOTAGE, ids=["loop.stop()", "cancels the run's tasks"])
+def test_a_role_that_breaks_the_runs_loop_gives_a_failed_run_with_the_trace(sabotage, reason, entry):
+    async def executor(goal, context):
+        if goal == "b":
+            sabotage()
+            await asyncio.sleep(5)
+        return await done(goal)
+
+    roma = Roma(**roles_with(executor), max_depth=1, max_concurrency=1, run_timeout_s=20)
+    box = guarded(lambda: roma.run("root") if entry == "run" else asyncio.run(roma.arun("root")), 30)
+    assert "error" not in box, repr(box.get("error"))
+    run = box["value"]
+    assert run.status == "failed" and run.output is None
+    assert run.node("0.0").status == "completed"  # what finished before is kept
+    b = run.node("0.1")
+    assert b.status == "failed" and reason in b.error and "executor:think of node 0.1" in b.error
+    assert run.root.status == "failed" and reason in run.root.error
+    assert Run.from_json(run.to_json()) == run
+
+
+@pytest.mark.parametrize("sync", [False, True], ids=["async role blocks its loop", "sync role blocks its thread"])
+def test_arun_deadline_holds_when_a_role_blocks(sync):
+    release = threading.Event()
+
+    def sync_executor(goal, context):
+        if goal == "b":
+            release.wait(60)  # never yields: no asyncio timeout can fire in this thread or loop
+        return SimpleNamespace(output=f"done({goal})")
+
+    async def async_executor(goal, context):
+        return sync_executor(goal, context)
+
+    roma = Roma(**roles_with(sync_executor if sync else async_executor), max_depth=1, max_concurrency=1,
+                run_timeout_s=1, call_timeout_s=60)
+    try:
+        box = guarded(lambda: asyncio.run(roma.arun("root")), 30)
+    finally:
+        release.set()
+    run = box["value"]
+    assert run.status == "timed_out" and run.node("0.0").status == "completed"
+    assert run.node("0.1").status == "cancelled" and "in flight: executor:think of node 0.1" in run.node("0.1").error
+    assert Run.from_json(run.to_json()) == run
+
+
+def test_a_blocking_observer_cannot_stall_the_run_and_the_trace_says_so():
+    release = threading.Event()
+    events = []
+
+    def observer(event):
+        events.append(event)
+        if event.node.id == "0.1":
+            release.wait(120)  # a view stuck on a lock: it never returns by itself
+
+    roma = Roma(**ScriptedRoles(dict(PLAN)).role_kwargs(), max_depth=1, run_timeout_s=20)
+    try:
+        with pytest.warns(UserWarning, match="was stuck in one event"):
+            box = guarded(lambda: roma.run("root", on_event=observer), 60)
+        seen = len(events)
+    finally:
+        release.set()
+    run = box["value"]
+    assert run.status == "completed"  # the run did not wait for its view
+    assert any("run observer" in w and "given no more events" in w for w in run.root.warnings)
+    time.sleep(0.5)
+    assert len(events) == seen  # released, the observer hears nothing after the run returned
+    assert Run.from_json(run.to_json()) == run
+
+
+@pytest.mark.parametrize("entry", ["run", "arun"])
+def test_an_observer_raising_system_exit_is_warned_and_the_run_goes_on(entry):
+    def observer(event):
+        raise SystemExit(3)
+
+    roma = Roma(**ScriptedRoles(dict(PLAN)).role_kwargs(), max_depth=1, run_timeout_s=20)
+    with pytest.warns(UserWarning, match="gets no more events"):
+        box = guarded(lambda: roma.run("root", on_event=observer) if entry == "run" else
+                      asyncio.run(roma.arun("root", on_event=observer)), 30)
+    assert "error" not in box, repr(box.get("error"))
+    assert box["value"].status == "completed"
+
+
+def test_observer_events_arrive_in_order_and_all_before_run_returns():
+    events = []
+
+    def observer(event):
+        time.sleep(0.001)  # a slow view: it lags behind the run but misses nothing
+        events.append(event)
+
+    run = Roma(**ScriptedRoles(dict(PLAN)).role_kwargs(), max_depth=1).run("root", on_event=observer)
+    assert events[0].kind == "pending" and events[0].node.id == "0"
+    assert events[-1].node == run.root
+    for node in run.nodes:
+        kinds = [e.kind for e in events if e.node.id == node.id]
+        assert kinds[0] == "pending" and kinds[-1] == "completed" and "running" in kinds

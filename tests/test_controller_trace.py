@@ -184,9 +184,10 @@ def test_every_field_of_every_record_is_in_the_file_in_the_same_order():
 def full_run() -> Run:
     """A run in which every field of every record holds something other than its default."""
     tool = ToolCall("search", "srv", {"q": "x"}, "error", None, 0.5, 1.25, error="boom")
+    cut = ToolCall("fetch", "srv", {}, "ok", 5000, 0.5, 1.5, shown_chars=2100, artifact=f"sha256:{'c' * 64}")
     call = RoleCall("executor:think", {"context": "c"}, {"output": "o"}, 11, 3, 4, 0.01, 0.75, 1.0, model="m",
                     error="late", queued_s=0.5, exchanges=(LMExchange(({"role": "user", "content": "u"},), ("o",), True),),
-                    tools=(tool,))
+                    tools=(tool, cut))
     root = Node("0", None, 0, "g", "think", "completed", "done", error="note", warnings=("w",), forced_atomic=True,
                 is_atomic=False, calls=(call,), created_s=0.0, started_s=0.25, ended_s=3.0)
     first = Node("0.0", "0", 1, "a", "write", "completed", "sum", is_atomic=True, created_s=0.3, started_s=0.3,

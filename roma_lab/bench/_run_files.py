@@ -91,20 +91,28 @@ def load_item_run(out_dir: str | os.PathLike[str], benchmark: str, item_id: str 
         path = run_file(runs_dir, str(item_id))
         if not path.is_file():
             raise FileNotFoundError(f"no saved ROMA run for item {item_id!r} in {runs_dir}")
-    saved = saved_run(path)
-    if saved is None:
-        raise RunFileError(f"{path} is not a saved ROMA run (damaged or edited); rerun the table to run that item again")
-    return saved
+    try:
+        return _read_run(path)
+    except ValueError as err:
+        reason = str(err) if len(str(err)) <= 300 else f"{str(err)[:297]}..."
+        raise RunFileError(f"{path} is not a saved ROMA run (damaged or edited: {reason}); rerun the table to "
+                           "run that item again") from None
 
 
 def saved_run(path: Path) -> Run | None:
     """The Run saved at ``path``, or None when the file is damaged (not a valid Run JSON)."""
+    try:
+        return _read_run(path)
+    except ValueError:
+        return None
+
+
+def _read_run(path: Path) -> Run:
+    """The Run saved at ``path``; a damaged file (bad bytes, bad JSON, nested too deep, a broken
+    invariant) is an ``InvalidRunError``, a ``ValueError``."""
     from roma_lab.controller import Run
 
-    try:
-        return Run.from_json(path.read_bytes())  # bytes: invalid UTF-8 is a validation error too
-    except ValueError:  # InvalidRunError and pydantic's ValidationError alike
-        return None
+    return Run.from_json(path.read_bytes())  # bytes: invalid UTF-8 is a validation error too
 
 
 def damaged_traces(runs_dir: Path, results_path: Path, items: Sequence[Item], condition: str) -> set[str]:

@@ -14,6 +14,7 @@ from ._artifacts import (
     ArtifactMissingError,
     ArtifactRef,
     ArtifactStore,
+    UntrustedStoreError,
     read_artifact,
 )
 from ._plan import PlanCheck, Subtask, validate_plan
@@ -127,6 +128,7 @@ __all__ = [
     "ToolResultError",
     "ToolServerGoneError",
     "ToolTimeoutError",
+    "UntrustedStoreError",
     "check_sandbox",
     "compare_schedules",
     "fixed_latency_roles",

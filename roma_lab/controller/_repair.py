@@ -6,15 +6,18 @@ redone), or when a sibling it depends on changes (its input is different). Walki
 root, a node that does not change is **reused** with its whole subtree; one whose input changed,
 or that must be redone and never planned, is solved **fresh** (its old subtree is dropped); one
 that changes only because of its subtasks keeps its **plan** (no atomizer or planner call) and
-is re-aggregated over its reused and re-executed subtasks. See design/repair.md.
+is re-aggregated over its reused and re-executed subtasks. The artifact store the run names is
+used only when the caller names it too (:func:`repair_stores`). See design/repair.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from os import PathLike
 from typing import Literal
 
+from ._artifacts import ArtifactStore, UntrustedStoreError
 from ._plan import Subtask
 from ._types import NO_OUTPUT_STATUSES, Node, Run
 
@@ -61,29 +64,58 @@ def plan_repair(run: Run, also: Collection[str] = ()) -> RepairPlan:
         raise ValueError(f"also may name {list(OPTIONAL_REDO)}, got {unknown}")
     redo = {*NO_OUTPUT_STATUSES, *also}
     children: dict[str, list[Node]] = {}
+    dependents: dict[str, list[str]] = {}
     for n in run.nodes:
         if n.parent_id is not None:
             children.setdefault(n.parent_id, []).append(n)
+        for d in n.depends_on:
+            dependents.setdefault(d, []).append(n.id)
     by_id = {n.id: n for n in run.nodes}
-    memo: dict[str, bool] = {}
-
-    def changes(n: Node) -> bool:
-        if n.id not in memo:
-            memo[n.id] = (n.status in redo or any(changes(c) for c in children.get(n.id, ()))
-                          or any(changes(by_id[d]) for d in n.depends_on))
-        return memo[n.id]
+    # A node changes when one it reaches through subtasks or dependencies is redone: walked backwards
+    # from the redone nodes, without recursion (a crafted run file may nest nodes thousands deep).
+    changed = {n.id for n in run.nodes if n.status in redo}
+    todo = list(changed)
+    while todo:
+        n = by_id[todo.pop()]
+        for up in dependents.get(n.id, []) + ([n.parent_id] if n.parent_id is not None else []):
+            if up not in changed:
+                changed.add(up)
+                todo.append(up)
 
     actions: dict[str, Action] = {}
-
-    def visit(n: Node) -> None:
-        if not changes(n):
+    todo = [run.root]
+    while todo:  # from the root down, parents first, siblings in order
+        n = todo.pop()
+        if n.id not in changed:
             actions[n.id] = "reuse"
-        elif any(changes(by_id[d]) for d in n.depends_on) or n.id not in children:
+        elif any(d in changed for d in n.depends_on) or n.id not in children:
             actions[n.id] = "fresh"  # its input changed, or it must be redone and never planned
         else:
             actions[n.id] = "kept_plan"
-            for c in children[n.id]:
-                visit(c)
-
-    visit(run.root)
+            todo.extend(reversed(children[n.id]))
     return RepairPlan(run, tuple(sorted(redo)), actions)
+
+
+def repair_stores(run: Run, own: ArtifactStore | None, source: ArtifactStore | str | PathLike[str] | None,
+                  ) -> tuple[ArtifactStore | None, ArtifactStore | None]:
+    """The store a repair of ``run`` writes to (the repairing Roma's ``own``, else ``source``) and the
+    store ``run``'s artifacts are read from. The store a run file names is opened only when the
+    caller names it too, as ``own`` or ``source``: a run file can name any URL, and opening it would
+    send the run there (:class:`UntrustedStoreError`, before any I/O)."""
+    if source is not None and not isinstance(source, ArtifactStore):
+        source = ArtifactStore(source)
+    url = run.artifact_store
+    if url is None:
+        if source is not None:
+            raise ValueError(f"source_store={source.url!r} is given but the run to repair names no artifact store")
+        return own, None
+    if source is not None and not source.is_at(url):
+        raise ValueError(f"source_store={source.url!r} is not the store the run to repair names ({url!r})")
+    named = source if source is not None else own if own is not None and own.is_at(url) else None
+    if named is None:
+        raise UntrustedStoreError(
+            f"the run to repair names artifact store {url!r}, which the caller did not name: a store named only "
+            f"by a run file is never opened (a run file can name any URL). Name it to use it: "
+            f"Roma(artifacts={url!r}).repair(run) repairs into it; Roma(artifacts=<another store>)"
+            f".repair(run, source_store={url!r}) copies the artifacts it reuses from it")
+    return own if own is not None else named, named

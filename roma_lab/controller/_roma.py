@@ -4,8 +4,9 @@ Every node runs atomize -> (execute | plan -> children -> aggregate) -> optional
 its own asyncio task that waits only for its own dependencies, so there are no level barriers.
 One semaphore bounds concurrent *role calls*; a parent never holds a slot while its children run,
 so deep trees cannot deadlock. No role can hang a run: every call has a time limit that does not
-depend on the role honouring cancellation, and ``run()`` keeps its own thread out of the event loop,
-so its whole-run deadline holds even against a role that blocks the loop. See design/scheduling.md.
+depend on the role honouring cancellation, and the tree runs on an event loop of its own, so the
+caller's whole-run deadline holds even against a role that blocks or stops that loop, and an observer
+(fed from a queue) cannot stall it. See design/scheduling.md.
 """
 
 from __future__ import annotations
@@ -17,21 +18,24 @@ import hashlib
 import inspect
 import json
 import math
+import queue
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, is_dataclass, replace
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from os import PathLike
 from typing import Any
 
 from ._artifacts import _RUN_STORE, ArtifactError, ArtifactMissingError, ArtifactRef, ArtifactStore
 from ._plan import Subtask, show, validate_plan
-from ._repair import RepairPlan, plan_repair
+from ._repair import RepairPlan, plan_repair, repair_stores
 from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
 from ._tools import _RUN_TOOLS, _TOOL_LOG, McpConnections, McpServer, McpServerError, ToolLog
 from ._types import (
+    MAX_VALUE_DEPTH,
     OUTPUT_STATUSES,
+    TRUNCATED,
     CallInFlight,
     LMExchange,
     Node,
@@ -90,21 +94,41 @@ class _Outcome:
 
 
 def _jsonable(value: Any) -> Any:
+    """``value`` as JSON data for the trace. A container nested deeper than ``MAX_VALUE_DEPTH``
+    levels, or inside itself, is recorded as its repr after a ``TRUNCATED`` mark, so whatever is
+    recorded can be saved and read back (design/integrity.md)."""
+    return _bounded(value, MAX_VALUE_DEPTH, set())
+
+
+def _bounded(value: Any, levels: int, inside: set[int]) -> Any:
+    """``_jsonable`` with ``levels`` of containers left; ``inside``: ids of the values being converted."""
     if value is None or isinstance(value, (str, bool)):
         return value
     if isinstance(value, int):
         return value if value.bit_length() <= 64 else show(value)  # json.dumps refuses huge ints
     if isinstance(value, float):
         return value if math.isfinite(value) else repr(value)  # the trace is standard JSON
+    if id(value) in inside:
+        return f"{TRUNCATED}contains itself> {show(value)}"
     if hasattr(value, "model_dump"):
-        return _jsonable(value.model_dump(mode="json"))
-    if is_dataclass(value) and not isinstance(value, type):
-        return _jsonable(asdict(value))
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    return show(value)
+        plain = value.model_dump(mode="json")
+    elif is_dataclass(value) and not isinstance(value, type):
+        plain = {f.name: getattr(value, f.name) for f in fields(value)}  # asdict would recurse unbounded
+    elif not isinstance(value, (Mapping, list, tuple)):
+        return show(value)
+    elif levels == 0:
+        return f"{TRUNCATED}nested deeper than {MAX_VALUE_DEPTH} levels> {show(value)}"
+    else:
+        plain = value
+    inside.add(id(value))
+    try:
+        if plain is not value:  # a model or dataclass: converted at the same level
+            return _bounded(plain, levels, inside)
+        if isinstance(value, Mapping):
+            return {str(k): _bounded(v, levels - 1, inside) for k, v in value.items()}
+        return [_bounded(v, levels - 1, inside) for v in value]
+    finally:
+        inside.discard(id(value))
 
 
 def _context_chars(inputs: Mapping[str, Any]) -> int:
@@ -259,12 +283,110 @@ def _with_trace(err: BaseException, run: Run) -> BaseException:
     return err
 
 
+_OBSERVER_STALL_S = 5.0  # an observer inside one event this long at the run's end is given up on
+
+
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or type(fn).__name__
+
+
+class _ThreadObserver:
+    """Delivers a ``run()``'s events to its observer in order, on a thread of its own: an observer
+    that blocks or is slow holds up neither the run's loop nor the caller, whose deadline holds."""
+
+    def __init__(self, observer: Observer):
+        self.observer = observer
+        self._queue: queue.SimpleQueue = queue.SimpleQueue()
+        self._cond = threading.Condition()
+        self._busy_since: float | None = None  # when the event being delivered was handed over
+        self._ended = False
+        self._given_up = False
+        threading.Thread(target=self._serve, name="roma-observer", daemon=True).start()
+
+    def send(self, event: NodeEvent) -> None:
+        self._queue.put(event)
+
+    def _serve(self) -> None:
+        while (event := self._queue.get()) is not None:
+            with self._cond:
+                if self._given_up:
+                    return
+                self._busy_since = time.monotonic()
+            try:
+                self.observer(event)
+            except Exception as err:  # a broken view must not break the run, but must be seen
+                warnings.warn(f"run observer raised {err!r}; the run continues", stacklevel=1)
+            except BaseException as err:  # noqa: BLE001 - e.g. SystemExit: the view ends, the run goes on
+                warnings.warn(f"run observer raised {err!r}; it gets no more events", stacklevel=1)
+                with self._cond:
+                    self._given_up = self._ended = True
+                    self._cond.notify_all()
+                return
+            with self._cond:
+                self._busy_since = None
+                self._cond.notify_all()
+        with self._cond:
+            self._ended = True
+            self._cond.notify_all()
+
+    def finish(self) -> str | None:
+        """Wait until every event sent is delivered, unless the observer stays inside one event for
+        ``_OBSERVER_STALL_S``: then it gets no more events. Returns why it was given up on, or None."""
+        self._queue.put(None)
+        with self._cond:
+            while not self._ended:
+                since = self._busy_since
+                if since is not None and time.monotonic() - since >= _OBSERVER_STALL_S:
+                    self._given_up = True
+                    return (f"the run observer {_name(self.observer)} was stuck in one event for "
+                            f"{_OBSERVER_STALL_S:g} s; it was given no more events")
+                self._cond.wait(_OBSERVER_STALL_S if since is None else since + _OBSERVER_STALL_S - time.monotonic())
+        return None
+
+
+class _LoopObserver:
+    """Delivers an ``arun()``'s events to its observer in order on the caller's event loop, where an
+    async caller's observer expects to run (it may touch the caller's asyncio objects)."""
+
+    def __init__(self, observer: Observer, loop: asyncio.AbstractEventLoop):
+        self.observer = observer
+        self._loop = loop
+        self._open = True
+        self.flushed: asyncio.Future = loop.create_future()  # done once every event sent was delivered
+
+    def send(self, event: NodeEvent) -> None:
+        with contextlib.suppress(RuntimeError):  # the caller's loop closed: nobody is listening
+            self._loop.call_soon_threadsafe(self._deliver, event)
+
+    def _deliver(self, event: NodeEvent) -> None:
+        if not self._open:
+            return
+        try:
+            self.observer(event)
+        except Exception as err:  # a broken view must not break the run, but must be seen
+            warnings.warn(f"run observer raised {err!r}; the run continues", stacklevel=1)
+        except BaseException as err:  # noqa: BLE001 - raised in a loop callback it would end the caller's loop
+            warnings.warn(f"run observer raised {err!r}; it gets no more events", stacklevel=1)
+            self._open = False
+
+    def _close(self) -> None:
+        self._open = False
+        if not self.flushed.done():
+            self.flushed.set_result(None)
+
+    def finish(self) -> None:
+        """Close after the events sent so far (``flushed`` is then done); nothing later is delivered."""
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._close)
+
+
 @dataclass(slots=True)
 class _RunState:
     """Everything one run mutates; a fresh one per run so a Roma object can be reused.
 
     The loop thread writes nodes; the caller's thread may take the final snapshot at a deadline or
-    an interrupt, so writes hold a lock; once ``closed``, the observer hears nothing more."""
+    an interrupt, so writes hold a lock; once ``closed``, the observer hears nothing more. Events
+    go to the observer through ``observer`` (attached by ``run``/``arun``), never called in place."""
 
     t0: float
     slots: asyncio.Semaphore
@@ -275,13 +397,20 @@ class _RunState:
     repair: RepairPlan | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
+    observer: _ThreadObserver | _LoopObserver | None = None
+    connections: McpConnections | None = None  # the run's MCP servers, ended at the latest by _finish
+
+    def attach(self, observer: _ThreadObserver | _LoopObserver | None) -> None:
+        """Deliver events to ``observer`` from now on; it first hears the nodes as they are (the root)."""
+        with self.lock:
+            self.observer = observer
+            nodes = list(self.nodes.values())
+        for node in nodes:
+            self._notify(node)
 
     def _notify(self, node: Node) -> None:
-        if self.on_event is not None:
-            try:
-                self.on_event(NodeEvent(node.status, node))
-            except Exception as err:  # a broken view must not break the run, but must be seen
-                warnings.warn(f"run observer raised {err!r}; the run continues", stacklevel=1)
+        if self.observer is not None:
+            self.observer.send(NodeEvent(node.status, node))
 
     def now(self) -> float:
         """Seconds since the run started (the trace's clock)."""
@@ -305,15 +434,22 @@ class _RunState:
         calls = self.nodes[node_id].calls
         self.update(node_id, calls=tuple(new if c is old else c for c in calls))
 
-    def close(self, reason: str | None) -> tuple[Node, ...]:
-        """Freeze the nodes; with a ``reason`` (the run was stopped) unfinished ones become cancelled."""
+    def in_flight(self) -> str:
+        """The role calls running now, for a reason that names them (empty if none)."""
+        with self.lock:
+            calls = [f"{n.in_flight.role} of node {n.id}" for n in self.nodes.values()
+                     if n.in_flight is not None and n.in_flight.started_s is not None]
+        return f"; in flight: {', '.join(calls)}" if calls else ""
+
+    def close(self, reason: str | None, status: str = "cancelled") -> tuple[Node, ...]:
+        """Freeze the nodes; with a ``reason`` (the run was stopped) unfinished ones get ``status``."""
         with self.lock:
             self.closed = True
             unfinished = [n for n in self.nodes.values() if n.status in ("pending", "running")]
             if reason is not None:
                 ended = self.now()
                 for n in unfinished:
-                    self.nodes[n.id] = replace(n, status="cancelled", error=reason, ended_s=ended, in_flight=None)
+                    self.nodes[n.id] = replace(n, status=status, error=reason, ended_s=ended, in_flight=None)
             nodes = tuple(self.nodes.values())
         for n in unfinished if reason is not None else ():
             self._notify(self.nodes[n.id])  # the live view sees where the run stopped
@@ -345,10 +481,10 @@ class Roma:
         **keywords: any field of :class:`RomaSettings` but ``models``, applied over ``settings``:
             ``max_depth``, ``max_concurrency``, ``max_subtasks``, ``call_timeout_s``,
             ``run_timeout_s``, ``max_result_chars``, ``ancestor_goals``, ``goal_chars``, ``verify``,
-            ``artifact_chars``, ``summary_chars``, ``tool_timeout_s``, ``mcp_start_timeout_s``.
-            When ``run_timeout_s`` passes, ``run`` returns a ``timed_out`` run with the trace so far,
-            even if a role blocks the event loop or ignores cancellation; ``arun`` shares the
-            caller's loop, so it can only return once that loop runs. A ``verifier`` given turns
+            ``artifact_chars``, ``summary_chars``, ``tool_timeout_s``, ``mcp_start_timeout_s``,
+            ``max_tool_result_chars``. When ``run_timeout_s`` passes, ``run`` and ``arun`` return a
+            ``timed_out`` run with the trace so far, even if a role blocks or stops the run's event
+            loop, ignores cancellation, or the observer blocks (the tree runs on a loop of its own). A ``verifier`` given turns
             ``verify`` on; ``verify=True`` without one uses the default DSPy ``Verifier``.
     """
 
@@ -427,11 +563,14 @@ class Roma:
         return self._run_blocking(self._start(goal, on_event))
 
     async def arun(self, goal: str, *, on_event: Observer | None = None) -> Run:
-        """Run inside the caller's event loop. ``on_event`` sees every node change as it happens.
+        """Await the run from the caller's event loop. The tree runs on a loop of its own (so a role
+        that blocks or stops its loop holds neither the caller nor the deadline); ``on_event`` is
+        called on the caller's loop, in order, and has seen every event when this returns.
         Cancelling this coroutine cancels the run; the CancelledError then carries ``.run``."""
         return await self._run_async(self._start(goal, on_event))
 
-    def repair(self, run: Run, *, also: Sequence[str] = (), on_event: Observer | None = None) -> Run:
+    def repair(self, run: Run, *, also: Sequence[str] = (), on_event: Observer | None = None,
+               source_store: ArtifactStore | str | PathLike[str] | None = None) -> Run:
         """Re-execute only what ``run`` (a finished or loaded run) did not complete: its failed,
         skipped and cancelled nodes (and, with ``also``, its ``degraded`` / ``unverified`` ones),
         the dependents of anything re-executed, and the aggregations above them; every other node
@@ -442,40 +581,76 @@ class Roma:
         of its JSON (``Run.repair``; with an artifact store, ``run`` is kept there under that key)
         and checks first that every reused artifact is readable and intact (else an
         :class:`ArtifactError` naming the node, before any role is called). See design/repair.md.
+
+        The artifact store ``run`` names is used only when the caller names it too: as this Roma's
+        ``artifacts`` (the repair writes there), or as ``source_store`` (the reused artifacts are
+        copied from it into this Roma's store); else :class:`UntrustedStoreError`, before any I/O.
         """
-        return self._run_blocking(self._start_repair(run, also, on_event))
+        return self._run_blocking(self._start_repair(run, also, on_event, source_store))
 
-    async def arepair(self, run: Run, *, also: Sequence[str] = (), on_event: Observer | None = None) -> Run:
+    async def arepair(self, run: Run, *, also: Sequence[str] = (), on_event: Observer | None = None,
+                      source_store: ArtifactStore | str | PathLike[str] | None = None) -> Run:
         """:meth:`repair` inside the caller's event loop (as :meth:`arun`)."""
-        return await self._run_async(self._start_repair(run, also, on_event))
+        return await self._run_async(self._start_repair(run, also, on_event, source_store))
 
-    def _run_blocking(self, state: _RunState) -> Run:
+    def _launch(self, state: _RunState, ended: Callable[[], None]) -> _RunLoop:
+        """Start the tree on a fresh loop in a daemon thread of its own; ``ended()`` is called (from
+        that thread) once the run's task is done or the loop thread ends, whichever comes first.
+        The caller's thread runs no role and no observer, so its deadline holds whatever they do."""
         loop = asyncio.new_event_loop()
         task = loop.create_task(self._drive(state))
-        finished = threading.Event()
-        task.add_done_callback(lambda _: finished.set())
+        task.add_done_callback(lambda _: ended())
+        handle = _RunLoop(loop, task)
         ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
-        try:  # Thread.start waits for the thread: on a busy machine a role may already have run
-            threading.Thread(target=ctx.run, args=(_run_loop, loop, task), name="roma-run", daemon=True).start()
+        # Thread.start waits for the thread: on a busy machine a role may already have run
+        threading.Thread(target=ctx.run, args=(_run_loop, handle, ended), name="roma-run", daemon=True).start()
+        return handle
+
+    def _run_blocking(self, state: _RunState) -> Run:
+        finished = threading.Event()
+        state.attach(_ThreadObserver(state.on_event) if state.on_event is not None else None)
+        handle = None
+        try:
+            handle = self._launch(state, finished.set)
             if not finished.wait(self.settings.run_timeout_s):
-                _cancel_soon(loop, task)  # the loop may be blocked by a role: do not wait for it
-                return self._finish(state, "timed_out", f"run deadline of {self.settings.run_timeout_s:g} s reached")
+                handle.cancel()  # the loop may be blocked by a role: do not wait for it
+                return self._finish(state, "timed_out", self._deadline_reason(state))
         except BaseException as err:  # Ctrl-C (KeyboardInterrupt) while the run was going
-            _cancel_soon(loop, task)
+            if handle is not None:
+                handle.cancel()
             raise _with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
-        return self._result(state, task.result())
+        return self._result(state, handle)
 
     async def _run_async(self, state: _RunState) -> Run:
-        task = asyncio.ensure_future(self._drive(state))
+        """As :meth:`_run_blocking`, awaited: the tree runs on a loop of its own (so a role that
+        blocks or stops its loop cannot hold or break the caller's), the observer on the caller's."""
+        caller = asyncio.get_running_loop()
+        finished = caller.create_future()
+
+        def ended() -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits any more
+                caller.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
+
+        observer = _LoopObserver(state.on_event, caller) if state.on_event is not None else None
+        state.attach(observer)
+        handle = self._launch(state, ended)
         try:
-            done, _ = await asyncio.wait({task}, timeout=self.settings.run_timeout_s)
-        except asyncio.CancelledError as err:
-            task.cancel()
-            raise _with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
-        if not done:
-            task.cancel()  # a role may ignore it; the run returns regardless
-            return self._finish(state, "timed_out", f"run deadline of {self.settings.run_timeout_s:g} s reached")
-        return self._result(state, task.result())
+            try:
+                done, _ = await asyncio.wait({finished}, timeout=self.settings.run_timeout_s)
+            except asyncio.CancelledError as err:
+                handle.cancel()
+                raise _with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
+            if not done:
+                handle.cancel()  # a role may ignore it; the run returns regardless
+                return self._finish(state, "timed_out", self._deadline_reason(state))
+            return self._result(state, handle)
+        finally:
+            if observer is not None:  # every event sent reaches the observer before arun returns
+                observer.finish()
+                await asyncio.shield(observer.flushed)
+
+    def _deadline_reason(self, state: _RunState) -> str:
+        return f"run deadline of {self.settings.run_timeout_s:g} s reached{state.in_flight()}"
 
     # --- start and end of a run ---
 
@@ -491,16 +666,15 @@ class Roma:
         state.put(root)  # announce the root as pending
         return state
 
-    def _start_repair(self, run: Run, also: Sequence[str], on_event: Observer | None) -> _RunState:
+    def _start_repair(self, run: Run, also: Sequence[str], on_event: Observer | None,
+                      source_store: ArtifactStore | str | PathLike[str] | None) -> _RunState:
         plan = plan_repair(run, also)
-        store = self.artifacts
-        if store is None and run.artifact_store is not None:  # the repaired run's own store, by default
-            store = ArtifactStore(run.artifact_store)
+        store, source = repair_stores(run, self.artifacts, source_store)
         reused = [n for node_id, action in plan.actions.items() if action == "reuse"
                   for n in plan.reused_subtree(node_id)]
         for n in reused:
             if n.artifact is not None:
-                _ensure_artifact(n, store, run.artifact_store)
+                _ensure_artifact(n, store, source)
         if store is not None:  # the link to the repaired run resolves in the store
             store.put(run.to_json(), media_type="application/json")
         return self._start(run.goal, on_event, root_id=run.root.id, store=store, repair=plan)
@@ -511,7 +685,7 @@ class Roma:
         it: a BaseException must not escape a task."""
         root_id = next(iter(state.nodes))
         _RUN_STORE.set(state.store)  # this task's context: every role call of the run inherits both
-        connections = McpConnections()
+        connections = state.connections = McpConnections()
         try:
             tools = []
             for server in self.mcp_servers:
@@ -532,23 +706,38 @@ class Roma:
             await connections.close()
         return None
 
-    def _result(self, state: _RunState, stopped_by: BaseException | None) -> Run:
+    def _result(self, state: _RunState, handle: _RunLoop) -> Run:
+        task = handle.task
+        if not task.done() or task.cancelled():  # user code broke the run's loop from inside
+            why = ("a role stopped the run's event loop (loop.stop())" if handle.loop_stopped else
+                   "the run's task was cancelled from inside the run (a role cancelled a task it does not own)")
+            return self._finish(state, "failed", f"{why}{state.in_flight()}")
+        stopped_by = task.result()
         if stopped_by is None:
             return self._finish(state, None, None)
         run = self._finish(state, "interrupted", f"the run stopped: {_describe(stopped_by)}")
         raise _with_trace(stopped_by, run)
 
     def _finish(self, state: _RunState, stop: RunStatus | None, reason: str | None) -> Run:
-        nodes = state.close(reason)
-        if stop is None or not any(n.status == "cancelled" for n in nodes):
+        """The run as it stands: unfinished nodes become ``cancelled`` (or ``failed``, when user code
+        broke the run from inside), the observer is given the last events and the MCP servers'
+        processes end (a run that returns at its deadline does not wait for its loop to do it)."""
+        nodes = state.close(reason, "failed" if stop == "failed" else "cancelled")
+        if stop == "failed" or stop is None or not any(n.status == "cancelled" for n in nodes):
             stop = None  # the run ended before the stop took effect: it finished normally
+        if state.connections is not None:
+            state.connections.end_processes()
+        problem = state.observer.finish() if state.observer is not None else None
+        if problem is not None:  # nothing silent: the trace says the live view missed the end
+            warnings.warn(problem, stacklevel=3)
+            nodes = (replace(nodes[0], warnings=nodes[0].warnings + (problem,)), *nodes[1:])
         status = stop or run_status(nodes)
         repair = None
         if state.repair is not None:
             source = state.repair.source
             repair = RepairRecord(hashlib.sha256(source.to_json().encode()).hexdigest(), source.status,
                                   state.repair.redone)
-        stored = any(n.artifact is not None for n in nodes)
+        stored = any(n.artifact is not None or any(t.artifact for c in n.calls for t in c.tools) for n in nodes)
         return Run(goal=nodes[0].goal, status=status, output=nodes[0].output, nodes=nodes,
                    wall_s=time.monotonic() - state.t0, settings=self._settings(state.lms),
                    artifact_store=state.store.url if stored else None, repair=repair)
@@ -598,7 +787,8 @@ class Roma:
         async with state.slots:
             started = time.monotonic()
             state.update(node_id, in_flight=replace(waiting, started_s=started - state.t0))
-            tools = ToolLog(state.t0, self.settings.tool_timeout_s)
+            tools = ToolLog(state.t0, self.settings.tool_timeout_s,
+                            max_result_chars=self.settings.max_tool_result_chars)
             if _is_async(fn):
                 pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm, tools))
             else:
@@ -867,45 +1057,67 @@ class Roma:
         return output, f"the verifier rejected both attempts; the last one is kept (feedback: {feedback})"
 
 
-def _ensure_artifact(node: Node, store: ArtifactStore, source_url: str) -> None:
+def _ensure_artifact(node: Node, store: ArtifactStore, source: ArtifactStore) -> None:
     """Before a repair reuses ``node``, its artifact must be readable and intact in the repair's
-    store (by default the repaired run's own, which a run with artifacts always names): copied
-    there from the repaired run's store when only that one has it."""
+    store: copied there from the repaired run's store (``source``, named by the caller) when only
+    that one has it."""
     try:
         store.read_bytes(node.artifact)
         return
     except ArtifactMissingError as err:
-        if source_url == store.url:
+        if source is store:
             raise ArtifactMissingError(f"node {node.id} cannot be reused: {err}") from None
     except ArtifactError as err:
         raise type(err)(f"node {node.id} cannot be reused: {err}") from None
     try:
-        data = ArtifactStore(source_url).read_bytes(node.artifact)
+        data = source.read_bytes(node.artifact)
     except ArtifactError as err:
         raise type(err)(f"node {node.id} cannot be reused: {err}") from None
     store.put(data, node.artifact.media_type)
 
 
-def _run_loop(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
-    """Body of ``run()``'s daemon loop thread: run the tree, then cancel leftover role tasks and
-    wait for them. The caller has its Run already; a role that ignores cancellation keeps only this
-    thread (like a timed-out sync role keeps its own), instead of being torn down half-way."""
+@dataclass(slots=True)
+class _RunLoop:
+    """The loop thread of one run: its loop, the run's task and whether user code stopped the loop."""
+
+    loop: asyncio.AbstractEventLoop
+    task: asyncio.Task
+    loop_stopped: bool = False
+
+    def cancel(self) -> None:
+        """Cancel the run's task from another thread, without waiting (the loop may be blocked)."""
+        with contextlib.suppress(RuntimeError):  # the loop has closed already
+            self.loop.call_soon_threadsafe(self.task.cancel)
+
+
+_LOOP_RESTARTS = 3  # a role that stops the loop again while leftovers unwind gets this many more turns
+
+
+def _run_loop(run: _RunLoop, ended: Callable[[], None]) -> None:
+    """Body of a run's daemon loop thread: run the tree, then cancel leftover role tasks and wait
+    for them. The caller has its Run already; a role that ignores cancellation keeps only this
+    thread (like a timed-out sync role keeps its own), instead of being torn down half-way. A role
+    that calls ``loop.stop()`` ends ``run_until_complete`` early: the run's task is then cancelled
+    with the leftovers and the caller returns a ``failed`` run."""
+    loop = run.loop
     asyncio.set_event_loop(loop)
     try:
-        loop.run_until_complete(task)
+        loop.run_until_complete(run.task)
     except asyncio.CancelledError:  # deadline or interrupt: the caller already returned the trace
         pass
+    except RuntimeError:  # "Event loop stopped before Future completed": user code called loop.stop()
+        run.loop_stopped = True
     finally:
-        leftovers = asyncio.all_tasks(loop)
-        for t in leftovers:
-            t.cancel()
-        if leftovers:
-            loop.run_until_complete(asyncio.wait(leftovers))
-        loop.close()
-
-
-def _cancel_soon(loop: asyncio.AbstractEventLoop, task: asyncio.Task) -> None:
-    try:
-        loop.call_soon_threadsafe(task.cancel)
-    except RuntimeError:  # the loop has closed already
-        pass
+        for _ in range(_LOOP_RESTARTS):
+            leftovers = asyncio.all_tasks(loop)
+            for t in leftovers:
+                t.cancel()
+            if not leftovers:
+                break
+            try:
+                loop.run_until_complete(asyncio.wait(leftovers))
+            except RuntimeError:  # stopped again
+                run.loop_stopped = True
+        with contextlib.suppress(RuntimeError):
+            loop.close()
+        ended()  # also when the run's task never finished (the loop was stopped for good)

@@ -45,6 +45,9 @@ class RomaSettings:
             ``ToolTimeoutError``.
         mcp_start_timeout_s: an MCP server that has not started and listed its tools within this
             fails the run's root (a Python server on a busy machine takes seconds to import).
+        max_tool_result_chars: a tool result (MCP or built-in) longer than this is cut, as a long
+            dependency result is, before the model sees it; with an artifact store its whole text
+            is kept there and named (``None``: never cut, as before this bound existed).
         models: role key -> the model name that role called. Written by the run (``Run.settings``);
             a ``Roma`` chooses models with ``lm`` and ``role_lms``, so its own settings leave it empty.
     """
@@ -62,6 +65,7 @@ class RomaSettings:
     summary_chars: int = 200
     tool_timeout_s: float = 30.0
     mcp_start_timeout_s: float = 60.0
+    max_tool_result_chars: int | None = 2000  # as max_result_chars: what one observation may add to a prompt
     models: Mapping[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -109,7 +113,9 @@ class RomaSettings:
                         "result_chars": self.max_result_chars},
             "verifier": self.verify,
             "artifacts": {"min_chars": self.artifact_chars, "summary_chars": self.summary_chars},
-            "tools": {"call_timeout_s": self.tool_timeout_s, "mcp_start_timeout_s": self.mcp_start_timeout_s},
+            # result_chars only when set: a file without it (older, or never cutting) reads as None
+            "tools": {"call_timeout_s": self.tool_timeout_s, "mcp_start_timeout_s": self.mcp_start_timeout_s,
+                      **({} if self.max_tool_result_chars is None else {"result_chars": self.max_tool_result_chars})},
             "models": dict(self.models),
         }
 
@@ -119,7 +125,8 @@ class RomaSettings:
         controller version (7b3b201) have neither ``run_timeout_s`` nor ``context``: those runs
         had no deadline and did not cut dependency results. Records written before artifacts and
         tools (f08eb8c and earlier) have neither ``artifacts`` nor ``tools``: those runs
-        passed every output whole and called no tool."""
+        passed every output whole and called no tool. Records without ``tools.result_chars``
+        were written before tool results were cut: their tool results were never cut."""
         if "run_timeout_s" not in record and "context" not in record:
             record = {**record, **_FIRST_VERSION}
         if "artifacts" not in record and "tools" not in record:
@@ -130,7 +137,8 @@ class RomaSettings:
                    max_result_chars=r.context.result_chars, ancestor_goals=r.context.ancestor_goals,
                    goal_chars=r.context.goal_chars, verify=r.verifier, artifact_chars=r.artifacts.min_chars,
                    summary_chars=r.artifacts.summary_chars, tool_timeout_s=r.tools.call_timeout_s,
-                   mcp_start_timeout_s=r.tools.mcp_start_timeout_s, models=r.models)
+                   mcp_start_timeout_s=r.tools.mcp_start_timeout_s, max_tool_result_chars=r.tools.result_chars,
+                   models=r.models)
 
 
 _FIRST_VERSION = {"run_timeout_s": None, "context": {"ancestor_goals": 3, "goal_chars": 200, "result_chars": None}}
@@ -145,9 +153,10 @@ def _is_int(value: Any) -> bool:
 def _problems(s: RomaSettings) -> list[str]:
     """Every bad value of ``s`` (empty list = valid)."""
     problems = []
-    optional_ints = ("max_result_chars", "artifact_chars")
+    optional_ints = ("max_result_chars", "artifact_chars", "max_tool_result_chars")
     for name, low in (("max_depth", 0), ("max_concurrency", 1), ("max_subtasks", 1), ("ancestor_goals", 0),
-                      ("goal_chars", 1), ("max_result_chars", 1), ("artifact_chars", 0), ("summary_chars", 1)):
+                      ("goal_chars", 1), ("max_result_chars", 1), ("artifact_chars", 0), ("summary_chars", 1),
+                      ("max_tool_result_chars", 1)):
         value = getattr(s, name)
         if name in optional_ints and value is None:
             continue
@@ -194,6 +203,7 @@ class _ArtifactsRecord(_Strict):
 class _ToolsRecord(_Strict):
     call_timeout_s: float
     mcp_start_timeout_s: float
+    result_chars: int | None = None  # files written before tool results were cut: never cut
 
 
 class _Record(_Strict):

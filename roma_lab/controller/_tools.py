@@ -14,11 +14,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import json
+import os
+import secrets
+import signal
+import threading
 import time
+import warnings
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ._artifacts import ArtifactError
+from ._settings import RomaSettings
 from ._types import ToolCall, ToolStatus
 
 if TYPE_CHECKING:
@@ -26,6 +33,8 @@ if TYPE_CHECKING:
 
 _CLOSE_S = 10.0  # bound on closing the run's MCP connections (the SDK's own shutdown waits are ~6 s)
 _LIST_PAGES = 100  # a server whose tool listing never ends cannot hang a run
+_REAP_S = 5.0  # bound on waiting for a stdio server's killed processes to disappear
+_MARKER = "ROMA_LAB_MCP_SERVER"  # in a stdio server's environment: its descendants inherit it
 
 
 class ToolCallError(RuntimeError):
@@ -73,6 +82,8 @@ class McpServerError(RuntimeError):
 
 # --- the record of tool calls, per role call ---
 
+_DEFAULT_RESULT_CHARS = RomaSettings().max_tool_result_chars  # also for a tool called outside a ROMA role call
+
 @dataclass(slots=True)
 class ToolLog:
     """Where the tool calls of one role call are recorded (set by the controller around the call)."""
@@ -80,6 +91,7 @@ class ToolLog:
     t0: float  # the run's clock origin (time.monotonic())
     timeout_s: float
     calls: list[ToolCall] = field(default_factory=list)
+    max_result_chars: int | None = _DEFAULT_RESULT_CHARS  # the run's max_tool_result_chars (None: never cut)
 
 
 _TOOL_LOG: contextvars.ContextVar[ToolLog | None] = contextvars.ContextVar("roma_tool_log", default=None)
@@ -87,22 +99,51 @@ _DEFAULT_TIMEOUT_S = 30.0  # a tool called outside a ROMA role call (RomaSetting
 
 
 def _record(name: str, server: str | None, arguments: Mapping[str, Any], started: float, *,
-            status: ToolStatus, result_chars: int | None, error: str | None) -> None:
+            status: ToolStatus, result_chars: int | None, error: str | None, shown_chars: int | None = None,
+            artifact: str | None = None) -> None:
     log = _TOOL_LOG.get()
     if log is not None:
         from ._roma import _jsonable
 
         log.calls.append(ToolCall(name=name, server=server, arguments=_jsonable(dict(arguments)), status=status,
                                   result_chars=result_chars, latency_s=time.monotonic() - started,
-                                  started_s=started - log.t0, error=error))
+                                  started_s=started - log.t0, error=error, shown_chars=shown_chars,
+                                  artifact=artifact))
+
+
+def _as_text(result: Any) -> str:
+    """A built-in tool's result as the model reads it: text, other values as JSON."""
+    if isinstance(result, str):
+        return result
+    from ._roma import _jsonable
+
+    return json.dumps(_jsonable(result), ensure_ascii=False)
 
 
 def _text_chars(result: Any) -> int:
-    if isinstance(result, str):
-        return len(result)
-    from ._roma import _jsonable
+    return len(_as_text(result))
 
-    return len(json.dumps(_jsonable(result), ensure_ascii=False))
+
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """A tool result cut to ``max_tool_result_chars``: what the model is shown instead, and the
+    artifact holding the whole text (``None``: the run has no artifact store)."""
+
+    shown: str
+    artifact: str | None
+
+
+async def _cut(text: str, limit: int) -> _Cut:
+    """Cut ``text`` as a context cuts a long dependency result (``_clip``) and, when the run has an
+    artifact store, keep the whole of it there and name it as an artifact output is named."""
+    from ._artifacts import _RUN_STORE
+    from ._roma import _clip, _reference
+
+    store = _RUN_STORE.get()
+    if store is None:
+        return _Cut(_clip(text, limit), None)
+    ref = await asyncio.to_thread(store.put, text)
+    return _Cut(f"{_clip(text, limit)}\n{_reference(ref)}", ref.id)
 
 
 def _typed(err: BaseException, name: str, server: str | None) -> ToolCallError:
@@ -112,11 +153,15 @@ def _typed(err: BaseException, name: str, server: str | None) -> ToolCallError:
 
 
 async def traced_call(name: str, server: str | None, arguments: Mapping[str, Any],
-                      call: Callable[[], Awaitable[Any]], *, size: Callable[[Any], int] = _text_chars) -> Any:
+                      call: Callable[[], Awaitable[Any]], *, text: Callable[[Any], str] = _as_text,
+                      shown: Callable[[str], Any] = str) -> Any:
     """Await ``call()`` as one traced tool call, bounded by the run's ``tool_timeout_s`` whether or not
-    the call honours cancellation. Raises a :class:`ToolCallError` on any failure."""
+    the call honours cancellation. Raises a :class:`ToolCallError` on any failure. A result whose
+    ``text`` is longer than ``max_tool_result_chars`` is cut (:func:`_cut`): the caller gets
+    ``shown(cut text)`` and the trace records the whole size, the size shown and the artifact."""
     log = _TOOL_LOG.get()
     timeout_s = log.timeout_s if log is not None else _DEFAULT_TIMEOUT_S
+    limit = log.max_result_chars if log is not None else _DEFAULT_RESULT_CHARS
     started = time.monotonic()
     task = asyncio.ensure_future(call())
     try:
@@ -136,8 +181,20 @@ async def traced_call(name: str, server: str | None, arguments: Mapping[str, Any
         err = _typed(raised, name, server)
         _record(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
         raise err from raised
-    _record(name, server, arguments, started, status="ok", result_chars=size(result), error=None)
-    return result
+    whole = text(result)
+    if limit is None or len(whole) <= limit:
+        _record(name, server, arguments, started, status="ok", result_chars=len(whole), error=None)
+        return result
+    try:
+        cut = await _cut(whole, limit)
+    except ArtifactError as raised:
+        err = ToolFailedError(name, server, f"its result of {len(whole):,} characters is over "
+                                            f"max_tool_result_chars={limit} and could not be stored: {raised}")
+        _record(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
+        raise err from raised
+    _record(name, server, arguments, started, status="ok", result_chars=len(whole), error=None,
+            shown_chars=len(cut.shown), artifact=cut.artifact)
+    return shown(cut.shown)
 
 
 def traced_sync(name: str, server: str | None, arguments: Mapping[str, Any], call: Callable[[], Any]) -> Any:
@@ -187,20 +244,99 @@ class McpServer:
     def http(cls, name: str, url: str) -> McpServer:
         return cls(name, url=url)
 
-    def _target(self) -> Any:
+    def _target(self, processes: _ServerProcesses | None) -> Any:
         if self.url is not None:
             return self.url
         from mcp import StdioServerParameters
 
-        return StdioServerParameters(command=self.command, args=list(self.args), env=dict(self.env) or None,
+        argv = processes.argv([self.command, *self.args])
+        return StdioServerParameters(command=argv[0], args=argv[1:], env={**self.env, _MARKER: processes.marker},
                                      cwd=self.cwd)
 
 
-def _mcp_result_chars(result: Any) -> int:
-    """Size of an MCP tool result as text: its text contents, other contents as JSON."""
+class _ServerProcesses:
+    """Every process a stdio MCP server starts, so that all of them end with the run (:meth:`end`).
+
+    The SDK starts the server as a process group of its own but ends the group only when the
+    server outlives its stdin: children of a server that exits or crashes, and daemons that call
+    ``setsid``, would live on. So the server runs in a cgroup of its own where one can be made
+    (``Cgroup.join_argv``; nothing leaves a cgroup by ``setsid``), and its environment carries a
+    marker its descendants inherit: at the end the cgroup is killed, and every process still
+    carrying the marker is killed with its process group. Without a cgroup, a daemon that both
+    calls ``setsid`` and clears its environment escapes (design/mcp.md)."""
+
+    def __init__(self, server: McpServer):
+        from ._cgroup import Cgroup, CgroupUnavailableError, cgroup_problem
+
+        self.server = server.name
+        self.marker = secrets.token_hex(16)
+        self.cgroup = None
+        if cgroup_problem() is None:
+            try:
+                self.cgroup = Cgroup.create("mcp")
+            except CgroupUnavailableError as err:  # e.g. a full parent; the marker still finds them
+                warnings.warn(f"MCP server {server.name!r} runs without a cgroup: {err}", stacklevel=2)
+        self._lock = threading.Lock()
+
+    def argv(self, argv: list[str]) -> list[str]:
+        return argv if self.cgroup is None else self.cgroup.join_argv(argv)
+
+    def end(self) -> None:
+        """Kill every process of the server and wait (bounded) until they are gone. Thread-safe
+        (the keeper task and the run's end may both call it); each call sweeps again, since the
+        run's end may come while its abandoned loop is still starting the server (a server started
+        after its cgroup was removed cannot join it and does not start)."""
+        with self._lock:
+            if self.cgroup is not None:
+                try:
+                    self.cgroup.remove()  # idempotent
+                except (OSError, TimeoutError) as err:  # the marker sweep below still runs
+                    warnings.warn(f"MCP server {self.server!r}: its cgroup could not be removed: {err}",
+                                  stacklevel=2)
+            left = _kill_marked(self.marker)
+        if left:
+            warnings.warn(f"MCP server {self.server!r}: processes {left} still alive {_REAP_S:g} s after SIGKILL",
+                          stacklevel=2)
+
+
+def _kill_marked(marker: str) -> list[int]:
+    """SIGKILL every process whose environment carries ``marker``, and its process group (never this
+    process's own); returns those still alive after ``_REAP_S``."""
+    import psutil
+
+    own_group = os.getpgrp()
+    marked = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(_MARKER) == marker:
+                marked.append(proc)
+        except (psutil.Error, OSError):  # gone, a zombie, or another user's process
+            continue
+    for proc in marked:
+        try:
+            group = os.getpgid(proc.pid)
+            if group != own_group:
+                os.killpg(group, signal.SIGKILL)  # members that cleared the marker go too
+            proc.kill()
+        except (psutil.Error, OSError):
+            continue
+    _, alive = psutil.wait_procs(marked, timeout=_REAP_S)
+    return [p.pid for p in alive]
+
+
+def _mcp_text(result: Any) -> str:
+    """An MCP tool result as text: its text contents, other contents as JSON (its structured content
+    repeats them, so it is not counted twice)."""
     from mcp.types import TextContent
 
-    return sum(len(c.text) if isinstance(c, TextContent) else len(c.model_dump_json()) for c in result.content)
+    return "\n".join(c.text if isinstance(c, TextContent) else c.model_dump_json() for c in result.content)
+
+
+def _mcp_shown(text: str) -> Any:
+    """A cut MCP result: one text content (structured content dropped: the cut text no longer matches it)."""
+    from mcp.types import CallToolResult, TextContent
+
+    return CallToolResult(content=[TextContent(type="text", text=text)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,7 +349,7 @@ class _TracedSession:
 
     async def call_tool(self, name: str, arguments: dict[str, Any] | None = None) -> Any:
         return await traced_call(name, self.server, arguments or {}, lambda: self._call(name, arguments or {}),
-                                 size=_mcp_result_chars)
+                                 text=_mcp_text, shown=_mcp_shown)
 
     async def _call(self, name: str, arguments: dict[str, Any]) -> Any:
         import anyio
@@ -250,6 +386,7 @@ class McpConnections:
     def __init__(self) -> None:
         self._closing = asyncio.Event()
         self._keepers: list[asyncio.Task] = []
+        self._processes: list[_ServerProcesses] = []
 
     async def open(self, server: McpServer, timeout_s: float) -> tuple[dspy.Tool, ...]:
         """Start or reach ``server`` and list its tools, within ``timeout_s`` (else
@@ -274,8 +411,12 @@ class McpConnections:
     async def _keep(self, server: McpServer, ready: asyncio.Future, timeout_s: float) -> None:
         from mcp import Client
 
+        processes = None
         try:
-            async with Client(server._target(), read_timeout_seconds=timeout_s) as client:
+            if server.url is None:
+                processes = await asyncio.to_thread(_ServerProcesses, server)
+                self._processes.append(processes)
+            async with Client(server._target(processes), read_timeout_seconds=timeout_s) as client:
                 tools, cursor = [], None
                 for _ in range(_LIST_PAGES):
                     page = await client.list_tools(cursor=cursor)
@@ -291,11 +432,20 @@ class McpConnections:
             if not ready.done():
                 ready.set_exception(err)
             # after the tools were listed, a broken connection shows in the trace as failed calls
+        finally:
+            if processes is not None:  # the server's children and daemons end with its connection
+                await asyncio.shield(asyncio.to_thread(processes.end))
 
     async def close(self) -> None:
         self._closing.set()
         if self._keepers:
             await asyncio.wait(self._keepers, timeout=_CLOSE_S)
+
+    def end_processes(self) -> None:
+        """End every stdio server's processes now, from any thread: a run that returns at its
+        deadline, while its loop may be blocked, does not wait for the keepers to do it."""
+        for processes in list(self._processes):
+            processes.end()
 
 
 # The current run's MCP tools, for executors (a ContextVar: each run sees only its own).

@@ -41,6 +41,13 @@ OUTPUT_STATUSES: tuple[str, ...] = ("completed", "degraded", "unverified")
 # Ended without an output; ``error`` says why. ``cancelled``: the run stopped (deadline or interrupt).
 NO_OUTPUT_STATUSES: tuple[str, ...] = ("failed", "skipped", "cancelled")
 STOPPED_RUN_STATUSES: tuple[str, ...] = ("timed_out", "interrupted")
+# How many levels of containers (dicts, lists) a recorded value may nest: a tool call's arguments, a
+# role call's inputs and each of its outputs, an exchange's messages and completions. Deeper parts
+# are cut when recorded (``TRUNCATED`` and their repr, controller._roma._jsonable) and a run holding a
+# deeper value is invalid, so whatever is recorded can be saved and read back: a run file then nests
+# at most about 110 levels, under pydantic's 255 and Python's recursion limit of 1,000.
+MAX_VALUE_DEPTH = 100
+TRUNCATED = "<truncated: "  # how a recorded value that was cut begins
 
 
 class InvalidRunError(ValueError):
@@ -71,7 +78,9 @@ class ToolCall:
     """One tool call a role made: a built-in tool (``server`` None) or one of an MCP server's.
     ``result_chars`` is the size of the result as text (``None`` when there is no result: every
     status but ``ok``); ``error`` says what went wrong (``None`` exactly when ``ok``). Times are in
-    seconds; ``started_s`` on the run's clock."""
+    seconds; ``started_s`` on the run's clock. A result longer than ``max_tool_result_chars`` was cut:
+    ``shown_chars`` is what the model was shown instead (``None``: the whole result) and
+    ``artifact`` the id of the artifact holding the whole text (``None``: the run had no store)."""
 
     name: str
     server: str | None
@@ -81,6 +90,8 @@ class ToolCall:
     latency_s: float
     started_s: float
     error: str | None = None
+    shown_chars: int | None = None
+    artifact: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +331,9 @@ class Run:
             settings = RomaSettings.from_record(m.settings) if m.settings else None
         except (ValueError, ValidationError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
             raise InvalidRunError(f"not a ROMA run trace: {err}") from err
+        except RecursionError:  # json's reader stops near 1,000 levels; a run file nests about 110
+            raise InvalidRunError(f"not a ROMA run trace: it nests deeper than a run file does (a recorded value "
+                                  f"holds at most {MAX_VALUE_DEPTH} levels)") from None
         nodes = tuple(
             Node(**{**n.model_dump(exclude={"calls", "artifact"}), "calls": tuple(
                 RoleCall(**{**c.model_dump(exclude={"exchanges", "tools"}),
@@ -370,16 +384,16 @@ def _problems(run: Run) -> list[str]:
         problems.append(f"wall_s must be a finite number >= 0, got {run.wall_s!r}")
     if run.status not in RUN_STATUSES:
         problems.append(f"unknown run status {run.status!r}")
-    family: dict[str | None, set[str]] = {}
-    for n in run.nodes:
-        family.setdefault(n.parent_id, set()).add(n.id)
+    earlier: dict[str | None, set[str]] = {}  # the siblings met so far: a plan depends only on earlier ones
     for n in run.nodes:
         parent = by_id.get(n.parent_id) if n.parent_id is not None else None
         if n is not root and (parent is None or n.depth != parent.depth + 1):
             problems.append(f"node {n.id}: parent {n.parent_id!r} is not in the run one level up")
-        strangers = set(n.depends_on) - (family[n.parent_id] - {n.id})
+        strangers = set(n.depends_on) - earlier.setdefault(n.parent_id, set())
         if strangers:
-            problems.append(f"node {n.id}: depends on {sorted(strangers)}, which are not its siblings")
+            problems.append(f"node {n.id}: depends on {sorted(strangers)}, which are not its siblings planned "
+                            "before it")
+        earlier[n.parent_id].add(n.id)
         if n.status in OUTPUT_STATUSES and not isinstance(n.output, str):
             problems.append(f"node {n.id} is {n.status} without an output")
         elif n.status not in OUTPUT_STATUSES and n.output is not None:
@@ -401,6 +415,7 @@ def _problems(run: Run) -> list[str]:
             if c.queued_s is not None and c.queued_s > c.started_s:
                 problems.append(f"node {n.id}: call {c.role} started before it was queued")
             problems.extend(_tool_problems(n, c))
+            problems.extend(_depth_problems(n.id, c))
         if n.artifact is not None:
             if n.status not in OUTPUT_STATUSES:
                 problems.append(f"node {n.id} is {n.status} but has an artifact")
@@ -430,6 +445,35 @@ def _problems(run: Run) -> list[str]:
     if cancelled and run.status not in STOPPED_RUN_STATUSES:
         problems.append(f"a {run.status} run has cancelled nodes (only stopped runs have)")
     return problems
+
+
+_LEAVES = (str, int, float, bool, type(None))
+
+
+def _nesting(value: Any, limit: int = MAX_VALUE_DEPTH) -> int:
+    """How many levels of dicts, lists and tuples ``value`` nests, counted up to ``limit + 1`` only:
+    iterative, so a value of any depth (or a cycle) is measured without recursion."""
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        v, level = stack.pop()
+        if isinstance(v, _LEAVES) or not isinstance(v, Mapping | list | tuple):
+            continue
+        level += 1
+        if level > limit:
+            return level
+        deepest = max(deepest, level)
+        stack.extend((c, level) for c in (v.values() if isinstance(v, Mapping) else v) if not isinstance(c, _LEAVES))
+    return deepest
+
+
+def _depth_problems(node_id: str, call: RoleCall) -> list[str]:
+    """The recorded values of one role call that nest deeper than ``MAX_VALUE_DEPTH``."""
+    values = [("inputs", call.inputs), *((f"output {k!r}", v) for k, v in call.outputs.items()),
+              *((f"arguments of tool call {t.name}", t.arguments) for t in call.tools),
+              *((f"{part} of exchange {i}", getattr(e, part)) for i, e in enumerate(call.exchanges)
+                for part in ("messages", "completions"))]
+    return [f"node {node_id}: call {call.role} records {where} nested deeper than {MAX_VALUE_DEPTH} levels"
+            for where, v in values if _nesting(v) > MAX_VALUE_DEPTH]
 
 
 def _tool_problems(node: Node, call: RoleCall) -> list[str]:
@@ -486,7 +530,7 @@ def _file_model(cls: type, nested: Mapping[type, type[BaseModel]], *, later: tup
 
 
 _LMExchangeModel = _file_model(LMExchange, {})
-_ToolCallModel = _file_model(ToolCall, {})
+_ToolCallModel = _file_model(ToolCall, {}, later=("shown_chars", "artifact"))
 _ArtifactRefModel = _file_model(ArtifactRef, {})
 _RepairRecordModel = _file_model(RepairRecord, {})
 _RoleCallModel = _file_model(RoleCall, {LMExchange: _LMExchangeModel, ToolCall: _ToolCallModel},
