@@ -264,3 +264,51 @@ def test_references_shrink_the_contexts_above_long_outputs_and_nothing_else(tmp_
     assert (tmp_path / "references.csv").exists() and (tmp_path / "references_summary.csv").exists()
     with pytest.raises(ValueError, match="tokenizer must be 'local' or 'whitespace'"):
         measure_references(tmp_path, depths=(1,), tokenizer="bpe")
+
+
+def test_the_read_artifact_tool_returns_a_long_artifact_in_bounded_parts(tmp_path):
+    """A cut tool result kept as an artifact must not come back whole through the read_artifact tool:
+    each part is at most max_tool_result_chars and says where the next one starts."""
+    import re
+
+    from roma_lab.controller._artifacts import _RUN_STORE
+    from roma_lab.controller._roles import ToolExecutor
+    from roma_lab.controller._tools import _TOOL_LOG, ToolLog
+
+    store = ArtifactStore(tmp_path / "store")
+    whole = "".join(f"{i:05d}" for i in range(50))  # 250 characters
+    ref = store.put(whole)
+    tool = ToolExecutor(None)
+
+    async def read_all() -> tuple[list[str], list[str]]:
+        _RUN_STORE.set(store)
+        log = ToolLog(t0=0.0, timeout_s=30.0, max_result_chars=100)
+        _TOOL_LOG.set(log)
+        parts, offset = [], 0
+        while True:
+            shown = await tool.read_artifact(ref.id, offset)
+            parts.append(shown)
+            found = re.search(r"offset=(\d+)\)\]$", shown)
+            if found is None:
+                return parts, [c.name for c in log.calls]
+            offset = int(found.group(1))
+
+    parts, calls = asyncio.run(read_all())
+    assert len(parts) == 3 and calls == ["read_artifact"] * 3
+    bodies = [p.rsplit("\n[characters ", 1)[0] for p in parts]
+    assert all(len(b) <= 100 for b in bodies) and "".join(bodies) == whole
+    assert parts[-1].endswith("of 250]")
+
+
+def test_the_read_artifact_tool_returns_a_short_artifact_whole(tmp_path):
+    from roma_lab.controller._artifacts import _RUN_STORE
+    from roma_lab.controller._roles import ToolExecutor
+
+    store = ArtifactStore(tmp_path / "store")
+    ref = store.put("short text")
+
+    async def read() -> str:
+        _RUN_STORE.set(store)
+        return await ToolExecutor(None).read_artifact(ref.id)
+
+    assert asyncio.run(read()) == "short text"

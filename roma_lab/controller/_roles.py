@@ -268,11 +268,23 @@ class ToolExecutor:
 
         return await traced_call("run_python", None, {"code": code}, lambda: asyncio.to_thread(run))
 
-    async def read_artifact(self, ref: str) -> str:
-        """The full text of an artifact the context names by its id (sha256:...)."""
+    async def read_artifact(self, ref: str, offset: int = 0) -> str:
+        """The text of an artifact the context names by its id (sha256:...), from character
+        ``offset``; a long one comes in parts, each saying where the next one starts."""
         from ._artifacts import read_artifact
+        from ._tools import tool_result_limit
 
-        return await asyncio.to_thread(read_artifact, ref)  # read_artifact records itself in the trace
+        text = await asyncio.to_thread(read_artifact, ref)  # read_artifact records itself in the trace
+        # A tool result is bounded (max_tool_result_chars) even when it is an artifact asked for by
+        # name: a cut 30 MB result must not come back whole through this tool.
+        limit = tool_result_limit()
+        offset = max(int(offset), 0)
+        if limit is None or (offset == 0 and len(text) <= limit):
+            return text
+        part = text[offset:offset + limit]
+        end = offset + len(part)
+        more = f"; the rest: read_artifact(ref={ref!r}, offset={end})" if end < len(text) else ""
+        return f"{part}\n[characters {offset:,}-{end:,} of {len(text):,}{more}]"
 
     async def __call__(self, goal: str, context: str):
         react = dspy.ReAct(ToolSignature, tools=self.tools(), max_iters=self.max_iters)

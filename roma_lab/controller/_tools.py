@@ -98,6 +98,12 @@ _TOOL_LOG: contextvars.ContextVar[ToolLog | None] = contextvars.ContextVar("roma
 _DEFAULT_TIMEOUT_S = 30.0  # a tool called outside a ROMA role call (RomaSettings' default)
 
 
+def tool_result_limit() -> int | None:
+    """The current role call's ``max_tool_result_chars`` (None: never cut)."""
+    log = _TOOL_LOG.get()
+    return log.max_result_chars if log is not None else _DEFAULT_RESULT_CHARS
+
+
 def _record(name: str, server: str | None, arguments: Mapping[str, Any], started: float, *,
             status: ToolStatus, result_chars: int | None, error: str | None, shown_chars: int | None = None,
             artifact: str | None = None) -> None:
@@ -161,7 +167,7 @@ async def traced_call(name: str, server: str | None, arguments: Mapping[str, Any
     ``shown(cut text)`` and the trace records the whole size, the size shown and the artifact."""
     log = _TOOL_LOG.get()
     timeout_s = log.timeout_s if log is not None else _DEFAULT_TIMEOUT_S
-    limit = log.max_result_chars if log is not None else _DEFAULT_RESULT_CHARS
+    limit = tool_result_limit()
     started = time.monotonic()
     task = asyncio.ensure_future(call())
     try:
