@@ -477,7 +477,7 @@ def run_experiments(
 ) -> list[RunOutcome]:
     """Run specs with a tqdm bar; one failure does not stop the rest.
 
-    ``cluster`` (a ``roma_lab.dist`` cluster name; None = $ROMA_LAB_CLUSTER, else in-process):
+    ``cluster`` (a ``roma_lab.dask`` cluster name; None = $ROMA_LAB_CLUSTER, else in-process):
     with ``per="item"`` the notebooks run here one after the other and send their benchmark items
     to the cluster (their kernels get the scheduler's address as $ROMA_LAB_CLUSTER, so a local
     cluster starts once for the whole sweep); with ``per="notebook"`` whole notebooks run on the
@@ -488,11 +488,11 @@ def run_experiments(
     """
     from tqdm.auto import tqdm
 
-    from roma_lab import dist
+    from roma_lab import dask
 
     if per not in ("item", "notebook"):
         raise ValueError(f"per must be 'item' or 'notebook', got {per!r}")
-    how = dist.resolve_cluster(cluster)
+    how = dask.resolve_cluster(cluster)
     kwargs = {"results_root": results_root, "smoke": smoke, "lm": lm, "force": force}
     outcomes = []
     with tqdm(total=len(specs), desc="experiments", unit="exp", disable=not progress) as bar:
@@ -509,7 +509,7 @@ def run_experiments(
             return outcomes
         record = _cluster_record(how, specs, smoke=smoke, lm=lm, per=per)
         if per == "item":
-            kernel_env = {dist.ENV_VAR: record["scheduler"]}
+            kernel_env = {dask.ENV_VAR: record["scheduler"]}
             for spec in specs:
                 bar.set_postfix_str(spec.stem)
                 report(run_experiment(spec, kernel_env=kernel_env, cluster=record, **kwargs))
@@ -517,7 +517,7 @@ def run_experiments(
         # per notebook: the kernels on the workers run their items in-process (nested dispatch could
         # hold every worker waiting for work that has no worker left to run it)
         work = _Experiment(kwargs, record)
-        for done in dist.dispatch(work, list(specs), how=dist.Dispatch(cluster=how.name), label="notebook"):
+        for done in dask.dispatch(work, list(specs), how=dask.Dispatch(cluster=how.name), label="notebook"):
             spec = specs[done.index]
             report(done.value if done.error is None else RunOutcome(
                 spec.stem, "failed", (Path(results_root) / spec.stem).resolve(),
@@ -529,15 +529,15 @@ def run_experiments(
 def _cluster_record(how, specs: Sequence[ExperimentSpec], *, smoke: bool, lm: str | None, per: Per) -> dict[str, Any]:
     """Check every worker against this process for the models the notebooks will load; the record
     provenance keeps: cluster, scheduler, dashboard, and each worker with its environment."""
-    from roma_lab import dist
+    from roma_lab import dask
 
     models = set()
     for spec in specs:
         recorded = _recorded(spec, run_parameters(spec, out_dir=Path("."), smoke=smoke, lm=lm))
         models |= {v for k, v in recorded.items() if k in ("LM", "JUDGE_LM") and isinstance(v, str) and v}
-    s = dist.session(how)
-    expected = dist.expected_environment(sorted(models))
-    workers = dist.check_workers(s.client, expected)
+    s = dask.session(how)
+    expected = dask.expected_environment(sorted(models))
+    workers = dask.check_workers(s.client, expected)
     info = s.workers()
     return {"name": how.name, "per": per, "scheduler": s.scheduler, "dashboard": s.dashboard,
             "workers": {address: {**info.get(address, {}), "environment": env.as_json()}
@@ -555,7 +555,7 @@ class _Experiment:
     def __call__(self, spec: ExperimentSpec) -> RunOutcome:
         from distributed import get_worker
 
-        from roma_lab import dist
+        from roma_lab import dask
 
         cluster = {**self.record, "worker": get_worker().address}
-        return run_experiment(spec, kernel_env={dist.ENV_VAR: dist.IN_PROCESS}, cluster=cluster, **self.kwargs)
+        return run_experiment(spec, kernel_env={dask.ENV_VAR: dask.IN_PROCESS}, cluster=cluster, **self.kwargs)
