@@ -3,7 +3,8 @@
 Every experiment writes long-format CSV tables with :func:`write_table` and one
 ``provenance.json`` (a :class:`Provenance`) that says what produced them. Every room summarises
 scores with :func:`summarize` / :func:`compare` and sets them beside the paper's figures with
-:func:`beside_paper` (design/results_vocabulary.md).
+:func:`beside_paper` (design/results_vocabulary.md); :func:`summarize_protocol` applies the whole
+evaluation protocol (design/protocol.md) to tidy per-run scores.
 """
 
 from ._files import QuarantineWarning, quarantine, quarantined_files, write_text_atomic
@@ -35,6 +36,7 @@ from ._paper import (
     beside_paper,
     read_paper_reported,
 )
+from ._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
 from ._summary import CONDITION, as_metrics, compare, summarize, wide
 from ._tables import read_table, write_table
 
@@ -46,6 +48,8 @@ __all__ = [
     "NOT_IN_PAPER",
     "NOT_MEASURED",
     "PAPER_COLUMNS",
+    "PROTOCOL_COLUMNS",
+    "TIE_RULE",
     "TOLERANCE",
     "PaperTableError",
     "TRACKED_PACKAGES",
@@ -70,6 +74,7 @@ __all__ = [
     "read_table",
     "sha256_file",
     "summarize",
+    "summarize_protocol",
     "wide",
     "write_provenance",
     "write_table",

@@ -1,27 +1,25 @@
 """Statistics shared by every paper reproduction.
 
 Task-bootstrap confidence intervals (one-sample and paired), the exact sign test over discordant
-pairs, the unbiased pass@k estimator and plurality voting, Holm's adjustment, the run-to-run vs
-task-to-task variance decomposition, the minimum detectable effect of a paired comparison, and
-:func:`summarize_protocol`, which applies all of them to tidy per-run scores. Resampling always
-uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never touched. See
-``design/bootstrap.md`` and ``design/protocol.md``.
+pairs, the unbiased pass@k estimator and plurality voting, family-stratified sampling, Holm's
+adjustment, the run-to-run vs task-to-task variance decomposition, the minimum detectable effect
+of a paired comparison (``roma_lab.results.summarize_protocol`` applies all of them to tidy
+per-run scores). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
+touched. See ``design/bootstrap.md`` and ``design/protocol.md``.
 """
 
 from roma_lab.stats._ci import CI, bootstrap_ci, paired_bootstrap_ci
 from roma_lab.stats._multiple import holm_adjust
 from roma_lab.stats._power import MDE, max_discordance, min_detectable_effect
-from roma_lab.stats._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
 from roma_lab.stats._sampling import Vote, majority_vote, pass_at_k, vote
-from roma_lab.stats._sign_test import SignTest, sign_test
+from roma_lab.stats._sign import SignTest, sign_test
+from roma_lab.stats._stratified import stratified_sample
 from roma_lab.stats._variance import VarianceComponents, variance_components
 
 __all__ = [
     "CI",
     "MDE",
-    "PROTOCOL_COLUMNS",
     "SignTest",
-    "TIE_RULE",
     "VarianceComponents",
     "Vote",
     "bootstrap_ci",
@@ -32,7 +30,7 @@ __all__ = [
     "paired_bootstrap_ci",
     "pass_at_k",
     "sign_test",
-    "summarize_protocol",
+    "stratified_sample",
     "variance_components",
     "vote",
 ]

@@ -13,9 +13,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roma_lab.stats._multiple import holm_adjust
-from roma_lab.stats._sampling import pass_at_k, vote
-from roma_lab.stats._variance import variance_components
+from roma_lab.stats import holm_adjust, pass_at_k, variance_components, vote
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -62,7 +60,7 @@ def summarize_protocol(
     Scores must be 0, 1 or NaN; every group must have the same runs; (condition, by, task, run)
     must be unique (``ValueError`` otherwise). NaN scores are left out (vocabulary NaN policy).
     """
-    from roma_lab.results import summarize
+    from ._summary import summarize
 
     by = list(by)
     keys = [condition, *by]
@@ -183,7 +181,7 @@ def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, n
     """Every other condition against ``baseline`` per group, as long rows (diff, p, Holm p, MDE)."""
     import pandas as pd
 
-    from roma_lab.results import compare
+    from ._summary import compare
 
     paired = scores.rename(columns={metric: "pass@1"})
     tables = []

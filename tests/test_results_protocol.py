@@ -7,16 +7,14 @@ import pandas as pd
 import pytest
 from scipy import stats as sps
 
-from roma_lab.results import MATCHES, PAPER_COLUMNS, beside_paper, compare
+from roma_lab.results import MATCHES, PAPER_COLUMNS, PROTOCOL_COLUMNS, beside_paper, compare, summarize_protocol
 from roma_lab.stats import (
-    PROTOCOL_COLUMNS,
     VarianceComponents,
     Vote,
     bootstrap_ci,
     holm_adjust,
     max_discordance,
     min_detectable_effect,
-    summarize_protocol,
     variance_components,
     vote,
 )
