@@ -19,10 +19,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from roma_lab.controller import jsonable
+
 from ._config import ROLES, AgentConfig, config_hash
 from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
 from ._memory import Memory
-from ._select import is_non_answer, pick_best_score, vote
+from ._select import is_non_answer, pick_best_score, vote_selection
 from ._types import ModelCall, PlanRevision, Rollout, Selection, Step, ToolCall, Trajectory
 
 __all__ = ["STATIC_WORKFLOW", "Agent", "rollout_seed"]
@@ -48,10 +50,6 @@ def rollout_seed(run: int, index: int) -> int:
     """Seed of rollout ``index`` in run ``run``: the run index for the first rollout, distinct for
     every (run, rollout) pair while runs < 1000."""
     return run + 1000 * index
-
-
-def _jsonable(value: Any) -> Any:
-    return json.loads(json.dumps(value, default=lambda v: v.model_dump() if hasattr(v, "model_dump") else str(v)))
 
 
 @dataclass(slots=True)
@@ -177,7 +175,7 @@ class Agent:
             tracker = stack.enter_context(track_usage())
             try:
                 prediction = self._modules[role](**inputs)
-                outputs = {name: _jsonable(getattr(prediction, name)) for name in output_fields(self._signature[role])}
+                outputs = {name: jsonable(getattr(prediction, name)) for name in output_fields(self._signature[role])}
             except Exception as exc:  # noqa: BLE001 - a role's failure is recorded, and typed by the caller
                 prediction, error = None, f"{type(exc).__name__}: {exc}"
             usage = tracker.get_total_tokens()
@@ -468,9 +466,7 @@ class Agent:
         question = ctx.task.item.question
         seed = self._seed(ctx.run, 0)
         if cfg.selection == "vote":
-            result = vote([r.answer for r in rollouts])
-            note = "" if result.votes else "no rollout answered; kept rollout 0"
-            return Selection(method="vote", chosen=result.chosen, votes=result.votes, tie=result.tie, note=note)
+            return vote_selection([r.answer for r in rollouts])
         if cfg.selection == "score":
             scores, calls = [], []
             for r in rollouts:

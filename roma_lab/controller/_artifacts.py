@@ -248,17 +248,5 @@ def _detail(err: BaseException) -> str:
 
 
 # The store of the run a role call belongs to: set by the controller for the whole run, read by
-# read_artifact (a ContextVar, so concurrent runs in one process never see each other's store).
+# read_artifact (_tools.py; a ContextVar, so concurrent runs in one process never see each other's store).
 _RUN_STORE: contextvars.ContextVar[ArtifactStore | None] = contextvars.ContextVar("roma_artifact_store", default=None)
-
-
-def read_artifact(ref: ArtifactRef | str) -> str:
-    """The full text of an artifact of the current ROMA run: the typed accessor for roles that need
-    more than the summary in their context. Only inside a role call of a run with a store."""
-    from ._tools import traced_sync
-
-    store = _RUN_STORE.get()
-    if store is None:
-        raise ArtifactError("read_artifact works inside a role call of a ROMA run that has an artifact store")
-    name = ref.id if isinstance(ref, ArtifactRef) else ref
-    return traced_sync("read_artifact", None, {"ref": name}, lambda: store.read_text(ref))

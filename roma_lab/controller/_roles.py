@@ -18,7 +18,7 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypeAliasType
 
 from ._sandbox import check_sandbox, run_python
-from ._tools import run_tools, traced_call
+from ._tools import read_artifact, run_tools, tool_result_limit, traced_call
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
 
@@ -271,8 +271,6 @@ class ToolExecutor:
     async def read_artifact(self, ref: str, offset: int = 0) -> str:
         """The text of an artifact the context names by its id (sha256:...), from character
         ``offset``; a long one comes in parts, each saying where the next one starts."""
-        from ._artifacts import read_artifact
-        from ._tools import tool_result_limit
 
         text = await asyncio.to_thread(read_artifact, ref)  # read_artifact records itself in the trace
         # A tool result is bounded (max_tool_result_chars) even when it is an artifact asked for by

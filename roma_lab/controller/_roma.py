@@ -17,13 +17,12 @@ import contextvars
 import hashlib
 import inspect
 import json
-import math
 import queue
 import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import Any
 
@@ -32,10 +31,9 @@ from ._plan import Subtask, show, validate_plan
 from ._repair import RepairPlan, plan_repair, repair_stores
 from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
 from ._tools import _RUN_TOOLS, _TOOL_LOG, McpConnections, McpServer, McpServerError, ToolLog
+from ._values import clip, jsonable, reference
 from ._types import (
-    MAX_VALUE_DEPTH,
     OUTPUT_STATUSES,
-    TRUNCATED,
     CallInFlight,
     LMExchange,
     Node,
@@ -93,65 +91,16 @@ class _Outcome:
     history: list
 
 
-def _jsonable(value: Any) -> Any:
-    """``value`` as JSON data for the trace. A container nested deeper than ``MAX_VALUE_DEPTH``
-    levels, or inside itself, is recorded as its repr after a ``TRUNCATED`` mark, so whatever is
-    recorded can be saved and read back (design/integrity.md)."""
-    return _bounded(value, MAX_VALUE_DEPTH, set())
-
-
-def _bounded(value: Any, levels: int, inside: set[int]) -> Any:
-    """``_jsonable`` with ``levels`` of containers left; ``inside``: ids of the values being converted."""
-    if value is None or isinstance(value, (str, bool)):
-        return value
-    if isinstance(value, int):
-        return value if value.bit_length() <= 64 else show(value)  # json.dumps refuses huge ints
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)  # the trace is standard JSON
-    if id(value) in inside:
-        return f"{TRUNCATED}contains itself> {show(value)}"
-    if hasattr(value, "model_dump"):
-        plain = value.model_dump(mode="json")
-    elif is_dataclass(value) and not isinstance(value, type):
-        plain = {f.name: getattr(value, f.name) for f in fields(value)}  # asdict would recurse unbounded
-    elif not isinstance(value, (Mapping, list, tuple)):
-        return show(value)
-    elif levels == 0:
-        return f"{TRUNCATED}nested deeper than {MAX_VALUE_DEPTH} levels> {show(value)}"
-    else:
-        plain = value
-    inside.add(id(value))
-    try:
-        if plain is not value:  # a model or dataclass: converted at the same level
-            return _bounded(plain, levels, inside)
-        if isinstance(value, Mapping):
-            return {str(k): _bounded(v, levels - 1, inside) for k, v in value.items()}
-        return [_bounded(v, levels - 1, inside) for v in value]
-    finally:
-        inside.discard(id(value))
-
-
 def _context_chars(inputs: Mapping[str, Any]) -> int:
     return sum(len(v) if isinstance(v, str) else len(json.dumps(v, ensure_ascii=False)) for v in inputs.values())
-
-
-def _clip(text: str, limit: int | None) -> str:
-    if limit is None or len(text) <= limit:
-        return text
-    return f"{text[:limit]}… [{len(text) - limit} more characters cut]"
-
-
-def _reference(ref: ArtifactRef) -> str:
-    """How a context names an artifact whose summary it shows."""
-    return f"(summary; the full result is artifact {ref.id}, {ref.size:,} bytes: read it with read_artifact)"
 
 
 def _result_text(node: Node, limit: int | None) -> str:
     """A dependency result as a context shows it: the output cut to ``limit``, or for an artifact
     its summary and reference."""
     if node.artifact is None:
-        return _clip(node.output, limit)
-    return f"{node.output}\n{_reference(node.artifact)}"
+        return clip(node.output, limit)
+    return f"{node.output}\n{reference(node.artifact)}"
 
 
 def _render_context(ancestors: Sequence[str], results: Sequence[Node], settings: RomaSettings) -> str:
@@ -244,8 +193,8 @@ def _exchanges(history: Sequence[Mapping[str, Any]]) -> tuple[LMExchange, ...]:
     exchanges = []
     for h in history:
         messages = h.get("messages") or ([{"role": "user", "content": h["prompt"]}] if h.get("prompt") else [])
-        exchanges.append(LMExchange(messages=tuple(_jsonable(list(messages))),
-                                    completions=tuple(_jsonable(list(h.get("outputs") or []))),
+        exchanges.append(LMExchange(messages=tuple(jsonable(list(messages))),
+                                    completions=tuple(jsonable(list(h.get("outputs") or []))),
                                     cached=served_from_cache(h)))
     return tuple(exchanges)
 
@@ -801,7 +750,7 @@ class Roma:
                 pending.cancel()
                 raise
             latency = time.monotonic() - started
-        record = {"role": role, "inputs": _jsonable({k: v for k, v in inputs.items() if k != "goal"}),
+        record = {"role": role, "inputs": jsonable({k: v for k, v in inputs.items() if k != "goal"}),
                   "context_chars": _context_chars(inputs), "latency_s": latency, "started_s": started - state.t0,
                   "queued_s": waiting.queued_s}
         if not done:
@@ -849,8 +798,8 @@ class Roma:
                 value = getattr(result, name)
                 if kind is not None and not isinstance(value, kind):
                     return {}, f"{name} must be a {kind.__name__}, got {show(value)} ({type(value).__name__})"
-                outputs[name] = _jsonable(value)
-            outputs.update({k: _jsonable(getattr(result, k)) for k in _OPTIONAL_OUTPUTS if hasattr(result, k)})
+                outputs[name] = jsonable(value)
+            outputs.update({k: jsonable(getattr(result, k)) for k in _OPTIONAL_OUTPUTS if hasattr(result, k)})
         except Exception as err:  # an output object that breaks when read
             return {}, f"output could not be read: {_describe(err)}"
         return outputs, None

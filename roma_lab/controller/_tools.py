@@ -24,9 +24,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._artifacts import ArtifactError
+from ._artifacts import _RUN_STORE, ArtifactError, ArtifactRef
 from ._settings import RomaSettings
 from ._types import ToolCall, ToolStatus
+from ._values import clip, jsonable, reference
 
 if TYPE_CHECKING:
     import dspy
@@ -109,9 +110,7 @@ def _record(name: str, server: str | None, arguments: Mapping[str, Any], started
             artifact: str | None = None) -> None:
     log = _TOOL_LOG.get()
     if log is not None:
-        from ._roma import _jsonable
-
-        log.calls.append(ToolCall(name=name, server=server, arguments=_jsonable(dict(arguments)), status=status,
+        log.calls.append(ToolCall(name=name, server=server, arguments=jsonable(dict(arguments)), status=status,
                                   result_chars=result_chars, latency_s=time.monotonic() - started,
                                   started_s=started - log.t0, error=error, shown_chars=shown_chars,
                                   artifact=artifact))
@@ -121,9 +120,7 @@ def _as_text(result: Any) -> str:
     """A built-in tool's result as the model reads it: text, other values as JSON."""
     if isinstance(result, str):
         return result
-    from ._roma import _jsonable
-
-    return json.dumps(_jsonable(result), ensure_ascii=False)
+    return json.dumps(jsonable(result), ensure_ascii=False)
 
 
 def _text_chars(result: Any) -> int:
@@ -140,16 +137,13 @@ class _Cut:
 
 
 async def _cut(text: str, limit: int) -> _Cut:
-    """Cut ``text`` as a context cuts a long dependency result (``_clip``) and, when the run has an
+    """Cut ``text`` as a context cuts a long dependency result (``clip``) and, when the run has an
     artifact store, keep the whole of it there and name it as an artifact output is named."""
-    from ._artifacts import _RUN_STORE
-    from ._roma import _clip, _reference
-
     store = _RUN_STORE.get()
     if store is None:
-        return _Cut(_clip(text, limit), None)
+        return _Cut(clip(text, limit), None)
     ref = await asyncio.to_thread(store.put, text)
-    return _Cut(f"{_clip(text, limit)}\n{_reference(ref)}", ref.id)
+    return _Cut(f"{clip(text, limit)}\n{reference(ref)}", ref.id)
 
 
 def _typed(err: BaseException, name: str, server: str | None) -> ToolCallError:
@@ -215,6 +209,16 @@ def traced_sync(name: str, server: str | None, arguments: Mapping[str, Any], cal
         raise
     _record(name, server, arguments, started, status="ok", result_chars=_text_chars(result), error=None)
     return result
+
+
+def read_artifact(ref: ArtifactRef | str) -> str:
+    """The full text of an artifact of the current ROMA run: the typed accessor for roles that need
+    more than the summary in their context. Only inside a role call of a run with a store."""
+    store = _RUN_STORE.get()
+    if store is None:
+        raise ArtifactError("read_artifact works inside a role call of a ROMA run that has an artifact store")
+    name = ref.id if isinstance(ref, ArtifactRef) else ref
+    return traced_sync("read_artifact", None, {"ref": name}, lambda: store.read_text(ref))
 
 
 # --- MCP servers ---

@@ -43,7 +43,7 @@ NO_OUTPUT_STATUSES: tuple[str, ...] = ("failed", "skipped", "cancelled")
 STOPPED_RUN_STATUSES: tuple[str, ...] = ("timed_out", "interrupted")
 # How many levels of containers (dicts, lists) a recorded value may nest: a tool call's arguments, a
 # role call's inputs and each of its outputs, an exchange's messages and completions. Deeper parts
-# are cut when recorded (``TRUNCATED`` and their repr, controller._roma._jsonable) and a run holding a
+# are cut when recorded (``TRUNCATED`` and their repr, controller._values.jsonable) and a run holding a
 # deeper value is invalid, so whatever is recorded can be saved and read back: a run file then nests
 # at most about 110 levels, under pydantic's 255 and Python's recursion limit of 1,000.
 MAX_VALUE_DEPTH = 100

@@ -146,6 +146,9 @@ def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:
 class CachingEngine:
     """Wraps an engine: serve a request from ``directory`` if recorded, else call and record it."""
 
+    # A reply that fails to parse is removed from the cache (lm/_unparsed.py): AsyncEngine reads this.
+    watches_parses = True
+
     def __init__(self, inner, *, model_id: str, directory: Path, settings: dict | None = None):
         self.inner = inner
         self.model_id = model_id

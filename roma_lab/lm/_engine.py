@@ -334,9 +334,7 @@ class AsyncEngine:
         self.sync = sync
 
     async def complete(self, request):
-        from ._cache import CachingEngine
-
-        if isinstance(self.sync, CachingEngine):
+        if getattr(self.sync, "watches_parses", False):  # a caching engine (lm/_cache.py)
             from ._unparsed import watch_parses
 
             watch_parses()  # here, in the caller's context: the worker thread runs in a copy of it

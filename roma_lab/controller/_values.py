@@ -1,0 +1,65 @@
+"""Values as the trace records them and contexts show them: the one serializer of a run's values
+(``jsonable``, nesting bounded so whatever is recorded can be saved and read back), and the cut of a
+long text (``clip``) and of an artifact's summary (``reference``) that contexts and tool results share."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import fields, is_dataclass
+from typing import Any
+
+from ._artifacts import ArtifactRef
+from ._plan import show
+from ._types import MAX_VALUE_DEPTH, TRUNCATED
+
+__all__ = ["clip", "jsonable", "reference"]
+
+
+def jsonable(value: Any) -> Any:
+    """``value`` as JSON data for the trace. A container nested deeper than ``MAX_VALUE_DEPTH``
+    levels, or inside itself, is recorded as its repr after a ``TRUNCATED`` mark, so whatever is
+    recorded can be saved and read back (design/integrity.md)."""
+    return _bounded(value, MAX_VALUE_DEPTH, set())
+
+
+def _bounded(value: Any, levels: int, inside: set[int]) -> Any:
+    """``jsonable`` with ``levels`` of containers left; ``inside``: ids of the values being converted."""
+    if value is None or isinstance(value, (str, bool)):
+        return value
+    if isinstance(value, int):
+        return value if value.bit_length() <= 64 else show(value)  # json.dumps refuses huge ints
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)  # the trace is standard JSON
+    if id(value) in inside:
+        return f"{TRUNCATED}contains itself> {show(value)}"
+    if hasattr(value, "model_dump"):
+        plain = value.model_dump(mode="json")
+    elif is_dataclass(value) and not isinstance(value, type):
+        plain = {f.name: getattr(value, f.name) for f in fields(value)}  # asdict would recurse unbounded
+    elif not isinstance(value, (Mapping, list, tuple)):
+        return show(value)
+    elif levels == 0:
+        return f"{TRUNCATED}nested deeper than {MAX_VALUE_DEPTH} levels> {show(value)}"
+    else:
+        plain = value
+    inside.add(id(value))
+    try:
+        if plain is not value:  # a model or dataclass: converted at the same level
+            return _bounded(plain, levels, inside)
+        if isinstance(value, Mapping):
+            return {str(k): _bounded(v, levels - 1, inside) for k, v in value.items()}
+        return [_bounded(v, levels - 1, inside) for v in value]
+    finally:
+        inside.discard(id(value))
+
+
+def clip(text: str, limit: int | None) -> str:
+    if limit is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}… [{len(text) - limit} more characters cut]"
+
+
+def reference(ref: ArtifactRef) -> str:
+    """How a context names an artifact whose summary it shows."""
+    return f"(summary; the full result is artifact {ref.id}, {ref.size:,} bytes: read it with read_artifact)"
