@@ -14,6 +14,7 @@ import tempfile
 import time
 
 from roma_lab import router
+from roma_lab.papers import routing
 from roma_lab.router import _model, _semantic
 
 PAPER_TRAIN_S = 0.12
@@ -44,7 +45,7 @@ def main() -> None:
     X = router.Featurizer.fit(texts).transform(texts)
     train_s = best_of(lambda: _model.train_heads(X, labels, router.TrainingConfig()))
     fit_s = best_of(lambda: router.OperationModel.fit(texts, labels))
-    study = router.RouterStudy.build()
+    study = routing.RouterStudy.build()
     test = router.split_tasks(tasks, "test")
     test_texts = [t.prompt for t in test]
     learned = router.Learned(study.model)
@@ -80,7 +81,7 @@ def main() -> None:
               f"{TARGET_SEMANTIC_ROUTE_MS / (semantic_s * 1000):5.1f}x")
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        router.reproduce(out, encoders=args.encoders)
+        routing.reproduce_tables(out, encoders=args.encoders)
         reproduce_s = time.perf_counter() - start
     print(f"whole reproduction (all tables, embeddings cached): {reproduce_s:6.1f} s   "
           f"target/ours = {TARGET_REPRODUCE_S / reproduce_s:5.1f}x")

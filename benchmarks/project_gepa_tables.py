@@ -2,7 +2,7 @@
 project their cold time on the embedded Qwen2.5-Coder-1.5B (design/gepa_tables.md, "Default sizes
 and their cost").
 
-``run_table7`` / ``run_table8`` run for real with one counting scripted model standing in for every
+``table7_gepa`` / ``table8_convergence`` run for real with one counting scripted model standing in for every
 role (task program, PAPILLON's external model and judges, GEPA's reflection model, GEPA+'s drafters,
 judge and merger), with the notebooks' max_tokens: a call is counted once per distinct request, as
 the completion cache computes it. Replies are as long as assumed per role (below), so the prompts
@@ -37,7 +37,7 @@ from roma_lab.bench import load_aime2025, load_hotpotqa
 from roma_lab.lm import DEFAULT_VARIANT, MODELS, AsyncEngine, ScriptedEngine, model_file, request_key
 from roma_lab.lm._engine import request_messages
 from roma_lab.lm._scripted import _read
-from roma_lab.optimizer import run_table7, run_table8
+from roma_lab.papers.roma import table7_gepa, table8_convergence
 
 # Speeds on this machine, 2 threads through roma_lab.lm (design/local_model.md: 57.6 / 10.4 tok/s by
 # benchmarks/bench_lm.py; the README's OAgents runs logged 42-55 / 7-10), and the model load per process.
@@ -194,10 +194,11 @@ def count(notebook: str, params: dict[str, object], *, improves: bool, tokenizer
     with tempfile.TemporaryDirectory() as out, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         if notebook == "30":
-            tables = run_table7(out, benchmarks=params["BENCHMARKS"], n_test=params["N_TEST"], n_resamples=50,
-                                **search)
+            tables = table7_gepa(out, benchmarks=params["BENCHMARKS"], n_test=params["N_TEST"], n_resamples=50,
+                                 **search)
         else:
-            tables = run_table8(out, benchmark=params["BENCHMARK"], tolerance=params["TOLERANCE"], **search)
+            tables = table8_convergence(out, benchmark=params["BENCHMARK"], tolerance=params["TOLERANCE"],
+                                        **search)
     runs = tables[f"table{7 if notebook == '30' else 8}_runs"].set_index("condition")
     phases = {f"{m} search": int(runs.loc[m, "gepa_metric_calls"].sum()) for m in ("gepa", "gepa+")}
     phases["gepa+ verifier"] = int(runs["verifier_metric_calls"].sum())

@@ -342,10 +342,10 @@ def long_fields_case(size: int, suffix: str) -> Case:
 
 
 def _seal0(out: Path, **kwargs):
-    from roma_lab import bench
+    from roma_lab.papers import roma
 
-    return bench.run_roma_table("seal0", out, lm="scripted", n_items=2, seed=1, progress=False, n_resamples=20,
-                                **kwargs)
+    return roma.run_roma_table("seal0", out, lm="scripted", n_items=2, seed=1, progress=False, n_resamples=20,
+                               **kwargs)
 
 
 def _run_config_case(tmp: Path) -> str:
@@ -383,16 +383,16 @@ def _item_json_case(tmp: Path) -> str:
 
 
 def _table5_json_case(tmp: Path) -> str:
-    from roma_lab import bench
+    from roma_lab.papers import roma
 
     out = tmp / "t5"
-    bench.measure_component_cost(out, lm="scripted", n_items=2, n_chapters=2)
+    roma.measure_component_cost(out, lm="scripted", n_items=2, n_chapters=2)
     path = sorted((out / "table5_runs").glob("*.json"))[0]
     path.write_bytes(b"\x00\xff garbage")
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            tables = bench.measure_component_cost(out, lm="scripted", n_items=2, n_chapters=2)
+            tables = roma.measure_component_cost(out, lm="scripted", n_items=2, n_chapters=2)
     except Exception as exc:  # noqa: BLE001
         return classify_error(exc, (path.name,))
     return "recovered" if (tables["table5_runs"]["status"] == "completed").sum() == 2 else "silent"

@@ -29,8 +29,8 @@ from roma_lab.agents import (
     pick_best_score,
     rollout_seed,
     run_agent,
-    vote,
 )
+from roma_lab.agents._select import vote_selection as vote
 from roma_lab.bench import Item, StringMatchGrader, normalize_answer
 
 ACTOR = ("action", "arguments", "answer")

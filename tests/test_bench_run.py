@@ -1,6 +1,6 @@
 """Resumable graded runs: interruption, errors, timeouts, torn and damaged files, files of an older format.
 
-Summaries and paired comparisons of these rows are tested in test_bench_tables.py."""
+Summaries and paired comparisons of these rows are tested in test_papers_roma_tables.py."""
 
 import csv
 import io

@@ -249,7 +249,7 @@ def test_a_run_file_written_before_artifacts_loads_and_saves_with_the_new_fields
 # --- the measurement behind notebook 02's with/without references section ------------------------
 
 def test_references_shrink_the_contexts_above_long_outputs_and_nothing_else(tmp_path):
-    from roma_lab.controller import measure_references
+    from roma_lab.papers.roma import measure_references
 
     calls, summary = measure_references(tmp_path, depths=(1, 3), artifact_chars=200, summary_chars=80,
                                         tokenizer="whitespace")

@@ -140,7 +140,7 @@ def test_unknown_model_name_is_a_clear_error_before_any_call():
 
 
 def test_quickstart_writes_trace_and_tables(tmp_path):
-    from roma_lab.controller import run_quickstart
+    from roma_lab.papers.roma import run_quickstart
     from roma_lab.results import read_table
 
     lm = dummy({"is_atomic": True, "task_type": "write"}, {"output": "hello"})

@@ -285,7 +285,7 @@ def test_a_run_with_artifacts_cannot_lose_its_store_url(tmp_path):
 # --- the study behind notebook 09 ---------------------------------------------------------------
 
 def test_the_repair_study_counts_calls_from_the_traces_and_links_the_files(tmp_path):
-    from roma_lab.controller import measure_repair
+    from roma_lab.papers.roma import measure_repair
 
     table, nodes = measure_repair(tmp_path, latency_s=0.0)
     assert table.set_index("run")["role_calls"].to_dict() == {"failed_run": 27, "repair": 3, "full_rerun": 27}

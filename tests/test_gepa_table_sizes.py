@@ -1,7 +1,7 @@
 """Notebooks 30-31's default sizes fit their time budget by the counted cost of every model call, and
 were cut no further than the rule asks (design/gepa_tables.md, "Default sizes and their cost").
 
-The counts come from benchmarks/project_gepa_tables.py: run_table7 / run_table8 with a counting scripted
+The counts come from benchmarks/project_gepa_tables.py: table7_gepa / table8_convergence with a counting scripted
 model in every role; prompt tokens from the embedded model's tokenizer (vocab only, no weights loaded).
 """
 

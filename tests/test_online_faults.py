@@ -24,9 +24,9 @@ from online_server import (  # noqa: F401 - llama_server, online_isolation and p
 )
 
 from roma_lab import bench
-from roma_lab.bench._systems import RomaSystem
 from roma_lab.controller import Roma
 from roma_lab.lm import resolve_lm
+from roma_lab.papers.roma._systems import RomaSystem
 
 NAME = f"openai/{SERVED_NAME}"
 # Two SimpleQA items the greedy small model answers in parseable JSON at depth 0 and 1 (two requests each).

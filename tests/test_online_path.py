@@ -17,11 +17,11 @@ from dspy.clients.base_lm import GLOBAL_HISTORY
 from online_server import SERVED_NAME, FaultProxy, llama_server, online_isolation, proxy  # noqa: F401 - fixtures
 
 from roma_lab import bench
-from roma_lab.bench._systems import RomaSystem
 from roma_lab.controller import Roma
 from roma_lab.experiments import experiment_status, load_spec, run_experiment
 from roma_lab.lm import model_label, resolve_lm, served_from_cache
 from roma_lab.optimizer import SEARCH_STATUSES, GepaPlusConfig, compile
+from roma_lab.papers.roma._systems import RomaSystem
 from roma_lab.results import read_provenance
 
 REPO = Path(__file__).resolve().parents[1]

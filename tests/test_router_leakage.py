@@ -11,7 +11,9 @@ from dataclasses import replace
 import pytest
 
 from roma_lab import router
-from roma_lab.router import _reproduce, _suite
+from roma_lab.papers import routing
+from roma_lab.papers.routing import _tables
+from roma_lab.router import _suite
 
 HELD_OUT = ("test", "challenge")
 
@@ -76,7 +78,7 @@ def planted():
     wire = Tripwire()
     tasks = wire.plant(router.generate_suite())
     with wire.armed_():
-        study = router.RouterStudy.fit(tasks, suite_seed=_suite.DEFAULT_SEED)
+        study = routing.RouterStudy.fit(tasks, suite_seed=_suite.DEFAULT_SEED)
     return wire, study, list(wire.reads)   # reads during the build, kept before any test clears them
 
 
@@ -85,8 +87,8 @@ def wire(planted, monkeypatch):
     wire = planted[0]
     wire.reads.clear()
     # scoring and identity may read held-out tasks; fitting and selection may not
-    monkeypatch.setattr(_reproduce, "evaluate", wire.disarmed(_reproduce.evaluate))
-    monkeypatch.setattr(_reproduce, "hash_tasks", wire.disarmed(_reproduce.hash_tasks))
+    monkeypatch.setattr(_tables, "evaluate", wire.disarmed(_tables.evaluate))
+    monkeypatch.setattr(_tables, "hash_tasks", wire.disarmed(_tables.hash_tasks))
     return wire
 
 
@@ -107,7 +109,7 @@ def test_build_fits_calibrates_and_selects_tau_without_held_out_tasks(planted):
     _, study, build_reads = planted
     assert build_reads == []
     # and the planted study is the ordinary one: same weights, temperatures, tau
-    plain = router.RouterStudy.build()
+    plain = routing.RouterStudy.build()
     assert study.model.tau == plain.model.tau
     assert (study.model.temperatures == plain.model.temperatures).all()
     assert (study.model.weights == plain.model.weights).all()
@@ -125,22 +127,22 @@ def test_every_refit_reads_train_and_dev_only(planted, wire, refit):
 def test_ablation_models_read_no_held_out_task(planted, wire):
     study = planted[1]
     with wire.armed_():
-        models = _reproduce.ablation_models(study)
+        models = _tables.ablation_models(study)
     assert wire.reads == [] and set(models) == {"full", "no_char_features", "no_calibration", "no_budget"}
 
 
 def test_table4_and_the_training_size_curve_read_held_out_tasks_only_to_score(planted, wire):
     study = planted[1]
     with wire.armed_():
-        router.table4(study, n_resamples=20)
-        router.training_size_curve(study, sizes=(36, 216))
+        routing.ablation_table(study, n_resamples=20)
+        routing.training_size_curve(study, sizes=(36, 216))
     assert wire.reads == []
 
 
 def test_hybrid_gate_selection_reads_no_held_out_task(planted, wire):
     study = planted[1]
     with wire.armed_():
-        _reproduce.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None, 0.5))
+        _tables.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None, 0.5))
     assert wire.reads == []
 
 
@@ -177,9 +179,9 @@ def semantic_wire(planted, wire, monkeypatch, tmp_path):
     encoder = RecordingEncoder(wire)
     monkeypatch.setattr(_semantic, "ENCODERS", {"recording": encoder})
     monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path))     # a fresh disk cache: every encode is seen
-    monkeypatch.setattr(_reproduce, "route_natural", wire.disarmed(_reproduce.route_natural))
+    monkeypatch.setattr(_tables, "route_natural", wire.disarmed(_tables.route_natural))
     # the back-off rate on test and challenge is a score of the chosen gate, reported after the choice
-    monkeypatch.setattr(_reproduce, "_backoff_rate", wire.disarmed(_reproduce._backoff_rate))
+    monkeypatch.setattr(_tables, "_backoff_rate", wire.disarmed(_tables._backoff_rate))
     return wire, encoder
 
 
@@ -205,9 +207,9 @@ def test_semantic_tables_and_hybrid_read_held_out_tasks_only_to_score(planted, s
     study = planted[1]
     sem = router.SemanticStudy.build(study, encoders=("recording",))
     with wire.armed_():
-        router.semantic(sem, n_resamples=20)
-        router.semantic_hybrid(sem, n_resamples=20)
-        _reproduce.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None,), model=sem.models["semantic"])
+        routing.semantic_table(sem, n_resamples=20)
+        routing.semantic_hybrid_table(sem, n_resamples=20)
+        _tables.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None,), model=sem.models["semantic"])
     assert wire.reads == []
 
 

@@ -3,11 +3,12 @@
 import pytest
 
 from roma_lab import router, widgets
+from roma_lab.papers import routing
 
 
 @pytest.fixture(scope="module")
 def study():
-    return router.RouterStudy.build()
+    return routing.RouterStudy.build()
 
 
 def test_threshold_explorer_redraws_on_slider_change(study):

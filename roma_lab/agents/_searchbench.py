@@ -58,8 +58,7 @@ def search_tasks(split: str, n: int | None, *, n_sources: int = 5, coverage: flo
     ``search`` tool over ``n_sources`` sources; the agent's ``search_sources`` picks the first k."""
     from roma_lab.router import DEFAULT_SEED, generate_suite
 
-    from ._study import sample_suite_tasks
-    from ._toolbench import SuiteGrader
+    from ._toolbench import SuiteGrader, sample_suite_tasks
 
     if not 0 < coverage <= 1:
         raise ValueError(f"coverage must be in (0, 1], got {coverage}")

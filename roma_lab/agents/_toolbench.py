@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from roma_lab.bench import Grade, Item, guarded, prediction_text
@@ -18,7 +19,7 @@ from roma_lab.router import (DEFAULT_SEED, SPLITS, SUCCESS, TOOL_DESCRIPTIONS, T
 
 from ._env import AgentTask, Tool, ToolContext, ToolUnavailable
 
-__all__ = ["SUITE_BENCHMARK", "SUITE_TOOLS", "SuiteGrader", "suite_tasks"]
+__all__ = ["SUITE_BENCHMARK", "SUITE_TOOLS", "SuiteGrader", "sample_suite_tasks", "suite_tasks"]
 
 SUITE_BENCHMARK = "meta-routing-tools"
 SUITE_TOOLS: tuple[Tool, ...] = tuple(Tool(TOOL_NAMES[op], TOOL_DESCRIPTIONS[op]) for op in TOOL_NAMES)
@@ -87,3 +88,13 @@ def suite_tasks(splits: Sequence[str] = ("dev",), *, seed: int = DEFAULT_SEED,
             raise ValueError(f"unknown families {sorted(unknown)}")
         tasks = [t for t in tasks if t.family in families]
     return [_agent_task(t) for t in tasks]
+
+
+def sample_suite_tasks(split: str, n: int | None, *, seed: int) -> list[AgentTask]:
+    """``n`` tasks of one suite split, spread over families (``roma_lab.stats.stratified_sample``):
+    each family's tasks are shuffled by a seeded Generator, then the sorted families are visited in a
+    seeded order, one task each per round, until ``n`` (``None``: every task). Deterministic in
+    (split, n, seed); a larger n extends a smaller one."""
+    from roma_lab.stats import stratified_sample
+
+    return stratified_sample(suite_tasks((split,)), n, seed=seed, stratum=attrgetter("stratum"), shuffle_strata=True)

@@ -1,14 +1,15 @@
-"""Benchmark data, the benchmarks' own graders, resumable graded runs, and ROMA paper Tables 1-6.
+"""Benchmark data, the benchmarks' own graders, resumable graded runs and their summaries.
 
 Every benchmark is one frozen spec in the registry ``BENCHMARKS`` (loader, grader, task wording,
 metric and unit, and for the paper's tables the artefact and what differs from the paper's set-up).
 Loaders read the copied files under data/benchmarks/ (override with ``$ROMA_LAB_DATA``); graders
 follow each benchmark's published protocol with its official prompt text, and fall back to a
 labelled string match when no judge model is given (design/grading.md); ``run_benchmark`` evaluates
-any ``question -> answer`` callable and appends one row per item so interrupted runs resume.
-``run_roma_table`` and ``measure_component_cost`` build ROMA paper Tables 1-6 on top of these, in the
-results vocabulary (design/roma_tables.md); ``lm="scripted"`` gives a labelled deterministic test
-double. The item picker for their execution trees is ``roma_lab.widgets.ItemRunPicker``.
+any ``question -> answer`` callable and appends one row per item so interrupted runs resume;
+``summarize_results`` / ``compare_systems`` turn its rows into the results vocabulary; a graded
+run's saved ROMA traces load back with ``load_item_run`` (the item picker
+``roma_lab.widgets.ItemRunPicker``). ROMA paper Tables 1-6 are built on these in
+``roma_lab.papers.roma`` (design/roma_tables.md).
 """
 
 from roma_lab.bench._data import (
@@ -43,12 +44,12 @@ from roma_lab.bench._graders import (
     PapillonGrader,
     SimpleQAGrader,
 )
-from roma_lab.bench._registry import BENCHMARKS, BenchmarkSpec, GraderSpec, grader_for
-from roma_lab.bench._roma_tables import paper_reported_roma_df, run_roma_table
+from roma_lab.bench._registry import (BENCHMARKS, LONGFORM_TASK, QUESTION, BenchmarkSpec, GraderSpec, benchmark_spec,
+                                      grader_for)
 from roma_lab.bench._run import PrivateItemsError, RunFileError, SystemStalledError, read_results_df, run_benchmark
-from roma_lab.bench._run_files import RunConfigMismatchError, load_item_run, saved_item_ids
-from roma_lab.bench._systems import RomaRunError, RomaTimeoutError
-from roma_lab.bench._table5 import measure_component_cost
+from roma_lab.bench._run_files import load_item_run, run_file, saved_item_ids, saved_run
+from roma_lab.bench._scripted import ScriptedJudge
+from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
 
 __all__ = [
     "guarded",
@@ -57,6 +58,8 @@ __all__ = [
     "AIMEGrader",
     "AbGenGrader",
     "BENCHMARKS",
+    "LONGFORM_TASK",
+    "QUESTION",
     "BenchmarkSpec",
     "BrowseCompGrader",
     "DATA_ENV",
@@ -73,16 +76,16 @@ __all__ = [
     "Judge",
     "LongformStory",
     "PapillonGrader",
-    "RomaRunError",
-    "RomaTimeoutError",
-    "RunConfigMismatchError",
     "RunFileError",
     "STRING_MATCH",
+    "ScriptedJudge",
     "SimpleQAGrader",
     "StringMatchGrader",
     "SystemStalledError",
     "PrivateItemsError",
     "PRIVATE_BENCHMARKS",
+    "benchmark_spec",
+    "compare_systems",
     "data_root",
     "grader_for",
     "load_abgen",
@@ -96,11 +99,12 @@ __all__ = [
     "load_papillon",
     "load_seal0",
     "load_simpleqa",
-    "measure_component_cost",
-    "paper_reported_roma_df",
     "read_results_df",
     "run_benchmark",
-    "run_roma_table",
+    "run_file",
     "sample",
     "saved_item_ids",
+    "saved_run",
+    "scores_df",
+    "summarize_results",
 ]

@@ -287,11 +287,11 @@ def _on_cluster(todo: Sequence[Item], shared: tuple, how, path: Path, system_nam
     ``<file stem>.cluster.jsonl`` beside the run file says where each item ran and on what."""
     from datetime import UTC, datetime
 
-    from roma_lab import dist
+    from roma_lab import dask
 
     started, status, by_worker = datetime.now(UTC), "interrupted", {}
     try:
-        for done in dist.dispatch(_attempt, todo, how=how, shared=shared, label=f"item-{system_name}"):
+        for done in dask.dispatch(_attempt, todo, how=how, shared=shared, label=f"item-{system_name}"):
             item = todo[done.index]
             if done.error is not None:  # no worker could finish it (e.g. each one died running it): an error row
                 yield _row(item, system_name, "", None, f"{type(done.error).__name__}: {done.error}", "system", 0.0), False
@@ -299,12 +299,12 @@ def _on_cluster(todo: Sequence[Item], shared: tuple, how, path: Path, system_nam
             by_worker.setdefault(done.worker, []).append(item.item_id)
             yield done.value
         status = "completed"
-    except dist.WorkerEnvironmentError:
+    except dask.WorkerEnvironmentError:
         status = "refused: a worker's environment differs"
         raise
     finally:
         record = {"condition": system_name, "status": status, "started_at": started.isoformat(),
-                  "finished_at": datetime.now(UTC).isoformat(), **dist.describe(how, by_worker)}
+                  "finished_at": datetime.now(UTC).isoformat(), **dask.describe(how, by_worker)}
         with path.with_name(f"{path.stem}.cluster.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
@@ -339,7 +339,7 @@ def run_benchmark(
     disk. KeyboardInterrupt stops the run likewise. Returns this system's latest row per item for
     ``items`` as a DataFrame (see ``read_results_df``).
 
-    ``cluster``: where items run: a cluster name or a ``roma_lab.dist.Dispatch`` (which also names
+    ``cluster``: where items run: a cluster name or a ``roma_lab.dask.Dispatch`` (which also names
     the model, for the workers' weights check and a cluster-wide concurrency limit); None =
     $ROMA_LAB_CLUSTER, else in this process, one after the other. On a cluster, the system and the
     grader are sent to the workers (they must pickle), each item runs on a worker, and this process
@@ -347,23 +347,23 @@ def run_benchmark(
     and a worker that dies mid-item has the item run again elsewhere (an item whose every attempt
     killed its worker gets a ``KilledWorker`` error row). Where each item ran is appended to
     ``<out_path stem>.cluster.jsonl``. A worker whose environment differs from this process's raises
-    ``roma_lab.dist.WorkerEnvironmentError`` before it computes anything. Items of a benchmark in
+    ``roma_lab.dask.WorkerEnvironmentError`` before it computes anything. Items of a benchmark in
     ``PRIVATE_BENCHMARKS`` (BrowseComp) raise ``PrivateItemsError`` before anything is written, unless
     ``redacted``: the caller's system returns (and saves) only redacted questions and answers, as
     ``roma_lab.agents.run_agent`` does.
     """
     from tqdm.auto import tqdm
 
-    from roma_lab import dist
+    from roma_lab import dask
 
     private = sorted({it.benchmark for it in items} & PRIVATE_BENCHMARKS)
     if private and not redacted:
         # A row holds the gold answer (label) and a saved trace holds the question: both in the clear.
         raise PrivateItemsError(
             f"{', '.join(private)} items must not be written to disk in the clear, and run files and traces hold "
-            "questions and answers; run them through roma_lab.agents.evaluate_browsecomp (notebook 29), which "
+            "questions and answers; run them through roma_lab.papers.oagents.evaluate_browsecomp (notebook 29), which "
             "redacts them and keeps them out of every completion cache")
-    how = dist.Dispatch.of(cluster)
+    how = dask.Dispatch.of(cluster)
     path = Path(out_path)
     fmt = _format(path)
     keys = [(it.benchmark, it.item_id) for it in items]
@@ -381,7 +381,7 @@ def run_benchmark(
     new_file = not path.exists() or path.stat().st_size == 0
     on_cluster = not how.in_process and bool(todo)
     if on_cluster:  # connect (printing the dashboard link) before the bar, which then counts the whole sweep
-        where = dist.session(how.cluster).spec.name
+        where = dask.session(how.cluster).spec.name
     with path.open("a", encoding="utf-8", newline="") as f, tqdm(
         total=len(items), initial=len(items) - len(todo), disable=not progress,
         desc=f"{system_name} on {where}" if on_cluster else system_name,

@@ -15,7 +15,6 @@ from ._artifacts import (
     ArtifactRef,
     ArtifactStore,
     UntrustedStoreError,
-    read_artifact,
 )
 from ._plan import PlanCheck, Subtask, validate_plan
 from ._repair import RepairPlan, plan_repair
@@ -26,22 +25,6 @@ from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, c
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
 from ._scripted import CallLogEntry, ScriptedOutput, ScriptedRoles, fixed_latency_roles, tree_plans
-from ._studies import (
-    QUICKSTART_GOALS,
-    QUICKSTART_RULE,
-    QuickstartGoal,
-    compare_schedules,
-    measure_references,
-    measure_repair,
-    measure_structure,
-    plot_references,
-    plot_repair,
-    plot_structure,
-    quickstart_checks,
-    quickstart_corpus,
-    quickstart_notes,
-    run_quickstart,
-)
 from ._tools import (
     McpServer,
     McpServerError,
@@ -50,8 +33,10 @@ from ._tools import (
     ToolResultError,
     ToolServerGoneError,
     ToolTimeoutError,
+    read_artifact,
     run_tools,
 )
+from ._values import jsonable
 from ._types import (
     NODE_STATUSES,
     OUTPUT_STATUSES,
@@ -82,8 +67,6 @@ def __getattr__(name: str):
 
 
 __all__ = [
-    "QUICKSTART_GOALS",
-    "QUICKSTART_RULE",
     "ISOLATION_MODES",
     "NODE_STATUSES",
     "OUTPUT_STATUSES",
@@ -111,7 +94,6 @@ __all__ = [
     "RepairRecord",
     "RoleCall",
     "RoleError",
-    "QuickstartGoal",
     "Roma",
     "RouterAtomizer",
     "RomaSettings",
@@ -130,21 +112,11 @@ __all__ = [
     "ToolTimeoutError",
     "UntrustedStoreError",
     "check_sandbox",
-    "compare_schedules",
     "fixed_latency_roles",
-    "measure_references",
-    "measure_repair",
-    "measure_structure",
     "plan_repair",
-    "plot_references",
-    "plot_repair",
-    "plot_structure",
-    "quickstart_checks",
-    "quickstart_corpus",
-    "quickstart_notes",
     "read_artifact",
     "run_python",
-    "run_quickstart",
+    "jsonable",
     "run_tools",
     "schedule_bounds",
     "tree_plans",

@@ -6,26 +6,26 @@
     run = compile(program, trainset=train, valset=val, metric=metric, config=cfg, max_metric_calls=200)
     run.program, run.records_df(), run.convergence_df()
 
-ROMA paper Tables 7 and 8 (benchmark programs, feedback metrics, tidy tables in the results
-vocabulary); the keywords after the table's own are the fields of :class:`SearchSettings`::
-
-    from roma_lab.optimizer import run_table7, run_table8, plot_convergence
-    tables = run_table7(out_dir, lm="local", reflection_lms=["local"], reflection_temperatures=[1.0])
+The benchmark programs and feedback metrics of ROMA paper Tables 7 and 8 (``make_task``,
+``task_splits``, ``evaluate_program``); the tables themselves are ``roma_lab.papers.roma``'s
+``table7_gepa`` / ``table8_convergence``, whose keywords after the table's own are the fields of
+:class:`SearchSettings`.
 
 Importing this package imports dspy, which is slow to import; ``import roma_lab`` does not.
 """
 
-from roma_lab.optimizer._compile import METHODS, SEARCH_STATUSES, OptimizationResult, compile, min_metric_calls
+from roma_lab.optimizer._compile import (METHODS, SEARCH_STATUSES, OptimizationResult, candidates_table, compile,
+                                         min_metric_calls)
 from roma_lab.optimizer._config import GepaPlusConfig, SearchSettings
 from roma_lab.optimizer._contracts import Contract
 from roma_lab.optimizer._proposer import GepaPlusProposer, ProposalError
-from roma_lab.optimizer._records import RunLog
-from roma_lab.optimizer._tables import candidates_table, plot_convergence, run_table7, run_table8
-from roma_lab.optimizer._tasks import BENCHMARKS
+from roma_lab.optimizer._records import CONVERGENCE_COLUMNS, RunLog, calls_to_converge
+from roma_lab.optimizer._tasks import BENCHMARKS, Splits, Task, evaluate_program, make_task, task_splits
 from roma_lab.optimizer._roma_program import ROMA_REQUIRED_TERMS, RomaProgram, roma_contracts
 
 __all__ = [
     "BENCHMARKS",
+    "CONVERGENCE_COLUMNS",
     "METHODS",
     "SEARCH_STATUSES",
     "Contract",
@@ -35,12 +35,15 @@ __all__ = [
     "ProposalError",
     "RunLog",
     "SearchSettings",
+    "Splits",
+    "Task",
+    "calls_to_converge",
     "candidates_table",
     "compile",
+    "evaluate_program",
+    "make_task",
     "min_metric_calls",
-    "plot_convergence",
-    "run_table7",
-    "run_table8",
+    "task_splits",
     "ROMA_REQUIRED_TERMS",
     "RomaProgram",
     "roma_contracts",

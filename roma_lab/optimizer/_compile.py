@@ -255,3 +255,10 @@ def compile(  # noqa: A001 - DSPy's optimizer verb
         seed=seed,
         records=tuple(log.records),
     )
+
+
+def candidates_table(result: OptimizationResult) -> pd.DataFrame:
+    """Candidates in long format with parents as text ("0", "1;3" for a crossover, "" for the seed)."""
+    df = result.candidates_df()
+    df["parents"] = df["parents"].map(lambda ps: ";".join(str(p) for p in ps if p is not None))
+    return df

@@ -101,8 +101,8 @@ def _name(lm: LMLike | None) -> str:
 class SearchSettings:
     """Everything the GEPA and GEPA+ searches of one Table 7 / Table 8 run share.
 
-    ``run_table7`` / ``run_table8`` build it once from their keywords and write it on every row of
-    their runs tables. Models are names (resolved with ``roma_lab.lm``) or dspy LM objects: ``lm``
+    The ROMA paper's ``table7_gepa`` / ``table8_convergence`` build it once from their keywords and
+    write it on every row of their runs tables. Models are names (resolved with ``roma_lab.lm``) or dspy LM objects: ``lm``
     runs the programs; proposer i is (``reflection_lms[i]``, ``reflection_temperatures[i]``) and
     plain GEPA uses the first; ``judge_lm`` is GEPA+'s judge and PAPILLON's judges; ``merger_lm``
     (None: the first reflection model) merges GEPA+'s top ``n`` of ``k`` drafts; ``external_lm`` is

@@ -2,7 +2,8 @@
 
 `evaluate` gives one row per task x policy (the policy in `condition`, the split in `subset`);
 `summarize_routes` is `roma_lab.results.summarize` over those scores plus what only the router
-knows how to compute from them (micro route quality, failure counts by status), as tidy rows.
+knows how to compute from them (micro route quality, failure counts by status), as tidy rows;
+`sweep_threshold` scores one fitted model at every tau of a grid without refitting.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 import time
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
 from ..results import summarize
 from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
-from ._model import route_matrix, route_quality
+from ._model import TAU_GRID, route_matrix, route_quality, routes_at
 from ._ops import BUDGET, MAX_SUPPORT_OPS, is_feasible, route_cost
+from ._suite import labels_matrix
 
 #: Columns of the tidy per-task table (one row per task x policy).
 TASK_COLUMNS = ("subset", "condition", "task_id", "workload", "family", "kind", "route", "labels", "status",
@@ -70,3 +73,16 @@ def summarize_routes(scores: pd.DataFrame, *, n_resamples: int = 2000, seed: int
         rows += [{"condition": condition, "subset": subset, "metric": metric, "value": value, "n": len(g)}
                  for metric, value in figures.items()]
     return pd.concat([means, pd.DataFrame(rows)], ignore_index=True)
+
+
+def sweep_threshold(model, tasks: Sequence, taus: Sequence[float] = TAU_GRID) -> pd.DataFrame:
+    """Success, cost and route quality per tau without refitting (probabilities computed once)."""
+    probs = model.probabilities([t.prompt for t in tasks])
+    labels = labels_matrix(tasks)
+    rows = []
+    for tau in taus:
+        routes = routes_at(probs, tau, budget=model.budget, max_ops=model.max_ops)
+        success = [execute(t, r).success for t, r in zip(tasks, routes)]
+        rows.append({"tau": float(tau), "success": float(np.mean(success)),
+                     "mean_cost": float(np.mean([route_cost(r) for r in routes])), **route_quality(routes, labels)})
+    return pd.DataFrame(rows)

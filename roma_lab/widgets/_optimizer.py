@@ -1,6 +1,6 @@
 """Step through the candidates a GEPA / GEPA+ run accepted: instruction diff, J components, scores.
 
-``evolution_state`` turns a run's records and candidates tables (``run_table7``/``run_table8``
+``evolution_state`` turns a run's records and candidates tables (the ROMA paper's Table 7/8
 outputs, or ``OptimizationResult.records_df()`` with ``candidates_table(result)``) into one
 JSON-able dict; the widget keeps it in ONE synced trait (``evolution``) plus the ``step`` shown,
 and re-renders from them, so tests drive it as the browser would and saved notebooks keep a

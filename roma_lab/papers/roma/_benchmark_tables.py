@@ -14,13 +14,11 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roma_lab.bench._data import DataNotFoundError, Item, sample
-from roma_lab.bench._grade import STRING_MATCH
-from roma_lab.bench._registry import BENCHMARKS, BenchmarkSpec, benchmark_spec
-from roma_lab.bench._run import read_results_df, run_benchmark
-from roma_lab.bench._run_files import RunConfig, check_config, damaged_traces
-from roma_lab.bench._summary import compare_systems, summarize_results
-from roma_lab.bench._systems import (
+from roma_lab.bench import (BENCHMARKS, STRING_MATCH, BenchmarkSpec, DataNotFoundError, Item, benchmark_spec,
+                            compare_systems, read_results_df, run_benchmark, sample, summarize_results)
+from roma_lab.lm import model_label, resolve_lm
+from roma_lab.papers.roma._run_config import RunConfig, check_config, damaged_traces
+from roma_lab.papers.roma._systems import (
     CLOSED_BOOK,
     SINGLE_CALL,
     SYSTEMS,
@@ -31,7 +29,6 @@ from roma_lab.bench._systems import (
     resolve_judge,
     system_setting,
 )
-from roma_lab.lm import model_label, resolve_lm
 
 if TYPE_CHECKING:
     import pandas as pd

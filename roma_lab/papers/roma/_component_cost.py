@@ -13,12 +13,11 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roma_lab.bench._data import load_eqbench_longform, sample
-from roma_lab.bench._registry import LONGFORM_TASK
-from roma_lab.bench._roma_tables import paper_reported_roma_df
-from roma_lab.bench._run_files import RunConfig, check_config, run_file, saved_run
-from roma_lab.bench._systems import SYSTEMS, RomaRunError, TaskWording, check_run
+from roma_lab.bench import LONGFORM_TASK, load_eqbench_longform, run_file, sample, saved_run
 from roma_lab.lm import in_process, model_label, resolve_lm
+from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df
+from roma_lab.papers.roma._run_config import RunConfig, check_config
+from roma_lab.papers.roma._systems import SYSTEMS, RomaRunError, TaskWording, check_run
 from roma_lab.results import quarantine, write_text_atomic
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
-"""Table 7/8 benchmark programs, feedback metrics, run_table7/run_table8 and the evolution widget,
-offline with scripted models.
+"""ROMA paper Tables 7/8: benchmark programs, feedback metrics, table7_gepa/table8_convergence and the
+evolution widget, offline with scripted models.
 
 The scripted task model "knows" the gold answers (an answer key built from the real data files) but
 uses them only when the predictor's instruction says ANSWER-KEY; the scripted proposers add that
@@ -24,12 +24,10 @@ from roma_lab.optimizer import (
     GepaPlusConfig,
     SearchSettings,
     compile,
-    plot_convergence,
-    run_table7,
-    run_table8,
 )
-from roma_lab.optimizer._tables import RATIO, UNOPTIMISED, _paper_reported, _table8_vs_paper, convergence_summary
 from roma_lab.optimizer._tasks import Papillon, evaluate_program, make_task, task_splits
+from roma_lab.papers.roma import plot_convergence, table7_gepa, table8_convergence
+from roma_lab.papers.roma._gepa_tables import RATIO, UNOPTIMISED, _paper_reported, _table8_vs_paper, convergence_summary
 from roma_lab.widgets._optimizer import OptimizerEvolutionWidget, evolution_state, instruction_diff_html
 
 KEY = {it.question.strip(): str(it.answer) for it in [*load_aime2025(), *load_hotpotqa()]}
@@ -260,7 +258,7 @@ def table7(tmp_path_factory):
     lms = {"task": scripted_lm("task", task_respond)[0], "reflect": scripted_lm("reflect", reflection_respond)[0],
            "judge": scripted_lm("judge", judge_respond)[0], "merger": scripted_lm("merger", merger_respond)[0]}
     out = tmp_path_factory.mktemp("t7")
-    return out, run_table7(out, **small(lms, benchmarks=["hotpotqa", "papillon"], n_test=3, repeats=2,
+    return out, table7_gepa(out, **small(lms, benchmarks=["hotpotqa", "papillon"], n_test=3, repeats=2,
                                         n_resamples=200))
 
 
@@ -399,7 +397,7 @@ def test_instruction_diff_marks_removed_and_added_words():
 
 
 def test_table8_curves_summary_and_paper_beside(lms, tmp_path):
-    tables = run_table8(tmp_path, **small(lms, benchmark="aime2025", repeats=1))
+    tables = table8_convergence(tmp_path, **small(lms, benchmark="aime2025", repeats=1))
     curves = tables["table8_curves"]
     assert list(curves.columns) == ["condition", "subset", "run", "total_metric_calls", "gepa_metric_calls",
                                     "verifier_metric_calls", "candidate_idx", "val_score", "best_val_score"]
@@ -439,8 +437,8 @@ def test_table8_curves_summary_and_paper_beside(lms, tmp_path):
 
 
 def test_same_seed_same_tables(lms, tmp_path):
-    a = run_table8(tmp_path / "a", **small(lms, benchmark="hotpotqa"))
-    b = run_table8(tmp_path / "b", **small(lms, benchmark="hotpotqa"))
+    a = table8_convergence(tmp_path / "a", **small(lms, benchmark="hotpotqa"))
+    b = table8_convergence(tmp_path / "b", **small(lms, benchmark="hotpotqa"))
     pd.testing.assert_frame_equal(a["table8_curves"], b["table8_curves"])
     pd.testing.assert_frame_equal(a["table8_candidates"], b["table8_candidates"])
 
@@ -463,14 +461,14 @@ def test_convergence_summary_when_nothing_improves():
     ({"reflection_temperatures": [0.7]}, "2 model\\(s\\) and 1 temperature"),
     ({"k": 1, "n": 2}, "n \\(drafts merged\\) must be <= k"),
 ])
-def test_run_table7_rejects_bad_settings(lms, tmp_path, kwargs, message):
+def test_table7_gepa_rejects_bad_settings(lms, tmp_path, kwargs, message):
     with pytest.raises(ValueError, match=message):
-        run_table7(tmp_path, **small(lms, **kwargs))
+        table7_gepa(tmp_path, **small(lms, **kwargs))
 
 
 def test_a_misspelt_setting_is_refused_before_any_search(lms, tmp_path):
     with pytest.raises(TypeError, match="max_metric_call"):
-        run_table8(tmp_path, **small(lms, max_metric_call=99))
+        table8_convergence(tmp_path, **small(lms, max_metric_call=99))
     assert not any(tmp_path.iterdir())
 
 
@@ -498,7 +496,7 @@ def test_table8_counts_verifier_metric_runs_in_the_total():
 
 
 def _hand_made_table8(plus_total=150.0, ratio=1.75, plus_status="completed"):
-    """A Table 8 summary as run_table8 writes it (long, one row per condition x metric), with the
+    """A Table 8 summary as table8_convergence writes it (long, one row per condition x metric), with the
     paper's own figures unless told otherwise; GEPA's budget counts differ from the totals."""
     figures = [("gepa", "total_calls_to_converge", 560.0), ("gepa", "gepa_calls_to_converge", 500.0),
                ("gepa+", "total_calls_to_converge", plus_total), ("gepa+", "gepa_calls_to_converge", 100.0),
@@ -550,7 +548,7 @@ def test_tables_show_searches_that_made_no_proposal(lms, tmp_path):
     down = scripted_lm("down", _down)[0]
     settings = small(lms, reflection_lms=[down, down], benchmark="hotpotqa")
     with pytest.warns(RuntimeWarning, match="proposals_failed"):
-        tables = run_table8(tmp_path, **settings)
+        tables = table8_convergence(tmp_path, **settings)
     runs = tables["table8_runs"].set_index("condition")
     assert (runs["status"] == "proposals_failed").all()
     assert (runs["failed_proposal_rounds"] == runs["proposal_rounds"]).all() and (runs["proposal_rounds"] > 0).all()
@@ -563,7 +561,7 @@ def test_tables_show_searches_that_made_no_proposal(lms, tmp_path):
     assert verdicts == {"aime2025": {"not measured"}, "hotpotqa": {"not in paper"}}
     settings.pop("benchmark")
     with pytest.warns(RuntimeWarning, match="proposals_failed"):
-        t7 = run_table7(tmp_path / "t7", **settings, benchmarks=["hotpotqa"], n_resamples=50)
+        t7 = table7_gepa(tmp_path / "t7", **settings, benchmarks=["hotpotqa"], n_resamples=50)
     status = _values(t7["table7_summary"]).loc["hotpotqa", "search_status"]
     assert status.to_dict() == {UNOPTIMISED: "no search", "gepa": "proposals_failed in 1 of 1 repeat(s)",
                                 "gepa+": "proposals_failed in 1 of 1 repeat(s)"}

@@ -15,7 +15,9 @@ from scipy.special import logit
 
 from roma_lab import router
 from roma_lab.results import wide
-from roma_lab.router import _model, _reproduce
+from roma_lab.papers import routing
+from roma_lab.papers.routing import _tables
+from roma_lab.router import _model
 
 FAMILIES = ("data_literal", "record_lookup", "statistic", "conflicting_sources", "retrieval_outage", "multi_hop")
 LOW = (0.1,) * 5
@@ -48,7 +50,7 @@ def study():
     vocab = {"\n" + word: i for i, word in enumerate(CUES)}
     weights = np.array([TEMPERATURES * logit(np.array(p)) for p in CUES.values()])
     model = router.OperationModel(router.Featurizer(vocab, chars=False), weights, np.zeros(5), TEMPERATURES, TAU)
-    hand = router.RouterStudy(_small_suite(), model, pd.DataFrame(), np.full(5, np.nan), 0.0, None,
+    hand = routing.RouterStudy(_small_suite(), model, pd.DataFrame(), np.full(5, np.nan), 0.0, None,
                               router.TrainingConfig())
     for t in hand.tasks:   # the premise of every expectation below
         if t.split != "train":
@@ -69,7 +71,7 @@ def test_the_hand_model_gives_each_prompt_its_cue_probabilities(study):
 
 
 def test_table5_success_and_cost_per_tau(study):
-    sweep = router.table5(study)["table5_threshold"]
+    sweep = routing.threshold_table(study)["table5_threshold"]
     success = {(r.subset, round(r.tau, 2)): r.success for r in sweep.itertuples()}
     # test: the outage keeps T (.37) below .40; conflicting loses V (.57) from .60; multi-hop D (.63) from .65
     expected_test = {0.30: 5, 0.35: 5, 0.40: 6, 0.45: 6, 0.50: 6, 0.55: 6, 0.60: 5, 0.65: 4, 0.70: 4}
@@ -87,7 +89,7 @@ def test_table5_success_and_cost_per_tau(study):
 
 
 def test_table4_ablations(study):
-    table = wide(router.table4(study, n_resamples=50)["table4_ablations"])
+    table = wide(routing.ablation_table(study, n_resamples=50)["table4_ablations"])
     success = {(r.condition, r.subset): r.success for r in table.itertuples()}
     assert success[("full", "test")] == 1.0 and success[("full", "challenge")] == 0.5
     # without temperatures p_T .42 -> .344 drops the challenge lookup; the test split keeps every route
@@ -102,7 +104,7 @@ def test_table4_ablations(study):
     assert success[("one_operation", "challenge")] == pytest.approx(3 / 6)
     assert set(table.loc[table["condition"] != "no_char_features", "tau"]) == {TAU}
     # the word-only router is refitted on the 12 train tasks and re-thresholded on dev, like any study
-    refit = router.RouterStudy.fit(study.tasks, training=router.TrainingConfig(chars=False))
+    refit = routing.RouterStudy.fit(study.tasks, training=router.TrainingConfig(chars=False))
     expected = router.evaluate([router.Learned(refit.model)], study.split("test") + study.split("challenge"), repeats=1)
     assert by_split(table, "no_char_features", "success") == expected.groupby("subset")["success"].mean().to_dict()
     word_only = table[table["condition"] == "no_char_features"].iloc[0]
@@ -112,7 +114,7 @@ def test_table4_ablations(study):
 
 
 def test_failure_analysis_by_family(study):
-    out = router.failure_analysis(study)
+    out = routing.failure_analysis(study)
     table = out["failures_by_family"].set_index("family")
     assert table["n_tasks"].tolist() == [1] * 6
     assert table["n_failures"].to_dict() == {"data_literal": 0, "record_lookup": 0, "statistic": 0,
@@ -135,11 +137,11 @@ def test_failure_analysis_by_family(study):
 
 
 def test_training_size_curve_refits_each_size_on_train(study):
-    out = router.training_size_curve(study, sizes=(6, 12))
+    out = routing.training_size_curve(study, sizes=(6, 12))
     curve = out["training_size"]
     assert list(zip(curve["n_train"], curve["subset"])) == [(6, "test"), (6, "challenge"), (12, "test"), (12, "challenge")]
     for n in (6, 12):
-        refit = router.RouterStudy.fit(study.tasks, training=study.training, n_train=n)
+        refit = routing.RouterStudy.fit(study.tasks, training=study.training, n_train=n)
         rows = curve[curve["n_train"] == n].set_index("subset")
         assert set(rows["tau"]) == {refit.model.tau} and set(rows["n_features"]) == {refit.model.featurizer.n_features}
         for split in ("test", "challenge"):
@@ -153,9 +155,9 @@ def test_training_size_curve_refits_each_size_on_train(study):
 
 
 def test_hybrid_gate_chosen_on_dev_and_its_effect(study):
-    out = router.hybrid(study, n_resamples=50)
+    out = routing.hybrid_table(study, n_resamples=50)
     selection = out["hybrid_selection"]
-    assert len(selection) == len(_reproduce.HYBRID_MARGINS) * len(_reproduce.HYBRID_ENTROPIES)
+    assert len(selection) == len(_tables.HYBRID_MARGINS) * len(_tables.HYBRID_ENTROPIES)
     # dev: the learned route misses multi-hop (p_D .38 < .40); only a margin >= .05 backs it off to DTV
     plain = selection[(selection["margin"] == 0) & selection["max_entropy"].isna()].iloc[0]
     assert plain["dev_success"] == pytest.approx(5 / 6) and plain["dev_backoff_rate"] == 0
@@ -180,7 +182,7 @@ def test_hybrid_gate_chosen_on_dev_and_its_effect(study):
 
 
 def test_sensitivity_block_rewords_only_the_four_families(study):
-    table = _reproduce.wording_sensitivity(study, n_resamples=50).set_index("wording")
+    table = _tables.wording_sensitivity(study, n_resamples=50).set_index("wording")
     assert list(table.index) == ["locked", "as_dev", "as_challenge", "pre_lock"]
     # this suite holds two of the four families: conflicting sources and retrieval outage
     assert table.loc["locked", "success"] == 1.0

@@ -12,10 +12,10 @@ import dspy
 import pandas as pd
 import pytest
 
-from roma_lab.agents import (AgentConfig, Condition, compare_tts, measure_protocol, run_study, sample_suite_tasks,
-                             suite_level, suite_tasks)
-from roma_lab.agents._studies import _tasks
+from roma_lab.agents import AgentConfig, sample_suite_tasks, suite_tasks
 from roma_lab.lm import ScriptedEngine
+from roma_lab.papers.oagents import Condition, compare_tts, measure_protocol, run_study, suite_level
+from roma_lab.papers.oagents._studies import _tasks
 from roma_lab.router._execute import direct_answer
 from roma_lab.router._suite import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
@@ -176,7 +176,8 @@ def test_best_of_n_conditions_reuse_the_baseline_rollouts_through_the_seeds(tmp_
 
 
 def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_path, monkeypatch):
-    from roma_lab.agents import Agent, compare_saved_runs
+    from roma_lab.agents import Agent
+    from roma_lab.papers.oagents import compare_saved_runs
     from roma_lab.stats import pass_at_k
 
     class RunOne(ScriptedEngine):  # right on quoted-value tasks in sampled run 1 only
@@ -218,8 +219,8 @@ def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_
 
 
 def test_browsecomp_subset_is_seeded_closed_book_and_never_written_in_the_clear(tmp_path):
-    from roma_lab.agents import evaluate_browsecomp
     from roma_lab.bench import load_browsecomp, sample
+    from roma_lab.papers.oagents import evaluate_browsecomp
 
     tables = evaluate_browsecomp(tmp_path, lm="scripted", n_items=3, seed=5, n_resamples=20)
     items = sample(load_browsecomp(), 3, 5)
@@ -241,8 +242,8 @@ def test_browsecomp_subset_is_seeded_closed_book_and_never_written_in_the_clear(
 def test_browsecomp_prompts_never_reach_a_completion_cache(tmp_path, monkeypatch):
     # a cached prompt would hold the decrypted question in the clear on disk
     import roma_lab.lm
-    from roma_lab.agents import evaluate_browsecomp
     from roma_lab.lm import scripted_lm
+    from roma_lab.papers.oagents import evaluate_browsecomp
 
     asked = []
 
@@ -337,7 +338,8 @@ def test_the_first_k_sources_hold_a_fact_with_probability_1_minus_0_4_to_the_k()
 
 
 def test_the_agent_on_the_search_tasks_is_graded_as_its_answers_deserve(tmp_path):
-    from roma_lab.agents import compare_search, search_tasks
+    from roma_lab.agents import search_tasks
+    from roma_lab.papers.oagents import compare_search
 
     tables = compare_search(tmp_path, lm=searcher_lm(), n_tasks=None, n_resamples=50)
     tasks = {t.item.item_id: t for t in search_tasks("test", None)}
@@ -373,7 +375,7 @@ def test_reflection_expansion_rewrites_then_expands_every_query(tmp_path):
 
 
 def test_a_mirrored_difference_negates_the_value_and_swaps_and_negates_the_ci():
-    from roma_lab.agents._study import _mirrored
+    from roma_lab.papers.oagents._study import _mirrored
     ours = pd.DataFrame([{"condition": "c - b", "subset": "all", "metric": "pass@1_diff", "value": 0.25,
                           "ci_low": 0.1, "ci_high": 0.5, "wins": 5, "losses": 1}])
     mirror = _mirrored(ours, {"c": "b"}, {"b - c"}).iloc[0]
@@ -385,8 +387,8 @@ def test_a_mirrored_difference_negates_the_value_and_swaps_and_negates_the_ci():
 
 def test_backbones_refuse_a_model_that_is_not_installed_before_any_model_runs(tmp_path, monkeypatch):
     # make reproduce once ran the 1.5B model's conditions for 15 minutes, then failed on a small model.
-    from roma_lab.agents import compare_backbones
     from roma_lab.lm import ModelNotInstalledError
+    from roma_lab.papers.oagents import compare_backbones
 
     def missing(spec):
         raise ModelNotInstalledError(f"{spec.variant} is not installed")

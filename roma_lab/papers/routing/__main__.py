@@ -1,4 +1,4 @@
-"""Headless reproduction of the meta-routing paper: `python -m roma_lab.router reproduce --out DIR`."""
+"""Headless reproduction of the meta-routing paper: `python -m roma_lab.papers.routing reproduce --out DIR`."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from ._reproduce import ENCODER_CANDIDATES, TABLES, TRAINING_SIZES, reproduce
-from ._suite import DEFAULT_SEED
+from ...router import DEFAULT_SEED
+from ._tables import ENCODER_CANDIDATES, TABLES, TRAINING_SIZES, reproduce_tables
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m roma_lab.router", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m roma_lab.papers.routing", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="compute every table, write CSVs, summary.json and provenance.json")
     rep.add_argument("--out", required=True, help="output directory")
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--force", action="store_true", help="empty a non-empty --out first")
     args = parser.parse_args(argv)
 
-    from ..results import write_provenance
+    from ...results import write_provenance
 
     out_dir = Path(args.out)
     if out_dir.exists() and any(out_dir.iterdir()):
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
               "n_resamples": args.n_resamples, "repeats": args.repeats, "training_sizes": list(TRAINING_SIZES),
               "encoders": args.encoders}
     try:
-        out = reproduce(args.out, tables=args.tables, suite_seed=args.suite_seed, seed=args.seed,
+        out = reproduce_tables(args.out, tables=args.tables, suite_seed=args.suite_seed, seed=args.seed,
                         n_resamples=args.n_resamples, repeats=args.repeats, encoders=args.encoders)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -9,10 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from roma_lab.bench._grade import DSPyJudge
-from roma_lab.bench._registry import QUESTION
-from roma_lab.bench._run_files import run_file
-from roma_lab.bench._scripted import ScriptedJudge
+from roma_lab.bench import QUESTION, DSPyJudge, ScriptedJudge, run_file
 from roma_lab.lm import SCRIPTED, resolve_lm
 from roma_lab.results import write_text_atomic
 

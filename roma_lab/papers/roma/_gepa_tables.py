@@ -5,7 +5,7 @@ Both functions build one :class:`SearchSettings` from their keywords, run the sa
 search for the two methods (same data, budget, seed) and write tidy CSV tables into ``out_dir`` in
 the results vocabulary (design/results_vocabulary.md): the method is the ``condition``, the
 benchmark the ``subset``, the repeat the ``run``; summaries come from ``results.summarize`` and the
-paper's figures (``paper_reported.csv``, each with its source sentence) stand beside ours only in
+paper's figures (``paper_reported_gepa.csv``, each with its source sentence) stand beside ours only in
 the ``*_vs_paper`` tables, through ``results.beside_paper``.
 
 Cost is counted in metric calls of every kind: ``total_metric_calls`` = GEPA's own
@@ -26,10 +26,9 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 import roma_lab.lm
-from roma_lab.optimizer._compile import METHODS, OptimizationResult, compile
-from roma_lab.optimizer._config import GepaPlusConfig, SearchSettings
-from roma_lab.optimizer._records import CONVERGENCE_COLUMNS, calls_to_converge
-from roma_lab.optimizer._tasks import BENCHMARKS, Splits, Task, evaluate_program, make_task, task_splits
+from roma_lab.optimizer import (BENCHMARKS, CONVERGENCE_COLUMNS, METHODS, GepaPlusConfig, OptimizationResult,
+                                SearchSettings, Splits, Task, calls_to_converge, candidates_table, compile,
+                                evaluate_program, make_task, task_splits)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,7 +68,7 @@ def _paper_reported() -> pd.DataFrame:
     """The figures the ROMA paper states for Tables 7 and 8, each with the sentence it comes from."""
     from roma_lab.results import read_paper_reported
 
-    with resources.as_file(resources.files(__package__).joinpath("paper_reported.csv")) as path:
+    with resources.as_file(resources.files(__package__).joinpath("paper_reported_gepa.csv")) as path:
         return read_paper_reported(path)
 
 
@@ -104,13 +103,6 @@ def _search_status(statuses: Sequence[str]) -> str:
     if not bad:
         return "completed"
     return "; ".join(f"{status} in {n} of {len(statuses)} repeat(s)" for status, n in bad.items())
-
-
-def candidates_table(result: OptimizationResult) -> pd.DataFrame:
-    """Candidates in long format with parents as text ("0", "1;3" for a crossover, "" for the seed)."""
-    df = result.candidates_df()
-    df["parents"] = df["parents"].map(lambda ps: ";".join(str(p) for p in ps if p is not None))
-    return df
 
 
 class _SearchLog:
@@ -194,7 +186,7 @@ def _error_counts(items: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def run_table7(
+def table7_gepa(
     out_dir,
     *,
     benchmarks: Sequence[str] = BENCHMARKS,
@@ -324,7 +316,7 @@ def _table8_vs_paper(summary: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
-def run_table8(
+def table8_convergence(
     out_dir,
     *,
     benchmark: str = "aime2025",

@@ -12,8 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ._config import AgentConfig
-from ._study import Condition, StudyTables, run_study, sample_suite_tasks
+from roma_lab.agents import AgentConfig, sample_suite_tasks
+
+from ._study import Condition, StudyTables, run_study
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
            "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
@@ -55,10 +56,8 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     failed gold check). The tips are written to ``planning_tips.json``."""
     import pandas as pd
 
+    from roma_lab.agents import mine_tips, read_trajectories, run_agent, run_label
     from roma_lab.results import write_table, write_text_atomic
-
-    from ._run import read_trajectories, run_agent, run_label
-    from ._tips import mine_tips
 
     base = AgentConfig(name="plan_review", planning="revise", revise_every=revise_every)
     train = sample_suite_tasks("train", n_train, seed=seed)
@@ -188,9 +187,9 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
 
     from roma_lab.bench import normalize_answer
     from roma_lab.results import beside_paper, sha256_file, write_table
-    from roma_lab.stats import summarize_protocol
+    from roma_lab.results import summarize_protocol
 
-    from ._paper import paper_reported_df
+    from ._audit import paper_reported_df
     from ._study import ALL, GAIA_SUBSETS, _LEVEL_RULE, _route_lengths
 
     out_dir = Path(out_dir)
@@ -258,12 +257,12 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
     reflection, the components that exist without search; the paper's OAgents searches the web).
     ``browsecomp_paper_counts.csv`` holds the counts notebook 20's audit infers for Table 8 (the
     paper does not state the subset's size)."""
+    from roma_lab.agents import qa_tasks
     from roma_lab.bench import load_browsecomp, sample
     from roma_lab.lm import model_label, resolve_lm
     from roma_lab.results import write_table
 
-    from ._paper import audit_paper_numbers
-    from ._qa import qa_tasks
+    from ._audit import audit_paper_numbers
 
     label = model_label(lm) if isinstance(lm, str) else str(getattr(lm, "model", lm))
     if isinstance(lm, str):
@@ -294,7 +293,7 @@ def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     rewrite of each query, then expansion into word-form variants) on the suite's research tasks.
     "Raw data" is the k = 5 agent, as in the paper (Table 5's Raw data row is Table 4's k = 5 row).
     Table 3's page readers need web pages: not measured."""
-    from ._searchbench import search_tasks
+    from roma_lab.agents import search_tasks
 
     if split == "train":
         raise ValueError("train is for mining plan tips only; score on dev (development) or test")

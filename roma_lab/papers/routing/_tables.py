@@ -2,11 +2,13 @@
 
 `RouterStudy.build()` generates the suite, fits on train, calibrates and selects tau on dev (no
 test or challenge prompt or label is read for fitting or selection; every refit follows the same
-protocol). Each `tableN(study, ...)` is a pure function of the study returning DataFrames;
-`reproduce(out_dir, ...)` runs the requested tables once, writes CSVs plus `summary.json`, and puts
-the paper's reported figures beside ours through `roma_lab.results.beside_paper`, with the suite's
-hash on every comparison row. Summaries and comparisons are the results vocabulary's long tables
-(design/results_vocabulary.md).
+protocol). Each table function (`family_table` for Table 1, `standard_test_table` 2,
+`challenge_table` 3, `ablation_table` 4, `threshold_table` 5, then `training_size_curve`,
+`failure_analysis`, `hybrid_table`, `semantic_table`, `semantic_hybrid_table`) is a pure function
+of the study returning DataFrames; `reproduce_tables(out_dir, ...)` runs the requested tables once,
+writes CSVs plus `summary.json`, and puts the paper's reported figures beside ours through
+`roma_lab.results.beside_paper`, with the suite's hash on every comparison row. Summaries and
+comparisons are the results vocabulary's long tables (design/results_vocabulary.md).
 """
 
 from __future__ import annotations
@@ -21,17 +23,16 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..results import (as_metrics, beside_paper, compare, read_paper_reported, summarize, wide, write_table,
-                       write_text_atomic)
-from ._evaluate import evaluate, summarize_routes
-from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
-from ._model import TAU_GRID, OperationModel, TrainingConfig, route_quality, routes_at
-from ._ops import SUPPORT_OPS, route_cost
-from ._policies import Hybrid, Learned, OneShot, StaticWorkload, baseline_policies
-from ._semantic import ENCODERS, SemanticStudy, coverage_by_family, natural_prompts, route_natural, with_name
-from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
-                     STANDARD_OVERLAP, Task, family_table, generate_suite, labels_matrix, reword, split_tasks)
-from ._suite import suite_hash as hash_tasks
+from ...results import (as_metrics, beside_paper, compare, read_paper_reported, summarize, wide, write_table,
+                        write_text_atomic)
+from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, INCORRECT, NO_ANSWER,
+                      PRE_LOCK_TEST_TEMPLATES, SPLITS, STANDARD_OVERLAP, SUPPORT_OPS, TAU_GRID, UNAVAILABLE, Hybrid,
+                      Learned, OneShot, OperationModel, SemanticStudy, StaticWorkload, Task, TrainingConfig,
+                      baseline_policies, coverage_by_family, evaluate, generate_suite, labels_matrix, natural_prompts,
+                      reword, route_natural, split_tasks, summarize_routes, sweep_threshold, with_name)
+from ...router import family_table as suite_families
+from ...router import suite_hash as hash_tasks
+from ...stats import stratified_sample
 
 TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid",
                            "semantic", "semantic_hybrid")
@@ -71,7 +72,7 @@ class RouterStudy:
         tasks = tuple(tasks)
         train = split_tasks(tasks, "train")
         if n_train is not None:
-            train = stratified_subset(train, n_train, seed=selection_seed)
+            train = _training_subset(train, n_train, seed=selection_seed)
         dev = split_tasks(tasks, "dev")
         start = time.perf_counter()
         model = OperationModel.fit([t.prompt for t in train], labels_matrix(train), training)
@@ -102,21 +103,11 @@ class RouterStudy:
         raise KeyError(f"no task {task_id!r} in the suite")
 
 
-def stratified_subset(tasks: Sequence[Task], n: int, *, seed: int = 0) -> tuple[Task, ...]:
+def _training_subset(tasks: Sequence[Task], n: int, *, seed: int = 0) -> tuple[Task, ...]:
     """`n` tasks spread as evenly as possible over families (seeded, order preserved)."""
     if not 0 < n <= len(tasks):
         raise ValueError(f"training size must be in 1..{len(tasks)}, got {n}")
-    rng = np.random.default_rng(seed)
-    by_family: dict[str, list[Task]] = {}
-    for t in tasks:
-        by_family.setdefault(t.family, []).append(t)
-    queues = {f: [ts[i] for i in rng.permutation(len(ts))] for f, ts in by_family.items()}
-    chosen: list[Task] = []
-    while len(chosen) < n:   # round-robin over families keeps every operation represented
-        for f in by_family:
-            if queues[f] and len(chosen) < n:
-                chosen.append(queues[f].pop())
-    keep = {t.task_id for t in chosen}
+    keep = {t.task_id for t in stratified_sample(tasks, n, seed=seed, stratum=lambda t: t.family, from_end=True)}
     return tuple(t for t in tasks if t.task_id in keep)
 
 
@@ -174,10 +165,10 @@ def model_vs_paper(study: RouterStudy) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- tables
-def table1(study: RouterStudy) -> dict[str, pd.DataFrame]:
+def family_table(study: RouterStudy) -> dict[str, pd.DataFrame]:
     counts = (pd.DataFrame([{"family": t.family, "split": t.split} for t in study.tasks])
               .value_counts().unstack(fill_value=0).reindex(columns=list(SPLITS)).reset_index())
-    return {"table1_families": family_table().merge(counts, on="family")}
+    return {"table1_families": suite_families().merge(counts, on="family")}
 
 
 def _paired(scores: pd.DataFrame, a: str, others: Sequence[str], *, n_resamples: int, seed: int) -> pd.DataFrame:
@@ -224,7 +215,7 @@ def wording_sensitivity(study: RouterStudy, *, n_resamples: int = 2000, seed: in
     return pd.DataFrame(rows)
 
 
-def table2(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
+def standard_test_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
     """Held-out standard test: every policy, success CI, cost, latency, compliance, route quality,
     and the sensitivity of learned success to the wording of the four reworded test families."""
     sensitivity = wording_sensitivity(study, n_resamples=n_resamples, seed=seed)
@@ -243,7 +234,7 @@ def table2(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeat
     return {**tables, "table2_sensitivity": sensitivity}
 
 
-def table3(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
+def challenge_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
     """Locked lexical-shift challenge split, same protocol as Table 2."""
     return _policy_tables(study, "challenge", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table3")
 
@@ -257,7 +248,7 @@ def ablation_models(study: RouterStudy) -> dict[str, OperationModel]:
             "no_budget": replace(study.model, budget=None, max_ops=None)}
 
 
-def table4(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
+def ablation_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
     """Ablations on test and challenge; each ablation's tau and vocabulary size as metric rows too."""
     models = ablation_models(study)
     policies = [replace(Learned(m), name=name) for name, m in models.items()]
@@ -274,20 +265,7 @@ def table4(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
     return {"table4_ablations": summary, "table4_vs_paper": _vs_paper(summary, "table4", study, n_resamples=n_resamples)}
 
 
-def sweep_threshold(model: OperationModel, tasks: Sequence[Task], taus: Sequence[float] = TAU_GRID) -> pd.DataFrame:
-    """Success, cost and route quality per tau without refitting (probabilities computed once)."""
-    probs = model.probabilities([t.prompt for t in tasks])
-    labels = labels_matrix(tasks)
-    rows = []
-    for tau in taus:
-        routes = routes_at(probs, tau, budget=model.budget, max_ops=model.max_ops)
-        success = [execute(t, r).success for t, r in zip(tasks, routes)]
-        rows.append({"tau": float(tau), "success": float(np.mean(success)),
-                     "mean_cost": float(np.mean([route_cost(r) for r in routes])), **route_quality(routes, labels)})
-    return pd.DataFrame(rows)
-
-
-def table5(study: RouterStudy, *, taus: Sequence[float] = TAU_GRID):
+def threshold_table(study: RouterStudy, *, taus: Sequence[float] = TAU_GRID):
     sweep = pd.concat([sweep_threshold(study.model, study.split(s), taus).assign(subset=s)
                        for s in ("test", "challenge")], ignore_index=True)
     sweep["condition"] = sweep["tau"].map(lambda t: f"learned@{t:.2f}")
@@ -373,7 +351,7 @@ def _backoff_rate(gate: Hybrid, tasks: Sequence[Task]) -> float:
     return float(np.mean([gate.backs_off(p) for p in probs]))
 
 
-def hybrid(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, model: OperationModel | None = None,
+def hybrid_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, model: OperationModel | None = None,
            name: str = "hybrid", learned: str = "learned"):
     """Beyond the paper: back off to the static route when probabilities are near tau or diffuse.
     The gate is selected on dev (`hybrid_selection` marks it), then evaluated once on test and
@@ -393,7 +371,7 @@ def hybrid(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, model:
 
 
 # --------------------------------------------------------------------------- issue 12: semantic variants
-def semantic(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0, natural_path=None):
+def semantic_table(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0, natural_path=None):
     """The router variants (lexical, semantic, lexical+semantic) and static routing on test and
     challenge, paired against the lexical router and against static routing; their coverage of the
     hand-written natural prompts, paired against the lexical router; the paper's lexical figures beside.
@@ -423,11 +401,11 @@ def semantic(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0, natu
             "semantic_vs_paper": _vs_paper(ours, "semantic", study, n_resamples=n_resamples)}
 
 
-def semantic_hybrid(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0):
+def semantic_hybrid_table(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0):
     """Notebook 16's dev-gated back-off, re-evaluated with each embedding variant behind the gate."""
     out: dict[str, pd.DataFrame] = {}
     for variant in (v for v in sem.models if v != "lexical"):
-        tables = hybrid(sem.study, n_resamples=n_resamples, seed=seed, model=sem.models[variant],
+        tables = hybrid_table(sem.study, n_resamples=n_resamples, seed=seed, model=sem.models[variant],
                         name=f"hybrid[{variant}]", learned=variant)
         for key, df in tables.items():
             out.setdefault(key.replace("hybrid_", "semantic_hybrid_"), []).append(df.assign(router=variant))
@@ -474,10 +452,10 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
     return summary
 
 
-def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABLES, suite_seed: int = DEFAULT_SEED,
-              seed: int = 0, n_resamples: int = 2000, repeats: int = 5,
-              training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
-              encoders: Sequence[str] = ENCODER_CANDIDATES) -> dict[str, pd.DataFrame]:
+def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABLES,
+                     suite_seed: int = DEFAULT_SEED, seed: int = 0, n_resamples: int = 2000, repeats: int = 5,
+                     training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
+                     encoders: Sequence[str] = ENCODER_CANDIDATES) -> dict[str, pd.DataFrame]:
     """Fit once (or reuse `study`), compute the requested tables, write `<name>.csv` and
     `summary.json` into out_dir. The semantic tables choose among `encoders` on dev (`_semantic`)."""
     unknown = set(tables) - set(TABLES)
@@ -490,18 +468,18 @@ def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABL
     elif study.suite_seed != suite_seed:
         raise ValueError(f"study was built on suite seed {study.suite_seed}, not {suite_seed}")
     producers = {
-        "table1": lambda: table1(study),
-        "table2": lambda: table2(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
-        "table3": lambda: table3(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
-        "table4": lambda: table4(study, n_resamples=n_resamples, seed=seed),
-        "table5": lambda: table5(study),
+        "table1": lambda: family_table(study),
+        "table2": lambda: standard_test_table(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
+        "table3": lambda: challenge_table(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
+        "table4": lambda: ablation_table(study, n_resamples=n_resamples, seed=seed),
+        "table5": lambda: threshold_table(study),
         "training_size": lambda: training_size_curve(study, sizes=training_sizes, seed=seed),
         "failures": lambda: failure_analysis(study),
-        "hybrid": lambda: hybrid(study, n_resamples=n_resamples, seed=seed),
+        "hybrid": lambda: hybrid_table(study, n_resamples=n_resamples, seed=seed),
     }
     sem = SemanticStudy.build(study, encoders=encoders) if set(tables) & set(SEMANTIC_TABLES) else None
-    producers |= {"semantic": lambda: semantic(sem, n_resamples=n_resamples, seed=seed),
-                  "semantic_hybrid": lambda: semantic_hybrid(sem, n_resamples=n_resamples, seed=seed)}
+    producers |= {"semantic": lambda: semantic_table(sem, n_resamples=n_resamples, seed=seed),
+                  "semantic_hybrid": lambda: semantic_hybrid_table(sem, n_resamples=n_resamples, seed=seed)}
     out: dict[str, pd.DataFrame] = {"tau_selection": study.tau_selection, "model_vs_paper": model_vs_paper(study)}
     for name in TABLES:
         if name in tables:
@@ -513,7 +491,8 @@ def reproduce(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABL
     return out
 
 
-def closing_note(tables: Mapping[str, pd.DataFrame], atomizer: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+def semantic_and_atomizer_summary(tables: Mapping[str, pd.DataFrame],
+                                  atomizer: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """Issue 12's closing figures, read from this run's tables: per router variant its challenge
     success (95% CI), hand-written-prompt coverage (95% CI) and routing latency per task; per ROMA
     atomizer the mean role calls, LM calls, tokens, wall time and score per item."""

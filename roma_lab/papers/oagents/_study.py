@@ -4,7 +4,7 @@ evaluation protocol's statistics, and the paper's figures beside ours.
 ``run_study`` runs every condition (an ``AgentConfig`` under the paper's name for it) over the same
 tasks R times with ``run_agent`` (resumable, completion-cached), then writes four tidy tables under
 ``out_dir`` with a common prefix: ``_rows.csv`` (one row per condition x task x run),
-``_protocol.csv`` (``roma_lab.stats.summarize_protocol`` per subset: the whole sample and each
+``_protocol.csv`` (``roma_lab.results.summarize_protocol`` per subset: the whole sample and each
 level), ``_comparisons.csv`` (each condition against the baseline: difference, CI, sign test,
 Holm, MDE) and ``_vs_paper.csv`` (``roma_lab.results.beside_paper`` for the study's artefacts).
 Which split, levels, sizes and conditions a notebook uses is fixed in its study function
@@ -20,14 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._config import AgentConfig
-from ._env import AgentTask
-from ._run import run_agent
+from roma_lab.agents import AgentConfig, AgentTask, run_agent
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ALL", "Condition", "StudyTables", "comparisons_df", "run_study", "sample_suite_tasks", "suite_level"]
+__all__ = ["ALL", "Condition", "StudyTables", "comparisons_df", "run_study", "suite_level"]
 
 #: The subset holding every task of a study (the paper's "Average" column).
 ALL = "all"
@@ -71,31 +69,6 @@ def suite_level(task: AgentTask) -> str:
     """The level of a meta-routing suite task: L1, L2 or L3 by its family's minimum route length."""
     route = _route_lengths()[task.stratum]
     return "L1" if route <= 1 else f"L{route}"
-
-
-def sample_suite_tasks(split: str, n: int | None, *, seed: int) -> list[AgentTask]:
-    """``n`` tasks of one suite split, spread over families: each family's tasks are shuffled by a
-    seeded Generator, then families are visited in a seeded order, one task each per round, until
-    ``n`` (``None``: every task). Deterministic in (split, n, seed); a larger n extends a smaller one."""
-    import numpy as np
-
-    from ._toolbench import suite_tasks
-
-    tasks = suite_tasks((split,))
-    if n is not None and n < 1:
-        raise ValueError(f"n must be >= 1 or None, got {n}")
-    rng = np.random.default_rng(seed)
-    families = sorted({t.stratum for t in tasks})
-    queues = {f: [t for t in tasks if t.stratum == f] for f in families}
-    for f in families:
-        queues[f] = [queues[f][i] for i in rng.permutation(len(queues[f]))]
-    order = [families[i] for i in rng.permutation(len(families))]
-    picked: list[AgentTask] = []
-    while any(queues.values()) and (n is None or len(picked) < n):
-        for f in order:
-            if queues[f] and (n is None or len(picked) < n):
-                picked.append(queues[f].pop(0))
-    return picked
 
 
 def _model_name(config: AgentConfig, lm: Any) -> str:
@@ -190,9 +163,9 @@ def run_study(
     import pandas as pd
 
     from roma_lab.results import beside_paper, write_table
-    from roma_lab.stats import summarize_protocol
+    from roma_lab.results import summarize_protocol
 
-    from ._paper import paper_reported_df
+    from ._audit import paper_reported_df
 
     names = [c.name for c in conditions]
     if len(set(names)) != len(names):

@@ -15,8 +15,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ..lm import resolve_lm
-from ..results import compare, summarize, write_table, write_text_atomic
+from ...lm import resolve_lm
+from ...results import compare, summarize, write_table, write_text_atomic
 
 CONDITIONS: tuple[str, ...] = ("lm_atomizer", "router_atomizer")
 RUN_METRICS: tuple[str, ...] = ("score", "role_calls", "lm_calls", "atomizer_lm_calls", "tokens", "wall_s",
@@ -62,8 +62,8 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
     `atomizer_runs.csv` (tidy: item x condition with score, role and LM calls, tokens, wall time),
     `atomizer_summary.csv` (means with task-bootstrap CIs) and `atomizer_paired.csv` (router minus
     LM atomizer, paired CI and exact sign test)."""
-    from .. import bench
-    from ..controller import Roma, RouterAtomizer, Run
+    from ... import bench
+    from ...controller import Roma, RouterAtomizer, Run
 
     if n_items < 1 or max_depth < 0:
         raise ValueError(f"need n_items >= 1 and max_depth >= 0, got {n_items}, {max_depth}")

@@ -11,14 +11,13 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._roma import Observer, Roma
-from ._schedule import schedule_bounds
-from ._scripted import ScriptedRoles, fixed_latency_roles, tree_plans
-from ._types import Run
+from roma_lab.controller import Roma, Run, ScriptedRoles, fixed_latency_roles, schedule_bounds, tree_plans
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+
+    from roma_lab.controller import NodeEvent
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,7 +89,7 @@ def run_quickstart(
     max_depth: int = 1,
     max_concurrency: int = 2,
     corpus: Sequence[str] | str | PathLike[str] | None = None,
-    on_event: Observer | None = None,
+    on_event: Callable[[NodeEvent], None] | None = None,
 ) -> Run:
     """Run ROMA's default DSPy roles on ``goal`` as given (None: chosen by QUICKSTART_RULE from
     QUICKSTART_GOALS) with the search executor over ``corpus`` (None: ``quickstart_corpus()``).
@@ -113,7 +112,7 @@ def run_quickstart(
             break
     if goal is None and not _planned(tried[-1][2]):
         # the model planned none: the first again, its root planned without asking the atomizer
-        from ._roles import Atomizer
+        from roma_lab.controller import Atomizer
 
         tried.append((candidates[0], "skipped at the root",
                       Roma(atomizer=partial(_plan_root, root=candidates[0].goal, atomizer=Atomizer()), **settings)

@@ -1,4 +1,4 @@
-"""ROMA paper Tables 1-6 (roma_lab.bench): the registry, resume, labels, the results vocabulary
+"""ROMA paper Tables 1-6 (roma_lab.papers.roma, on roma_lab.bench): the registry, resume, labels, the results vocabulary
 (summary, paired comparison, paper beside ours), AbGen, Table 5 and the item picker."""
 
 import json
@@ -13,15 +13,13 @@ import pytest
 from probe_integrity import RUN_FILE_CASES
 
 from roma_lab import bench
-from roma_lab.bench._grade import STRING_MATCH
-from roma_lab.bench._registry import LONGFORM_TASK
-from roma_lab.bench._roma_tables import OTHER_SYSTEM
-from roma_lab.bench._scripted import ScriptedJudge
-from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
-from roma_lab.bench._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
-from roma_lab.bench._table5 import PAPER_NAME, _beside_paper, component_cost_df
+from roma_lab.bench import LONGFORM_TASK, STRING_MATCH, ScriptedJudge, compare_systems, scores_df, summarize_results
 from roma_lab.controller import Node, RoleCall, RomaSettings, Run
 from roma_lab.lm import ScriptedEngine, script_reply, scripted_lm
+from roma_lab.papers import roma
+from roma_lab.papers.roma._benchmark_tables import OTHER_SYSTEM
+from roma_lab.papers.roma._component_cost import PAPER_NAME, _beside_paper, component_cost_df
+from roma_lab.papers.roma._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
 from roma_lab.results import DIFFERS, NOT_IN_PAPER, NOT_MEASURED, PAPER_COLUMNS
 from roma_lab.widgets import ItemRunPicker
 
@@ -44,7 +42,7 @@ def counting_lm(interrupt_at=None):
 
 
 def run_seal0(out, **kwargs):
-    return bench.run_roma_table("seal0", out, n_items=4, seed=1, progress=False, n_resamples=50, **kwargs)
+    return roma.run_roma_table("seal0", out, n_items=4, seed=1, progress=False, n_resamples=50, **kwargs)
 
 
 def raw_rows(path):
@@ -54,7 +52,7 @@ def raw_rows(path):
 # --- the registry --------------------------------------------------------------------------------------------------
 
 def test_every_table_benchmark_names_paper_rows_that_exist():
-    paper = bench.paper_reported_roma_df()
+    paper = roma.paper_reported_roma_df()
     tables = {name for name, spec in bench.BENCHMARKS.items() if spec.artefact}
     assert tables == TABLE_BENCHMARKS
     for name in tables:
@@ -74,9 +72,9 @@ def test_registry_specs_are_frozen_and_lookups_fail_clearly(tmp_path):
     with pytest.raises(TypeError):
         spec.paper_names["roma"] = "x"
     with pytest.raises(ValueError, match="unknown benchmark 'gaia'"):
-        bench.run_roma_table("gaia", tmp_path, lm="scripted")
+        roma.run_roma_table("gaia", tmp_path, lm="scripted")
     with pytest.raises(ValueError, match="not in a ROMA paper table"):
-        bench.run_roma_table("hotpotqa", tmp_path, lm="scripted")
+        roma.run_roma_table("hotpotqa", tmp_path, lm="scripted")
 
 
 def test_task_wording_fills_the_spec_template():
@@ -147,7 +145,7 @@ def test_string_match_fallback_and_scripted_model_are_labelled_everywhere(tmp_pa
 # --- paper beside ours ---------------------------------------------------------------------------------------------
 
 def test_paper_file_is_in_the_vocabulary_schema_with_marks_in_the_note():
-    df = bench.paper_reported_roma_df()
+    df = roma.paper_reported_roma_df()
     assert tuple(df.columns) == PAPER_COLUMNS and len(df) == 105
     assert df["source"].str.startswith("seed line").all() and not df["derived"].any()
     fig = df.set_index(["artefact", "condition", "subset", "metric"])["value"]
@@ -172,7 +170,7 @@ def test_paper_file_is_in_the_vocabulary_schema_with_marks_in_the_note():
 def test_every_paper_figure_appears_once_and_never_in_our_columns(tmp_path):
     tables = run_seal0(tmp_path, lm="scripted")
     vs = tables["seal0_vs_paper"]
-    reported = bench.paper_reported_roma_df().query("artefact == 'table1'")
+    reported = roma.paper_reported_roma_df().query("artefact == 'table1'")
     assert sorted(vs["condition"]) == sorted(reported["condition"])  # our two systems meet the paper's rows
     paper_only = vs[~vs["condition"].isin(["ROMA (GLM-4.6)", "GLM-4.6"])]
     assert paper_only["ours"].isna().all() and (paper_only["agreement"] == NOT_MEASURED).all()
@@ -198,7 +196,7 @@ def _note(note, key):
 def test_paper_figures_agree_with_the_seed_lines_they_quote():
     # Each row quotes its seed line; value, system, mark and search flag must be what that line says,
     # so a mistyped figure fails here instead of being compared with a copy of itself.
-    df = bench.paper_reported_roma_df()
+    df = roma.paper_reported_roma_df()
     assert set(df["artefact"]) == {"table1", "table2", "table3", "table4", "table5", "table6"}
     for row in df.itertuples():
         match = re.fullmatch(r"seed line \d+( \([^)]*\))?: (.+)", row.source)
@@ -250,7 +248,7 @@ def test_a_system_not_run_and_a_benchmark_the_paper_lacks_are_said_so(tmp_path):
     assert vs.loc["ROMA (GLM-4.6)", "why"] == "not run: this call's systems were ['base']"
     assert vs.loc["GLM-4.6", "agreement"] == DIFFERS
 
-    tables = bench.run_roma_table("simpleqa_verified", tmp_path / "v", lm="scripted", n_items=3, progress=False,
+    tables = roma.run_roma_table("simpleqa_verified", tmp_path / "v", lm="scripted", n_items=3, progress=False,
                                   n_resamples=50)
     vs = tables["simpleqa_verified_vs_paper"]
     ours = vs[vs["subset"] == "simpleqa_verified"]
@@ -375,17 +373,17 @@ def test_abgen_aspects_follow_the_nan_policy_and_overall_is_the_score():
 
 def test_changed_settings_refuse_to_resume_into_the_same_folder(tmp_path):
     run_seal0(tmp_path, lm="scripted")
-    with pytest.raises(bench.RunConfigMismatchError, match="max_depth"):
+    with pytest.raises(roma.RunConfigMismatchError, match="max_depth"):
         run_seal0(tmp_path, lm="scripted", max_depth=2)
 
 
 def test_rubric_benchmark_needs_a_judge(tmp_path):
     with pytest.raises(ValueError, match="judge"):
-        bench.run_roma_table("eqbench_longform", tmp_path, lm="scripted", n_items=1, progress=False)
+        roma.run_roma_table("eqbench_longform", tmp_path, lm="scripted", n_items=1, progress=False)
 
 
 def test_eqbench_scores_stories_with_the_rubric(tmp_path):
-    tables = bench.run_roma_table("eqbench_longform", tmp_path, lm="scripted", judge_lm="scripted", n_items=2,
+    tables = roma.run_roma_table("eqbench_longform", tmp_path, lm="scripted", judge_lm="scripted", n_items=2,
                                   n_chapters=2, chapter_words=50, progress=False, n_resamples=50)
     results = tables["eqbench_longform_results"]
     assert results["error"].isna().all()
@@ -403,7 +401,7 @@ def test_eqbench_scores_stories_with_the_rubric(tmp_path):
 
 @pytest.mark.parametrize("path", ["", "missing.json"])
 def test_abgen_without_data_writes_a_status_table(tmp_path, path):
-    tables = bench.run_roma_table("abgen", tmp_path / "out", lm="scripted", judge_lm="scripted",
+    tables = roma.run_roma_table("abgen", tmp_path / "out", lm="scripted", judge_lm="scripted",
                                   data_path=str(tmp_path / path) if path else "", progress=False)
     status = pd.read_csv(tmp_path / "out" / "abgen_status.csv").iloc[0]
     assert status["status"] == "data not available"
@@ -422,7 +420,7 @@ def abgen_example(i):
 def test_abgen_runs_on_a_tiny_user_file(tmp_path):
     data = tmp_path / "abgen.json"
     data.write_text(json.dumps([abgen_example(1), abgen_example(2)]), encoding="utf-8")
-    tables = bench.run_roma_table("abgen", tmp_path / "out", lm="scripted", judge_lm="scripted",
+    tables = roma.run_roma_table("abgen", tmp_path / "out", lm="scripted", judge_lm="scripted",
                                   data_path=str(data), n_items=None, progress=False, n_resamples=50)
     assert tables["abgen_status"]["status"].item() == "ran"
     results = tables["abgen_results"]
@@ -476,7 +474,7 @@ def test_table5_cost_unknown_stays_nan_and_known_cost_is_kept():
 
 
 def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
-    tables = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    tables = roma.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     vs, components = tables["table5_vs_paper"], tables["table5_components"].set_index("component")
     assert len(vs) == 20 and vs["paper"].notna().all() and vs["ours"].notna().all()
     assert set(vs["condition"]) == {PAPER_NAME} and (vs["n"] == 2).all()
@@ -486,7 +484,7 @@ def test_measure_component_cost_writes_table5_beside_the_paper(tmp_path):
         assert SCRIPTED_LABEL in row.setting and "2 chapters" in row.setting
         assert row.why == "" or "8 chapter turns of 1000 words" in row.why
     assert (tables["table5_runs"]["status"] == "completed").all()
-    again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)  # reuses saved runs
+    again = roma.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)  # reuses saved runs
     pd.testing.assert_frame_equal(again["table5_components"], tables["table5_components"])
     cost_why = vs.query("metric == 'cost_usd' and why != ''")["why"]  # (a figure that matches needs no why)
     assert len(cost_why) and cost_why.str.contains("our model has no API price, so its cost is 0").all()
@@ -501,7 +499,7 @@ def test_table5_says_no_api_price_only_of_an_in_process_model():
 
 def test_table5_cost_of_a_remote_model_without_a_price_is_unknown_not_zero(tmp_path):
     remote = dspy.LM("openai/unpriced", engine=ScriptedEngine(), cache=False)  # offline: answers from the script
-    tables = bench.measure_component_cost(tmp_path, lm=remote, n_items=1, n_chapters=2)
+    tables = roma.measure_component_cost(tmp_path, lm=remote, n_items=1, n_chapters=2)
     assert tables["table5_components"]["cost_usd"].isna().all()
     assert tables["table5_components"]["input_tokens"].gt(0).all()  # what it did report is kept
     cost = tables["table5_vs_paper"].query("metric == 'cost_usd'")
@@ -523,35 +521,35 @@ def forge_ending(path, status):
 
 def test_table5_runs_stopped_and_damaged_stories_again(tmp_path):
     with pytest.raises(KeyboardInterrupt):  # story 1 (5 calls) completes, story 2 stops at its 2nd call
-        bench.measure_component_cost(tmp_path, lm=counting_lm(interrupt_at=7), n_items=3,
+        roma.measure_component_cost(tmp_path, lm=counting_lm(interrupt_at=7), n_items=3,
                                      n_chapters=2)
     saved = {json.loads(p.read_text())["status"]: p for p in (tmp_path / "table5_runs").glob("*.json")}
     assert sorted(saved) == ["completed", "interrupted"]  # the interrupted story's trace is kept
-    bench.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
+    roma.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
     saved["completed"].write_text("{ not a run")  # a corrupt trace is run again too
     lm = counting_lm()
     with pytest.warns(UserWarning, match="damaged ROMA trace"):
-        again = bench.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
+        again = roma.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
     assert len(lm.engine.requests) == 5  # the damaged story only
     assert (again["table5_runs"]["status"] == "completed").all() and again["table5_runs"]["averaged"].all()
     assert all(json.loads(p.read_text())["status"] == "completed" for p in saved.values())
 
 
 def test_table5_writes_again_exactly_the_runs_the_controller_stopped():
-    from roma_lab.bench._table5 import _STOPPED
     from roma_lab.controller._types import STOPPED_RUN_STATUSES
+    from roma_lab.papers.roma._component_cost import _STOPPED
 
     assert set(_STOPPED) == set(STOPPED_RUN_STATUSES)  # every other run status is where a story ended
 
 
 def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_path):
-    first = bench.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
+    first = roma.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
     ids = first["table5_runs"]["item_id"].tolist()
     runs_dir = tmp_path / "table5_runs"
     forge_ending(runs_dir / f"{ids[0]}.json", "failed")
     forge_ending(runs_dir / f"{ids[1]}.json", "partial")
     lm = counting_lm()
-    again = bench.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
+    again = roma.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
     assert len(lm.engine.requests) == 0  # a story whose run ended is finished: not written again on resume
     runs = again["table5_runs"].set_index("item_id")
     assert runs.loc[ids, "status"].tolist() == ["failed", "partial", "completed"]  # what was left out, and why
@@ -563,8 +561,8 @@ def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_pa
     assert (again["table5_vs_paper"].dropna(subset=["ours"])["n"] == 1).all()
 
     forge_ending(runs_dir / f"{ids[2]}.json", "partial")  # no completed story left: nothing to average
-    with pytest.raises(bench.RomaRunError, match="no story completed"):
-        bench.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
+    with pytest.raises(roma.RomaRunError, match="no story completed"):
+        roma.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
     assert pd.read_csv(tmp_path / "table5_runs.csv")["status"].tolist() == ["failed", "partial", "partial"]
 
 
@@ -638,11 +636,11 @@ def test_a_damaged_trace_runs_that_item_again(tmp_path):
 
 
 def test_table5_writes_a_story_with_a_damaged_trace_again(tmp_path):
-    bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+    roma.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     saved = sorted((tmp_path / "table5_runs").glob("*.json"))
     saved[0].write_bytes(b"\x00\xff garbage")
     with pytest.warns(UserWarning, match="damaged ROMA trace; the story is written again"):
-        again = bench.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
+        again = roma.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     assert (again["table5_runs"]["status"] == "completed").all() and len(again["table5_runs"]) == 2
     assert json.loads(saved[0].read_text())["status"] == "completed"
     assert len(list((tmp_path / "table5_runs").glob("*.quarantined-*"))) == 1
@@ -663,7 +661,7 @@ def test_items_past_their_deadline_in_a_row_stop_the_run_with_finished_rows_kept
 
     try:
         with pytest.raises(bench.SystemStalledError, match="3 timeouts in a row"):
-            bench.run_roma_table("seal0", tmp_path, lm=scripted_lm(respond), n_items=5, seed=1, progress=False,
+            roma.run_roma_table("seal0", tmp_path, lm=scripted_lm(respond), n_items=5, seed=1, progress=False,
                                  systems=("roma",), item_timeout_s=0.2)
     finally:
         released.set()

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from roma_lab.agents import CLAIMS, PAPER_REPORTED, RankClaim, audit_paper_numbers, paper_reported_df
+from roma_lab.papers.oagents import CLAIMS, PAPER_REPORTED, RankClaim, audit_paper_numbers, paper_reported_df
 from roma_lab.results import PAPER_COLUMNS, read_paper_reported
 from roma_lab.stats import max_discordance, min_detectable_effect
 

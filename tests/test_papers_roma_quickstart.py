@@ -2,15 +2,15 @@
 
 import pytest
 
-from roma_lab.controller import (
+from roma_lab.controller import Run
+from roma_lab.lm import script_reply, scripted_lm
+from roma_lab.papers.roma import (
     QUICKSTART_GOALS,
-    Run,
     quickstart_checks,
     quickstart_corpus,
     quickstart_notes,
     run_quickstart,
 )
-from roma_lab.lm import script_reply, scripted_lm
 from roma_lab.results import read_table
 
 

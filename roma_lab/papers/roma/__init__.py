@@ -1,0 +1,70 @@
+"""ROMA paper: the code that exists only to reproduce its tables and figures.
+
+- Notebooks 01, 02 and 09 (``_studies.py``): the quickstart run (``run_quickstart``), the tree's
+  structure and schedules (``measure_structure``, ``compare_schedules``, ``measure_references``)
+  and repair of failed subtrees (``measure_repair``).
+- Tables 1-4 and 6 (``_benchmark_tables.py``: ``run_roma_table``) and Table 5
+  (``_component_cost.py``: ``measure_component_cost``), on ``roma_lab.bench`` (design/roma_tables.md).
+- Tables 7 and 8 (``_gepa_tables.py``: ``table7_gepa``, ``table8_convergence``, ``plot_convergence``),
+  on ``roma_lab.optimizer`` (design/gepa_tables.md); loaded on first access (PEP 562) because they
+  import DSPy, which takes seconds.
+
+The paper's own figures are data beside the code: ``paper_reported_roma.csv`` (Tables 1-6) and
+``paper_reported_gepa.csv`` (Tables 7-8).
+"""
+
+from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df, run_roma_table
+from roma_lab.papers.roma._component_cost import measure_component_cost
+from roma_lab.papers.roma._run_config import RunConfigMismatchError
+from roma_lab.papers.roma._studies import (
+    QUICKSTART_GOALS,
+    QUICKSTART_RULE,
+    QuickstartGoal,
+    compare_schedules,
+    measure_references,
+    measure_repair,
+    measure_structure,
+    plot_references,
+    plot_repair,
+    plot_structure,
+    quickstart_checks,
+    quickstart_corpus,
+    quickstart_notes,
+    run_quickstart,
+)
+from roma_lab.papers.roma._systems import RomaRunError, RomaTimeoutError
+
+_GEPA_NAMES = ("plot_convergence", "table7_gepa", "table8_convergence")
+
+
+def __getattr__(name: str):
+    if name in _GEPA_NAMES:
+        from roma_lab.papers.roma import _gepa_tables
+
+        return getattr(_gepa_tables, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = [
+    "QUICKSTART_GOALS",
+    "QUICKSTART_RULE",
+    "QuickstartGoal",
+    "RomaRunError",
+    "RomaTimeoutError",
+    "RunConfigMismatchError",
+    "compare_schedules",
+    "measure_component_cost",
+    "measure_references",
+    "measure_repair",
+    "measure_structure",
+    "paper_reported_roma_df",
+    "plot_references",
+    "plot_repair",
+    "plot_structure",
+    "quickstart_checks",
+    "quickstart_corpus",
+    "quickstart_notes",
+    "run_quickstart",
+    "run_roma_table",
+    *_GEPA_NAMES,
+]
