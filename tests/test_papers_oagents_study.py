@@ -150,6 +150,7 @@ def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests
     tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, n_resamples=50)
     assert sorted(set(seen)) == [0.0, 0.7]
     assert set(tables.rows["condition"]) == {"OAgents (temperature 0)", "OAgents"}
+    assert tables.stats.as_dict() == {"n_resamples": 50, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
     assert set(tables.rows.loc[tables.rows["condition"] == "OAgents", "seed"]) == {0, 1, 2}
     metrics = set(tables.protocol["metric"])
     assert {"pass@1", "pass@1_run_sd", "pass@3", "maj@3", "maj@3_tie_rate", "var_run_to_run",

@@ -220,6 +220,7 @@ def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
                        "--repeats", "1"]) == 0
     record = json.loads((out / "provenance.json").read_text())
     assert record["parameters"]["tables"] == ["table1"] and "table1_families.csv" in record["outputs"]
+    assert record["extra"]["stats"] == {"n_resamples": 20, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
     # a non-empty --out would let this run's provenance claim older files
     assert router_cli(["reproduce", "--out", str(out), "--tables", "table1"]) == 2
     assert "not empty" in capsys.readouterr().err

@@ -13,6 +13,7 @@ import math
 from typing import TYPE_CHECKING
 
 from roma_lab.bench._registry import BenchmarkSpec
+from roma_lab.stats import DEFAULT_STATS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -70,8 +71,9 @@ def _three_way_rows(results: pd.DataFrame) -> list[dict]:
     return rows
 
 
-def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *, n_resamples: int = 2000, seed: int = 0,
-                      level: float = 0.95) -> pd.DataFrame:
+def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *,
+                      n_resamples: int = DEFAULT_STATS.n_resamples, seed: int = DEFAULT_STATS.seed,
+                      level: float = DEFAULT_STATS.level) -> pd.DataFrame:
     """One row per system x metric (``roma_lab.results.summarize``: mean, task-bootstrap CI, ``n``
     scored items, ``n_missing`` grader errors), with the metric's ``unit``, ``n_system_errors``
     (items scored 0 because the system failed) and the ``grader``; for three-way benchmarks also
@@ -95,8 +97,9 @@ def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *, n_resamples
     return summary
 
 
-def compare_systems(results: pd.DataFrame, spec: BenchmarkSpec, a: str, b: str, *, n_resamples: int = 2000,
-                    seed: int = 0, level: float = 0.95) -> pd.DataFrame:
+def compare_systems(results: pd.DataFrame, spec: BenchmarkSpec, a: str, b: str, *,
+                    n_resamples: int = DEFAULT_STATS.n_resamples, seed: int = DEFAULT_STATS.seed,
+                    level: float = DEFAULT_STATS.level) -> pd.DataFrame:
     """``a - b`` on the score metric, paired on the items both scored (``roma_lab.results.compare``:
     paired task-bootstrap CI and the exact sign test with ties), under the same NaN policy."""
     from roma_lab.results import compare

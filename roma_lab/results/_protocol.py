@@ -13,7 +13,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from roma_lab.stats import holm_adjust, pass_at_k, variance_components, vote
+from roma_lab.stats import (
+    DEFAULT_STATS,
+    holm_adjust,
+    pass_at_k,
+    variance_components,
+    vote,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,11 +44,11 @@ def summarize_protocol(
     run: str = "run",
     answer: str | None = None,
     ks: Sequence[int] | None = None,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-    alpha: float = 0.05,
-    power: float = 0.8,
+    n_resamples: int = DEFAULT_STATS.n_resamples,
+    seed: int = DEFAULT_STATS.seed,
+    level: float = DEFAULT_STATS.level,
+    alpha: float = DEFAULT_STATS.alpha,
+    power: float = DEFAULT_STATS.power,
 ) -> pd.DataFrame:
     """The whole protocol row set for R runs of every condition on the same tasks.
 

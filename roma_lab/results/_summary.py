@@ -13,6 +13,8 @@ import math
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
 
+from roma_lab.stats import DEFAULT_STATS
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -37,9 +39,9 @@ def summarize(
     task: str = "task_id",
     run: str | None = "run",
     ci: bool | Collection[str] = True,
-    n_resamples: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
+    n_resamples: int = DEFAULT_STATS.n_resamples,
+    seed: int = DEFAULT_STATS.seed,
+    level: float = DEFAULT_STATS.level,
 ) -> pd.DataFrame:
     """Mean of each metric per group, with a task-bootstrap CI for the metrics in ``ci``.
 
@@ -85,11 +87,11 @@ def compare(
     by: Sequence[str] = ("subset",),
     condition: str = CONDITION,
     task: str = "task_id",
-    n_resamples: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-    alpha: float = 0.05,
-    power: float = 0.8,
+    n_resamples: int = DEFAULT_STATS.n_resamples,
+    seed: int = DEFAULT_STATS.seed,
+    level: float = DEFAULT_STATS.level,
+    alpha: float = DEFAULT_STATS.alpha,
+    power: float = DEFAULT_STATS.power,
 ) -> pd.DataFrame:
     """Paired comparison ``a - b`` of one metric per group, on the tasks both conditions scored.
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import summarize
+from ..stats import DEFAULT_STATS
 from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
 from ._model import TAU_GRID, route_matrix, route_quality, routes_at
 from ._ops import BUDGET, MAX_SUPPORT_OPS, is_feasible, route_cost
@@ -61,7 +62,8 @@ def evaluate(policies: Sequence, tasks: Sequence, *, repeats: int = 5, budget: f
     return pd.DataFrame(rows, columns=list(TASK_COLUMNS))
 
 
-def summarize_routes(scores: pd.DataFrame, *, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+def summarize_routes(scores: pd.DataFrame, *, n_resamples: int = DEFAULT_STATS.n_resamples,
+                     seed: int = DEFAULT_STATS.seed) -> pd.DataFrame:
     """Per policy x split, long: the means of `MEAN_METRICS` (success with its task-bootstrap CI),
     then micro action precision/recall/F1 and the failure counts by status."""
     means = summarize(scores, MEAN_METRICS, ci=["success"], run=None, n_resamples=n_resamples, seed=seed)

@@ -4,7 +4,8 @@ Task-bootstrap confidence intervals (one-sample and paired), the exact sign test
 pairs, the unbiased pass@k estimator and plurality voting, family-stratified sampling, Holm's
 adjustment, the run-to-run vs task-to-task variance decomposition, the minimum detectable effect
 of a paired comparison (``roma_lab.results.summarize_protocol`` applies all of them to tidy
-per-run scores). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
+per-run scores). ``StatsSettings`` (``DEFAULT_STATS``) holds the one set of defaults
+(resamples, seed, level, alpha, power). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
 touched. See ``design/bootstrap.md`` and ``design/protocol.md``.
 """
 
@@ -12,14 +13,17 @@ from roma_lab.stats._ci import CI, bootstrap_ci, paired_bootstrap_ci
 from roma_lab.stats._multiple import holm_adjust
 from roma_lab.stats._power import MDE, max_discordance, min_detectable_effect
 from roma_lab.stats._sampling import Vote, majority_vote, pass_at_k, vote
+from roma_lab.stats._settings import DEFAULT_STATS, StatsSettings
 from roma_lab.stats._sign import SignTest, sign_test
 from roma_lab.stats._stratified import stratified_sample
 from roma_lab.stats._variance import VarianceComponents, variance_components
 
 __all__ = [
     "CI",
+    "DEFAULT_STATS",
     "MDE",
     "SignTest",
+    "StatsSettings",
     "VarianceComponents",
     "Vote",
     "bootstrap_ci",

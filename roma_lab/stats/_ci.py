@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roma_lab.stats._scores import paired_scores, per_task_scores
+from roma_lab.stats._settings import DEFAULT_STATS
 
 # Accepted spellings (lower case) -> the name recorded in ``CI.method``.
 _METHODS = {"percentile": "percentile", "basic": "basic", "bca": "BCa"}
@@ -35,7 +36,8 @@ class CI:
 
 
 def bootstrap_ci(
-    values, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0, method: str = "percentile"
+    values, *, n_resamples: int = DEFAULT_STATS.n_resamples, level: float = DEFAULT_STATS.level,
+    seed: int = DEFAULT_STATS.seed, method: str = "percentile"
 ) -> CI:
     """Task-bootstrap CI of the mean score over a finite task suite.
 
@@ -52,7 +54,8 @@ def bootstrap_ci(
 
 
 def paired_bootstrap_ci(
-    a, b, *, n_resamples: int = 2000, level: float = 0.95, seed: int = 0, method: str = "percentile"
+    a, b, *, n_resamples: int = DEFAULT_STATS.n_resamples, level: float = DEFAULT_STATS.level,
+    seed: int = DEFAULT_STATS.seed, method: str = "percentile"
 ) -> CI:
     """Task-bootstrap CI of ``mean(a - b)`` for two conditions run on the same tasks.
 

@@ -4,6 +4,8 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
+from roma_lab.stats._settings import DEFAULT_STATS
+
 
 @dataclass(frozen=True, slots=True)
 class MDE:
@@ -44,8 +46,8 @@ def min_detectable_effect(
     *,
     sd_diff: float | None = None,
     discordance: float | None = None,
-    alpha: float = 0.05,
-    power: float = 0.8,
+    alpha: float = DEFAULT_STATS.alpha,
+    power: float = DEFAULT_STATS.power,
 ) -> MDE:
     """Minimum detectable effect of a two-sided paired test at level ``alpha`` with ``power``.
 
@@ -80,7 +82,8 @@ def min_detectable_effect(
     return MDE(effect, n, alpha, power, math.nan, float(discordance), method)
 
 
-def max_discordance(n_tasks: int, effect: float, *, alpha: float = 0.05, power: float = 0.8) -> float:
+def max_discordance(n_tasks: int, effect: float, *, alpha: float = DEFAULT_STATS.alpha,
+                    power: float = DEFAULT_STATS.power) -> float:
     """The largest discordance at which a true difference ``effect`` (binary scores, one run each)
     is still detected with ``power``: the inverse of :func:`min_detectable_effect`'s McNemar form.
 

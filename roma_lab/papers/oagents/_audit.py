@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from roma_lab.stats import DEFAULT_STATS, StatsSettings
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -131,7 +133,8 @@ CLAIMS: tuple[RankClaim, ...] = (
 
 @dataclass(frozen=True, slots=True)
 class PaperAudit:
-    """The audit's tidy tables (each also written as ``audit_<name>.csv``)."""
+    """The audit's tidy tables (each also written as ``audit_<name>.csv``), and the statistics
+    settings they were computed with."""
 
     counts: pd.DataFrame
     sums: pd.DataFrame
@@ -139,6 +142,7 @@ class PaperAudit:
     text: pd.DataFrame
     claims: pd.DataFrame
     findings: pd.DataFrame
+    stats: StatsSettings = DEFAULT_STATS
 
 
 def paper_reported_df(path: str | os.PathLike[str] = PAPER_REPORTED) -> pd.DataFrame:
@@ -159,9 +163,10 @@ def audit_paper_numbers(
     paper: str | os.PathLike[str] = PAPER_REPORTED,
     sizes: Mapping[str, int] = GAIA_SIZES,
     claims: Sequence[RankClaim] = CLAIMS,
-    alpha: float = 0.05,
-    power: float = 0.8,
-    level: float = 0.95,
+    alpha: float | None = None,
+    power: float | None = None,
+    level: float | None = None,
+    stats: StatsSettings = DEFAULT_STATS,
 ) -> PaperAudit:
     """Audit every figure of ``paper``; with ``out_dir``, write each table as ``audit_<name>.csv``.
 
@@ -171,9 +176,13 @@ def audit_paper_numbers(
     smallest p-value any pairing allows, the MDE if the two configurations' outcomes were
     independent, the largest discordance at which it is detectable, and a verdict. ``text``: the
     prose and the printed gaps against the table rows. ``claims``: :data:`CLAIMS`. ``findings``:
-    every inconsistency found, one sentence each.
+    every inconsistency found, one sentence each. ``alpha``, ``power`` and ``level`` (the exact CIs)
+    come from ``stats``; given here, they override it.
     """
     from roma_lab.results import write_table
+
+    stats = stats.override(alpha=alpha, power=power, level=level)
+    alpha, power, level = stats.alpha, stats.power, stats.level
 
     frame = paper_reported_df(paper)
     percent = frame[frame["unit"] == "percent"]
@@ -182,7 +191,7 @@ def audit_paper_numbers(
     counts = _counts(figures, n_of, level)
     tables = {"counts": counts, "sums": _sums(counts), "comparisons": _comparisons(frame, counts, n_of, alpha, power),
               "text": _text(frame), "claims": _claims(frame, claims)}
-    audit = PaperAudit(**tables, findings=_findings(**tables))
+    audit = PaperAudit(**tables, findings=_findings(**tables), stats=stats)
     if out_dir is not None:
         for name in (*tables, "findings"):
             write_table(getattr(audit, name), out_dir, f"audit_{name}")

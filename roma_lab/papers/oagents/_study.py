@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roma_lab.agents import AgentConfig, AgentTask, run_agent
+from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -47,7 +48,8 @@ class Condition:
 
 @dataclass(frozen=True, slots=True)
 class StudyTables:
-    """The tables ``run_study`` wrote (as DataFrames), and the folder they are in."""
+    """The tables ``run_study`` wrote (as DataFrames), the folder they are in, and the statistics
+    settings they were computed with (``stats.as_dict()`` is the record)."""
 
     out_dir: Path
     rows: pd.DataFrame
@@ -55,6 +57,7 @@ class StudyTables:
     comparisons: pd.DataFrame
     vs_paper: pd.DataFrame
     extra: Mapping[str, pd.DataFrame] = field(default_factory=dict)
+    stats: StatsSettings = DEFAULT_STATS
 
 
 @functools.cache
@@ -144,8 +147,9 @@ def run_study(
     paper_subsets: Mapping[str, str] = GAIA_SUBSETS,
     why_not_measured: str | Callable[[Mapping[str, Any]], str] = "",
     ks: Sequence[int] | None = None,
-    n_resamples: int = 2000,
-    seed: int = 0,
+    n_resamples: int | None = None,
+    seed: int | None = None,
+    stats: StatsSettings = DEFAULT_STATS,
     progress: bool = False,
 ) -> StudyTables:
     """Run ``conditions`` over ``tasks`` x ``runs`` and write the study's tables under ``out_dir``.
@@ -158,7 +162,8 @@ def run_study(
     ``level``: the breakdown of each task (None: the whole sample only); ``paper_subsets`` maps our
     subsets to the paper's columns for ``beside_paper``. ``why_not_measured`` explains paper rows we
     do not run. Trajectories and run files go under ``out_dir/runs`` (a rerun resumes; with a warm
-    completion cache it makes no model call).
+    completion cache it makes no model call). ``stats``: the statistics settings (``n_resamples`` and
+    ``seed``, when given, override it); they are recorded in the returned tables' ``stats``.
     """
     import pandas as pd
 
@@ -167,6 +172,7 @@ def run_study(
 
     from ._audit import paper_reported_df
 
+    stats = stats.override(n_resamples=n_resamples, seed=seed)
     names = [c.name for c in conditions]
     if len(set(names)) != len(names):
         raise ValueError(f"condition names must be unique, got {names}")
@@ -184,7 +190,8 @@ def run_study(
         parts.append(rows.assign(condition=condition.name, model=_model_name(condition.config, lm)))
     rows = pd.concat(parts, ignore_index=True)
     scores = _scores(rows, level, tasks)
-    settings = dict(metric="success", answer="answer_key", ks=ks, n_resamples=n_resamples, seed=seed)
+    settings = dict(metric="success", answer="answer_key", ks=ks, n_resamples=stats.n_resamples, seed=stats.seed,
+                    level=stats.level, alpha=stats.alpha, power=stats.power)
     protocol = [summarize_protocol(scores, **settings)]
     for base in dict.fromkeys(pairs.values()):  # one family of comparisons per baseline
         group = scores[scores["condition"].isin([base, *(c for c, b in pairs.items() if b == base)])]
@@ -220,4 +227,4 @@ def run_study(
     tables = {"rows": rows, "protocol": protocol, "comparisons": comparisons, "vs_paper": vs_paper}
     for name, table in tables.items():
         write_table(table, out_dir, f"{prefix}_{name}")
-    return StudyTables(out_dir=out_dir, **tables)
+    return StudyTables(out_dir=out_dir, **tables, stats=stats)

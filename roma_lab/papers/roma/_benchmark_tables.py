@@ -29,6 +29,7 @@ from roma_lab.papers.roma._systems import (
     resolve_judge,
     system_setting,
 )
+from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -147,7 +148,8 @@ def run_roma_table(
     chapter_words: int = 150,
     data_path: str | os.PathLike[str] | None = None,
     item_timeout_s: float | None = None,
-    n_resamples: int = 2000,
+    n_resamples: int | None = None,
+    stats: StatsSettings = DEFAULT_STATS,
     progress: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """ROMA paper Table 1 (``seal0``), 2 (``frames``), 3 (``simpleqa``/``simpleqa_verified``),
@@ -172,6 +174,7 @@ def run_roma_table(
     (``roma_lab.results.beside_paper``); for AbGen also ``abgen_status.csv``. Returns the tables by
     file stem; the results table names the system ``condition``, as the file on disk does.
     """
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     spec = benchmark_spec(benchmark)
     if not spec.artefact:
         raise ValueError(f"{benchmark!r} is not in a ROMA paper table; tables run "

@@ -29,6 +29,7 @@ import roma_lab.lm
 from roma_lab.optimizer import (BENCHMARKS, CONVERGENCE_COLUMNS, METHODS, GepaPlusConfig, OptimizationResult,
                                 SearchSettings, Splits, Task, calls_to_converge, candidates_table, compile,
                                 evaluate_program, make_task, task_splits)
+from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -191,7 +192,8 @@ def table7_gepa(
     *,
     benchmarks: Sequence[str] = BENCHMARKS,
     n_test: int = 6,
-    n_resamples: int = 2000,
+    n_resamples: int | None = None,
+    stats: StatsSettings = DEFAULT_STATS,
     **search: Any,
 ) -> dict[str, pd.DataFrame]:
     """Table 7: held-out accuracy of the unoptimised program, GEPA and GEPA+ per benchmark.
@@ -210,6 +212,8 @@ def table7_gepa(
     import pandas as pd
 
     from roma_lab.results import compare, summarize, write_table
+
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
 
     settings = SearchSettings(**search)
     _check_benchmarks(benchmarks)

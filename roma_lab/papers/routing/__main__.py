@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ...router import DEFAULT_SEED
+from ...stats import DEFAULT_STATS
 from ._tables import ENCODER_CANDIDATES, TABLES, TRAINING_SIZES, reproduce_tables
 
 
@@ -21,7 +22,7 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES)
     rep.add_argument("--suite-seed", type=int, default=DEFAULT_SEED)
     rep.add_argument("--seed", type=int, default=0, help="bootstrap / random-baseline seed")
-    rep.add_argument("--n-resamples", type=int, default=2000)
+    rep.add_argument("--n-resamples", type=int, default=DEFAULT_STATS.n_resamples)
     rep.add_argument("--repeats", type=int, default=5, help="latency repetitions per task")
     rep.add_argument("--encoders", nargs="+", default=list(ENCODER_CANDIDATES), choices=ENCODER_CANDIDATES,
                      help="sentence-encoder candidates of the semantic tables (chosen on dev)")
@@ -48,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    # the bootstrap seed of every table is the study's --seed
+    stats = DEFAULT_STATS.override(n_resamples=args.n_resamples, seed=args.seed)
     write_provenance(args.out, parameters=params, seeds={"suite_seed": args.suite_seed, "seed": args.seed},
-                     started_at=started, extra={"wall_seconds": time.perf_counter() - clock})
+                     started_at=started, extra={"wall_seconds": time.perf_counter() - clock, "stats": stats.as_dict()})
     print(f"wrote {len(out)} tables, summary.json and provenance.json to {args.out} "
           f"in {time.perf_counter() - clock:.1f} s")
     if "table2_sensitivity" in out:

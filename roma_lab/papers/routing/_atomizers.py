@@ -17,6 +17,7 @@ import pandas as pd
 
 from ...lm import resolve_lm
 from ...results import compare, summarize, write_table, write_text_atomic
+from ...stats import DEFAULT_STATS, StatsSettings
 
 CONDITIONS: tuple[str, ...] = ("lm_atomizer", "router_atomizer")
 RUN_METRICS: tuple[str, ...] = ("score", "role_calls", "lm_calls", "atomizer_lm_calls", "tokens", "wall_s",
@@ -53,7 +54,8 @@ def run_figures(run, condition: str) -> dict:
 
 
 def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa", lm: Any = "local",
-                      n_items: int = 3, seed: int = 0, max_depth: int = 1, n_resamples: int = 2000,
+                      n_items: int = 3, seed: int = 0, max_depth: int = 1, n_resamples: int | None = None,
+                      stats: StatsSettings = DEFAULT_STATS,
                       progress: bool = False) -> dict[str, pd.DataFrame]:
     """ROMA on `n_items` seeded items of `benchmark`, once with its LM atomizer and once with
     `RouterAtomizer(model)` (every other role the same, on the same `lm`), one call at a time.
@@ -65,6 +67,7 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
     from ... import bench
     from ...controller import Roma, RouterAtomizer, Run
 
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     if n_items < 1 or max_depth < 0:
         raise ValueError(f"need n_items >= 1 and max_depth >= 0, got {n_items}, {max_depth}")
     spec = bench.BENCHMARKS[benchmark]

@@ -32,7 +32,7 @@ from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, 
                       reword, route_natural, split_tasks, summarize_routes, sweep_threshold, with_name)
 from ...router import family_table as suite_families
 from ...router import suite_hash as hash_tasks
-from ...stats import stratified_sample
+from ...stats import DEFAULT_STATS, StatsSettings, stratified_sample
 
 TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid",
                            "semantic", "semantic_hybrid")
@@ -187,11 +187,13 @@ def _policy_tables(study: RouterStudy, split: str, *, n_resamples: int, seed: in
             f"{artefact}_vs_paper": _vs_paper(ours, artefact, study, why=why, n_resamples=n_resamples)}
 
 
-def wording_sensitivity(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0) -> pd.DataFrame:
+def wording_sensitivity(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
+                        seed: int = 0) -> pd.DataFrame:
     """Learned success on the standard test with the four families whose test templates were
     reworded when the split was locked (`PRE_LOCK_TEST_TEMPLATES`) worded four ways: locked (the
     suite), as their dev templates, as their challenge templates, and as before the lock. Same
     values, same fitted model; only those prompts change."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     families = tuple(PRE_LOCK_TEST_TEMPLATES)
     wordings = (
         ("locked", "locked by the split rule before scoring (the suite)", {}),
@@ -215,9 +217,11 @@ def wording_sensitivity(study: RouterStudy, *, n_resamples: int = 2000, seed: in
     return pd.DataFrame(rows)
 
 
-def standard_test_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
+def standard_test_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
+                        seed: int = 0, repeats: int = 5):
     """Held-out standard test: every policy, success CI, cost, latency, compliance, route quality,
     and the sensitivity of learned success to the wording of the four reworded test families."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     sensitivity = wording_sensitivity(study, n_resamples=n_resamples, seed=seed)
     pre_lock = sensitivity.set_index("wording").loc["pre_lock", "success"]
     locked = ("the standard-test templates are locked by a word-overlap rule fixed before scoring (dev's band with "
@@ -234,8 +238,10 @@ def standard_test_table(study: RouterStudy, *, n_resamples: int = 2000, seed: in
     return {**tables, "table2_sensitivity": sensitivity}
 
 
-def challenge_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, repeats: int = 5):
+def challenge_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
+                    seed: int = 0, repeats: int = 5):
     """Locked lexical-shift challenge split, same protocol as Table 2."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     return _policy_tables(study, "challenge", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table3")
 
 
@@ -248,8 +254,10 @@ def ablation_models(study: RouterStudy) -> dict[str, OperationModel]:
             "no_budget": replace(study.model, budget=None, max_ops=None)}
 
 
-def ablation_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0):
+def ablation_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
+                   seed: int = 0):
     """Ablations on test and challenge; each ablation's tau and vocabulary size as metric rows too."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     models = ablation_models(study)
     policies = [replace(Learned(m), name=name) for name, m in models.items()]
     policies.append(replace(OneShot(study.model), name="one_operation"))
@@ -351,12 +359,14 @@ def _backoff_rate(gate: Hybrid, tasks: Sequence[Task]) -> float:
     return float(np.mean([gate.backs_off(p) for p in probs]))
 
 
-def hybrid_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, model: OperationModel | None = None,
+def hybrid_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
+           seed: int = 0, model: OperationModel | None = None,
            name: str = "hybrid", learned: str = "learned"):
     """Beyond the paper: back off to the static route when probabilities are near tau or diffuse.
     The gate is selected on dev (`hybrid_selection` marks it), then evaluated once on test and
     challenge; its back-off rate on each is a metric row of the hybrid condition. `model` (default:
     the lexical router) is the router behind the gate, named `learned` in the tables; the gate `name`."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     model = study.model if model is None else model
     gate, selection = select_hybrid_gate(study, model=model)
     gate = replace(gate, name=name)
@@ -371,11 +381,13 @@ def hybrid_table(study: RouterStudy, *, n_resamples: int = 2000, seed: int = 0, 
 
 
 # --------------------------------------------------------------------------- issue 12: semantic variants
-def semantic_table(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0, natural_path=None):
+def semantic_table(sem: SemanticStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
+                   seed: int = 0, natural_path=None):
     """The router variants (lexical, semantic, lexical+semantic) and static routing on test and
     challenge, paired against the lexical router and against static routing; their coverage of the
     hand-written natural prompts, paired against the lexical router; the paper's lexical figures beside.
     Every variant was fitted and chosen on train and dev (`semantic_selection`)."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     study = sem.study
     policies = [with_name(m, v) for v, m in sem.models.items()] + [StaticWorkload()]
     scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
@@ -401,8 +413,10 @@ def semantic_table(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0
             "semantic_vs_paper": _vs_paper(ours, "semantic", study, n_resamples=n_resamples)}
 
 
-def semantic_hybrid_table(sem: SemanticStudy, *, n_resamples: int = 2000, seed: int = 0):
+def semantic_hybrid_table(sem: SemanticStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
+                          seed: int = 0):
     """Notebook 16's dev-gated back-off, re-evaluated with each embedding variant behind the gate."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     out: dict[str, pd.DataFrame] = {}
     for variant in (v for v in sem.models if v != "lexical"):
         tables = hybrid_table(sem.study, n_resamples=n_resamples, seed=seed, model=sem.models[variant],
@@ -453,11 +467,13 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
 
 
 def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABLES,
-                     suite_seed: int = DEFAULT_SEED, seed: int = 0, n_resamples: int = 2000, repeats: int = 5,
+                     suite_seed: int = DEFAULT_SEED, seed: int = 0, n_resamples: int | None = None, repeats: int = 5,
+                     stats: StatsSettings = DEFAULT_STATS,
                      training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
                      encoders: Sequence[str] = ENCODER_CANDIDATES) -> dict[str, pd.DataFrame]:
     """Fit once (or reuse `study`), compute the requested tables, write `<name>.csv` and
     `summary.json` into out_dir. The semantic tables choose among `encoders` on dev (`_semantic`)."""
+    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     unknown = set(tables) - set(TABLES)
     if unknown:
         raise ValueError(f"unknown table(s) {sorted(unknown)}; expected some of {TABLES}")
