@@ -186,6 +186,33 @@ def test_changes_make_results_stale_and_rerun(project, tmp_path):
     assert len(pd.read_csv(results / "00_fixture" / "rows.csv")) == 5
 
 
+def test_a_run_hashes_the_package_source_once(project, tmp_path, monkeypatch):
+    """One run key per run: its status check, the folder's preparation and both records use it."""
+    import roma_lab.results._provenance as provenance
+
+    real, calls = provenance.package_source_hash, []
+
+    def counted():
+        calls.append(1)
+        return real()
+
+    for module in (runner, provenance):  # every name the runner or the record reaches it by
+        monkeypatch.setattr(module, "package_source_hash", counted)
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+
+    def hashes(run_spec, **kw):
+        calls.clear()
+        outcome = run_experiment(run_spec, results_root=results, **kw)
+        return outcome.status, len(calls)
+
+    assert hashes(spec) == ("completed", 1)  # fresh: the "running" and the "completed" record
+    assert hashes(spec) == ("skipped", 1)
+    assert hashes(replace(spec, parameters={**spec.parameters, "N_ROWS": 5})) == ("completed", 1)  # stale: all four
+    assert hashes(spec, force=True) == ("completed", 1)
+    assert read_provenance(results / "00_fixture").roma_lab_source == real()
+
+
 def test_failure_is_recorded_and_the_batch_goes_on(project, tmp_path):
     fail = load_spec(add_experiment(project, "01_fail", FAIL=True))
     (good, _) = load_specs(project)

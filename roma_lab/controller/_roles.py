@@ -18,15 +18,15 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypeAliasType
 
 from ._sandbox import check_sandbox, run_python
+from ._settings import TASK_TYPES
 from ._tools import read_artifact, run_tools, tool_result_limit, traced_call
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
 
-TASK_TYPE_NAMES = ("search", "think", "write", "code")
 # Bounds and the task-type enum live in the JSON schema only: the grammar keeps a small model inside
 # them, while parsing accepts any size or type name, so an oversized plan or an unknown type reaches
 # validate_plan (repaired, with a warning) instead of failing the call.
-TaskType = TypeAliasType("TaskType", Annotated[str, Field(json_schema_extra={"enum": list(TASK_TYPE_NAMES)})])
+TaskType = TypeAliasType("TaskType", Annotated[str, Field(json_schema_extra={"enum": list(TASK_TYPES)})])
 
 
 class PlannedSubtask(BaseModel):

@@ -9,10 +9,11 @@ import os
 import shutil
 import signal
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Literal
 
 from roma_lab.results import (
@@ -86,13 +87,37 @@ def _model(recorded: dict[str, Any]) -> str | None:
     return model_label(lm) if isinstance(lm, str) else None
 
 
-def _same_run(spec: ExperimentSpec, record: Provenance, recorded: dict[str, Any]) -> bool:
-    """The record was made with these parameters, model, notebook and inputs, by this roma_lab source."""
-    inputs = _inputs(spec)
-    return (record.parameters_hash == parameters_hash(recorded) and record.model == _model(recorded)
-            and set(record.inputs) == set(inputs)
-            and record.roma_lab_source == package_source_hash()  # the code that made the numbers
-            and all((spec.root / p).is_file() and sha256_file(spec.root / p) == record.inputs[p] for p in inputs))
+@dataclass(frozen=True, slots=True)
+class RunKey:
+    """What makes a run of an experiment this run, taken once when the run starts and handed to
+    the status check, the folder's preparation and the record: status and prepare compare it with
+    the folder's record, the record writes it."""
+
+    parameters: Mapping[str, Any]  # what papermill injects (run_parameters), OUT_DIR included
+    recorded: Mapping[str, Any]  # the notebook's defaults with those on top, OUT_DIR left out
+    parameters_hash: str  # of ``recorded``
+    model: str | None  # the model as tables label it (_model)
+    inputs: Mapping[str, str | None]  # the notebook and each declared input -> SHA-256 (None: missing)
+    source: str  # package_source_hash(): the code that makes the numbers
+
+    @property
+    def missing_inputs(self) -> list[str]:
+        return [p for p, digest in self.inputs.items() if digest is None]
+
+    def matches(self, record: Provenance) -> bool:
+        """The record was made with these parameters, model, notebook and inputs, by this roma_lab source."""
+        return (record.parameters_hash == self.parameters_hash and record.model == self.model
+                and record.roma_lab_source == self.source
+                and not self.missing_inputs and record.inputs == dict(self.inputs))
+
+
+def run_key(spec: ExperimentSpec, *, out_dir: Path, smoke: bool, lm: str | None) -> RunKey:
+    """The run's identity, hashing the package source and each input once."""
+    params = run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm)
+    recorded = _recorded(spec, params)
+    inputs = {p: sha256_file(spec.root / p) if (spec.root / p).is_file() else None for p in _inputs(spec)}
+    return RunKey(MappingProxyType(params), MappingProxyType(recorded), parameters_hash(recorded), _model(recorded),
+                  MappingProxyType(inputs), package_source_hash())
 
 
 def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool = False, lm: str | None = None) -> str:
@@ -102,6 +127,12 @@ def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool =
     (an output was edited or emptied since), "failed", "interrupted", "running" (a run killed
     hard) or "unreadable" (provenance.json is damaged)."""
     out_dir = Path(results_root) / spec.stem
+    return _status(spec, out_dir, lambda: run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm))
+
+
+def _status(spec: ExperimentSpec, out_dir: Path, key: Callable[[], RunKey]) -> str:
+    """:func:`experiment_status` against the run key ``key()``, asked for only when a completed record
+    has to be compared (listing experiments that never ran hashes nothing)."""
     try:
         record = read_provenance(out_dir)
     except FileNotFoundError:
@@ -110,7 +141,7 @@ def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool =
         return "unreadable"
     if record.status != "completed":
         return record.status
-    if not _same_run(spec, record, _recorded(spec, run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm))):
+    if not key().matches(record):
         return "stale"
     if any(not (out_dir / name).is_file() for name in spec.outputs):
         return "incomplete"
@@ -289,7 +320,7 @@ def _has_files(folder: Path) -> bool:
     return folder.is_dir() and any(folder.iterdir())
 
 
-def _prepare(spec: ExperimentSpec, out_dir: Path, recorded: dict[str, Any], force: bool) -> str | None:
+def _prepare(spec: ExperimentSpec, out_dir: Path, key: RunKey, force: bool) -> str | None:
     """Empty ``out_dir`` unless it holds work of this same run that can be continued; returns a note
     for the record when damaged files had to be moved aside.
 
@@ -311,13 +342,13 @@ def _prepare(spec: ExperimentSpec, out_dir: Path, recorded: dict[str, Any], forc
         record = None
         note = f"provenance.json was unreadable (kept as {moved.name})"
     if record is None:
-        if _has_files(out_dir) and _executed_parameters(spec, out_dir) == recorded:
+        if _has_files(out_dir) and _executed_parameters(spec, out_dir) == key.recorded:
             note = ((note + "; ") if note else "provenance.json was missing; ") + (
                 "kept the items of the earlier attempt, whose executed notebook shows these parameters")
         elif _has_files(out_dir):
             aside = quarantine(out_dir, "results folder without a readable record of its parameters; starting over")
             note = f"the earlier folder, without a readable record of its parameters, was moved to {aside.name}"
-    elif not _same_run(spec, record, recorded) or (record.status == "completed" and force):
+    elif not key.matches(record) or (record.status == "completed" and force):
         shutil.rmtree(out_dir)  # another run's results, or a forced fresh start
     elif record.status == "completed":
         changed = changed_outputs(out_dir, record)
@@ -384,12 +415,12 @@ def run_experiment(
     """
     start = time.perf_counter()
     out_dir = (Path(results_root) / spec.stem).resolve()
-    params = run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm)
-    if not force and experiment_status(spec, results_root=out_dir.parent, smoke=smoke, lm=lm) == "completed":
+    key = run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm)  # the one identity of this run
+    if not force and _status(spec, out_dir, lambda: key) == "completed":
         return RunOutcome(spec.stem, "skipped", out_dir)
     try:
         with _exclusive(out_dir):
-            error = _run(spec, out_dir, params, smoke=smoke, force=force, kernel_env=kernel_env or {}, cluster=cluster)
+            error = _run(spec, out_dir, key, smoke=smoke, force=force, kernel_env=kernel_env or {}, cluster=cluster)
     except RunnerStateError as exc:
         error = str(exc)
     return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
@@ -410,14 +441,12 @@ def _exclusive(out_dir: Path):
         yield
 
 
-def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: bool, force: bool,
+def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force: bool,
          kernel_env: Mapping[str, str], cluster: Mapping[str, Any] | None) -> str | None:
     """Prepare the folder, execute, write the record; returns the error (None when completed)."""
-    recorded = _recorded(spec, params)
-    note = _prepare(spec, out_dir, recorded, force)
-    inputs = _inputs(spec)
-    missing_inputs = [p for p in inputs if not (spec.root / p).is_file()]
-    model = _model(recorded)
+    note = _prepare(spec, out_dir, key, force)
+    recorded = dict(key.recorded)
+    missing_inputs = key.missing_inputs
     started_at = datetime.now(UTC)
     extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke}
     if note:
@@ -431,13 +460,14 @@ def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: 
             out_dir,
             parameters=recorded,
             seeds={k: v for k, v in recorded.items() if (k == "SEED" or k.endswith("_SEED")) and type(v) is int},
-            model=model,
-            inputs=[p for p in inputs if p not in missing_inputs],
+            model=key.model,
+            inputs=[p for p in key.inputs if p not in missing_inputs],
             extra={**extra, "quarantined": kept} if kept else extra,
             status=status,
             started_at=started_at,
             error=error,
             root=spec.root,
+            roma_lab_source=key.source,
         )
 
     record("running")  # a run killed hard leaves "running", which is never taken as complete
@@ -446,7 +476,7 @@ def _run(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], *, smoke: 
         error = f"input files missing: {', '.join(missing_inputs)}"
     else:
         try:
-            _execute(spec, out_dir, params, kernel_env)
+            _execute(spec, out_dir, dict(key.parameters), kernel_env)
         except KeyboardInterrupt:
             record("interrupted")
             raise

@@ -188,12 +188,14 @@ def write_provenance(
     started_at: datetime | None = None,
     error: str | None = None,
     root: str | os.PathLike[str] | None = None,
+    roma_lab_source: str | None = None,
 ) -> Path:
     """Write ``<out_dir>/provenance.json`` and return its path.
 
     Relative ``inputs`` are resolved against ``root`` (default: the repository holding
     roma_lab), which is also where the git state is read. Every file already in ``out_dir``
-    (except provenance.json itself) is hashed, so write the tables first.
+    (except provenance.json itself) is hashed, so write the tables first. ``roma_lab_source``: the
+    :func:`package_source_hash` the caller took at the start of its run (default: taken now).
     """
     out = Path(out_dir)
     repo = Path(root) if root is not None else default_repo_root()
@@ -209,7 +211,7 @@ def write_provenance(
         status=status,
         error=error,
         roma_lab_version=roma_lab.__version__,
-        roma_lab_source=package_source_hash(),
+        roma_lab_source=package_source_hash() if roma_lab_source is None else roma_lab_source,
         git_commit=commit,
         git_dirty=dirty,
         python=sys.version.split()[0],
