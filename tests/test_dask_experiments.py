@@ -15,6 +15,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 
@@ -89,6 +90,19 @@ def test_per_notebook_whole_notebooks_run_on_the_workers(sweep, tmp_path):
     kernels = {pid for pid, _ in calls(control)}
     assert len(kernels) == 1 and not kernels & worker_pids  # the items ran in the notebook's kernel
     assert not (tmp_path / "00_items" / "items.cluster.jsonl").exists()  # nothing dispatched from a worker
+
+
+def test_per_notebook_a_worker_runs_the_sizes_asked(sweep, tmp_path):
+    """--set reaches a notebook run on a worker: its rows, its record, its cell timeout."""
+    root, _, session, _ = sweep
+    _, fixture = specs(root)
+    [outcome] = run_experiments([fixture], results_root=tmp_path, cluster="local:2", per="notebook",
+                                overrides={"N_ROWS": 6}, progress=False)
+    assert outcome.status == "completed", outcome.error
+    assert len(pd.read_csv(tmp_path / "00_fixture" / "rows.csv")) == 6
+    record = read_provenance(tmp_path / "00_fixture")
+    assert record.parameters["N_ROWS"] == 6 and record.extra["overrides"] == {"N_ROWS": 6}
+    assert record.extra["cell_timeout_s"] == 70 and record.extra["cluster"]["worker"] in session.workers()
 
 
 def test_a_worker_killed_mid_notebook_resumes_it_on_another(sweep, tmp_path):

@@ -556,3 +556,182 @@ def test_the_kernel_is_interrupted_for_a_running_cell_but_not_for_its_shutdown(t
         manager.shutting_down = shutting_down
         asyncio.run(manager._async_interrupt_kernel())
     assert sent == [False]
+
+
+# --- sizes from the command line: --set NAME=VALUE -------------------------------------------
+
+
+def test_set_sizes_the_run_is_its_own_run_recorded_and_resumed(project, tmp_path, capsys, monkeypatch):
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    base = ["--root", str(project), "run", "00_fixture", "--results", str(results)]
+    assert main([*base, "--set", "N_ROWS=9", "--set", "SEED=3"]) == 0
+    assert "1 completed" in capsys.readouterr().out
+    out = results / "00_fixture"
+    rows = pd.read_csv(out / "rows.csv")
+    assert len(rows) == 9 and set(rows["seed"]) == {3}
+    record = read_provenance(out)
+    assert record.parameters["N_ROWS"] == 9 and record.seeds == {"SEED": 3}
+    assert record.extra["overrides"] == {"N_ROWS": 9, "SEED": 3}
+    assert record.extra["cell_timeout_s"] == 60 + 5 * (9 - 4)  # the fixture spec: 5 s per row beyond its 4
+
+    asked = {"N_ROWS": 9, "SEED": 3}
+    key = runner.run_key(spec, out_dir=out, smoke=False, lm=None, overrides=asked)
+    assert key.parameters_hash != runner.run_key(spec, out_dir=out, smoke=False, lm=None).parameters_hash
+    assert experiment_status(spec, results_root=results, overrides=asked) == "completed"
+    assert experiment_status(spec, results_root=results) == "stale"  # the default size is not this run
+    assert main([*base, "--set", "SEED=3", "--set", "N_ROWS=9"]) == 0  # the same sizes: skipped
+    assert "1 skipped" in capsys.readouterr().out
+
+    # an unfinished run with these sizes keeps its items for the rerun with the same --set
+    real_execute = runner._execute
+
+    def interrupt(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(runner, "_execute", interrupt)
+    assert main([*base, "--force", "--set", "N_ROWS=9", "--set", "SEED=3"]) == 130
+    (out / "partial_items.csv").write_text("item\n1\n")
+    monkeypatch.setattr(runner, "_execute", real_execute)
+    assert main([*base, "--set", "N_ROWS=9", "--set", "SEED=3"]) == 0
+    assert (out / "partial_items.csv").is_file() and read_provenance(out).status == "completed"
+    assert main(base) == 0  # and the default size is a run of its own, from an empty folder
+    assert "1 completed" in capsys.readouterr().out
+    assert len(pd.read_csv(out / "rows.csv")) == 4 and not (out / "partial_items.csv").exists()
+    assert "overrides" not in read_provenance(out).extra
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("N_RWOS=1", "N_RWOS is not a parameter of 00_fixture.ipynb"),
+        ("N_ROWS=many", "N_ROWS = 'many': expected int (its default is 3)"),
+        ("N_ROWS=1.5", "N_ROWS = 1.5: expected int"),
+        ("FAIL=1", "FAIL = 1: expected bool (its default is False)"),
+        ("N_ROWS=-1", "N_ROWS = -1 counts units of work for the cell timeout"),
+        ("OUT_DIR=/tmp/elsewhere", "OUT_DIR cannot be set: the runner sets it"),
+        ("LM=other", "LM cannot be set: name the model with --lm"),
+    ],
+)
+def test_a_bad_set_exits_2_before_anything_runs_naming_the_parameters(project, tmp_path, capsys, monkeypatch,
+                                                                     assignment, message):
+    monkeypatch.setattr(runner, "_execute", lambda *a: pytest.fail("must not execute"))
+    results = tmp_path / "results"
+    add_experiment(project, "01_second", (project / "experiments" / "00_fixture.toml").read_text()
+                   .replace("00_fixture", "{stem}"))  # the fixture's spec, its timeout units included
+    argv = ["--root", str(project), "run", "00_fixture", "01_second", "--results", str(results), "--set", assignment]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and "00_fixture.ipynb declares: SEED (int, default 0), N_ROWS (int, default 3)" in err
+    assert "01_second" in err  # each notebook that refuses it is named
+    assert not results.exists()
+
+
+def test_set_syntax_errors_exit_2(project):
+    for argv in (["--set", "N_ROWS"], ["--set", "N_ROWS=1", "--set", "N_ROWS=2"], ["--set", "=1"]):
+        with pytest.raises(SystemExit) as info:
+            main(["--root", str(project), "run", "00_fixture", *argv])
+        assert info.value.code == 2
+
+
+def test_overrides_in_python_are_checked_like_set(project, tmp_path):
+    from roma_lab.experiments import OverrideError
+
+    (spec,) = load_specs(project)
+    with pytest.raises(OverrideError, match="N_RWOS is not a parameter"):
+        run_experiment(spec, results_root=tmp_path / "results", overrides={"N_RWOS": 1})
+    with pytest.raises(OverrideError, match="N_ROWS = '9': expected int"):
+        run_experiments([spec], results_root=tmp_path / "results", overrides={"N_ROWS": "9"}, progress=False)
+    # every spec is checked before the first runs: one without N_ROWS stops the batch at its start
+    other = replace(spec, stem="01_other", defaults={k: v for k, v in spec.defaults.items() if k != "N_ROWS"})
+    with pytest.raises(OverrideError, match="01_other: N_ROWS is not a parameter"):
+        run_experiments([spec, other], results_root=tmp_path / "results", overrides={"N_ROWS": 9}, progress=False)
+    assert not (tmp_path / "results").exists()
+
+
+def test_set_values_take_the_type_of_the_parameters_cell(project):
+    from roma_lab.experiments import OverrideError
+    from roma_lab.experiments._spec import parse_overrides
+
+    (fixture,) = load_specs(project)
+    extra = {"SPLIT": '"test"', "RATE": "0.5", "SIZES": "[1, 2]", "RATES": "[0.5]", "GOAL": "None"}
+    spec = replace(fixture, declared={**fixture.declared, **extra},
+                   defaults={**fixture.defaults, "SPLIT": "test", "RATE": 0.5, "SIZES": [1, 2], "RATES": [0.5],
+                             "GOAL": None})
+    assert parse_overrides(spec, {"N_ROWS": "100", "FAIL": "True", "SPLIT": "dev", "RATE": "1", "SIZES": "[4]",
+                                  "RATES": "[1, 0.25]", "GOAL": "write a poem"}) == {
+        "N_ROWS": 100, "FAIL": True, "SPLIT": "dev", "RATE": 1.0, "SIZES": [4], "RATES": [1.0, 0.25],
+        "GOAL": "write a poem"}
+    assert type(parse_overrides(spec, {"RATE": "1"})["RATE"]) is float
+    assert parse_overrides(spec, {"SPLIT": "'quoted'"}) == {"SPLIT": "quoted"}
+    assert parse_overrides(spec, {"SPLIT": "12"}) == {"SPLIT": "12"}  # a string parameter takes the text
+    for texts, message in (({"SIZES": "[0.5]"}, "SIZES = \\[0.5\\]: expected a list of int"),
+                           ({"RATE": "inf"}, "RATE = 'inf': expected float"),
+                           ({"N_ROWS": "True"}, "N_ROWS = True: expected int"),
+                           ({"N_ROWS": "[" * 100_000}, "N_ROWS = '\\[\\[\\[.*\\.\\.\\.: expected int")):
+        with pytest.raises(OverrideError, match=message):
+            parse_overrides(spec, texts)
+
+
+# --- the cell timeout follows the sizes asked ------------------------------------------------
+
+
+def test_a_larger_set_gets_a_larger_cell_timeout(project):
+    (spec,) = load_specs(project)  # timeout_s 60 at its N_ROWS = 4, plus 5 s per row
+    assert (spec.timeout_per_unit_s, spec.timeout_units) == (5, ("N_ROWS",))
+    assert spec.cell_timeout_s(dict(spec.parameters)) == 60
+    assert spec.cell_timeout_s({}) == 55  # the notebook's own N_ROWS = 3
+    assert spec.cell_timeout_s({**spec.parameters, **spec.smoke}) == 50
+    assert spec.cell_timeout_s({**spec.parameters, "N_ROWS": 100}) == 540
+    fixed = load_spec(add_experiment(project, "01_fixed"))  # no timeout_units: the timeout is fixed
+    assert fixed.cell_timeout_s({"N_ROWS": 100}) == 60
+
+
+def test_the_kernel_gets_the_timeout_of_the_sizes_asked(project, tmp_path):
+    """SLEEP_S as the unit: asking for a 6 s sleep raises the 5 s timeout to 35 s, so the cell passes."""
+    text = GOOD.replace("timeout_s = 60", 'timeout_s = 5\ntimeout_per_unit_s = 5\ntimeout_units = ["SLEEP_S"]')
+    spec = load_spec(add_experiment(project, "01_slow", text))
+    outcome = run_experiment(spec, results_root=tmp_path / "results", overrides={"SLEEP_S": 6})
+    assert (outcome.status, outcome.error) == ("completed", None)
+    assert read_provenance(tmp_path / "results" / "01_slow").extra["cell_timeout_s"] == 35
+
+
+@pytest.mark.parametrize(
+    ("keys", "message"),
+    [
+        ('timeout_per_unit_s = 5', "go together"),
+        ('timeout_units = ["N_ROWS"]', "go together"),
+        ('timeout_per_unit_s = -1\ntimeout_units = ["N_ROWS"]', "'timeout_per_unit_s' must be a number >= 0"),
+        ('timeout_per_unit_s = 5\ntimeout_units = "N_ROWS"', "'timeout_units' must be a list"),
+        ('timeout_per_unit_s = 5\ntimeout_units = ["N_RWOS"]', "\\['N_RWOS'\\] are not declared"),
+        ('timeout_per_unit_s = 5\ntimeout_units = ["FAIL"]', "FAIL = False counts units of work"),
+        ('timeout_per_unit_s = 20\ntimeout_units = ["N_ROWS"]', "must exceed timeout_per_unit_s x 3 = 60"),
+    ],
+)
+def test_bad_timeout_keys_raise_naming_the_file(project, keys, message):
+    path = add_experiment(project, "01_bad", spec_text=GOOD.replace("timeout_s = 60", f"timeout_s = 60\n{keys}"))
+    with pytest.raises(SpecError, match=message) as info:
+        load_spec(path)
+    assert "01_bad.toml" in str(info.value)
+
+
+def test_the_cluster_is_checked_for_the_models_a_set_names(project, monkeypatch):
+    """Workers must load the weights of every model the run names, a judge given with --set included."""
+    from roma_lab import dask
+
+    seen = {}
+
+    class Session:
+        client, scheduler, dashboard = None, "tcp://127.0.0.1:1", ""
+
+        def workers(self):
+            return {}
+
+    monkeypatch.setattr(dask, "session", lambda how: Session())
+    monkeypatch.setattr(dask, "expected_environment", lambda models: seen.setdefault("models", models))
+    monkeypatch.setattr(dask, "check_workers", lambda client, expected: {})
+    (fixture,) = load_specs(project)
+    spec = replace(fixture, declared={**fixture.declared, "JUDGE_LM": '""'}, defaults={**fixture.defaults, "JUDGE_LM": ""})
+    runner._cluster_record(dask.resolve_cluster("local:2"), [spec], smoke=False, lm=None, per="item",
+                           overrides={"JUDGE_LM": "local:judge"})
+    assert seen["models"] == ["local", "local:judge"]

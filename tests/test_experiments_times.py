@@ -16,12 +16,13 @@ FIXTURE = Path(__file__).parent / "fixtures" / "project"
 
 
 def recorded(results, stem, *, status="completed", start="2026-11-30T10:00:00", end="2026-11-30T10:04:42",
-             smoke=False, model="local", error=None):
+             smoke=False, model="local", error=None, overrides=None):
     """A real provenance.json (written by roma_lab.results) with the given start and end."""
     out = results / stem
     out.mkdir(parents=True)
+    extra = {"smoke": smoke} | ({"overrides": overrides} if overrides else {})
     path = write_provenance(out, parameters={"LM": model}, model=model, status=status, error=error,
-                            extra={"smoke": smoke}, root=out)
+                            extra=extra, root=out)
     record = json.loads(path.read_text())
     record["started_at"], record["finished_at"] = start + "Z", end + "Z"
     path.write_text(json.dumps(record))
@@ -35,6 +36,14 @@ def table_rows(text):
         cells = [c.strip() for c in line.strip("|").split("|")]
         rows[cells[0].strip("`")] = cells[1:]
     return rows
+
+
+def test_a_run_sized_with_set_says_so_in_its_tier(tmp_path):
+    recorded(tmp_path, "24_compare_tts_figure3", overrides={"N_TASKS": 100, "SPLIT": "dev"})
+    recorded(tmp_path, "21_measure_protocol", smoke=True)
+    rows = table_rows(times_markdown(run_times(tmp_path, ["21_measure_protocol", "24_compare_tts_figure3"])))
+    assert rows["24_compare_tts_figure3"][1] == "default, --set N_TASKS=100 SPLIT='dev'"
+    assert rows["21_measure_protocol"][1] == "smoke"
 
 
 def test_rows_from_provenance_files(tmp_path):

@@ -2,17 +2,19 @@
 
 Command line: ``python -m roma_lab.experiments list`` and
 ``python -m roma_lab.experiments run [STEM ...] [--all] [--smoke] [--lm MODEL] [--force] [--cluster NAME]
-[--per item|notebook]`` (a Dask cluster: design/dask.md) and ``python -m roma_lab.experiments times``
+[--per item|notebook] [--set NAME=VALUE ...]`` (a Dask cluster: design/dask.md; ``--set N_TASKS=100`` sizes
+a run, design/runner.md) and ``python -m roma_lab.experiments times``
 (the README's run-time table from the provenance files).
 """
 
 from ._contract import contract_problems, notebook_problems
 from ._runner import RunOutcome, experiment_status, run_experiment, run_experiments, run_parameters
-from ._spec import ExperimentSpec, SpecError, declared_parameters, load_spec, load_specs
+from ._spec import ExperimentSpec, OverrideError, SpecError, declared_parameters, load_spec, load_specs
 from ._times import RunTime, run_times, times_markdown
 
 __all__ = [
     "ExperimentSpec",
+    "OverrideError",
     "RunOutcome",
     "RunTime",
     "SpecError",

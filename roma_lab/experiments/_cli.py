@@ -13,7 +13,14 @@ from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import default_repo_root
 
 from ._runner import experiment_status, run_experiments
-from ._spec import SpecError, scan_specs
+from ._spec import (
+    ExperimentSpec,
+    OverrideError,
+    ParamValue,
+    SpecError,
+    parse_overrides,
+    scan_specs,
+)
 from ._times import SPEED_LOG, run_times, times_markdown
 
 
@@ -42,6 +49,16 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--all", action="store_true", help="run every experiment")
     run.add_argument("--force", action="store_true", help="re-run even when already completed")
     run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        dest="assignments",
+        metavar="NAME=VALUE",
+        help="set a parameter of the notebooks' parameters cell for this run, e.g. --set N_TASKS=100 "
+             "(repeatable; a Python literal of the parameter's type, a bare word for a string; "
+             "every notebook run must declare it)",
+    )
+    run.add_argument(
         "--cluster",
         help="Dask cluster to run on: 'in-process', 'local:<workers>' or a scheduler address such as "
              "tcp://host:8786 (default: $ROMA_LAB_CLUSTER, else in-process)",
@@ -56,12 +73,48 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _assignments(parser: argparse.ArgumentParser, items: list[str]) -> dict[str, str]:
+    """``--set NAME=VALUE`` arguments as name -> value text (typed per notebook by parse_overrides)."""
+    texts: dict[str, str] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        name = name.strip()
+        if not sep or not name.isidentifier():
+            parser.error(f"run: --set takes NAME=VALUE, got {item!r}")
+        if name in texts:
+            parser.error(f"run: --set {name} given twice")
+        texts[name] = text
+    return texts
+
+
+def _overrides(specs: list[ExperimentSpec], texts: dict[str, str]) -> dict[str, ParamValue]:
+    """The ``--set`` values, typed by every selected notebook's parameters cell; OverrideError naming
+    each notebook that does not declare them, or gives one of them another type."""
+    typed: dict[str, tuple[str, ParamValue]] = {}  # name -> (the first stem that typed it, value)
+    refused = []
+    for spec in specs:
+        try:
+            values = parse_overrides(spec, texts)
+        except OverrideError as exc:
+            refused.append(str(exc))
+            continue
+        for name, value in values.items():
+            if name in typed and (type(typed[name][1]), typed[name][1]) != (type(value), value):
+                refused.append(f"{spec.stem}: --set {name}={texts[name]} means {value!r} here but "
+                               f"{typed[name][1]!r} in {typed[name][0]}; run them separately")
+            typed.setdefault(name, (spec.stem, value))
+    if refused:
+        raise OverrideError("\n".join(refused))
+    return {name: value for name, (_, value) in typed.items()}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command == "run" and bool(args.stems) == args.all:
         parser.error("run: name experiments or pass --all (not both)")
     if args.command == "run":
+        texts = _assignments(parser, args.assignments)
         try:
             resolve_cluster(args.cluster)
         except ValueError as exc:
@@ -106,9 +159,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown experiment(s) {', '.join(unknown)}; known: {', '.join(known) or '(none)'}", file=sys.stderr)
         return 2
     selected = specs if args.all else [known[stem] for stem in dict.fromkeys(args.stems)]
+    try:  # every value checked against every notebook before any cell runs
+        overrides = _overrides(selected, texts)
+    except OverrideError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     try:
         outcomes = run_experiments(selected, results_root=results_root, smoke=args.smoke, lm=args.lm, force=args.force,
-                                   cluster=args.cluster, per=args.per)
+                                   cluster=args.cluster, per=args.per, overrides=overrides)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,7 @@ import ast
 import json
 from pathlib import Path
 
-from ._spec import NOTEBOOK_NAME, REQUIRED_PARAMETERS, SpecError, declared_parameters, load_spec
+from ._spec import NOTEBOOK_NAME, REQUIRED_PARAMETERS, SpecError, declared_parameters, load_spec, parse_literal
 
 # Expected type of each runner-facing parameter's default.
 _PARAMETER_TYPES = {"OUT_DIR": str, "SEED": int, "LM": str}
@@ -60,8 +60,8 @@ def notebook_problems(path: str | Path) -> list[str]:
         problems += [f"the parameters cell must declare {name}" for name in REQUIRED_PARAMETERS if name not in declared]
         for name, default in declared.items():
             try:
-                value = ast.literal_eval(default)
-            except (ValueError, SyntaxError):
+                value = parse_literal(default)
+            except ValueError:
                 problems.append(f"parameter {name} = {default} is not a plain literal")
                 continue
             expected = _PARAMETER_TYPES.get(name)

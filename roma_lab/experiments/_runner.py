@@ -32,7 +32,7 @@ from roma_lab.results import (
 )
 from roma_lab.results._files import read_regular_bytes
 
-from ._spec import ExperimentSpec
+from ._spec import ExperimentSpec, OverrideError, ParamValue, check_overrides
 
 Outcome = Literal["completed", "skipped", "failed"]
 KERNEL_FILE = ".kernel.json"  # the running kernel of this folder; hidden, so never hashed as an output
@@ -54,13 +54,16 @@ class RunOutcome:
     seconds: float = 0.0
 
 
-def run_parameters(spec: ExperimentSpec, *, out_dir: Path, smoke: bool, lm: str | None) -> dict[str, Any]:
+def run_parameters(spec: ExperimentSpec, *, out_dir: Path, smoke: bool, lm: str | None,
+                   overrides: Mapping[str, ParamValue] | None = None) -> dict[str, Any]:
     """Parameters papermill injects: the spec's overrides ([parameters], then [smoke] for the smoke
-    tier), OUT_DIR, and ``lm`` as LM when given and the notebook declares LM. Everything else keeps
-    the default written in the notebook's parameters cell."""
+    tier), then the sizes asked for this run (``overrides``, from ``--set``, checked by
+    :func:`check_overrides`), OUT_DIR, and ``lm`` as LM when given and the notebook declares LM.
+    Everything else keeps the default written in the notebook's parameters cell."""
     params: dict[str, Any] = dict(spec.parameters)
     if smoke:
         params.update(spec.smoke)
+    params.update(overrides or {})
     params["OUT_DIR"] = str(Path(out_dir).resolve())
     if lm is not None and "LM" in spec.declared:
         params["LM"] = lm
@@ -111,23 +114,27 @@ class RunKey:
                 and not self.missing_inputs and record.inputs == dict(self.inputs))
 
 
-def run_key(spec: ExperimentSpec, *, out_dir: Path, smoke: bool, lm: str | None) -> RunKey:
-    """The run's identity, hashing the package source and each input once."""
-    params = run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm)
+def run_key(spec: ExperimentSpec, *, out_dir: Path, smoke: bool, lm: str | None,
+            overrides: Mapping[str, ParamValue] | None = None) -> RunKey:
+    """The run's identity, hashing the package source and each input once. The sizes asked
+    (``overrides``) are among its parameters, so a run at other sizes is another run."""
+    params = run_parameters(spec, out_dir=out_dir, smoke=smoke, lm=lm, overrides=overrides)
     recorded = _recorded(spec, params)
     inputs = {p: sha256_file(spec.root / p) if (spec.root / p).is_file() else None for p in _inputs(spec)}
     return RunKey(MappingProxyType(params), MappingProxyType(recorded), parameters_hash(recorded), _model(recorded),
                   MappingProxyType(inputs), package_source_hash())
 
 
-def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool = False, lm: str | None = None) -> str:
-    """"completed" only if a completed record matches today's parameters, notebook, inputs and
+def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool = False, lm: str | None = None,
+                      overrides: Mapping[str, ParamValue] | None = None) -> str:
+    """"completed" only if a completed record matches today's parameters (``overrides`` included), notebook, inputs and
     roma_lab source, every declared output exists and every recorded output still has its recorded
     SHA-256. Otherwise "not run", "stale", "incomplete" (a declared output is missing), "modified"
     (an output was edited or emptied since), "failed", "interrupted", "running" (a run killed
     hard) or "unreadable" (provenance.json is damaged)."""
     out_dir = Path(results_root) / spec.stem
-    return _status(spec, out_dir, lambda: run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm))
+    overrides = check_overrides(spec, overrides or {})
+    return _status(spec, out_dir, lambda: run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm, overrides=overrides))
 
 
 def _status(spec: ExperimentSpec, out_dir: Path, key: Callable[[], RunKey]) -> str:
@@ -380,7 +387,7 @@ def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel
             str(out_dir / spec.notebook.name),  # executed copy beside the results, never in place
             parameters=params,
             cwd=str(spec.notebook.parent),
-            execution_timeout=spec.timeout_s,
+            execution_timeout=spec.cell_timeout_s(params),  # follows the sizes asked (design/runner.md)
             kernel_name="python3",
             progress_bar=False,
             kernel_manager_class=_kernel_manager_class(out_dir, kernel_env),
@@ -398,6 +405,7 @@ def run_experiment(
     force: bool = False,
     kernel_env: Mapping[str, str] | None = None,
     cluster: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, ParamValue] | None = None,
 ) -> RunOutcome:
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
@@ -411,16 +419,22 @@ def run_experiment(
 
     ``kernel_env``: environment variables set for the notebook's kernel (the runner names the
     cluster its items go to, $ROMA_LAB_CLUSTER). ``cluster``: the JSON record of the cluster this
-    run used, kept in provenance under ``extra.cluster``.
+    run used, kept in provenance under ``extra.cluster``. ``overrides``: sizes asked for this run
+    (``--set N_TASKS=100``), on top of the spec's; a name the notebook does not declare, one the
+    runner owns or a value of another type raises :class:`OverrideError` before anything runs.
+    They are parameters of the run (its identity and provenance's ``parameters``), listed again
+    under ``extra.overrides``, and scale the cell timeout (``extra.cell_timeout_s``).
     """
     start = time.perf_counter()
     out_dir = (Path(results_root) / spec.stem).resolve()
-    key = run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm)  # the one identity of this run
+    overrides = check_overrides(spec, overrides or {})
+    key = run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm, overrides=overrides)  # the one identity of this run
     if not force and _status(spec, out_dir, lambda: key) == "completed":
         return RunOutcome(spec.stem, "skipped", out_dir)
     try:
         with _exclusive(out_dir):
-            error = _run(spec, out_dir, key, smoke=smoke, force=force, kernel_env=kernel_env or {}, cluster=cluster)
+            error = _run(spec, out_dir, key, smoke=smoke, force=force, kernel_env=kernel_env or {}, cluster=cluster,
+                         overrides=overrides)
     except RunnerStateError as exc:
         error = str(exc)
     return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
@@ -442,13 +456,17 @@ def _exclusive(out_dir: Path):
 
 
 def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force: bool,
-         kernel_env: Mapping[str, str], cluster: Mapping[str, Any] | None) -> str | None:
+         kernel_env: Mapping[str, str], cluster: Mapping[str, Any] | None,
+         overrides: Mapping[str, ParamValue]) -> str | None:
     """Prepare the folder, execute, write the record; returns the error (None when completed)."""
     note = _prepare(spec, out_dir, key, force)
     recorded = dict(key.recorded)
     missing_inputs = key.missing_inputs
     started_at = datetime.now(UTC)
-    extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke}
+    extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke,
+             "cell_timeout_s": spec.cell_timeout_s(recorded)}
+    if overrides:  # which of the parameters were asked on the command line
+        extra["overrides"] = dict(overrides)
     if note:
         extra["recovered"] = note
     if cluster:
@@ -504,6 +522,7 @@ def run_experiments(
     progress: bool = True,
     cluster: str | None = None,
     per: Per = "item",
+    overrides: Mapping[str, ParamValue] | None = None,
 ) -> list[RunOutcome]:
     """Run specs with a tqdm bar; one failure does not stop the rest.
 
@@ -515,6 +534,9 @@ def run_experiments(
     way the workers' environments are checked first (packages, Python, roma_lab source, and the
     weights of the local models the notebooks name), and each provenance.json records the
     cluster, its workers with their package versions, and (per notebook) the worker that ran it.
+
+    ``overrides`` (``--set``) apply to every spec and must suit each: they are checked against all
+    of them (one :class:`OverrideError` naming each that refuses them) before any notebook runs.
     """
     from tqdm.auto import tqdm
 
@@ -523,7 +545,16 @@ def run_experiments(
     if per not in ("item", "notebook"):
         raise ValueError(f"per must be 'item' or 'notebook', got {per!r}")
     how = dask.resolve_cluster(cluster)
-    kwargs = {"results_root": results_root, "smoke": smoke, "lm": lm, "force": force}
+    overrides = dict(overrides or {})
+    refused = []
+    for spec in specs:
+        try:
+            check_overrides(spec, overrides)
+        except OverrideError as exc:
+            refused.append(str(exc))
+    if refused:
+        raise OverrideError("\n".join(refused))
+    kwargs = {"results_root": results_root, "smoke": smoke, "lm": lm, "force": force, "overrides": overrides}
     outcomes = []
     with tqdm(total=len(specs), desc="experiments", unit="exp", disable=not progress) as bar:
 
@@ -537,7 +568,7 @@ def run_experiments(
                 bar.set_postfix_str(spec.stem)
                 report(run_experiment(spec, **kwargs))
             return outcomes
-        record = _cluster_record(how, specs, smoke=smoke, lm=lm, per=per)
+        record = _cluster_record(how, specs, smoke=smoke, lm=lm, per=per, overrides=overrides)
         if per == "item":
             kernel_env = {dask.ENV_VAR: record["scheduler"]}
             for spec in specs:
@@ -556,14 +587,16 @@ def run_experiments(
     return sorted(outcomes, key=lambda o: order[o.stem])
 
 
-def _cluster_record(how, specs: Sequence[ExperimentSpec], *, smoke: bool, lm: str | None, per: Per) -> dict[str, Any]:
+def _cluster_record(how, specs: Sequence[ExperimentSpec], *, smoke: bool, lm: str | None, per: Per,
+                    overrides: Mapping[str, ParamValue]) -> dict[str, Any]:
     """Check every worker against this process for the models the notebooks will load; the record
     provenance keeps: cluster, scheduler, dashboard, and each worker with its environment."""
     from roma_lab import dask
 
     models = set()
     for spec in specs:
-        recorded = _recorded(spec, run_parameters(spec, out_dir=Path("."), smoke=smoke, lm=lm))
+        recorded = _recorded(spec, run_parameters(spec, out_dir=Path("."), smoke=smoke, lm=lm,
+                                                  overrides=check_overrides(spec, overrides)))
         models |= {v for k, v in recorded.items() if k in ("LM", "JUDGE_LM") and isinstance(v, str) and v}
     s = dask.session(how)
     expected = dask.expected_environment(sorted(models))

@@ -21,13 +21,21 @@ INJECTED = ("OUT_DIR",)
 REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
-_OPTIONAL_KEYS = ("timeout_s", "inputs", "outputs", "parameters", "smoke")
+_OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "inputs", "outputs", "parameters", "smoke")
+# Parameters a command line cannot set (--set), and what sets them instead.
+RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
 
 ParamValue = str | int | float | bool | list
 
 
 class SpecError(ValueError):
     """An experiment spec (or the experiments folder) is invalid; the message names the file."""
+
+
+class OverrideError(ValueError):
+    """A size asked for on the command line (``--set``, ``overrides=``) that the notebook does not
+    declare, that the runner owns, or of another type than the notebook's default; the message
+    names the experiment and lists the parameters its notebook declares."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,13 +49,43 @@ class ExperimentSpec:
     paper: str
     table: str
     description: str
-    timeout_s: int
+    timeout_s: int  # per cell, at the spec's own sizes (see cell_timeout_s)
+    timeout_per_unit_s: float  # added per unit of work more than at those sizes (0: a fixed timeout)
+    timeout_units: tuple[str, ...]  # the parameters whose product is the units of work
     inputs: tuple[str, ...]  # root-relative files hashed into provenance
     outputs: tuple[str, ...]  # files the notebook must write into OUT_DIR
     parameters: Mapping[str, ParamValue]  # overrides of the notebook's defaults for `make reproduce`
     smoke: Mapping[str, ParamValue]  # overrides applied on top of parameters for the smoke tier
     declared: Mapping[str, str]  # parameters-cell name -> default source text
     defaults: Mapping[str, ParamValue]  # the declared defaults as values
+
+    def cell_timeout_s(self, parameters: Mapping[str, object]) -> int:
+        """The cell timeout of a run with ``parameters`` on top of the notebook's defaults:
+        ``timeout_s`` at the spec's own sizes (defaults and [parameters]), plus
+        ``timeout_per_unit_s`` for each unit of work asked beyond them (less for fewer), a unit being
+        the product of the ``timeout_units`` parameters (a list counts its length)."""
+        if not self.timeout_units:
+            return self.timeout_s
+        asked = _work_units(self.timeout_units, {**self.defaults, **parameters})
+        own = _work_units(self.timeout_units, {**self.defaults, **self.parameters})
+        return math.ceil(self.timeout_s + self.timeout_per_unit_s * (asked - own))
+
+
+def _work_units(names: tuple[str, ...], values: Mapping[str, object]) -> int:
+    return math.prod(len(v) if isinstance(v, list) else v for v in (values[n] for n in names))
+
+
+def _shown(value: object) -> str:
+    """``value`` as an error message quotes it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _unit_problem(name: str, value: object) -> str | None:
+    """Why ``value`` cannot count units of work (None when it can: an int >= 0 or a list)."""
+    if isinstance(value, list) or (type(value) is int and value >= 0):
+        return None
+    return f"{name} = {_shown(value)} counts units of work for the cell timeout (timeout_units): it must be an int >= 0 or a list"
 
 
 def _is_literal(value: object) -> bool:
@@ -76,14 +114,87 @@ def declared_parameters(notebook: Path) -> dict[str, str]:
     return {name: info["default"] for name, info in found.items()}
 
 
+def parse_literal(source: str) -> object:
+    """A Python literal from its source text, as a parameters cell writes it; ValueError when the
+    text is not one. The one parser of parameter values: the notebooks' defaults and ``--set``."""
+    try:
+        return ast.literal_eval(source)
+    except (SyntaxError, RecursionError, MemoryError) as exc:  # deep nesting: RecursionError or MemoryError
+        raise ValueError(f"not a Python literal: {source!r}") from exc
+
+
 def _defaults(declared: Mapping[str, str], problems: list[str]) -> dict[str, ParamValue]:
     values = {}
     for name, source in declared.items():
         try:
-            values[name] = ast.literal_eval(source)
-        except (ValueError, SyntaxError):
+            values[name] = parse_literal(source)
+        except ValueError:
             problems.append(f"parameter {name} = {source} is not a plain literal")
     return values
+
+
+def _type_name(default: object) -> str:
+    return "any literal" if default is None else type(default).__name__
+
+
+def _typed(value: object, default: object) -> object:
+    """``value`` as a value of the default's type (an int where a float is declared becomes a float);
+    ValueError naming the expected type when it is not one."""
+    if default is None and (value is None or _is_literal(value)):
+        return value
+    if isinstance(default, float) and type(value) in (int, float) and _is_literal(value):
+        return float(value)
+    if isinstance(default, list) and isinstance(value, list) and _is_literal(value):
+        kinds = {type(v) for v in default}
+        widen = float in kinds and int not in kinds  # ints in a list of floats become floats
+        if not default or all(type(v) in kinds or (widen and type(v) is int) for v in value):
+            return [float(v) if widen and type(v) is int else v for v in value]
+        raise ValueError(f"a list of {' or '.join(sorted(k.__name__ for k in kinds))}")
+    if default is not None and type(value) is type(default) and _is_literal(value):
+        return value
+    raise ValueError(_type_name(default))
+
+
+def _declares(spec: ExperimentSpec) -> str:
+    return ", ".join(f"{name} ({_type_name(value)}, default {spec.declared[name]})"
+                     for name, value in spec.defaults.items() if name not in RUNNER_OWNED)
+
+
+def check_overrides(spec: ExperimentSpec, overrides: Mapping[str, object]) -> dict[str, ParamValue]:
+    """The sizes asked for a run of ``spec`` (``--set``, ``overrides=``) as values of the types its
+    notebook's parameters cell gives them; one :class:`OverrideError` listing every problem."""
+    values, problems = {}, []
+    for name, value in overrides.items():
+        if name in RUNNER_OWNED:
+            problems.append(f"{name} cannot be set: {RUNNER_OWNED[name]}")
+        elif name not in spec.defaults:
+            problems.append(f"{name} is not a parameter of {spec.notebook.name}")
+        else:
+            try:
+                values[name] = _typed(value, spec.defaults[name])
+            except ValueError as exc:
+                problems.append(f"{name} = {_shown(value)}: expected {exc} (its default is {spec.declared[name]})")
+                continue
+            if name in spec.timeout_units and (problem := _unit_problem(name, values[name])):
+                problems.append(problem)
+    if problems:
+        raise OverrideError(f"{spec.stem}: " + "; ".join(problems) + f"\n  {spec.notebook.name} declares: {_declares(spec)}")
+    return values
+
+
+def parse_overrides(spec: ExperimentSpec, texts: Mapping[str, str]) -> dict[str, ParamValue]:
+    """Command-line values (``--set NAME=TEXT``) for ``spec``: each text is a Python literal as in
+    the parameters cell (``100``, ``0.5``, ``True``, ``["a", "b"]``); for a parameter declared as a
+    string (or None) a text that is not a string literal is the string itself (``--set SPLIT=dev``).
+    Checked as :func:`check_overrides` checks them."""
+    values: dict[str, object] = {}
+    for name, text in texts.items():
+        try:
+            value = parse_literal(text)
+        except ValueError:
+            value = text  # a bare word: a string, or the wrong type for the check below to name
+        values[name] = text if isinstance(spec.defaults.get(name), str) and not isinstance(value, str) else value
+    return check_overrides(spec, values)
 
 
 def _parameter_table(data: dict, key: str, problems: list[str]) -> dict[str, ParamValue]:
@@ -101,6 +212,24 @@ def _parameter_table(data: dict, key: str, problems: list[str]) -> dict[str, Par
                 f"[{key}] {name} = {value!r} is not a plain literal (str, int, finite float, bool, or a list of them)"
             )
     return table
+
+
+def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], defaults: Mapping[str, ParamValue],
+                      parameters: Mapping[str, ParamValue], smoke: Mapping[str, ParamValue]) -> list[str]:
+    """The timeout units must be declared parameters counting work at every size the spec names, and
+    ``timeout_s`` must leave a positive timeout for no work at all (it holds the units at the spec's
+    own sizes)."""
+    undeclared = [u for u in units if u not in defaults]
+    if undeclared:
+        return [f"'timeout_units' {undeclared} are not declared in the notebook's 'parameters' cell"]
+    problems = [problem for values in (defaults, parameters, smoke) for name, value in values.items()
+                if name in units and (problem := _unit_problem(name, value))]
+    if units and not problems and isinstance(timeout_s, int):
+        own = _work_units(tuple(units), {**defaults, **parameters})
+        if timeout_s - per_unit_s * own <= 0:
+            problems.append(f"'timeout_s' ({timeout_s}) is the cell timeout at the spec's own sizes, "
+                            f"{own} units of work: it must exceed timeout_per_unit_s x {own} = {per_unit_s * own:g}")
+    return problems
 
 
 def _spec_text(path: Path) -> str:
@@ -140,6 +269,18 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
     timeout_s = data.get("timeout_s", 900)
     if isinstance(timeout_s, bool) or not isinstance(timeout_s, int) or timeout_s <= 0:
         problems.append(f"'timeout_s' must be a positive integer (seconds per cell), got {timeout_s!r}")
+    per_unit_s = data.get("timeout_per_unit_s", 0)
+    units = data.get("timeout_units", [])
+    if isinstance(per_unit_s, bool) or not isinstance(per_unit_s, int | float) or not _is_literal(per_unit_s) \
+            or per_unit_s < 0:
+        problems.append(f"'timeout_per_unit_s' must be a number >= 0 (seconds per unit of work), got {per_unit_s!r}")
+        per_unit_s = 0
+    if not isinstance(units, list) or not all(isinstance(u, str) and u for u in units):
+        problems.append(f"'timeout_units' must be a list of parameter names, got {units!r}")
+        units = []
+    if bool(units) != bool(per_unit_s):
+        problems.append("'timeout_per_unit_s' and 'timeout_units' go together: the seconds per unit and the "
+                        "parameters whose product counts the units")
     file_lists = {}
     for key in ("inputs", "outputs"):
         items = data.get(key, [])
@@ -183,6 +324,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
             repeated = sorted(k for k, v in parameters.items() if k in defaults and defaults[k] == v)
             if repeated:
                 problems.append(f"[parameters] {repeated} repeat the notebook's defaults; a spec holds overrides only")
+            problems += _timeout_problems(timeout_s, per_unit_s, units, defaults, parameters, smoke)
     if problems:
         raise SpecError(f"{path}:\n  " + "\n  ".join(problems))
     return ExperimentSpec(
@@ -194,6 +336,8 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         table=data["table"],
         description=data["description"],
         timeout_s=timeout_s,
+        timeout_per_unit_s=per_unit_s,
+        timeout_units=tuple(units),
         inputs=file_lists["inputs"],
         outputs=file_lists["outputs"],
         parameters=MappingProxyType(dict(parameters)),

@@ -32,6 +32,7 @@ class RunTime:
     finished: datetime | None = None
     model: str | None = None
     smoke: bool | None = None
+    overrides: tuple[tuple[str, object], ...] = ()  # the sizes asked with --set, as the record lists them
     speeds: tuple[ModelSpeed, ...] = ()  # the embedded models its kernel loaded
 
     @property
@@ -70,8 +71,10 @@ def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpe
     except ProvenanceError:
         return RunTime(stem, "unreadable")
     smoke = record.extra.get("smoke")
+    overrides = record.extra.get("overrides")
     ran = RunTime(stem, record.status, record.started_at, record.finished_at, record.model,
-                  smoke if isinstance(smoke, bool) else None)
+                  smoke if isinstance(smoke, bool) else None,
+                  tuple(overrides.items()) if isinstance(overrides, dict) else ())
     # a run killed hard ("running") recorded no end: its window is empty, so nothing is attributed to it
     within = tuple(s for s in speeds if ran.started <= s.loaded_at and s.closed_at <= ran.finished)
     return replace(ran, speeds=within)
@@ -109,6 +112,8 @@ def times_markdown(rows: Sequence[RunTime]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         tier = {True: "smoke", False: "default", None: "—"}[row.smoke]
+        if row.overrides:  # a run at other sizes than the tier's says which
+            tier += ", --set " + " ".join(f"{name}={value!r}" for name, value in row.overrides)
         cells = [f"`{row.stem}`", row.status, tier, row.model or "—", _when(row.started), _when(row.finished),
                  format_seconds(row.seconds), row.threads, row.load, row.tokens_per_s()]
         lines.append("| " + " | ".join(cells) + " |")
