@@ -6,7 +6,8 @@ group: started with a readiness poll that gives up after ``READY_TIMEOUT_S`` (a 
 speed check), stopped by killing the group. ``FaultProxy`` stands between the client and that server
 and forwards every request, recording what the server answered (its ``usage`` included); told to,
 it produces the HTTP faults a real llama.cpp server cannot be asked for (429, 500, a body that is not
-JSON, a reply that comes too late). The model server itself is never faked.
+JSON, a reply that comes too late). The model server itself is never faked. ``LoopbackServer`` is
+the threaded loopback HTTP server under the proxy and under ``stub_openai.StubServer``.
 """
 
 from __future__ import annotations
@@ -45,6 +46,38 @@ def _answers(url: str) -> bool:
             return reply.status == 200
     except OSError:
         return False
+
+
+class LoopbackServer:
+    """An HTTP server on 127.0.0.1 answering with ``handler`` on its own thread: it serves inside
+    ``with`` and shuts down on exit, after :meth:`_release` has let go of any request it holds open.
+    ``port`` 0 lets the OS pick one; ``api_base`` is its OpenAI-style ``/v1`` address. The base of the
+    fault proxy here and of the scripted ``stub_openai.StubServer``."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler], *, name: str, port: int = 0):
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._release()
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _release(self) -> None:
+        """End every request held open (nothing by default), so shutdown does not wait for them."""
 
 
 class LlamaServer:
@@ -111,7 +144,7 @@ class _Plan:
     on_request: list = field(default_factory=list)
 
 
-class FaultProxy:
+class FaultProxy(LoopbackServer):
     """Reverse proxy on loopback before ``upstream`` (an http://host:port origin).
 
     ``inject(kind, times=None)`` makes the next ``times`` requests (all, when None) fail with
@@ -134,22 +167,10 @@ class FaultProxy:
         self.release = threading.Event()  # ends every hold at once (teardown)
         self._plan = _Plan()
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fault-proxy", daemon=True)
+        super().__init__(self._handler(), name="fault-proxy")
 
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> FaultProxy:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
+    def _release(self) -> None:
         self.release.set()
-        self._server.shutdown()
-        self._server.server_close()
 
     def inject(self, kind: str | None, *, times: int | None = None, hold_s: float = 0.0) -> None:
         if kind is not None and kind not in FAULTS:

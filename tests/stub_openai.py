@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from online_server import LoopbackServer
 
 
-class StubServer:
+class StubServer(LoopbackServer):
     def __init__(self, replies: list[str], *, models: list[dict] | None = None, port: int = 0,
                  hold_models: threading.Event | None = None):
         self.replies = list(replies)
@@ -23,27 +25,11 @@ class StubServer:
         self.completions: list[dict] = []  # request bodies received, in order
         self.model_lists = 0  # GET /models received
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="stub-openai", daemon=True)
+        super().__init__(self._handler(), name="stub-openai", port=port)
 
-    @property
-    def port(self) -> int:
-        return self._server.server_address[1]
-
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def __enter__(self) -> StubServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
+    def _release(self) -> None:
         if self.hold_models is not None:
             self.hold_models.set()
-        self._server.shutdown()
-        self._server.server_close()
 
     def _reply_text(self, body: dict) -> str:
         with self._lock:

@@ -251,8 +251,8 @@ def test_a_run_file_written_before_artifacts_loads_and_saves_with_the_new_fields
 def test_references_shrink_the_contexts_above_long_outputs_and_nothing_else(tmp_path):
     from roma_lab.papers.roma import measure_references
 
-    calls, summary = measure_references(tmp_path, depths=(1, 3), artifact_chars=200, summary_chars=80,
-                                        tokenizer="whitespace")
+    tables = measure_references(tmp_path, depths=(1, 3), artifact_chars=200, summary_chars=80, tokenizer="whitespace")
+    calls, summary = tables["references"], tables["references_summary"]
     by = summary.set_index(["depth", "node_depth", "role", "mode"])
     # depth 1: every output is short, nothing is stored, both modes see the same contexts
     shallow = calls[calls["depth"] == 1].groupby("mode")[["context_chars", "context_tokens"]].sum()

@@ -287,7 +287,8 @@ def test_a_run_with_artifacts_cannot_lose_its_store_url(tmp_path):
 def test_the_repair_study_counts_calls_from_the_traces_and_links_the_files(tmp_path):
     from roma_lab.papers.roma import measure_repair
 
-    table, nodes = measure_repair(tmp_path, latency_s=0.0)
+    tables = measure_repair(tmp_path, latency_s=0.0)
+    table, nodes = tables["repair"], tables["repair_nodes"]
     assert table.set_index("run")["role_calls"].to_dict() == {"failed_run": 27, "repair": 3, "full_rerun": 27}
     assert list(table["status"]) == ["partial", "completed", "completed"]
     assert sorted(nodes.loc[nodes["action"] == "re-executed", "node"]) == ["0", "0.1", "0.1.2"]

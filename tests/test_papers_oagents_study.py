@@ -16,9 +16,11 @@ from roma_lab.agents import AgentConfig, sample_suite_tasks, suite_tasks
 from roma_lab.lm import ScriptedEngine
 from roma_lab.papers.oagents import Condition, compare_tts, measure_protocol, run_study, suite_level
 from roma_lab.papers.oagents._studies import _tasks
+from roma_lab.results import read_provenance, write_provenance
 from roma_lab.router._execute import direct_answer
 from roma_lab.router._suite import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
+from roma_lab.stats import DEFAULT_STATS
 
 ACTOR = ("action", "arguments", "answer")
 
@@ -147,10 +149,13 @@ def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests
     lm = dspy.LM("scripted/seeds", engine=ScriptedEngine(
         lambda r: seen.append(r.temperature) or {"action": "final_answer", "arguments": "{}", "answer": "0"}),
         cache=False)
-    tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, n_resamples=50)
+    tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, n_resamples=50,
+                              stats=DEFAULT_STATS.override(level=0.9))
     assert sorted(set(seen)) == [0.0, 0.7]
     assert set(tables.rows["condition"]) == {"OAgents (temperature 0)", "OAgents"}
-    assert tables.stats.as_dict() == {"n_resamples": 50, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
+    assert tables.stats.as_dict() == {"n_resamples": 50, "seed": 0, "level": 0.9, "alpha": 0.05, "power": 0.8}
+    write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does after the notebook
+    assert read_provenance(tmp_path).stats.model_dump() == tables.stats.as_dict()
     assert set(tables.rows.loc[tables.rows["condition"] == "OAgents", "seed"]) == {0, 1, 2}
     metrics = set(tables.protocol["metric"])
     assert {"pass@1", "pass@1_run_sd", "pass@3", "maj@3", "maj@3_tie_rate", "var_run_to_run",
@@ -371,8 +376,8 @@ def test_reflection_expansion_rewrites_then_expands_every_query(tmp_path):
                        lm=searcher_lm(requests)).run(task)
     step = trajectory.rollouts[0].steps[0]
     assert [c.role for c in step.calls] == ["actor", "query_rewriter"]
-    assert step.tool_call.observation.startswith("Queries: compound ") and "(rewritten)" in step.tool_call.observation
-    assert "; compound" in step.tool_call.observation.splitlines()[0]  # the expansion's word-form variant too
+    assert step.observation.startswith("Queries: compound ") and "(rewritten)" in step.observation
+    assert "; compound" in step.observation.splitlines()[0]  # the expansion's word-form variant too
 
 
 def test_a_mirrored_difference_negates_the_value_and_swaps_and_negates_the_ci():

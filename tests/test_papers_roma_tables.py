@@ -144,6 +144,22 @@ def test_string_match_fallback_and_scripted_model_are_labelled_everywhere(tmp_pa
 
 # --- paper beside ours ---------------------------------------------------------------------------------------------
 
+def test_a_table_is_one_frozen_tables_type_whose_stats_reach_the_provenance(tmp_path):
+    from roma_lab.results import read_provenance, write_provenance
+    from roma_lab.stats import DEFAULT_STATS
+
+    tables = run_seal0(tmp_path, lm="scripted")
+    assert isinstance(tables, roma.RomaTables) and tables.out_dir == tmp_path
+    assert tables.stats == DEFAULT_STATS.override(n_resamples=50, seed=1)  # the CIs' resamples and seed
+    assert set(tables) == {"seal0_results", "seal0_summary", "seal0_paired", "seal0_vs_paper"}
+    assert set(tables.vs_paper["table"]) == {"seal0_vs_paper"}
+    write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does after the notebook
+    assert read_provenance(tmp_path).stats.model_dump() == tables.stats.as_dict()
+    structure = roma.measure_repair(tmp_path / "repair", latency_s=0.0)  # the studies too, without statistics
+    assert isinstance(structure, roma.RomaTables) and set(structure) == {"repair", "repair_nodes"}
+    assert structure.stats is None
+
+
 def test_paper_file_is_in_the_vocabulary_schema_with_marks_in_the_note():
     df = roma.paper_reported_roma_df()
     assert tuple(df.columns) == PAPER_COLUMNS and len(df) == 105

@@ -207,6 +207,19 @@ def test_the_semantic_tables_paper_rows_are_the_papers_lexical_router_figures():
     assert (semantic["value"] == semantic["value_source"]).all() and (semantic["unit"] == semantic["unit_source"]).all()
 
 
+def test_reproduce_returns_one_tables_type_and_leaves_its_stats_for_the_record(tmp_path, study):
+    from roma_lab.results import read_provenance, write_provenance
+    from roma_lab.stats import DEFAULT_STATS
+
+    out = routing.reproduce_tables(tmp_path, tables=["table3"], seed=7, n_resamples=30, repeats=1, study=study)
+    assert isinstance(out, routing.RoutingTables) and out.out_dir == tmp_path
+    assert out.stats == DEFAULT_STATS.override(n_resamples=30, seed=7)
+    assert set(out.vs_paper["table"]) == {"table3_vs_paper", "model_vs_paper"}
+    write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does after the notebook
+    assert read_provenance(tmp_path).stats.model_dump() == out.stats.as_dict()
+    assert routing.reproduce_tables(None, tables=["table1"], study=study).out_dir is None
+
+
 def test_reproduce_rejects_bad_arguments():
     with pytest.raises(ValueError, match="unknown table"):
         routing.reproduce_tables(None, tables=["table9"])
@@ -220,7 +233,7 @@ def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
                        "--repeats", "1"]) == 0
     record = json.loads((out / "provenance.json").read_text())
     assert record["parameters"]["tables"] == ["table1"] and "table1_families.csv" in record["outputs"]
-    assert record["extra"]["stats"] == {"n_resamples": 20, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
+    assert record["stats"] == {"n_resamples": 20, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
     # a non-empty --out would let this run's provenance claim older files
     assert router_cli(["reproduce", "--out", str(out), "--tables", "table1"]) == 2
     assert "not empty" in capsys.readouterr().err

@@ -11,6 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from roma_lab.results import (
+    STATS_FILE,
+    MeasuredTables,
     Provenance,
     ProvenanceError,
     QuarantineWarning,
@@ -22,10 +24,12 @@ from roma_lab.results import (
     quarantined_files,
     read_provenance,
     read_table,
+    record_stats,
     sha256_file,
     write_provenance,
     write_table,
 )
+from roma_lab.stats import DEFAULT_STATS
 
 
 def test_table_round_trip_is_exact(tmp_path):
@@ -102,6 +106,52 @@ def test_provenance_round_trip(tmp_path):
     assert record.packages["numpy"] == np.__version__ and record.packages["roma_lab"] is not None
     assert record.started_at <= record.finished_at and record.started_at.tzinfo is not None
     assert Provenance.model_validate_json(path.read_text()) == record
+
+
+def test_provenance_records_the_stats_settings_the_tables_left(tmp_path):
+    write_table(pd.DataFrame({"x": [1]}), tmp_path, "t")
+    write_provenance(tmp_path, parameters={}, root=tmp_path)
+    assert read_provenance(tmp_path).stats is None  # no table used statistics
+    changed = DEFAULT_STATS.override(n_resamples=123, seed=4, level=0.9, alpha=0.1, power=0.7)
+    record_stats(tmp_path, changed)  # as a paper's table function does, in the notebook's kernel
+    write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does afterwards, elsewhere
+    record = read_provenance(tmp_path)
+    assert record.stats.model_dump() == changed.as_dict()
+    assert set(record.outputs) == {"t.csv"}  # the hand-over file is bookkeeping, not an output
+    write_provenance(tmp_path, parameters={}, root=tmp_path, stats=DEFAULT_STATS)  # given: it wins
+    assert read_provenance(tmp_path).stats.model_dump() == DEFAULT_STATS.as_dict()
+
+
+def test_a_record_older_than_the_stats_field_still_reads(tmp_path):
+    path = write_provenance(tmp_path, parameters={}, root=tmp_path)
+    data = json.loads(path.read_text())
+    del data["stats"]
+    path.write_text(json.dumps(data))
+    assert read_provenance(tmp_path).stats is None
+
+
+def test_a_damaged_stats_hand_over_is_moved_aside_and_not_recorded(tmp_path):
+    (tmp_path / STATS_FILE).write_text('{"n_resamples": "many"}')
+    with pytest.warns(QuarantineWarning, match="not a statistics settings record"):
+        write_provenance(tmp_path, parameters={}, root=tmp_path)
+    assert read_provenance(tmp_path).stats is None and not (tmp_path / STATS_FILE).exists()
+
+
+def test_measured_tables_read_as_a_frozen_mapping_of_tidy_tables(tmp_path):
+    source = {"table2_summary": pd.DataFrame({"value": [0.5]}),
+              "table2_vs_paper": pd.DataFrame({"metric": ["success"]}),
+              "table3_vs_paper": pd.DataFrame({"metric": ["cost"]})}
+    tables = MeasuredTables(source, tmp_path, DEFAULT_STATS)
+    source["later"] = pd.DataFrame()  # the caller's dict is copied, not shared
+    assert list(tables) == ["table2_summary", "table2_vs_paper", "table3_vs_paper"] and len(tables) == 3
+    assert tables["table2_summary"]["value"].tolist() == [0.5] and "later" not in tables
+    with pytest.raises(KeyError, match=r"no table 'table9'.*'table2_summary'"):
+        tables["table9"]
+    with pytest.raises(TypeError):
+        tables.tables["x"] = pd.DataFrame()  # type: ignore[index]
+    stacked = tables.vs_paper
+    assert stacked[["table", "metric"]].values.tolist() == [["table2_vs_paper", "success"], ["table3_vs_paper", "cost"]]
+    assert MeasuredTables({}).vs_paper.empty
 
 
 def test_provenance_rejects_inconsistent_status(tmp_path):

@@ -87,8 +87,8 @@ def test_split_rule_rejects_the_pre_lock_test_wording():
     assert router.split_rule_violations(near) == ["statistic challenge: overlap with train 0.800, must be <= 0.2"]
 
 
-def test_family_table_shows_every_overlap_with_train():
-    table = router.family_table().set_index("family")
+def test_suite_families_shows_every_overlap_with_train():
+    table = router.suite_families().set_index("family")
     for name, f in _suite.FAMILIES.items():
         for split in ("dev", "test", "challenge"):
             assert table.loc[name, f"overlap_{split}"] == router.train_overlap(f, f.templates[split])
@@ -109,8 +109,8 @@ def test_only_literal_prompts_carry_a_quoted_answer(suite):
         assert ('"' in t.prompt) == (t.kind == "literal"), t.task_id
 
 
-def test_family_table_documents_each_minimum_route():
-    table = router.family_table()
+def test_suite_families_documents_each_minimum_route():
+    table = router.suite_families()
     assert len(table) == len(_suite.FAMILIES)
     assert dict(zip(table.family, table.minimum_route))["invoice_reconciliation"] == "TCV"
 
@@ -205,9 +205,21 @@ def test_dual_form_training_equals_plain_gradient_descent(suite):
     train = _tables._training_subset(router.split_tasks(suite, "train"), 40)
     feats = router.Featurizer.fit([t.prompt for t in train])
     X, Y = feats.transform([t.prompt for t in train]), router.labels_matrix(train)
-    config = router.TrainingConfig(steps=60)
+    _assert_textbook_update(X, Y, router.TrainingConfig(steps=60))
+
+
+def test_dual_form_equals_the_textbook_update_on_dense_features():
+    # the semantic router's heads train on dense sentence embeddings
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(30, 12))
+    Y = (rng.random((30, 5)) < 0.4).astype(float)
+    Y[0], Y[1] = 1, 0
+    _assert_textbook_update(X, Y, router.TrainingConfig(steps=40))
+
+
+def _assert_textbook_update(X, Y, config):
+    """`train_heads` equals the textbook class-weighted gradient descent on every feature column."""
     W, b = _model.train_heads(X, Y, config)
-    # reference: the textbook update on every feature column
     n = X.shape[0]
     pos = Y.sum(axis=0)
     weights = np.where(Y == 1, n / (2 * pos), n / (2 * (n - pos)))

@@ -3,7 +3,6 @@ dev, the natural prompts, bad input, and the tables. Most tests use a small dete
 encoder (hashed words); the MiniLM tests run the real weights when their package is installed."""
 
 import hashlib
-import io
 import zipfile
 
 import numpy as np
@@ -13,7 +12,7 @@ import pytest
 from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
-from roma_lab.router import _encoder, _model, _semantic
+from roma_lab.router import _encoder, _semantic
 
 
 class HashedWords:
@@ -141,25 +140,6 @@ def test_embeddings_are_computed_once_and_a_damaged_entry_is_recomputed(tmp_path
 
 
 # ----------------------------------------------------------------------------- training and variants
-def test_dual_form_equals_the_textbook_update_on_dense_features():
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(30, 12))
-    Y = (rng.random((30, 5)) < 0.4).astype(float)
-    Y[0], Y[1] = 1, 0
-    config = router.TrainingConfig(steps=40)
-    W, b = _model.train_heads(X, Y, config)
-    n, pos = 30, Y.sum(axis=0)
-    weights = np.where(Y == 1, n / (2 * pos), n / (2 * (n - pos)))
-    W0, b0 = np.zeros((12, 5)), np.zeros(5)
-    for epoch in range(config.steps):
-        lr = config.lr0 / np.sqrt(1 + epoch / 50)
-        r = weights * (_model._sigmoid(X @ W0 + b0) - Y) / n
-        W0 -= lr * (X.T @ r + config.l2 * W0)
-        b0 -= lr * r.sum(axis=0)
-    np.testing.assert_allclose(W, W0, atol=1e-10)
-    np.testing.assert_allclose(b, b0, atol=1e-10)
-
-
 def test_each_variant_is_the_best_dev_row_by_the_fixed_rule(sem):
     table = sem.selection
     assert set(table["variant"]) == set(_semantic.VARIANTS)

@@ -8,6 +8,7 @@ Default roles are DSPy modules (imported lazily: ``import roma_lab.controller`` 
 DSPy); any callable with the same keyword contract can replace one, e.g. ``ScriptedRoles``.
 """
 
+from .._lazy import lazy_exports
 from ._artifacts import (
     ArtifactCorruptedError,
     ArtifactError,
@@ -51,19 +52,14 @@ from ._types import (
     RoleCall,
     Run,
     ToolCall,
+    run_status,
 )
 
 # DSPy role modules, loaded on first access (PEP 562) because importing DSPy takes seconds.
 _ROLE_NAMES = ("Aggregator", "Atomizer", "CodeExecutionError", "CodeExecutor", "JSONRole", "Planner", "PlannedSubtask",
                "SearchExecutor", "ThinkExecutor", "ToolExecutor", "Verifier", "WriteExecutor", "default_executors")
 
-
-def __getattr__(name: str):
-    if name in _ROLE_NAMES:
-        from . import _roles
-
-        return getattr(_roles, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "._roles", _ROLE_NAMES)
 
 
 __all__ = [
@@ -116,6 +112,7 @@ __all__ = [
     "plan_repair",
     "read_artifact",
     "run_python",
+    "run_status",
     "jsonable",
     "run_tools",
     "schedule_bounds",

@@ -10,9 +10,11 @@ evaluation protocol (design/protocol.md) to tidy per-run scores.
 from ._files import QuarantineWarning, quarantine, quarantined_files, write_text_atomic
 from ._provenance import (
     PROVENANCE_FILE,
+    STATS_FILE,
     TRACKED_PACKAGES,
     Provenance,
     ProvenanceError,
+    StatsRecord,
     changed_outputs,
     default_repo_root,
     git_state,
@@ -20,6 +22,7 @@ from ._provenance import (
     package_versions,
     parameters_hash,
     read_provenance,
+    record_stats,
     sha256_file,
     write_provenance,
 )
@@ -38,12 +41,13 @@ from ._paper import (
 )
 from ._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
 from ._summary import CONDITION, as_metrics, compare, summarize, wide
-from ._tables import read_table, write_table
+from ._tables import MeasuredTables, read_table, write_table
 
 __all__ = [
     "CONDITION",
     "DIFFERS",
     "MATCHES",
+    "MeasuredTables",
     "NOT_COMPARABLE",
     "NOT_IN_PAPER",
     "NOT_MEASURED",
@@ -60,6 +64,8 @@ __all__ = [
     "compare",
     "PROVENANCE_FILE",
     "ProvenanceError",
+    "STATS_FILE",
+    "StatsRecord",
     "QuarantineWarning",
     "changed_outputs",
     "default_repo_root",
@@ -72,6 +78,7 @@ __all__ = [
     "quarantined_files",
     "read_provenance",
     "read_table",
+    "record_stats",
     "sha256_file",
     "summarize",
     "summarize_protocol",

@@ -16,15 +16,21 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_validator
 
 import roma_lab
 
-from ._files import QUARANTINED, write_text_atomic
+from ._files import QUARANTINED, quarantine, write_text_atomic
+
+if TYPE_CHECKING:
+    from roma_lab.stats import StatsSettings
 
 PROVENANCE_FILE = "provenance.json"
+#: Where a paper's tables, computed in the notebook's kernel, leave the statistics settings they used
+#: for the record the runner writes afterwards in its own process. Hidden: bookkeeping, not an output.
+STATS_FILE = ".stats.json"
 
 # Distribution names whose versions shape results; looked up in package metadata, never
 # imported (importing dspy or llama_cpp would cost seconds). Missing ones are recorded as None.
@@ -51,6 +57,18 @@ class ProvenanceError(ValueError):
     """A provenance.json exists but is not a valid record (damaged, edited, or from another tool)."""
 
 
+class StatsRecord(BaseModel):
+    """The ``roma_lab.stats.StatsSettings`` a folder's tables were computed with, as recorded."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    n_resamples: int
+    seed: int
+    level: float
+    alpha: float
+    power: float
+
+
 class Provenance(BaseModel):
     """The record stored as ``provenance.json`` in every results folder."""
 
@@ -73,6 +91,7 @@ class Provenance(BaseModel):
     inputs: dict[str, str]  # path as given -> SHA-256
     outputs: dict[str, str]  # path relative to the results folder -> SHA-256
     extra: dict[str, JsonValue]
+    stats: StatsRecord | None = None  # None: no table of the folder used statistics (or a record older than it)
     started_at: datetime
     finished_at: datetime
 
@@ -176,6 +195,23 @@ def changed_outputs(out_dir: str | os.PathLike[str], record: Provenance) -> list
             if not (out / name).is_file() or sha256_file(out / name) != digest]
 
 
+def record_stats(out_dir: str | os.PathLike[str], stats: StatsSettings) -> Path:
+    """Leave the statistics settings a folder's tables were computed with for its provenance record
+    (:func:`write_provenance` reads them). The last call wins: one folder, one notebook's settings."""
+    return write_text_atomic(Path(out_dir) / STATS_FILE, StatsRecord(**stats.as_dict()).model_dump_json() + "\n")
+
+
+def _recorded_stats(out: Path) -> StatsRecord | None:
+    path = out / STATS_FILE
+    if not path.is_file():
+        return None
+    try:
+        return StatsRecord.model_validate_json(path.read_bytes())
+    except ValidationError:
+        quarantine(path, "not a statistics settings record; provenance records no stats")
+        return None
+
+
 def write_provenance(
     out_dir: str | os.PathLike[str],
     *,
@@ -189,6 +225,7 @@ def write_provenance(
     error: str | None = None,
     root: str | os.PathLike[str] | None = None,
     roma_lab_source: str | None = None,
+    stats: StatsSettings | None = None,
 ) -> Path:
     """Write ``<out_dir>/provenance.json`` and return its path.
 
@@ -196,6 +233,8 @@ def write_provenance(
     roma_lab), which is also where the git state is read. Every file already in ``out_dir``
     (except provenance.json itself) is hashed, so write the tables first. ``roma_lab_source``: the
     :func:`package_source_hash` the caller took at the start of its run (default: taken now).
+    ``stats``: the statistics settings the tables used (default: those :func:`record_stats` left in
+    ``out_dir``, if any).
     """
     out = Path(out_dir)
     repo = Path(root) if root is not None else default_repo_root()
@@ -224,6 +263,7 @@ def write_provenance(
         inputs=input_hashes,
         outputs=_hash_outputs(out) if out.is_dir() else {},
         extra=dict(extra or {}),
+        stats=StatsRecord(**stats.as_dict()) if stats is not None else _recorded_stats(out),
         started_at=started_at or now,
         finished_at=now,
     )

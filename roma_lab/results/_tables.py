@@ -1,16 +1,22 @@
-"""Tidy CSV tables: one file per table, written atomically, read back exactly."""
+"""Tidy CSV tables: one file per table, written atomically, read back exactly; and the frozen
+type a paper's entry functions return them in."""
 
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from ._files import write_text_atomic
 
 if TYPE_CHECKING:  # pandas is heavy; imported where used
     import pandas as pd
+
+    from roma_lab.stats import StatsSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -53,3 +59,38 @@ def read_table(out_dir: str | os.PathLike[str], name: str) -> pd.DataFrame:
     # pandas 3 parses floats exactly by default and deprecates the option pandas 2 needs for it.
     exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
     return pd.read_csv(path, **exact)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredTables(Mapping[str, "pd.DataFrame"]):
+    """One paper's tables as measured: tidy DataFrames by file stem (``tables["table2_summary"]`` is
+    ``<out_dir>/table2_summary.csv``), the paper's figures beside ours in the ``*_vs_paper`` ones,
+    the folder they were written to and the statistics settings they were computed with (None: the
+    tables use no statistics). Each paper wing names its own subclass (``RomaTables``, ``RoutingTables``)."""
+
+    tables: Mapping[str, pd.DataFrame]
+    out_dir: Path | None = None
+    stats: StatsSettings | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "tables", MappingProxyType(dict(self.tables)))  # frozen all the way down
+
+    def __getitem__(self, name: str) -> pd.DataFrame:
+        try:
+            return self.tables[name]
+        except KeyError:
+            raise KeyError(f"no table {name!r} here; the tables are {sorted(self.tables)}") from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.tables)
+
+    def __len__(self) -> int:
+        return len(self.tables)
+
+    @property
+    def vs_paper(self) -> pd.DataFrame:
+        """Every ``<artefact>_vs_paper`` table, stacked, with the table it came from in ``table``."""
+        import pandas as pd
+
+        parts = [df.assign(table=name) for name, df in self.tables.items() if name.endswith("_vs_paper")]
+        return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()

@@ -21,8 +21,8 @@ from ._policies import (Direct, FixedAgent, Hybrid, Keyword, Learned, OneShot, O
 from ._semantic import ENCODERS, SemanticStudy, coverage_by_family, natural_prompts, route_natural, with_name
 from ._tools import TOOL_DESCRIPTIONS, TOOL_NAMES, OperationSession, tool_outcome
 from ._suite import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS, STANDARD_OVERLAP,
-                     Task, family_table, generate_suite, labels_matrix, reword, split_rule_violations, split_tasks,
-                     suite_hash, train_overlap)
+                     Task, generate_suite, labels_matrix, reword, split_rule_violations, split_tasks,
+                     suite_families, suite_hash, train_overlap)
 
 __all__ = [
     "CHALLENGE_MAX_OVERLAP", "DEFAULT_SEED", "ENCODERS", "FAMILIES", "INCORRECT", "NO_ANSWER", "PRE_LOCK_TEST_TEMPLATES",
@@ -30,7 +30,7 @@ __all__ = [
     "OperationSession", "tool_outcome",
     "Direct", "Featurizer", "FixedAgent", "Hybrid", "Keyword", "Learned", "OneShot", "OperationModel", "Oracle",
     "Random", "SemanticStudy", "StaticWorkload", "Task", "TrainingConfig",
-    "baseline_policies", "coverage_by_family", "evaluate", "execute", "family_table", "generate_suite",
+    "baseline_policies", "coverage_by_family", "evaluate", "execute", "generate_suite",
     "inspect_route", "labels_matrix", "natural_prompts", "reword", "route_natural", "split_rule_violations",
-    "split_tasks", "suite_hash", "summarize_routes", "sweep_threshold", "train_overlap", "with_name",
+    "split_tasks", "suite_families", "suite_hash", "summarize_routes", "sweep_threshold", "train_overlap", "with_name",
 ]

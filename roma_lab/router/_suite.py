@@ -4,7 +4,7 @@ Each family names its workload, its kind in the paper's taxonomy, its minimum ro
 `Task.labels` holds, used only to train and to score route quality), one prompt template per split
 (disjoint across splits; which split a template may belong to is decided by its word overlap with
 train, `split_rule_violations`), a value generator and the operation handlers the executor runs.
-`family_table()` documents which family needs which minimum route and every template's overlap.
+`suite_families()` documents which family needs which minimum route and every template's overlap.
 """
 
 from __future__ import annotations
@@ -595,9 +595,10 @@ def split_rule_violations(families: Mapping[str, Family] = FAMILIES) -> list[str
     return problems
 
 
-def family_table():
-    """Table 1 of the paper, for this suite: family, workload, kind, minimum route, mechanism, and
-    each split template's word overlap with train (the split rule above), pre-lock test wording too."""
+def suite_families():
+    """Every family of the suite (the rows of the paper's Table 1): family, workload, kind, minimum
+    route, mechanism, and each split template's word overlap with train (the split rule above),
+    pre-lock test wording too."""
     import pandas as pd
 
     rows = []

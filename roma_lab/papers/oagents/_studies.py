@@ -15,7 +15,7 @@ from typing import Any
 from roma_lab.agents import AgentConfig, sample_suite_tasks
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-from ._study import Condition, StudyTables, run_study
+from ._study import Condition, OAgentsTables, run_study
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
            "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
@@ -34,7 +34,7 @@ def _tasks(split: str, n_tasks: int | None, seed: int):
 
 def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 3,
                      temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
-                     n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                     n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 21: the protocol on our runs. The baseline agent at temperature 0 (R runs share the
     completion cache: greedy decoding repeats itself) and sampled at ``temperature`` (R seeded runs):
     pass@1 mean and run sd, pass@R, maj@R with its tie rate, the variance decomposition, and sampled
@@ -50,7 +50,7 @@ def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
 
 def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 4, n_train: int = 4,
                      runs: int = 1, revise_every: int = 2, split: str = STUDY_SPLIT, seed: int = 0,
-                     n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                     n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 22 (Table 7): plan-and-revise (the paper's OAgents baseline, revised every
     ``revise_every`` steps), a static workflow, + subtask decomposition through ROMA, + plan tips
     mined from the baseline's failures on ``n_train`` TRAIN tasks, and the official code's
@@ -97,7 +97,7 @@ def _tips_json(tips) -> str:
 
 def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                    memory_window: int = 1, split: str = STUDY_SPLIT, seed: int = 0,
-                   n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                   n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 23 (Figure 2): current memory (the last ``memory_window`` steps), + a summary of
     every older step, + retrieval of the summaries BM25 ranks highest (the paper embeds them in a
     vector space), + long-term memory fused every step and carried across the tasks of a run, and
@@ -120,7 +120,7 @@ def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
 
 def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                 temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
-                n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 24 (Figure 3): the baseline, reflection on the answer (one retry with the critique
     when it is judged wrong), best-of-2 and best-of-4 with list-wise selection (what the official
     code always does), and best-of-4 with the scoring and the voting selector. All sample at
@@ -152,7 +152,7 @@ ADVANCED = dict(planning="revise", revise_every=2, memory="summary", tts="reflec
 
 def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",), n_tasks: int | None = 6,
                       runs: int = 1, split: str = STUDY_SPLIT, seed: int = 0, n_resamples: int | None = None,
-                      stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                      stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 25 (Table 6): each backbone with the baseline agent and with the advanced stack
     (``ADVANCED``), every role played by that backbone; each model's Advance - Baseline gap is a
     paired comparison of its own. Models are ``roma_lab.lm.resolve_lm`` names."""
@@ -184,7 +184,7 @@ SAVED_STUDIES = ("21_measure_protocol", "22_compare_planning_table7", "23_compar
 
 def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = None,
                        sources: Sequence[str] = SAVED_STUDIES, k: int = 3, seed: int = 0,
-                       n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                       n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 28 (Table 9 / Table 1): Pass@1 beside Pass@k from the SAVED runs of other studies,
     with no model call: it reads each source's ``*_rows.csv`` (under ``saved_root``, default the
     parent of ``out_dir``), and every condition with at least ``k`` runs gets pass@1, pass@k and
@@ -193,8 +193,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     import pandas as pd
 
     from roma_lab.bench import normalize_answer
-    from roma_lab.results import beside_paper, sha256_file, write_table
-    from roma_lab.results import summarize_protocol
+    from roma_lab.results import beside_paper, record_stats, sha256_file, summarize_protocol, write_table
 
     from ._audit import paper_reported_df
     from ._study import ALL, GAIA_SUBSETS, _LEVEL_RULE, _route_lengths
@@ -253,12 +252,14 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     tables = {"rows": rows, "protocol": protocol, "sources": sources_table, "vs_paper": vs_paper}
     for name, table in tables.items():
         write_table(table, out_dir, f"pass_at_k_{name}")
-    return StudyTables(out_dir=out_dir, rows=rows, protocol=protocol, comparisons=protocol.iloc[0:0],
-                       vs_paper=vs_paper, extra={"sources": sources_table}, stats=stats.override(seed=seed))
+    stats = stats.override(seed=seed)
+    record_stats(out_dir, stats)
+    return OAgentsTables(out_dir=out_dir, rows=rows, protocol=protocol, comparisons=protocol.iloc[0:0],
+                         vs_paper=vs_paper, extra={"sources": sources_table}, stats=stats)
 
 
 def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int | None = 6, seed: int = 0,
-                        n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                        n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 29 (Table 8): a seeded subset of BrowseComp (``roma_lab.bench.sample``; items are
     decrypted in memory, redacted from saved trajectories and never put in a completion cache), closed-book, graded by the
     benchmark's labelled string-match fallback (no judge model). Two conditions, named as Table 8
@@ -297,7 +298,7 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
 
 def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                    n_sources: int = 5, coverage: float = 0.6, split: str = STUDY_SPLIT, seed: int = 0,
-                   n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> StudyTables:
+                   n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 26 (Tables 3-5): the number of search sources (1, 3, 5 of ``n_sources`` partial
     copies of an offline corpus, ``search_tasks``) and query optimisation (reflection: a model
     rewrite of each query, then expansion into word-form variants) on the suite's research tasks.

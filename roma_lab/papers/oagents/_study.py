@@ -26,7 +26,7 @@ from roma_lab.stats import DEFAULT_STATS, StatsSettings
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ALL", "Condition", "StudyTables", "comparisons_df", "run_study", "suite_level"]
+__all__ = ["ALL", "Condition", "OAgentsTables", "comparisons_df", "run_study", "suite_level"]
 
 #: The subset holding every task of a study (the paper's "Average" column).
 ALL = "all"
@@ -47,9 +47,9 @@ class Condition:
 
 
 @dataclass(frozen=True, slots=True)
-class StudyTables:
-    """The tables ``run_study`` wrote (as DataFrames), the folder they are in, and the statistics
-    settings they were computed with (``stats.as_dict()`` is the record)."""
+class OAgentsTables:
+    """The OAgents paper's tables as measured: those ``run_study`` wrote (as DataFrames), the folder
+    they are in, and the statistics settings they were computed with (also in the folder's provenance)."""
 
     out_dir: Path
     rows: pd.DataFrame
@@ -62,9 +62,9 @@ class StudyTables:
 
 @functools.cache
 def _route_lengths() -> dict[str, int]:
-    from roma_lab.router import family_table
+    from roma_lab.router import suite_families
 
-    table = family_table()
+    table = suite_families()
     return {f: 0 if r == "(answer only)" else len(r) for f, r in zip(table["family"], table["minimum_route"])}
 
 
@@ -151,7 +151,7 @@ def run_study(
     seed: int | None = None,
     stats: StatsSettings = DEFAULT_STATS,
     progress: bool = False,
-) -> StudyTables:
+) -> OAgentsTables:
     """Run ``conditions`` over ``tasks`` x ``runs`` and write the study's tables under ``out_dir``.
 
     ``baseline``: the condition the others are compared with, or a mapping condition -> the
@@ -167,8 +167,7 @@ def run_study(
     """
     import pandas as pd
 
-    from roma_lab.results import beside_paper, write_table
-    from roma_lab.results import summarize_protocol
+    from roma_lab.results import beside_paper, record_stats, summarize_protocol, write_table
 
     from ._audit import paper_reported_df
 
@@ -227,4 +226,5 @@ def run_study(
     tables = {"rows": rows, "protocol": protocol, "comparisons": comparisons, "vs_paper": vs_paper}
     for name, table in tables.items():
         write_table(table, out_dir, f"{prefix}_{name}")
-    return StudyTables(out_dir=out_dir, **tables, stats=stats)
+    record_stats(out_dir, stats)
+    return OAgentsTables(out_dir=out_dir, **tables, stats=stats)

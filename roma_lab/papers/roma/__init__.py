@@ -9,10 +9,14 @@
   on ``roma_lab.optimizer`` (design/gepa_tables.md); loaded on first access (PEP 562) because they
   import DSPy, which takes seconds.
 
+Every table function returns a :class:`RomaTables` (the tables by file stem, the folder and the
+statistics settings); ``run_quickstart`` and ``compare_schedules`` return runs, for the viewers.
+
 The paper's own figures are data beside the code: ``paper_reported_roma.csv`` (Tables 1-6) and
 ``paper_reported_gepa.csv`` (Tables 7-8).
 """
 
+from roma_lab._lazy import lazy_exports
 from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df, run_roma_table
 from roma_lab.papers.roma._component_cost import measure_component_cost
 from roma_lab.papers.roma._run_config import RunConfigMismatchError
@@ -33,16 +37,10 @@ from roma_lab.papers.roma._studies import (
     run_quickstart,
 )
 from roma_lab.papers.roma._systems import RomaRunError, RomaTimeoutError
+from roma_lab.papers.roma._tables import RomaTables
 
 _GEPA_NAMES = ("plot_convergence", "table7_gepa", "table8_convergence")
-
-
-def __getattr__(name: str):
-    if name in _GEPA_NAMES:
-        from roma_lab.papers.roma import _gepa_tables
-
-        return getattr(_gepa_tables, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__ = lazy_exports(__name__, "._gepa_tables", _GEPA_NAMES)
 
 
 __all__ = [
@@ -50,6 +48,7 @@ __all__ = [
     "QUICKSTART_RULE",
     "QuickstartGoal",
     "RomaRunError",
+    "RomaTables",
     "RomaTimeoutError",
     "RunConfigMismatchError",
     "compare_schedules",

@@ -29,6 +29,7 @@ from roma_lab.papers.roma._systems import (
     resolve_judge,
     system_setting,
 )
+from roma_lab.papers.roma._tables import RomaTables
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 if TYPE_CHECKING:
@@ -151,7 +152,7 @@ def run_roma_table(
     n_resamples: int | None = None,
     stats: StatsSettings = DEFAULT_STATS,
     progress: bool = True,
-) -> dict[str, pd.DataFrame]:
+) -> RomaTables:
     """ROMA paper Table 1 (``seal0``), 2 (``frames``), 3 (``simpleqa``/``simpleqa_verified``),
     4 (``eqbench_longform``) or 6 (``abgen``): ROMA vs its base model on a seeded sample.
 
@@ -171,17 +172,19 @@ def run_roma_table(
     ``<benchmark>_runs/<item>.json`` (ROMA's trace per item), ``<benchmark>_summary.csv`` (one row per
     system x metric: mean with task-bootstrap 95% CI; simple-evals' metrics for three-way graders),
     ``<benchmark>_paired.csv`` (ROMA minus base: paired CI, exact sign test), ``<benchmark>_vs_paper.csv``
-    (``roma_lab.results.beside_paper``); for AbGen also ``abgen_status.csv``. Returns the tables by
-    file stem; the results table names the system ``condition``, as the file on disk does.
+    (``roma_lab.results.beside_paper``); for AbGen also ``abgen_status.csv``. Returns them as
+    :class:`RomaTables` by file stem; the results table names the system ``condition``, as the file on
+    disk does. The statistics settings used (``n_resamples``, ``seed``) go to the folder's provenance.
     """
     n_resamples = stats.override(n_resamples=n_resamples).n_resamples
+    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=seed)  # what the CIs and tests below use
     spec = benchmark_spec(benchmark)
     if not spec.artefact:
         raise ValueError(f"{benchmark!r} is not in a ROMA paper table; tables run "
                          f"{sorted(name for name, s in BENCHMARKS.items() if s.artefact)}")
     check_run(n_items, max_depth, max_concurrency, systems)
     task = TaskWording(spec.task, n_chapters, chapter_words)
-    from roma_lab.results import write_table
+    from roma_lab.results import record_stats, write_table
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -193,7 +196,7 @@ def run_roma_table(
             tables[f"{benchmark}_vs_paper"] = _beside_paper(spec, None, {}, status.at[0, "message"])
             for name, df in tables.items():
                 write_table(df, out, name)
-            return tables
+            return RomaTables(tables, out)
     else:
         all_items = spec.load()
     items = sample(all_items, n_items, seed)
@@ -241,4 +244,5 @@ def run_roma_table(
     for name, df in tables.items():
         if name != f"{benchmark}_results":  # run_benchmark wrote that file row by row
             write_table(df, out, name)
-    return tables
+    record_stats(out, used)
+    return RomaTables(tables, out, used)

@@ -18,6 +18,7 @@ from roma_lab.lm import in_process, model_label, resolve_lm
 from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df
 from roma_lab.papers.roma._run_config import RunConfig, check_config
 from roma_lab.papers.roma._systems import SYSTEMS, RomaRunError, TaskWording, check_run
+from roma_lab.papers.roma._tables import RomaTables
 from roma_lab.results import quarantine, write_text_atomic
 
 if TYPE_CHECKING:
@@ -100,7 +101,7 @@ def measure_component_cost(
     chapter_words: int = 150,
     max_concurrency: int = 1,
     item_timeout_s: float | None = None,
-) -> dict[str, pd.DataFrame]:
+) -> RomaTables:
     """ROMA Table 5: ROMA's default roles at depth 1 write ``n_items`` EQ-Bench stories; report each
     component's cost, tokens and latency per chapter (``component_cost_df``) beside the paper's
     DeepSeek-V3.1 figures. ``item_timeout_s``: the controller stops a story at this deadline (status
@@ -112,8 +113,8 @@ def measure_component_cost(
     warning): those stories are written again. Per-chapter figures average ``completed`` stories
     only; ``table5_runs`` lists every story with its ``status`` and whether it is ``averaged``. A
     KeyboardInterrupt keeps the interrupted story's trace (status ``interrupted``) before it is
-    re-raised. Writes table5_components, table5_runs, table5_vs_paper; returns them (when no story
-    completed, table5_runs only, then :class:`RomaRunError`).
+    re-raised. Writes table5_components, table5_runs, table5_vs_paper; returns them as
+    :class:`RomaTables` (when no story completed, writes table5_runs only, then raises :class:`RomaRunError`).
     """
     import pandas as pd
 
@@ -163,4 +164,4 @@ def measure_component_cost(
               "table5_vs_paper": _beside_paper(components, model, task)}
     for name, df in tables.items():
         write_table(df, out, name)
-    return tables
+    return RomaTables(tables, out)

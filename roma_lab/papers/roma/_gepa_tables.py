@@ -20,6 +20,7 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from importlib import resources
+from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ import roma_lab.lm
 from roma_lab.optimizer import (BENCHMARKS, CONVERGENCE_COLUMNS, METHODS, GepaPlusConfig, OptimizationResult,
                                 SearchSettings, Splits, Task, calls_to_converge, candidates_table, compile,
                                 evaluate_program, make_task, task_splits)
+from roma_lab.papers.roma._tables import RomaTables
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 if TYPE_CHECKING:
@@ -195,7 +197,7 @@ def table7_gepa(
     n_resamples: int | None = None,
     stats: StatsSettings = DEFAULT_STATS,
     **search: Any,
-) -> dict[str, pd.DataFrame]:
+) -> RomaTables:
     """Table 7: held-out accuracy of the unoptimised program, GEPA and GEPA+ per benchmark.
 
     ``search`` are the :class:`SearchSettings` (models, sizes, budget, repeats, seed). For each
@@ -207,11 +209,12 @@ def table7_gepa(
     with its task-bootstrap CI, error counts, ``setting`` and ``search_status``), table7_paired
     (GEPA+ - GEPA per benchmark: paired bootstrap CI and sign test), table7_vs_paper (percent),
     table7_runs (one row per search: status, cost with ``total_metric_calls`` first, settings),
-    table7_curves, table7_records and table7_candidates (for the evolution widget). Returns them by name.
+    table7_curves, table7_records and table7_candidates (for the evolution widget). Returns them as
+    :class:`RomaTables`; the statistics settings used (``n_resamples``, ``seed``) go to the provenance.
     """
     import pandas as pd
 
-    from roma_lab.results import compare, summarize, write_table
+    from roma_lab.results import compare, record_stats, summarize, write_table
 
     n_resamples = stats.override(n_resamples=n_resamples).n_resamples
 
@@ -247,7 +250,9 @@ def table7_gepa(
     }
     for name, df in tables.items():
         write_table(df, out_dir, name)
-    return tables
+    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=settings.seed)
+    record_stats(out_dir, used)
+    return RomaTables(tables, Path(out_dir), used)
 
 
 def convergence_summary(curves: pd.DataFrame, *, tolerance: float = 0.0) -> pd.DataFrame:
@@ -326,7 +331,7 @@ def table8_convergence(
     benchmark: str = "aime2025",
     tolerance: float = 0.0,
     **search: Any,
-) -> dict[str, pd.DataFrame]:
+) -> RomaTables:
     """Table 8: convergence of GEPA vs GEPA+ on one benchmark (the paper: AIME 2025).
 
     ``search`` are the :class:`SearchSettings`; both methods search with them (``max_metric_calls``
@@ -336,7 +341,7 @@ def table8_convergence(
     table8_runs (one row per search: convergence, status, call totals, settings), table8_summary
     (means over repeats, and the GEPA+/GEPA ratios as condition "gepa+ / gepa"), table8_vs_paper
     (the paper's figures beside our totals, ``ours_gepa_budget_only`` beside those), table8_records
-    and table8_candidates.
+    and table8_candidates; returns them as :class:`RomaTables` (no statistics: means over repeats).
     """
     import pandas as pd
 
@@ -370,7 +375,7 @@ def table8_convergence(
     }
     for name, df in tables.items():
         write_table(df, out_dir, name)
-    return tables
+    return RomaTables(tables, Path(out_dir))
 
 
 def plot_convergence(curves: pd.DataFrame, *, subset: str | None = None, ax=None):

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roma_lab.controller import Roma, Run, ScriptedRoles, fixed_latency_roles, schedule_bounds, tree_plans
+from roma_lab.papers.roma._tables import RomaTables
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -215,7 +216,7 @@ def measure_structure(
     depths: Sequence[int] = (1, 2, 3, 4),
     latency_s: float = 0.02,
     max_concurrency: int = 8,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> RomaTables:
     """Run scripted fixed-latency trees that widen (one level, ``w`` children) and deepen (``d``
     levels of 3 children). Siblings cycle through task types search, think, think; search calls take
     3x ``latency_s``; every third sibling depends on its left neighbour (a fast chain beside a slow
@@ -223,7 +224,7 @@ def measure_structure(
 
     Writes ``timing.csv`` (one row per tree x schedule: measured wall, critical-path bound,
     barrier schedule, sequential) and ``context.csv`` (one row per role call: depth, role,
-    context size). Returns both tables.
+    context size). Returns both as :class:`RomaTables`.
     """
     import pandas as pd
 
@@ -242,9 +243,10 @@ def measure_structure(
         context.extend({**shape, "node_depth": r.depth, "role": r.component, "context_chars": r.context_chars}
                        for r in calls.itertuples())
     timing_df, context_df = pd.DataFrame(timing), pd.DataFrame(context)
-    write_table(timing_df, out_dir, "timing")
-    write_table(context_df, out_dir, "context")
-    return timing_df, context_df
+    tables = {"timing": timing_df, "context": context_df}
+    for name, df in tables.items():
+        write_table(df, out_dir, name)
+    return RomaTables(tables, Path(out_dir))
 
 
 def _structure_run(branching: Sequence[int], latency_s: float, max_concurrency: int) -> Run:
@@ -267,7 +269,7 @@ def measure_references(
     artifact_chars: int = 200,
     summary_chars: int = 80,
     tokenizer: str = "local",
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> RomaTables:
     """Context size per role call against node depth, with outputs passed whole and by reference.
 
     The deepening trees of :func:`measure_structure` (``d`` levels of 3 children, scripted roles,
@@ -281,7 +283,7 @@ def measure_references(
     ``context_tokens`` counts the same text with ``tokenizer``: ``"local"``, the embedded model's
     own vocabulary (its file is read, no generation), or ``"whitespace"`` (words; no model needed).
     Writes ``references.csv`` (one row per role call) and ``references_summary.csv`` (mean per call
-    by tree depth, node depth, role and mode). Returns both tables.
+    by tree depth, node depth, role and mode). Returns both as :class:`RomaTables`.
     """
     import pandas as pd
 
@@ -304,9 +306,10 @@ def measure_references(
     calls = pd.DataFrame(rows)
     summary = (calls.groupby(["depth", "node_depth", "role", "mode"], as_index=False)[["context_chars", "context_tokens"]]
                .mean().round(1))
-    write_table(calls, out_dir, "references")
-    write_table(summary, out_dir, "references_summary")
-    return calls, summary
+    tables = {"references": calls, "references_summary": summary}
+    for name, df in tables.items():
+        write_table(df, out_dir, name)
+    return RomaTables(tables, Path(out_dir))
 
 
 def _context_text(goal: str, inputs: dict) -> str:
@@ -372,7 +375,7 @@ def measure_repair(
     fail: Sequence[str] = ("task.1.2",),
     latency_s: float = 0.05,
     max_concurrency: int = 4,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
+) -> RomaTables:
     """Repair against a full re-run, on scripted roles where every call takes ``latency_s``.
 
     Three runs of the same tree (:func:`tree_plans` of ``branching``): the first with the executors
@@ -382,7 +385,7 @@ def measure_repair(
     reused and executed), ``repair_nodes.csv`` (one row per node of the repair: reused or
     re-executed, its role calls) and the runs as ``failed_run.json``, ``repair.json`` and
     ``full_rerun.json`` (the repair's ``repair.source_sha256`` is the SHA-256 of ``failed_run.json``).
-    Returns both tables.
+    Returns both as :class:`RomaTables`.
     """
     import pandas as pd
 
@@ -414,9 +417,10 @@ def measure_repair(
     nodes = pd.DataFrame([{"node": n.id, "goal": n.goal, "depth": n.depth, "status": n.status,
                            "action": "reused" if n.reused else "re-executed", "role_calls": len(n.calls),
                            "roles": " ".join(c.role for c in n.calls)} for n in repaired.nodes])
-    write_table(table, out, "repair")
-    write_table(nodes, out, "repair_nodes")
-    return table, nodes
+    tables = {"repair": table, "repair_nodes": nodes}
+    for name, df in tables.items():
+        write_table(df, out, name)
+    return RomaTables(tables, out)
 
 
 def plot_repair(table: pd.DataFrame) -> Figure:

@@ -16,8 +16,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ...lm import resolve_lm
-from ...results import compare, summarize, write_table, write_text_atomic
+from ...results import compare, record_stats, summarize, write_table, write_text_atomic
 from ...stats import DEFAULT_STATS, StatsSettings
+from ._tables import RoutingTables
 
 CONDITIONS: tuple[str, ...] = ("lm_atomizer", "router_atomizer")
 RUN_METRICS: tuple[str, ...] = ("score", "role_calls", "lm_calls", "atomizer_lm_calls", "tokens", "wall_s",
@@ -56,14 +57,14 @@ def run_figures(run, condition: str) -> dict:
 def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa", lm: Any = "local",
                       n_items: int = 3, seed: int = 0, max_depth: int = 1, n_resamples: int | None = None,
                       stats: StatsSettings = DEFAULT_STATS,
-                      progress: bool = False) -> dict[str, pd.DataFrame]:
+                      progress: bool = False) -> RoutingTables:
     """ROMA on `n_items` seeded items of `benchmark`, once with its LM atomizer and once with
     `RouterAtomizer(model)` (every other role the same, on the same `lm`), one call at a time.
 
     Writes `atomizer_results.csv` (graded rows, resumable), `runs/<condition>/<item>.json`,
     `atomizer_runs.csv` (tidy: item x condition with score, role and LM calls, tokens, wall time),
     `atomizer_summary.csv` (means with task-bootstrap CIs) and `atomizer_paired.csv` (router minus
-    LM atomizer, paired CI and exact sign test)."""
+    LM atomizer, paired CI and exact sign test); returns them as `RoutingTables`."""
     from ... import bench
     from ...controller import Roma, RouterAtomizer, Run
 
@@ -100,4 +101,6 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
               "atomizer_paired": paired.assign(model=model_name)}
     for name, df in tables.items():
         write_table(df, out, name)
-    return {"atomizer_results": results, **tables}
+    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=seed)
+    record_stats(out, used)
+    return RoutingTables({"atomizer_results": results, **tables}, out, used)

@@ -6,8 +6,9 @@ protocol). Each table function (`family_table` for Table 1, `standard_test_table
 `challenge_table` 3, `ablation_table` 4, `threshold_table` 5, then `training_size_curve`,
 `failure_analysis`, `hybrid_table`, `semantic_table`, `semantic_hybrid_table`) is a pure function
 of the study returning DataFrames; `reproduce_tables(out_dir, ...)` runs the requested tables once,
-writes CSVs plus `summary.json`, and puts the paper's reported figures beside ours through
-`roma_lab.results.beside_paper`, with the suite's hash on every comparison row. Summaries and
+writes CSVs plus `summary.json`, puts the paper's reported figures beside ours through
+`roma_lab.results.beside_paper`, with the suite's hash on every comparison row, and returns them all
+as one `RoutingTables`. Summaries and
 comparisons are the results vocabulary's long tables (design/results_vocabulary.md).
 """
 
@@ -23,14 +24,14 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ...results import (as_metrics, beside_paper, compare, read_paper_reported, summarize, wide, write_table,
-                        write_text_atomic)
+from ...results import (MeasuredTables, as_metrics, beside_paper, compare, read_paper_reported, record_stats,
+                        summarize, wide, write_table, write_text_atomic)
 from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, INCORRECT, NO_ANSWER,
                       PRE_LOCK_TEST_TEMPLATES, SPLITS, STANDARD_OVERLAP, SUPPORT_OPS, TAU_GRID, UNAVAILABLE, Hybrid,
                       Learned, OneShot, OperationModel, SemanticStudy, StaticWorkload, Task, TrainingConfig,
                       baseline_policies, coverage_by_family, evaluate, generate_suite, labels_matrix, natural_prompts,
-                      reword, route_natural, split_tasks, summarize_routes, sweep_threshold, with_name)
-from ...router import family_table as suite_families
+                      reword, route_natural, split_tasks, suite_families, summarize_routes, sweep_threshold,
+                      with_name)
 from ...router import suite_hash as hash_tasks
 from ...stats import DEFAULT_STATS, StatsSettings, stratified_sample
 
@@ -43,6 +44,13 @@ SEMANTIC_TABLES: tuple[str, ...] = ("semantic", "semantic_hybrid")
 TRAINING_SIZES: tuple[int, ...] = (36, 72, 108, 144, 216)
 HYBRID_MARGINS: tuple[float, ...] = (0.0, 0.05, 0.10, 0.15, 0.20, 0.25, 0.30)
 HYBRID_ENTROPIES: tuple[float | None, ...] = (None, 0.3, 0.4, 0.5, 0.6)   # bits, mean over heads
+
+
+@dataclass(frozen=True, slots=True)
+class RoutingTables(MeasuredTables):
+    """The meta-routing paper's tables as measured, by file stem (`table2_summary`, ...), with the
+    paper's figures beside ours in the `*_vs_paper` ones (what `reproduce_tables` and
+    `compare_atomizers` return)."""
 
 
 @dataclass(frozen=True)
@@ -470,9 +478,11 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
                      suite_seed: int = DEFAULT_SEED, seed: int = 0, n_resamples: int | None = None, repeats: int = 5,
                      stats: StatsSettings = DEFAULT_STATS,
                      training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
-                     encoders: Sequence[str] = ENCODER_CANDIDATES) -> dict[str, pd.DataFrame]:
+                     encoders: Sequence[str] = ENCODER_CANDIDATES) -> RoutingTables:
     """Fit once (or reuse `study`), compute the requested tables, write `<name>.csv` and
-    `summary.json` into out_dir. The semantic tables choose among `encoders` on dev (`_semantic`)."""
+    `summary.json` into out_dir (None: write nothing) and return them as `RoutingTables`, with the
+    statistics settings they used (every table's bootstrap seed is `seed`), which also go to the
+    folder's provenance. The semantic tables choose among `encoders` on dev (`_semantic`)."""
     n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     unknown = set(tables) - set(TABLES)
     if unknown:
@@ -504,7 +514,10 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
         for name, df in out.items():
             write_table(df, out_dir, name)
         write_text_atomic(Path(out_dir, "summary.json"), json.dumps(_summary_json(study, out), indent=2, sort_keys=True))
-    return out
+    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=seed)  # what summarize/compare above used
+    if out_dir is not None:
+        record_stats(out_dir, used)
+    return RoutingTables(out, None if out_dir is None else Path(out_dir), used)
 
 
 def semantic_and_atomizer_summary(tables: Mapping[str, pd.DataFrame],
