@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 
 import dspy
 import pytest
@@ -32,6 +33,7 @@ from roma_lab.agents import (
 )
 from roma_lab.agents._select import vote_selection as vote
 from roma_lab.bench import Item, StringMatchGrader, normalize_answer
+from roma_lab.controller import RoleCall, Run, ToolCall
 
 ACTOR = ("action", "arguments", "answer")
 ROLE_OF = {ACTOR: "actor", ("thought", *ACTOR): "actor", ("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer",
@@ -175,6 +177,58 @@ def test_trajectory_json_round_trip_keeps_every_record():
     data["rollouts"][0]["steps"][0]["surprise"] = 1
     with pytest.raises(ValueError, match="surprise"):
         Trajectory.from_json(json.dumps(data))
+
+
+def test_every_model_call_is_a_role_call_with_its_inputs_usage_and_time_on_the_run_clock():
+    lm, _ = scripted(count_then_answer(2))
+    trajectory = Agent(AgentConfig(planning="revise", revise_every=2), lm=lm).run(toy_task())
+    steps = trajectory.rollouts[0].steps
+    actor = steps[0].calls[0]
+    assert isinstance(actor, RoleCall) and actor.role == "actor" and actor.model == "scripted/toy"
+    assert actor.inputs["task"] == toy_task().item.question and set(actor.inputs) >= {"tools", "plan", "memory"}
+    assert actor.context_chars == sum(len(v) for v in actor.inputs.values())
+    assert actor.input_tokens > 0 and actor.output_tokens > 0 and actor.cost == 0.0  # in-process model: no bill
+    # the request as sent, read as the controller reads a role call's
+    (exchange,) = actor.exchanges
+    assert toy_task().item.question in json.dumps(exchange.messages) and exchange.completions
+    assert exchange.cached is False
+    plan = trajectory.rollouts[0].plans[0].calls[0]
+    starts = [plan.started_s, *(s.calls[0].started_s for s in steps)]
+    assert 0 <= starts[0] and starts == sorted(starts) and starts[-1] <= trajectory.wall_s
+    tool = steps[0].tool_call
+    assert isinstance(tool, ToolCall) and tool.started_s >= actor.started_s + actor.latency_s
+    assert tool.server is None and tool.status == "ok" and tool.result_chars == len(steps[0].observation)
+
+
+def test_a_trajectory_as_run_is_the_task_its_rollouts_and_their_steps():
+    trajectory, _ = best_of_n(["7", "8", "7"], selection="score")
+    run = trajectory.as_run()
+    assert run.root.id == "task" and run.root.goal == trajectory.question and run.output == trajectory.answer
+    assert [c.role for c in run.root.calls] == ["scorer"] * 3  # the selection's calls, on the task
+    assert [n.id for n in run.children("task")] == ["r0", "r1", "r2"]
+    assert {n.task_type for n in run.children("task")} == {"best_of_n"}
+    assert [n.id for n in run.children("r1")] == ["r1.1", "r1.2", "r1.3"]
+    step = run.node("r1.1")
+    assert step.goal == "count" and step.output == "counter is now 1" and step.status == "completed"
+    assert step.calls[0].tools == (trajectory.rollouts[1].steps[0].tool_call,)  # the actor call's tool call
+    assert run.node("r1.3").output == "8" and run.node("r1").output == "8" and run.status == "completed"
+    calls = run.calls_df()
+    n_calls = len(trajectory.selection.calls) + sum(len(s.calls) for r in trajectory.rollouts for s in r.steps)
+    assert len(calls) == n_calls and trajectory.usage_df().iloc[-1]["calls"] == n_calls
+    assert trajectory.usage_df().iloc[-1]["input_tokens"] == calls["input_tokens"].sum()
+    assert trajectory.tools_df()["node_id"].tolist() == ["r0.1", "r0.2", "r1.1", "r1.2", "r2.1", "r2.2"]
+
+
+def test_failed_steps_and_rollouts_are_failed_nodes_saying_why():
+    lm, _ = scripted(lambda inputs: act("nope") if steps_done(inputs["memory"]) == 0 else act("boom"))
+    trajectory = Agent(AgentConfig(reanswer=False, max_steps=2), lm=lm).run(toy_task())
+    run = trajectory.as_run()
+    assert run.node("r0.1").status == "failed" and run.node("r0.1").error.startswith("unknown_tool: unknown tool")
+    assert run.node("r0.2").error == "tool_error: boom is broken" and run.node("r0.2").output is None
+    assert run.node("r0.2").calls[0].tools[0].status == "error"
+    assert run.node("r0").status == "failed" and run.node("r0").error.startswith("step_limit")
+    assert (run.status, run.root.status, run.output) == ("failed", "failed", None)
+    assert run.root.error == run.node("r0").error
 
 
 # --- planning ------------------------------------------------------------------------------------
@@ -348,7 +402,7 @@ def test_best_of_n_rollouts_are_isolated_tool_state_memory_and_seed():
     rollouts = trajectory.rollouts
     assert [r.seed for r in rollouts] == [0, 1000, 2000]
     for r in rollouts:  # each rollout's counter starts from zero and its memory from nothing
-        assert [s.tool_call.observation for s in r.steps if s.tool_call] == ["counter is now 1", "counter is now 2"]
+        assert [s.observation for s in r.steps if s.tool_call] == ["counter is now 1", "counter is now 2"]
         assert r.steps[0].memory_shown == "No steps yet."
     assert set(engine.seeds) == {0, 1000, 2000}
     assert trajectory.answer == "7" and trajectory.selection.votes == {"7": 2, "8": 1}
@@ -356,7 +410,7 @@ def test_best_of_n_rollouts_are_isolated_tool_state_memory_and_seed():
 
 def test_official_shared_state_leaks_tool_state_between_rollouts():
     trajectory, _ = best_of_n(["7", "8"], isolation="official")
-    observations = [s.tool_call.observation for s in trajectory.rollouts[1].steps if s.tool_call]
+    observations = [s.observation for s in trajectory.rollouts[1].steps if s.tool_call]
     assert observations == ["counter is now 3", "counter is now 4"]
 
 
@@ -484,6 +538,7 @@ def test_a_failing_tool_is_an_observed_error_and_the_agent_recovers():
     trajectory = Agent(AgentConfig(), lm=lm).run(toy_task())
     first = trajectory.rollouts[0].steps[0]
     assert first.error_kind == "tool_error" and first.tool_call.error == "boom is broken"
+    assert (first.tool_call.status, first.tool_call.result_chars, first.observation) == ("error", None, None)
     assert "boom is broken" in trajectory.rollouts[0].steps[1].memory_shown
     assert trajectory.status == "answered" and trajectory.answer == "42"
 
@@ -546,7 +601,7 @@ def test_long_observations_are_trimmed_in_memory_but_kept_whole_in_the_trajector
     lm, _ = scripted(count_then_answer(1))
     trajectory = Agent(AgentConfig(), lm=lm).run(toy_task(env=LongEnv))
     first, second = trajectory.rollouts[0].steps
-    assert first.tool_call.observation == text
+    assert first.observation == text
     assert "line 20" not in second.memory_shown and "19 more lines" in second.memory_shown
 
 
@@ -578,7 +633,7 @@ def test_a_call_written_into_the_action_field_is_carried_out():
     lm, _ = scripted(actor)
     trajectory = Agent(AgentConfig(), lm=lm).run(toy_task())
     first = trajectory.rollouts[0].steps[0]
-    assert (first.action, first.tool_call.observation) == ("lookup", "definition of ox")
+    assert (first.action, first.observation) == ("lookup", "definition of ox")
     assert trajectory.answer == "42" and trajectory.status == "answered"
 
 
@@ -589,9 +644,10 @@ def test_non_string_arguments_reach_the_tool_as_json_text():
         return act("final_answer", "42")
 
     lm, _ = scripted(actor)
-    call = Agent(AgentConfig(), lm=lm).run(toy_task()).rollouts[0].steps[0].tool_call
-    assert call.arguments == {"query": '{"word": "ox", "lang": "en"}', "limit": "3"}
-    assert call.observation == 'definition of {"word": "ox", "lang": "en"}'
+    step = Agent(AgentConfig(), lm=lm).run(toy_task()).rollouts[0].steps[0]
+    assert step.tool_call.arguments == {"query": '{"word": "ox", "lang": "en"}', "limit": "3"}
+    assert step.observation == 'definition of {"word": "ox", "lang": "en"}'
+    assert (step.tool_call.status, step.tool_call.result_chars) == ("ok", len(step.observation))
 
 
 def test_model_errors_step_limit_and_timeout_are_statuses_not_crashes():
@@ -613,14 +669,15 @@ def test_model_errors_step_limit_and_timeout_are_statuses_not_crashes():
 def test_every_role_defaults_to_the_actor_model_and_a_named_role_uses_its_own(monkeypatch):
     lm, _ = scripted(count_then_answer(1), name="actor")
     config = AgentConfig(planning="revise", revise_every=1, memory="summary")
-    calls = Agent(config, lm=lm).run(toy_task()).model_calls()
-    assert {c.role for c in calls} == {"actor", "planner", "reviser", "summarizer"}
-    assert {c.model for c in calls} == {"scripted/actor"}
+    calls = Agent(config, lm=lm).run(toy_task()).calls_df()
+    assert set(calls["role"]) == {"actor", "planner", "reviser", "summarizer"}
+    assert set(calls["model"]) == {"scripted/actor"}
 
     judge, _ = scripted(count_then_answer(1), name="judge")
     monkeypatch.setattr("roma_lab.lm.resolve_lm", lambda name=None, **kw: {"judge-model": judge}[name])
     named = Agent(config.__class__(**{**config.to_dict(), "models": {"summarizer": "judge-model"}}), lm=lm)
-    by_role = {c.role: c.model for c in named.run(toy_task()).model_calls()}
+    calls = named.run(toy_task()).calls_df()
+    by_role = dict(zip(calls["role"], calls["model"], strict=True))
     assert by_role["summarizer"] == "scripted/judge" and by_role["actor"] == "scripted/actor"
 
 
@@ -723,10 +780,23 @@ def test_subtask_decomposition_delegates_to_roma_with_the_same_tools():
     sub = [s for s in rollout.steps if s.subtask]
     assert [s.subtask for s in sub] == ["count once", "count once", "count twice", "count twice"]
     # the second subtask ran after the first, on the same tool state, with its result in context
-    assert sub[2].tool_call.observation == "counter is now 2"
+    assert sub[2].observation == "counter is now 2"
     roma_inputs = [r.inputs for r in engine.requests if r.outputs == ACTOR and r.inputs["task"].startswith("count twice")]
     assert "count once" in roma_inputs[0]["task"]
     assert rollout.delegation["status"] == "completed" and rollout.delegation["output"] == "subtasks done"
-    assert {c.role for c in rollout.calls} == {"decomposer:atomizer", "decomposer:planner", "decomposer:aggregator"}
+    # as a run: ROMA's nodes below the rollout with its decomposer calls (executors' work is the steps),
+    # and each subtask's steps below the ROMA node of that subtask
+    run = trajectory.as_run()
+    grafted = [n for n in run.nodes if n.id.startswith("r0/")]
+    assert {c.role for n in grafted for c in n.calls} == {"decomposer:atomizer", "decomposer:planner",
+                                                          "decomposer:aggregator"}
+    below = {n.goal: [k.id for k in run.children(n.id)] for n in grafted if n.goal.startswith("count")}
+    assert below == {"count once": ["r0.1", "r0.2"], "count twice": ["r0.3", "r0.4"]}
+    assert run.node("r0/0").parent_id == "r0" and run.node("r0/0").depth == 2
+    # ROMA's clock starts at delegation_started_s on the trajectory's: grafted times are moved by it
+    later = replace(trajectory, rollouts=(replace(rollout, delegation_started_s=100.0),), wall_s=200.0)
+    own = Run.from_json(json.dumps(rollout.delegation)).root
+    moved = later.as_run().node("r0/0")
+    assert moved.calls[0].started_s == own.calls[0].started_s + 100.0 and moved.ended_s == own.ended_s + 100.0
     main = [s for s in rollout.steps if s.subtask is None]
     assert "Subtask decomposition (ROMA): subtasks done" in main[0].memory_shown and trajectory.answer == "42"

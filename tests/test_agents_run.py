@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import dspy
 import pytest
@@ -14,6 +15,7 @@ from roma_lab.agents import (
     AgentConfig,
     BM25Source,
     Trajectory,
+    TrajectoryFormatError,
     expand_query,
     qa_tasks,
     read_trajectories,
@@ -58,6 +60,8 @@ def test_rows_are_tidy_per_task_and_run_and_the_run_file_is_benchmark_compatible
     assert rows.loc[literal, "correct"].all() and rows.loc[literal, "status"].eq("success").all()
     assert not rows.loc[~literal, "correct"].any() and rows.loc[~literal, "status"].eq("incorrect_answer").all()
     assert rows["config"].eq(run_label(AgentConfig(name="lit"))).all() and rows["model_calls"].eq(1).all()
+    # the one usage count: tokens from the calls' trackers, cost 0 on the in-process scripted model
+    assert rows["input_tokens"].gt(0).all() and rows["cost"].eq(0.0).all()
     root = tmp_path / run_label(AgentConfig(name="lit"))
     assert AgentConfig.from_json((root / "config.json").read_text()) == AgentConfig(name="lit")
     saved = read_trajectories(root)
@@ -236,7 +240,7 @@ def test_python_tool_runs_model_code_in_the_sandbox():
 
     lm, _ = actor_lm(policy)
     trajectory = Agent(AgentConfig(), lm=lm).run(task)
-    assert trajectory.rollouts[0].steps[0].tool_call.observation == "42" and trajectory.answer == "42"
+    assert trajectory.rollouts[0].steps[0].observation == "42" and trajectory.answer == "42"
 
 
 # --- search -------------------------------------------------------------------------------------
@@ -283,7 +287,7 @@ def test_agent_search_uses_k_sources_and_the_configured_query_optimisation():
     step = trajectory.rollouts[0].steps[0]
     assert sources[2].queries == []  # only the first k = 2 sources
     assert sources[0].queries == ["dogs kept rewritten", "dog kept rewritten"]  # REFLECT, then EXPAND
-    assert "doc one" in step.tool_call.observation and "doc two" in step.tool_call.observation
+    assert "doc one" in step.observation and "doc two" in step.observation
     assert [c.role for c in step.calls] == ["actor", "query_rewriter"]  # the rewrite is a recorded model call
     missing = {"thought": "", "action": "search", "arguments": "{}", "answer": ""}
     lm, _ = actor_lm(lambda inputs: missing)
@@ -294,3 +298,22 @@ def test_agent_search_uses_k_sources_and_the_configured_query_optimisation():
 def test_bm25_source_reads_a_local_corpus(tmp_path):
     source = BM25Source.over("wiki", ["Paris is the capital of France.", "The Seine flows through Paris."])
     assert [p.doc_id for p in source.search("Seine river", 2)] == ["1"]
+
+
+def test_a_trajectory_file_in_the_old_format_is_a_typed_error_naming_it(tmp_path):
+    tasks = suite_tasks(("dev",), families=["data_literal"])[:1]
+    lm, _ = actor_lm(lambda inputs: answer("0"))
+    run_agent(AgentConfig(name="old"), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    path = next(tmp_path.rglob("trajectories/r0/*.json"))
+    data = json.loads(path.read_text())
+    # as written before agents recorded controller.RoleCall: a ModelCall per model call
+    data["rollouts"][0]["steps"][0]["calls"] = [{"role": "actor", "model": "m", "outputs": {}, "input_tokens": 1,
+                                                 "output_tokens": 1, "latency_s": 0.1, "error": None}]
+    path.write_text(json.dumps(data))
+    with pytest.raises(TrajectoryFormatError, match=re.escape(str(path))):
+        read_trajectories(tmp_path)
+    # a resumed run reads the saved file back: the same error, not a crash inside it
+    with pytest.raises(TrajectoryFormatError, match=r"current format .*inputs"):
+        run_agent(AgentConfig(name="old"), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    with pytest.raises(TrajectoryFormatError, match="not a trajectory"):
+        Trajectory.from_json("{not json")

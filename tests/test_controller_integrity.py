@@ -38,7 +38,7 @@ from roma_lab.controller import (
     tree_plans,
 )
 from roma_lab.controller._tools import traced_sync
-from roma_lab.controller._types import MAX_VALUE_DEPTH, TRUNCATED
+from roma_lab.controller._values import MAX_VALUE_DEPTH, TRUNCATED
 
 PLANS = tree_plans((2, 2))
 

@@ -17,6 +17,7 @@ from roma_lab.lm import (
     MODELS,
     CacheMissError,
     CachingEngine,
+    CallUsage,
     CorruptCacheEntryError,
     ModelChecksumError,
     ModelNotInstalledError,
@@ -25,6 +26,7 @@ from roma_lab.lm import (
     ReplayEngine,
     ScriptedEngine,
     call_cost,
+    call_usage,
     describe_lm_name,
     free_cores,
     in_process,
@@ -605,3 +607,34 @@ def test_each_loaded_model_gets_its_own_bounded_state_cache(monkeypatch, tmp_pat
     assert first.closed and not second.closed
     assert first.cache is not second.cache and _fill(second.cache, 512) and _held(second.cache) <= STATE_CACHE_BYTES
     assert host.get(tmp_path / "b.gguf", 512, 1).cache is second.cache  # same model: its states are kept
+
+
+# --- call_usage: the one usage count of role calls and agent calls ---
+
+def _entry(model: str, cost: float | None, *, cached: bool = False) -> dict:
+    from types import SimpleNamespace
+
+    return {"model": model, "cost": cost, "response": SimpleNamespace(cache_hit=cached)}
+
+
+def test_call_usage_sums_tokens_over_models_and_names_them_in_order():
+    usage = {"openai/b": {"prompt_tokens": 10, "completion_tokens": 2},
+             "openai/a": {"prompt_tokens": 5, "completion_tokens": None}}
+    got = call_usage(usage, [_entry("openai/a", 0.25), _entry("openai/b", 0.5)])
+    assert got == CallUsage(input_tokens=15, output_tokens=2, cost=0.75, model="openai/a, openai/b")
+
+
+def test_call_usage_costs_nothing_on_in_process_models_whatever_history_says():
+    assert call_usage({"scripted/x": {"prompt_tokens": 3}}, [_entry("scripted/x", None)]).cost == 0.0
+
+
+def test_call_usage_counts_no_price_for_a_cached_completion():
+    history = [_entry("openai/a", 0.25), _entry("openai/a", 9.0, cached=True)]
+    assert call_usage({"openai/a": {"prompt_tokens": 1}}, history).cost == 0.25
+
+
+def test_call_usage_is_unknown_without_a_price_or_without_history():
+    usage = {"openai/a": {"prompt_tokens": 1, "completion_tokens": 1}}
+    assert call_usage(usage, [_entry("openai/a", None)]).cost is None
+    assert call_usage(usage, []).cost is None
+    assert call_usage({}, []) == CallUsage(input_tokens=0, output_tokens=0, cost=None, model=None)

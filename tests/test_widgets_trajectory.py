@@ -40,7 +40,7 @@ from roma_lab.widgets import (
     trajectory_html,
     trajectory_to_view,
 )
-from roma_lab.widgets._trajectory import STATUS_COLORS, _all_calls, view_ids
+from roma_lab.widgets._trajectory import STATUS_COLORS, view_ids
 
 FIXTURE_NOTEBOOK = Path(__file__).parent / "fixtures" / "trajectory_view.ipynb"
 PLAN = "plan-and-revise"
@@ -68,7 +68,7 @@ def test_view_is_plain_json_with_every_rollout_and_step_as_recorded(study):
             for s, sv in zip(r.steps, rv["steps"], strict=True):
                 call = s.tool_call
                 assert sv["index"] == s.index and sv["action"] == s.action and sv["answer"] == s.answer
-                assert sv["observation"] == (call.observation if call else None)
+                assert sv["observation"] == s.observation
                 assert sv["arguments"] == (call.arguments if call else {})
                 assert (sv["memory_shown"], sv["feedback_shown"], sv["error"]) == \
                        (s.memory_shown, s.feedback_shown, s.error)
@@ -205,28 +205,43 @@ def test_the_final_answer_and_its_grade_are_shown(study):
 # --- model calls ---
 
 
+def view_calls(view):
+    """Every call the view shows, wherever it shows it."""
+    yield from view["selection"]["calls"]
+    for r in view["rollouts"]:
+        for n in r["delegation"] or ():
+            yield from n["calls"]
+        for p in r["plans"]:
+            yield from p["calls"]
+        for s in r["steps"]:
+            yield from s["calls"]
+
+
 @pytest.mark.parametrize("config", [*CONFIGS, AgentConfig(name="subtasks", subtasks=True)], ids=lambda c: c.name)
-def test_every_model_call_is_in_the_view_once_with_its_role_and_tokens(config):
+def test_every_model_call_is_in_the_view_once_with_its_role_and_the_runs_usage(config):
     trajectory = run_one(config)
     view = trajectory_to_view(trajectory)
-    calls = list(_all_calls(view))
-    recorded = trajectory.model_calls()
-    assert Counter(c["role"] for c in calls) == Counter(c.role for c in recorded)
-    assert {r["role"]: r["calls"] for r in view["roles"]} == dict(Counter(c.role for c in recorded))
-    assert view["totals"]["model_calls"] == len(recorded)
-    assert view["totals"]["input_tokens"] == sum(c.input_tokens for c in recorded)
-    assert view["totals"]["output_tokens"] == sum(c.output_tokens for c in recorded)
+    recorded = trajectory.calls_df()  # the one usage count: the trajectory's run
+    assert Counter(c["role"] for c in view_calls(view)) == Counter(recorded["role"])
+    assert {r["role"]: r["calls"] for r in view["roles"]} == dict(Counter(recorded["role"]))
+    by_role = recorded.groupby("role")["input_tokens"].sum().to_dict()
+    assert {r["role"]: r["input_tokens"] for r in view["roles"]} == by_role
+    total = trajectory.usage_df().iloc[-1]
+    assert view["totals"]["model_calls"] == len(recorded) == total["calls"]
+    assert view["totals"]["input_tokens"] == recorded["input_tokens"].sum() == total["input_tokens"]
+    assert view["totals"]["output_tokens"] == recorded["output_tokens"].sum() == total["output_tokens"]
+    assert view["totals"]["cost"] == 0.0  # the scripted model runs in-process
 
 
-def test_step_calls_show_their_outputs_and_say_the_prompt_was_not_recorded(study):
+def test_step_calls_show_their_outputs_and_the_prompt_as_sent(study):
     trajectory = study[PLAN, TASK]
     page = trajectory_html(trajectory_to_view(trajectory))
     step = detail(page, "r0.1")
     actor = trajectory.rollouts[0].steps[0].calls[0]
     assert "<b>actor</b>" in step and html.escape(json.dumps(actor.outputs, indent=1)) in step
     assert "<b>summarizer</b>" in step  # the step's memory summary is its call too
-    assert "prompt and completion not recorded for this call" in step
-    assert "not recorded" in text(re.search(r"<table class='tj-roles'>.*?</table>", page, re.DOTALL).group(0))
+    assert "prompt and completion not recorded for this call" not in step
+    assert html.escape(actor.exchanges[0].messages[-1]["content"]) in step  # the prompt as sent
 
 
 def test_a_delegated_rollout_shows_romas_prompts_completions_and_cached_marks(tmp_path):

@@ -4,8 +4,18 @@ from __future__ import annotations
 
 import pytest
 
+from roma_lab.controller import RoleCall
 from roma_lab.widgets import RunComparison, TrajectoryComparison
-from roma_lab.widgets._view import call_html, detail_section, known_sum, labelled, pane_css, select_row, table_head
+from roma_lab.widgets._view import (
+    call_data,
+    call_html,
+    detail_section,
+    known_sum,
+    labelled,
+    pane_css,
+    select_row,
+    table_head,
+)
 
 
 def test_labelled_keeps_a_mapping_and_numbers_a_sequence_from_one():
@@ -53,8 +63,17 @@ def test_pane_css_fills_in_prefix_and_width_everywhere():
            {line.split("{")[0] for line in css.splitlines()}
 
 
-CALL = {"role": "executor", "model": "m", "input_tokens": 3, "output_tokens": None, "latency_s": 0.25,
-        "cached": False, "error": None, "inputs": {"goal": "g<1>"}, "outputs": {"answer": "42"}, "exchanges": []}
+ROLE_CALL = RoleCall(role="executor:think", inputs={"context": "g<1>"}, outputs={"answer": "42"}, context_chars=5,
+                     input_tokens=3, output_tokens=None, cost=None, latency_s=0.25, started_s=1.5, model="m",
+                     queued_s=0.5)
+CALL = {**call_data(ROLE_CALL), "cached": False}
+
+
+def test_call_data_is_one_record_for_role_and_agent_calls():
+    c = call_data(ROLE_CALL)
+    assert (c["role"], c["component"], c["wait_s"], c["started_s"], c["cost"]) == ("executor:think", "executor", 1.0,
+                                                                                    1.5, None)
+    assert c["cached"] is None and c["exchanges"] == []  # no model request recorded
 
 
 def test_a_call_shows_its_inputs_only_when_asked_and_always_its_outputs():
@@ -63,9 +82,26 @@ def test_a_call_shows_its_inputs_only_when_asked_and_always_its_outputs():
     plain = call_html(CALL, "k", prefix="tj", mark="tj-mark", empty="none recorded")
     assert "<b>inputs</b>" not in plain and "g&lt;1&gt;" not in plain and "42" in plain
     assert "3 in / unknown out tokens" in plain and "none recorded" in plain and "cached" not in plain
+    assert "cost unknown" in plain and "waited 1.000 s for a slot" in plain and "context 5 chars" in plain
 
 
 def test_a_cached_call_is_marked_and_its_latency_is_a_lookup():
     page = call_html({**CALL, "cached": True, "error": "boom"}, "k", prefix="tj", mark="tj-mark", empty="")
     assert '<span class="tj-mark">cached</span>' in page and "0.250 s lookup" in page
     assert '<span class="tj-error">error: boom</span>' in page and 'class="tj-call" data-key="k"' in page
+
+
+def test_both_comparisons_select_one_id_in_every_pane():
+    from roma_lab.controller import Roma, ScriptedRoles
+
+    def run(goal):
+        return Roma(**ScriptedRoles({}).role_kwargs(), max_depth=0).run(goal)
+
+    runs = {"a": run("goal"), "b": run("other goal")}
+    comparison = RunComparison(runs)
+    assert comparison.selected_id == "0" and list(comparison.selected) == ["a", "b"]
+    assert comparison.selected["a"]["goal"] == "goal" and comparison.selected["b"]["goal"] == "other goal"
+    comparison.selected_id = "no such node"
+    assert comparison.selected == {"a": None, "b": None}
+    comparison.show_runs({"c": runs["a"]})  # an id the new runs lack falls back to the first one's root
+    assert comparison.selected_id == "0" and comparison.labels == ["c"]

@@ -1,7 +1,8 @@
 """OAgents' design choices as one switchable, tested tool-using agent, and its offline tool benchmarks.
 
 ``AgentConfig`` holds every choice of the OAgents study (planning, memory, test-time scaling,
-search, re-answering, per-role models); ``Agent(config).run(task)`` returns a ``Trajectory``;
+search, re-answering, per-role models); ``Agent(config).run(task)`` returns a ``Trajectory``, whose
+calls are the controller's ``RoleCall`` / ``ToolCall`` and which ``as_run()`` gives as a ROMA ``Run``;
 ``run_agent`` runs a configuration over tasks x R runs with resumable, tidy rows. Tasks come from
 ``suite_tasks`` (the 504-task meta-routing suite, its operations as tools, graded exactly) or
 ``qa_tasks`` (benchmark items from ``roma_lab.bench`` with their graders). The OAgents paper's
@@ -17,16 +18,16 @@ from ._select import is_non_answer, pick_best_score
 from ._searchbench import SEARCH_BENCHMARK, SEARCH_FAMILIES, search_tasks, task_facts
 from ._tips import SplitLeakError, mine_tips
 from ._toolbench import SUITE_BENCHMARK, SUITE_TOOLS, SuiteGrader, sample_suite_tasks, suite_tasks
-from ._types import (ROLLOUT_STATUSES, ModelCall, PlanRevision, RecordedGrade, Rollout, Selection, Step, ToolCall,
-                     Trajectory)
+from ._types import (ROLLOUT_STATUSES, PlanRevision, RecordedGrade, Rollout, Selection, Step, Trajectory,
+                     TrajectoryFormatError, read_trajectory)
 
 __all__ = [
     "MEMORY", "PLANNING", "QUERY_OPTIMIZATION", "ROLES", "ROLLOUT_STATUSES", "ROW_COLUMNS", "SEARCH_BENCHMARK",
     "SEARCH_FAMILIES", "SELECTION", "STATIC_WORKFLOW", "SUITE_BENCHMARK", "SUITE_TOOLS", "TTS",
-    "Agent", "AgentConfig", "AgentTask", "BM25Source", "Environment", "ModelCall", "PlanRevision",
+    "Agent", "AgentConfig", "AgentTask", "BM25Source", "Environment", "PlanRevision",
     "PlanTips", "RecordedGrade", "Rollout", "Selection", "Source", "SplitLeakError", "Step",
-    "SuiteGrader", "Tool", "ToolCall", "ToolContext", "ToolError", "ToolUnavailable", "Trajectory",
+    "SuiteGrader", "Tool", "ToolContext", "ToolError", "ToolUnavailable", "Trajectory", "TrajectoryFormatError",
     "config_hash", "describe_tools", "expand_query", "is_non_answer", "mine_tips", "pick_best_score", "qa_tasks",
-    "read_trajectories", "rollout_seed", "run_agent", "run_label", "sample_suite_tasks", "search_passages",
+    "read_trajectories", "read_trajectory", "rollout_seed", "run_agent", "run_label", "sample_suite_tasks", "search_passages",
     "search_tasks", "suite_tasks", "task_facts", "trajectory_rows_df",
 ]

@@ -6,7 +6,8 @@ last step's feedback, either calls one tool or answers. Failures never escape: a
 an unknown tool, missing arguments or a failing tool become the step's error (the actor sees it
 next step); ``max_consecutive_errors`` of them in a row, the step limit, the wall-time budget or an
 out-of-service tool end the rollout with that status. Every model call goes through ``_call``,
-which applies the temperature and seed and records the call.
+which applies the temperature and seed and records the call in the controller's vocabulary (a
+``RoleCall``, its usage counted by ``roma_lab.lm.call_usage``); every tool call is a ``ToolCall``.
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from roma_lab.controller import jsonable
+from roma_lab.controller import LMExchange, RoleCall, ToolCall, jsonable
 
 from ._config import ROLES, AgentConfig, config_hash
 from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
 from ._memory import Memory
 from ._select import is_non_answer, pick_best_score, vote_selection
-from ._types import ModelCall, PlanRevision, Rollout, Selection, Step, ToolCall, Trajectory
+from ._types import PlanRevision, Rollout, Selection, Step, Trajectory
 
 __all__ = ["STATIC_WORKFLOW", "Agent", "rollout_seed"]
 
@@ -46,6 +47,11 @@ _SHOWN_LINES = 12         # observation lines a step keeps in memory (the trajec
 LAST_STEP = "This is your last step: set action to final_answer and give your best answer now."
 
 
+def _context_chars(inputs: Mapping[str, Any]) -> int:
+    """The size of everything a role was shown (as the controller measures a role call's context)."""
+    return sum(len(v) if isinstance(v, str) else len(json.dumps(v, ensure_ascii=False)) for v in inputs.values())
+
+
 def rollout_seed(run: int, index: int) -> int:
     """Seed of rollout ``index`` in run ``run``: the run index for the first rollout, distinct for
     every (run, rollout) pair while runs < 1000."""
@@ -58,9 +64,10 @@ class _Context:
 
     task: AgentTask
     run: int
+    t0: float  # when the run started (time.monotonic()): every recorded time is seconds since then
     deadline: float | None
     tools_text: str
-    pending: list[ModelCall]  # calls made inside tools (query rewrites), until their step records them
+    pending: list[RoleCall]  # calls made inside tools (query rewrites), until their step records them
 
     def timed_out(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -160,16 +167,20 @@ class Agent:
         # Greedy decoding ignores the seed; leaving it out lets R runs at temperature 0 share the cache.
         return rollout_seed(run, index) if self.config.temperature > 0 else None
 
-    def _call(self, role: str, seed: int | None, **inputs: Any) -> tuple[Any, ModelCall]:
-        """Call one role; never raises. Returns (prediction or None, the recorded call)."""
+    def _call(self, t0: float, role: str, seed: int | None, **inputs: Any) -> tuple[Any, RoleCall]:
+        """Call one role; never raises. Returns (prediction or None, the recorded call). ``t0``: when
+        the run started. Usage is read from the call's own tracker and LM copy, as the controller reads
+        a role call's, and so are the requests as sent (``exchanges``)."""
         import dspy
         from dspy.utils.usage_tracker import track_usage
+
+        from roma_lab.lm import call_usage
 
         from ._signatures import output_fields
 
         lm = self._lm_for(role, seed)
         started = time.monotonic()
-        prediction, outputs, error, usage = None, {}, None, {}
+        prediction, outputs, error = None, {}, None
         with contextlib.ExitStack() as stack:
             stack.enter_context(dspy.context(lm=lm))
             tracker = stack.enter_context(track_usage())
@@ -178,11 +189,14 @@ class Agent:
                 outputs = {name: jsonable(getattr(prediction, name)) for name in output_fields(self._signature[role])}
             except Exception as exc:  # noqa: BLE001 - a role's failure is recorded, and typed by the caller
                 prediction, error = None, f"{type(exc).__name__}: {exc}"
-            usage = tracker.get_total_tokens()
-        call = ModelCall(role=role, model=", ".join(sorted(usage)) or getattr(lm, "model", None), outputs=outputs,
-                         input_tokens=sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),
-                         output_tokens=sum(int(u.get("completion_tokens") or 0) for u in usage.values()),
-                         latency_s=time.monotonic() - started, error=error)
+            # an LM that cannot be copied is shared by every call: its history is not this call's
+            history = [] if lm is self._lms[role] else list(getattr(lm, "history", []))
+            usage = call_usage(tracker.get_total_tokens(), history)
+        call = RoleCall(role=role, inputs=jsonable(inputs), outputs=outputs, context_chars=_context_chars(inputs),
+                        input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
+                        latency_s=time.monotonic() - started, started_s=started - t0,
+                        model=usage.model or getattr(lm, "model", None), error=error,
+                        exchanges=LMExchange.from_history(history))
         return prediction, call
 
     # --- one run ---
@@ -193,9 +207,10 @@ class Agent:
         self._setup()
         cfg = self.config
         started = time.monotonic()
-        pending: list[ModelCall] = []
-        first_env = task.environment(self._tool_context(task, run, 0, pending))
-        ctx = _Context(task=task, run=run, deadline=None if cfg.max_wall_s is None else started + cfg.max_wall_s,
+        pending: list[RoleCall] = []
+        first_env = task.environment(self._tool_context(task, run, 0, pending, started))
+        ctx = _Context(task=task, run=run, t0=started,
+                       deadline=None if cfg.max_wall_s is None else started + cfg.max_wall_s,
                        tools_text=describe_tools(first_env.tools), pending=pending)
         rollouts: list[Rollout] = []
         tips = cfg.tips.tips if cfg.tips is not None and cfg.tips_usage == "paper" else ()
@@ -205,7 +220,7 @@ class Agent:
             """One more rollout, on a fresh environment unless rollouts share one (official variant)."""
             index = len(rollouts)
             fresh = index > 0 and cfg.rollout_isolation == "paper"
-            env = task.environment(self._tool_context(task, run, index, pending)) if fresh else first_env
+            env = task.environment(self._tool_context(task, run, index, pending, started)) if fresh else first_env
             rollouts.append(self._rollout(ctx, index, kind, env, note, tips_shown, long_term))
             return rollouts[-1]
 
@@ -245,7 +260,8 @@ class Agent:
             status=final.status, reanswered=reanswered, uses_gold_answers=uses_gold,
             wall_s=time.monotonic() - started)
 
-    def _tool_context(self, task: AgentTask, run: int, index: int, pending: list[ModelCall]) -> ToolContext:
+    def _tool_context(self, task: AgentTask, run: int, index: int, pending: list[RoleCall],
+                      t0: float) -> ToolContext:
         """Search settings for one rollout's environment; query rewrites are model calls, kept in
         ``pending`` until the step that made the search records them."""
         cfg = self.config
@@ -254,7 +270,7 @@ class Agent:
             seed = self._seed(run, index)
 
             def rewrite(query: str) -> str:
-                prediction, call = self._call("query_rewriter", seed, task=task.item.question, query=query)
+                prediction, call = self._call(t0, "query_rewriter", seed, task=task.item.question, query=query)
                 pending.append(call)
                 improved = str(getattr(prediction, "improved_query", "") or "").strip()
                 return improved or query  # a failed rewrite keeps the original query (the call shows why)
@@ -276,20 +292,21 @@ class Agent:
         if cfg.planning == "static":
             plans.append(PlanRevision(0, "static", STATIC_WORKFLOW, True, (), ()))
         elif cfg.planning == "revise":
-            prediction, call = self._call("planner", seed, task=question, tools=ctx.tools_text, tips=tips_text)
+            prediction, call = self._call(ctx.t0, "planner", seed, task=question, tools=ctx.tools_text, tips=tips_text)
             plan = str(getattr(prediction, "plan", "") or "").strip()
             plans.append(PlanRevision(0, "initial", plan, True, (), (call,)))
         steps: list[Step] = []
-        delegation, calls = None, []
+        delegation = delegation_started_s = None
         if cfg.subtasks and not ctx.timed_out():
-            delegation, sub_steps, calls, result = self._delegate(ctx, env, seed, tips_text)
+            delegation_started_s = time.monotonic() - ctx.t0
+            delegation, sub_steps, result = self._delegate(ctx, env, seed, tips_text)
             steps.extend(sub_steps)
             memory.add(f"Subtask decomposition (ROMA): {result}")
         loop = self._loop(ctx, env, seed, question, tips_text, memory, plans, cfg.max_steps, note=note, subtask=None)
         return Rollout(index=index, kind=kind, seed=seed, status=loop.status, error=loop.error, answer=loop.answer,
                        note=note, tips_shown=tips, steps=tuple(steps + loop.steps), plans=tuple(loop.plans),
                        long_term_before=long_term, long_term_after=loop.long_term, delegation=delegation,
-                       calls=tuple(calls))
+                       delegation_started_s=delegation_started_s)
 
     def _loop(self, ctx: _Context, env: Environment, seed: int | None, question: str, tips_text: str, memory: Memory,
               plans: list[PlanRevision], max_steps: int, note: str, subtask: str | None) -> _Loop:
@@ -307,11 +324,12 @@ class Agent:
             plan_shown = next((p.plan for p in reversed(plans) if p.visible), "")
             memory_shown = memory.render(question)
             feedback_shown = "\n".join(x for x in (note, feedback, LAST_STEP if index == max_steps else "") if x)
-            prediction, act_call = self._call("actor", seed, task=question, tools=ctx.tools_text, plan=plan_shown,
-                                              tips=tips_text, memory=memory_shown, feedback=feedback_shown)
-            thought, action, arguments, tool_call, kind, message, final = self._act(env, prediction, act_call)
+            prediction, act_call = self._call(ctx.t0, "actor", seed, task=question, tools=ctx.tools_text,
+                                              plan=plan_shown, tips=tips_text, memory=memory_shown, feedback=feedback_shown)
+            thought, action, arguments, tool_call, observation, kind, message, final = self._act(
+                ctx, env, prediction, act_call)
             result = (f"final answer {final!r}" if final is not None else
-                      tool_call.observation if tool_call is not None and kind is None else f"ERROR ({kind}): {message}")
+                      observation if kind is None else f"ERROR ({kind}): {message}")
             text = _step_text(index, thought, action or "?", arguments, result)
             if subtask is not None:
                 text = f"[subtask: {subtask}] {text}"
@@ -319,12 +337,12 @@ class Agent:
             ctx.pending.clear()
             summary = critique = None
             if subtask is None:
-                summary, critique = self._after_step(memory, seed, question, text, final is not None, step_calls)
+                summary, critique = self._after_step(ctx, memory, seed, question, text, final is not None, step_calls)
             memory.add(text, summary)
             steps.append(Step(index=index, subtask=subtask, plan_shown=plan_shown, memory_shown=memory_shown,
                               feedback_shown=feedback_shown, thought=thought, action=action, answer=final,
-                              tool_call=tool_call, error_kind=kind, error=message, summary=summary, critique=critique,
-                              calls=tuple(step_calls)))
+                              tool_call=tool_call, observation=observation, error_kind=kind, error=message,
+                              summary=summary, critique=critique, calls=tuple(step_calls)))
             if final is not None:
                 status, error, answer = "answered", None, final
                 break
@@ -343,13 +361,13 @@ class Agent:
                 since_plan = []
         return _Loop(steps, plans, status, error, answer, memory.long_term)
 
-    def _act(self, env: Environment, prediction: Any, act_call: ModelCall) -> tuple:
-        """Carry out the actor's reply: (thought, action, arguments, tool call, error kind, error
-        message, final answer). Exactly one of error kind and final answer is set, or neither
-        when a tool call went through."""
+    def _act(self, ctx: _Context, env: Environment, prediction: Any, act_call: RoleCall) -> tuple:
+        """Carry out the actor's reply: (thought, action, arguments, tool call, observation, error
+        kind, error message, final answer). Exactly one of error kind and final answer is set, or
+        neither when a tool call went through."""
         if prediction is None:
             kind = "malformed_output" if (act_call.error or "").startswith("AdapterParseError") else "model_error"
-            return "", "", {}, None, kind, act_call.error, None
+            return "", "", {}, None, None, kind, act_call.error, None
         thought = str(getattr(prediction, "thought", "") or "")
         action = str(prediction.action or "").strip()
         raw_arguments, answer = str(prediction.arguments or "").strip(), str(prediction.answer or "").strip()
@@ -359,54 +377,56 @@ class Agent:
             raw_arguments = raw_arguments if raw_arguments not in ("", "{}") else inside
             answer = answer or inside.strip("\"'")
         if action.lower() == FINAL:
-            return thought, action, {}, None, None, None, answer
+            return thought, action, {}, None, None, None, None, answer
         tool = next((t for t in env.tools if t.name.lower() == action.lower()), None)
         if tool is None:
             names = ", ".join(t.name for t in env.tools) or "none"
-            return thought, action, {}, None, "unknown_tool", \
+            return thought, action, {}, None, None, "unknown_tool", \
                 f"unknown tool {action!r}; the tools are {names} (or {FINAL})", None
         arguments = parse_arguments(raw_arguments, tool)
         missing = [p for p in tool.parameters if not arguments.get(p, "").strip()]
         if missing:
-            return thought, action, arguments, None, "bad_arguments", \
+            return thought, action, arguments, None, None, "bad_arguments", \
                 f"{tool.name} needs the argument(s) {', '.join(missing)} as a JSON object", None
-        tool_call, kind, message = self._use_tool(env, tool.name, arguments)
-        return thought, action, arguments, tool_call, kind, message, None
+        tool_call, observation, kind, message = self._use_tool(ctx, env, tool.name, arguments)
+        return thought, action, arguments, tool_call, observation, kind, message, None
 
-    def _use_tool(self, env: Environment, name: str,
-                  arguments: dict[str, str]) -> tuple[ToolCall, str | None, str | None]:
-        """Run one tool call; a failure becomes (kind, message), never an exception."""
+    def _use_tool(self, ctx: _Context, env: Environment, name: str,
+                  arguments: dict[str, str]) -> tuple[ToolCall, str | None, str | None, str | None]:
+        """Run one tool call; a failure becomes (kind, message), never an exception. Returns the
+        recorded call, the observation (None on failure), the failure kind and its message."""
         started = time.monotonic()
-        observation, kind, message = None, None, None
+        observation, kind, message, status = None, None, None, "ok"
         try:
             observation = env.call(name, arguments)
-        except ToolUnavailable as exc:
-            kind, message = "unavailable_tool", str(exc)
+        except ToolUnavailable as exc:  # out of service: the trace's word for a tool that is gone
+            kind, message, status = "unavailable_tool", str(exc), "disconnected"
         except ToolError as exc:
-            kind, message = "tool_error", str(exc)
+            kind, message, status = "tool_error", str(exc), "error"
         except Exception as exc:  # noqa: BLE001 - a broken tool is a failing tool, never a crash
-            kind, message = "tool_error", f"{type(exc).__name__}: {exc}"
-        call = ToolCall(name=name, arguments=arguments, observation=observation,
-                        latency_s=time.monotonic() - started, error=message)
-        return call, kind, message
+            kind, message, status = "tool_error", f"{type(exc).__name__}: {exc}", "error"
+        call = ToolCall(name=name, server=None, arguments=arguments, status=status,
+                        result_chars=None if observation is None else len(observation),
+                        latency_s=time.monotonic() - started, started_s=started - ctx.t0, error=message)
+        return call, observation, kind, message
 
-    def _after_step(self, memory: Memory, seed: int | None, question: str, text: str, final: bool,
-                    calls: list[ModelCall]) -> tuple[str | None, str | None]:
+    def _after_step(self, ctx: _Context, memory: Memory, seed: int | None, question: str, text: str, final: bool,
+                    calls: list[RoleCall]) -> tuple[str | None, str | None]:
         """Memory summary, long-term fusion and step reflection of one step (as configured)."""
         cfg = self.config
         summary = critique = None
         if cfg.memory != "current" and not final:  # nothing reads the summary of the last step
-            prediction, call = self._call("summarizer", seed, task=question, step=text)
+            prediction, call = self._call(ctx.t0, "summarizer", seed, task=question, step=text)
             calls.append(call)
             summary = str(getattr(prediction, "summary", "") or "").strip() or None
         if cfg.memory == "long_term":  # also the final step: later tasks of the run read it
-            prediction, call = self._call("memory", seed, long_term_memory=memory.long_term,
+            prediction, call = self._call(ctx.t0, "memory", seed, long_term_memory=memory.long_term,
                                           step=f"Task: {question}\n{text}")
             calls.append(call)
             updated = str(getattr(prediction, "updated_memory", "") or "").strip()
             memory.long_term = updated or memory.long_term
         if cfg.tts == "reflection" and cfg.reflect_at == "step" and not final:
-            prediction, call = self._call("step_reflector", seed, task=question, step=text)
+            prediction, call = self._call(ctx.t0, "step_reflector", seed, task=question, step=text)
             calls.append(call)
             critique = str(getattr(prediction, "critique", "") or "").strip() or None
         return summary, critique
@@ -420,8 +440,8 @@ class Agent:
 
     def _revise(self, ctx: _Context, seed: int | None, question: str, tips_text: str, plan: str,
                 observations: list[str], index: int) -> PlanRevision:
-        prediction, call = self._call("reviser", seed, task=question, tools=ctx.tools_text, tips=tips_text, plan=plan,
-                                      observations="\n\n".join(observations))
+        prediction, call = self._call(ctx.t0, "reviser", seed, task=question, tools=ctx.tools_text, tips=tips_text,
+                                      plan=plan, observations="\n\n".join(observations))
         revised = str(getattr(prediction, "revised_plan", "") or "").strip()
         # The official code appends the revision to a list the actor never reads.
         visible = bool(revised) and self.config.revision_visibility == "paper"
@@ -430,9 +450,11 @@ class Agent:
     # --- subtask decomposition through ROMA ---
 
     def _delegate(self, ctx: _Context, env: Environment, seed: int | None,
-                  tips_text: str) -> tuple[dict, list[Step], list[ModelCall], str]:
+                  tips_text: str) -> tuple[dict, list[Step], str]:
         """ROMA plans subtasks (its atomizer, planner and aggregator on the decomposer's model) and
-        runs them in dependency order; each subtask is solved by this actor with the same tools."""
+        runs them in dependency order; each subtask is solved by this actor with the same tools.
+        Returns the ROMA run (its JSON data, calls as ROMA recorded them), the subtask steps and the
+        result the main loop is shown."""
         import dspy
 
         from roma_lab.controller import TASK_TYPES, Roma
@@ -453,11 +475,8 @@ class Agent:
         roma = Roma(executors={t: solve for t in TASK_TYPES}, lm=self._lm_for("decomposer", seed), max_depth=1,
                     max_concurrency=1, max_subtasks=MAX_SUBTASKS)
         result = roma.run(question)
-        calls = [ModelCall(role=f"decomposer:{c.role}", model=c.model, outputs=c.outputs, input_tokens=c.input_tokens,
-                           output_tokens=c.output_tokens, latency_s=c.latency_s, error=c.error)
-                 for n in result.nodes for c in n.calls if not c.role.startswith("executor")]  # executors: our steps
         text = result.output if result.output is not None else f"failed ({result.root.error})"
-        return json.loads(result.to_json()), sub_steps, calls, text
+        return json.loads(result.to_json()), sub_steps, text
 
     # --- test-time scaling ---
 
@@ -470,7 +489,7 @@ class Agent:
         if cfg.selection == "score":
             scores, calls = [], []
             for r in rollouts:
-                prediction, call = self._call("scorer", seed, task=question, attempt=_digest(r))
+                prediction, call = self._call(ctx.t0, "scorer", seed, task=question, attempt=_digest(r))
                 calls.append(call)
                 score = getattr(prediction, "score", None)
                 scores.append(min(10.0, max(0.0, float(score))) if isinstance(score, (int, float)) else None)
@@ -479,7 +498,7 @@ class Agent:
             return Selection(method="score", chosen=chosen, scores=tuple(scores), tie=tie, note=note,
                              calls=tuple(calls))
         attempts = "\n\n".join(f"Attempt {r.index}:\n{_digest(r)}" for r in rollouts)
-        prediction, call = self._call("selector", seed, task=question, attempts=attempts)
+        prediction, call = self._call(ctx.t0, "selector", seed, task=question, attempts=attempts)
         index = getattr(prediction, "index", None)
         if isinstance(index, int) and 0 <= index < len(rollouts):
             return Selection(method="list", chosen=index, calls=(call,))
@@ -487,7 +506,7 @@ class Agent:
                          calls=(call,))
 
     def _reflect_on_answer(self, ctx: _Context, first: Rollout, attempt: Callable[..., Rollout]) -> Selection:
-        prediction, call = self._call("answer_reflector", self._seed(ctx.run, 0), task=ctx.task.item.question,
+        prediction, call = self._call(ctx.t0, "answer_reflector", self._seed(ctx.run, 0), task=ctx.task.item.question,
                                       attempt=_digest(first))
         if prediction is None or getattr(prediction, "acceptable", None) is not False:
             note = "answer accepted" if prediction is not None else "reflection failed; answer kept"
@@ -532,8 +551,8 @@ def _digest(rollout: Rollout) -> str:
     lines = []
     for s in rollout.steps:
         call = s.tool_call
-        if call is not None and call.observation is not None:
-            result = call.observation[:_SHOWN_CHARS]
+        if s.observation is not None:
+            result = s.observation[:_SHOWN_CHARS]
         else:
             result = f"ERROR ({s.error_kind}): {s.error}" if s.error_kind else ""
         args = ", ".join(f"{k}={v!r}" for k, v in (call.arguments if call else {}).items())

@@ -26,13 +26,13 @@ from ._agent import Agent
 from ._config import AgentConfig, config_hash
 from ._env import AgentTask
 from ._tips import SplitLeakError
-from ._types import RecordedGrade, Trajectory
+from ._types import RecordedGrade, Trajectory, read_trajectory
 
 __all__ = ["ROW_COLUMNS", "read_trajectories", "run_agent", "run_label", "trajectory_rows_df"]
 
 ROW_COLUMNS = ("config", "config_hash", "benchmark", "task_id", "split", "stratum", "run", "seed", "temperature",
                "answer", "correct", "status", "agent_status", "steps", "tool_calls", "model_calls", "input_tokens",
-               "output_tokens", "wall_s", "rollouts", "reanswered", "uses_gold_answers", "grader", "error")
+               "output_tokens", "cost", "wall_s", "rollouts", "reanswered", "uses_gold_answers", "grader", "error")
 _REDACTED = "[question redacted: this benchmark's items are not stored in the clear]"
 
 
@@ -74,16 +74,24 @@ def _check_tips(config: AgentConfig, tasks: Sequence[AgentTask]) -> None:
                              f"({tips.source_splits}), e.g. {bad[:3]}; evaluate tips on a disjoint split")
 
 
+def _known(value: Any, kind: type) -> Any:
+    """A usage total as a row holds it (``kind``: int or float): None where unknown (<NA>, NaN)."""
+    import pandas as pd
+
+    return None if pd.isna(value) else kind(value)
+
+
 def _row(t: Trajectory, label: str) -> dict[str, Any]:
-    calls = t.model_calls()
+    usage = t.usage_df().iloc[-1]  # the total row: the one usage count, over the trajectory's run
     grade = t.grade
     return {
         "config": label, "config_hash": t.config_hash, "benchmark": t.benchmark, "task_id": t.task_id,
         "split": t.split, "stratum": t.stratum, "run": t.run, "seed": t.rollouts[0].seed, "temperature": t.temperature,
         "answer": t.answer, "correct": None if grade is None or grade.score is None else grade.score == 1.0,
         "status": grade.label if grade else None, "agent_status": t.status, "steps": t.n_steps,
-        "tool_calls": t.n_tool_calls, "model_calls": len(calls), "input_tokens": sum(c.input_tokens for c in calls),
-        "output_tokens": sum(c.output_tokens for c in calls), "wall_s": t.wall_s, "rollouts": len(t.rollouts),
+        "tool_calls": t.n_tool_calls, "model_calls": int(usage["calls"]),
+        "input_tokens": _known(usage["input_tokens"], int), "output_tokens": _known(usage["output_tokens"], int),
+        "cost": _known(usage["cost"], float), "wall_s": t.wall_s, "rollouts": len(t.rollouts),
         "reanswered": t.reanswered, "uses_gold_answers": t.uses_gold_answers,
         "grader": grade.grader if grade else None,
         "error": (grade.error if grade and grade.error else None) or t.final_rollout.error,
@@ -100,7 +108,7 @@ def trajectory_rows_df(trajectories: Sequence[Trajectory], label: str | None = N
 
 def read_trajectories(folder: str | Path) -> list[Trajectory]:
     """Every trajectory saved under ``folder`` (a run label folder or its ``trajectories/``), sorted by path."""
-    return [Trajectory.from_json(p.read_bytes()) for p in sorted(Path(folder).rglob("*.json"))
+    return [read_trajectory(p) for p in sorted(Path(folder).rglob("*.json"))
             if p.parent.name.startswith("r") and p.parent.parent.name == "trajectories"]
 
 
@@ -217,7 +225,7 @@ def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str |
                 result = run_benchmark([task.item], system, _RecordedGrader(), out_path=root / "runs.csv",
                                        system_name=f"{label}/r{run}", progress=False, redacted=True)
                 if path.exists():
-                    saved = Trajectory.from_json(path.read_bytes())
+                    saved = read_trajectory(path)
                     rows.append(_row(saved, label))
                     if carry:
                         long_term = saved.final_rollout.long_term_after

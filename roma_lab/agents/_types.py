@@ -2,18 +2,29 @@
 
 A :class:`Trajectory` holds every attempt (rollout) the agent made, the steps of each (what the
 actor was shown, what it chose, the tool call and its observation), plan revisions, memory
-contents, every model call with its tokens, and how the final answer was chosen among rollouts.
+contents, and how the final answer was chosen among rollouts. Calls are recorded in the trace
+vocabulary of a ROMA run: every model call is a ``controller.RoleCall`` and every tool call a
+``controller.ToolCall``, and :meth:`Trajectory.as_run` gives the trajectory as a ``controller.Run``
+whose nodes are the task, its rollouts and their steps, so one usage count and one set of tables
+(``calls_df``, ``usage_df``, ``tools_df``) serve both. See design/agents.md.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any, Literal
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import ConfigDict, TypeAdapter
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-__all__ = ["ROLLOUT_STATUSES", "ModelCall", "PlanRevision", "Rollout", "Selection", "Step", "ToolCall",
-           "Trajectory", "RecordedGrade"]
+from roma_lab.controller import Node, RoleCall, Run, ToolCall, run_status
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["ROLLOUT_STATUSES", "PlanRevision", "Rollout", "Selection", "Step", "Trajectory",
+           "TrajectoryFormatError", "RecordedGrade", "read_trajectory"]
 
 #: Why a rollout ended. ``answered`` is the only one with an answer from the actor.
 ROLLOUT_STATUSES = ("answered", "step_limit", "timeout", "unavailable_tool", "malformed_output", "unknown_tool",
@@ -22,35 +33,23 @@ RolloutStatus = Literal["answered", "step_limit", "timeout", "unavailable_tool",
                         "unknown_tool", "bad_arguments", "tool_error", "model_error"]
 RolloutKind = Literal["main", "best_of_n", "reflection_retry", "tips_retry", "reanswer"]
 _STRICT = ConfigDict(extra="forbid")
+_ROOT = "task"  # the id of a trajectory's root node in :meth:`Trajectory.as_run`
 
 
-@dataclass(frozen=True, slots=True)
-class ModelCall:
-    """One model call: the role, the model that answered, its outputs, tokens and time."""
-
-    __pydantic_config__ = _STRICT
-    role: str
-    model: str | None
-    outputs: dict[str, Any]
-    input_tokens: int
-    output_tokens: int
-    latency_s: float
-    error: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    __pydantic_config__ = _STRICT
-    name: str
-    arguments: dict[str, str]
-    observation: str | None
-    latency_s: float
-    error: str | None = None
+class TrajectoryFormatError(ValueError):
+    """A saved trajectory is not in the current format (e.g. written before agents recorded their
+    calls as ``controller.RoleCall`` / ``ToolCall``) or is not a trajectory at all. Names the file."""
 
 
 @dataclass(frozen=True, slots=True)
 class Step:
-    """One actor step. ``*_shown`` are exactly what the actor was given at this step."""
+    """One actor step. ``*_shown`` are exactly what the actor was given at this step.
+
+    ``tool_call`` is the tool call the agent made for the actor's action (status ``ok``, ``error``
+    for a failing tool, ``disconnected`` for one out of service); ``observation`` is the tool's
+    result text the actor was shown next (None when the call failed or none was made), and
+    ``error_kind`` the agent's failure kind of the step. ``calls`` are the step's model calls, the
+    actor's first (then query rewrites made inside the tool, memory and reflection calls)."""
 
     __pydantic_config__ = _STRICT
     index: int
@@ -62,11 +61,12 @@ class Step:
     action: str
     answer: str | None
     tool_call: ToolCall | None
+    observation: str | None
     error_kind: str | None       # a ROLLOUT_STATUSES failure kind, None when the step went through
     error: str | None
     summary: str | None          # memory summary of this step (memory >= "summary")
     critique: str | None         # step reflection (tts="reflection", reflect_at="step")
-    calls: tuple[ModelCall, ...]
+    calls: tuple[RoleCall, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ class PlanRevision:
     plan: str
     visible: bool
     observations: tuple[str, ...]  # what the reviser was shown
-    calls: tuple[ModelCall, ...]
+    calls: tuple[RoleCall, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +99,10 @@ class Rollout:
     plans: tuple[PlanRevision, ...]
     long_term_before: str
     long_term_after: str
-    delegation: dict[str, Any] | None = None   # the ROMA run (Run JSON) when subtasks are delegated
-    calls: tuple[ModelCall, ...] = ()          # rollout-level calls (e.g. the answer reflection)
+    # The ROMA run (Run JSON, its clock starting at ``delegation_started_s`` on the trajectory's) when
+    # subtasks are delegated; its decomposer calls are its role calls, its executors' work the subtask steps.
+    delegation: dict[str, Any] | None = None
+    delegation_started_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +117,7 @@ class Selection:
     votes: dict[str, int] = field(default_factory=dict)
     tie: bool = False
     note: str = ""
-    calls: tuple[ModelCall, ...] = ()
+    calls: tuple[RoleCall, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,20 +171,139 @@ class Trajectory:
     def n_tool_calls(self) -> int:
         return sum(s.tool_call is not None for r in self.rollouts for s in r.steps)
 
-    def model_calls(self) -> list[ModelCall]:
-        calls = list(self.selection.calls)
+    def as_run(self) -> Run:
+        """The trajectory as a ROMA run trace whose nodes are the task, its rollouts and their steps.
+
+        - Root ``task`` (task type ``task``): goal the question, output the final answer; it holds
+          the selection's calls (scorer, selector, answer reflection). ``completed`` when there is
+          an answer, else ``failed`` with the final rollout's status and error.
+        - One child per rollout, ``r<i>`` (task type: the rollout's kind, e.g. ``best_of_n``; goal the
+          question): ``completed`` with its answer when it answered, else ``failed`` with its status
+          (a rollout that hit the step limit or the wall-time budget ended by itself: the run was
+          not stopped, so it is ``failed``, never ``cancelled``). It holds its plans' calls (the
+          initial plan and every revision, in order).
+        - Its steps below it, ``r<i>.<n>`` by position (task type ``step``; goal the action chosen):
+          ``completed`` with the answer or the observation, or ``failed`` with the step's
+          ``error_kind``. A step's actor call carries the step's tool call.
+        - A delegated ROMA run's nodes grafted below their rollout (ids ``r<i>/<id>``, times moved to
+          the trajectory's clock), their calls' roles prefixed ``decomposer:``; executor calls are
+          left out (their model calls are the subtask's steps, placed below the node of that subtask).
+
+        The run's status follows its nodes as a ROMA run's does: ``failed`` without an answer,
+        ``completed`` when every node completed, else ``partial`` (e.g. a best-of-N rollout failed)."""
+        answer_error = None if self.answer is not None else _why(self.final_rollout)
+        nodes = [Node(id=_ROOT, parent_id=None, depth=0, goal=self.question, task_type="task",
+                      status="completed" if self.answer is not None else "failed", output=self.answer,
+                      error=answer_error, calls=self.selection.calls, created_s=0.0, started_s=0.0,
+                      ended_s=self.wall_s)]
         for r in self.rollouts:
-            calls.extend(r.calls)
-            calls.extend(c for p in r.plans for c in p.calls)
-            calls.extend(c for s in r.steps for c in s.calls)
-        return calls
+            nodes.extend(_rollout_nodes(r, self.question))
+        return Run(goal=self.question, status=run_status(tuple(nodes)), output=self.answer, nodes=tuple(nodes), wall_s=self.wall_s)
+
+    def calls_df(self) -> pd.DataFrame:
+        """One row per model call (:meth:`Run.calls_df` of :meth:`as_run`)."""
+        return self.as_run().calls_df()
+
+    def usage_df(self) -> pd.DataFrame:
+        """Usage per component and in total (:meth:`Run.usage_df` of :meth:`as_run`)."""
+        return self.as_run().usage_df()
+
+    def tools_df(self) -> pd.DataFrame:
+        """One row per tool call (:meth:`Run.tools_df` of :meth:`as_run`)."""
+        return self.as_run().tools_df()
 
     def to_json(self) -> str:
         return _ADAPTER.dump_json(self, indent=1).decode()
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Trajectory:
-        return _ADAPTER.validate_json(text)
+        """Read :meth:`to_json` text back; text in an older format (or not a trajectory) is a
+        :class:`TrajectoryFormatError`."""
+        try:
+            return _ADAPTER.validate_json(text)
+        except ValidationError as err:
+            raise TrajectoryFormatError(f"not a trajectory in the current format ({err.error_count()} problems, "
+                                        f"first: {_first_problem(err)}); trajectories written before agents "
+                                        "recorded controller.RoleCall/ToolCall must be re-run") from err
 
 
 _ADAPTER = TypeAdapter(Trajectory)
+
+
+def _first_problem(err: ValidationError) -> str:
+    first = err.errors()[0]
+    return f"{'.'.join(str(p) for p in first['loc']) or 'the file'}: {first['msg']}"
+
+
+def _why(r: Rollout) -> str:
+    return f"{r.status}: {r.error}" if r.error else r.status
+
+
+def _span(calls: tuple[RoleCall, ...], tools: tuple[ToolCall, ...] = ()) -> tuple[float | None, float | None]:
+    """When the first of these calls started and the last ended (None, None: no call)."""
+    timed = [(c.started_s, c.started_s + c.latency_s) for c in (*calls, *tools)]
+    return (min(t[0] for t in timed), max(t[1] for t in timed)) if timed else (None, None)
+
+
+def _rollout_nodes(r: Rollout, question: str) -> list[Node]:
+    """The nodes of one rollout in :meth:`Trajectory.as_run`: itself, its grafted ROMA nodes, its steps."""
+    rid = f"r{r.index}"
+    grafted = _grafted(r, rid)
+    subtask_node = {}  # a subtask step goes below the (first) ROMA node of its subtask
+    for n in grafted:
+        subtask_node.setdefault(n.goal, n)
+    steps = []
+    for position, s in enumerate(r.steps, 1):
+        parent = subtask_node.get(s.subtask) if s.subtask is not None else None
+        calls = s.calls
+        if s.tool_call is not None and calls:  # the tool the actor's reply chose, called by the agent
+            calls = (replace(calls[0], tools=(s.tool_call,)), *calls[1:])
+        start, end = _span(calls, () if s.tool_call is None else (s.tool_call,))
+        failed = s.error_kind is not None
+        steps.append(Node(id=f"{rid}.{position}", parent_id=rid if parent is None else parent.id,
+                          depth=2 if parent is None else parent.depth + 1, goal=s.action or "(no action)",
+                          task_type="step", status="failed" if failed else "completed",
+                          output=None if failed else s.answer if s.answer is not None else s.observation,
+                          error=f"{s.error_kind}: {s.error}" if failed else None, calls=calls,
+                          created_s=start, started_s=start, ended_s=end))
+    plan_calls = tuple(c for p in r.plans for c in p.calls)
+    ends = [t for n in (*grafted, *steps) for t in (n.started_s, n.ended_s) if t is not None]
+    own_start, own_end = _span(plan_calls)
+    times = [t for t in (own_start, own_end, *ends) if t is not None]
+    start, end = (min(times), max(times)) if times else (None, None)
+    answered = r.status == "answered"
+    node = Node(id=rid, parent_id=_ROOT, depth=1, goal=question, task_type=r.kind,
+                status="completed" if answered else "failed", output=r.answer if answered else None,
+                error=None if answered else _why(r), calls=plan_calls, created_s=start, started_s=start, ended_s=end)
+    return [node, *grafted, *steps]
+
+
+def _grafted(r: Rollout, rid: str) -> list[Node]:
+    """A rollout's delegated ROMA run as nodes below it, on the trajectory's clock."""
+    if r.delegation is None:
+        return []
+    run = Run.from_json(json.dumps(r.delegation))
+    shift = r.delegation_started_s or 0.0
+
+    def moved(t: float | None) -> float | None:
+        return None if t is None else t + shift
+
+    def graft_id(node_id: str | None) -> str:
+        return rid if node_id is None else f"{rid}/{node_id}"
+
+    return [replace(n, id=graft_id(n.id), parent_id=graft_id(n.parent_id), depth=n.depth + 2,
+                    depends_on=tuple(graft_id(d) for d in n.depends_on),
+                    calls=tuple(replace(c, role=f"decomposer:{c.role}", started_s=c.started_s + shift,
+                                        queued_s=moved(c.queued_s))
+                                for c in n.calls if not c.role.startswith("executor")),
+                    created_s=moved(n.created_s), started_s=moved(n.started_s), ended_s=moved(n.ended_s))
+            for n in run.nodes]
+
+
+def read_trajectory(path: str | Path) -> Trajectory:
+    """The trajectory saved at ``path``; a file in an older format is a :class:`TrajectoryFormatError`
+    naming the file."""
+    try:
+        return Trajectory.from_json(Path(path).read_bytes())
+    except TrajectoryFormatError as err:
+        raise TrajectoryFormatError(f"{path}: {err}") from err.__cause__

@@ -186,37 +186,6 @@ def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
     return future
 
 
-def _exchanges(history: Sequence[Mapping[str, Any]]) -> tuple[LMExchange, ...]:
-    """The model requests of one call as sent (messages, or a bare prompt) and their completions."""
-    from roma_lab.lm import served_from_cache
-
-    exchanges = []
-    for h in history:
-        messages = h.get("messages") or ([{"role": "user", "content": h["prompt"]}] if h.get("prompt") else [])
-        exchanges.append(LMExchange(messages=tuple(jsonable(list(messages))),
-                                    completions=tuple(jsonable(list(h.get("outputs") or []))),
-                                    cached=served_from_cache(h)))
-    return tuple(exchanges)
-
-
-def _usage(outcome: _Outcome) -> dict[str, Any]:
-    """Tokens and cost of one finished call, from its own usage tracker and LM history."""
-    from roma_lab.lm import call_cost, in_process, served_from_cache
-
-    usage, history = outcome.usage, outcome.history
-    # a cached completion keeps its original price in history but costs nothing now (and reports no usage)
-    costs = [call_cost(h.get("model"), h.get("cost")) for h in history if not served_from_cache(h)]
-    if usage and all(in_process(str(model)) for model in usage):
-        cost = 0.0  # only in-process models answered (also when the LM history is not this call's)
-    elif history and None not in costs:
-        cost = float(sum(costs))
-    else:
-        cost = None  # a fresh completion without a price (or no LM history at all): unknown
-    return {"input_tokens": sum(int(u.get("prompt_tokens") or 0) for u in usage.values()),
-            "output_tokens": sum(int(u.get("completion_tokens") or 0) for u in usage.values()),
-            "cost": cost, "model": ", ".join(sorted(usage)) or None}
-
-
 def _describe(err: BaseException) -> str:
     try:
         text = str(err)
@@ -730,6 +699,8 @@ class Roma:
     # --- one role call: the only place that touches models, time limits and usage ---
 
     async def _call(self, state: _RunState, node_id: str, role: str, fn: Callable[..., Any], **inputs: Any) -> dict:
+        from roma_lab.lm import call_usage
+
         lm = state.lms.get(role)
         waiting = CallInFlight(role, queued_s=state.now())
         state.update(node_id, in_flight=waiting)  # the view shows "queued" until a slot is free
@@ -764,9 +735,10 @@ class Roma:
 
             def account_late(future: asyncio.Future) -> None:  # the call ended after all: count it
                 if not future.cancelled():
-                    usage = _usage(future.result())
-                    late = replace(call, **{**usage, "model": usage["model"] or call.model},
-                                   exchanges=_exchanges(future.result().history), tools=tuple(tools.calls),
+                    usage = call_usage(future.result().usage, future.result().history)
+                    late = replace(call, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                                   cost=usage.cost, model=usage.model or call.model,
+                                   exchanges=LMExchange.from_history(future.result().history), tools=tuple(tools.calls),
                                    error=f"{error}; ended {time.monotonic() - started:.3g} s after it started")
                     state.replace_call(node_id, call, late)
 
@@ -774,9 +746,10 @@ class Roma:
             raise RoleError(role, error)
         outcome = pending.result()
         outputs, error = self._read(role, outcome)
-        usage = _usage(outcome)
-        call = RoleCall(**record, outputs=outputs, **{**usage, "model": usage["model"] or getattr(lm, "model", None)},
-                        error=error, exchanges=_exchanges(outcome.history), tools=tuple(tools.calls))
+        usage = call_usage(outcome.usage, outcome.history)
+        call = RoleCall(**record, outputs=outputs, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                        cost=usage.cost, model=usage.model or getattr(lm, "model", None), error=error,
+                        exchanges=LMExchange.from_history(outcome.history), tools=tuple(tools.calls))
         state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
         if isinstance(outcome.error, _STOP):
             raise _Stopped(outcome.error)

@@ -10,7 +10,7 @@ import json
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, fields
 from types import UnionType
 from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ._artifacts import _SHA256, ArtifactRef
 from ._settings import RomaSettings
+from ._values import MAX_VALUE_DEPTH, jsonable
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,13 +42,6 @@ OUTPUT_STATUSES: tuple[str, ...] = ("completed", "degraded", "unverified")
 # Ended without an output; ``error`` says why. ``cancelled``: the run stopped (deadline or interrupt).
 NO_OUTPUT_STATUSES: tuple[str, ...] = ("failed", "skipped", "cancelled")
 STOPPED_RUN_STATUSES: tuple[str, ...] = ("timed_out", "interrupted")
-# How many levels of containers (dicts, lists) a recorded value may nest: a tool call's arguments, a
-# role call's inputs and each of its outputs, an exchange's messages and completions. Deeper parts
-# are cut when recorded (``TRUNCATED`` and their repr, controller._values.jsonable) and a run holding a
-# deeper value is invalid, so whatever is recorded can be saved and read back: a run file then nests
-# at most about 110 levels, under pydantic's 255 and Python's recursion limit of 1,000.
-MAX_VALUE_DEPTH = 100
-TRUNCATED = "<truncated: "  # how a recorded value that was cut begins
 
 
 class InvalidRunError(ValueError):
@@ -71,6 +65,20 @@ class LMExchange:
     messages: tuple[dict[str, Any], ...]
     completions: tuple[Any, ...]  # text, or a provider's structured output
     cached: bool
+
+    @classmethod
+    def from_history(cls, history: Sequence[Mapping[str, Any]]) -> tuple[LMExchange, ...]:
+        """The model requests of one call, from its LM's history entries: the messages as sent (or a
+        bare prompt) and their completions. One reader for the controller's role calls and the agent's."""
+        from roma_lab.lm import served_from_cache
+
+        exchanges = []
+        for h in history:
+            messages = h.get("messages") or ([{"role": "user", "content": h["prompt"]}] if h.get("prompt") else [])
+            exchanges.append(cls(messages=tuple(jsonable(list(messages))),
+                                 completions=tuple(jsonable(list(h.get("outputs") or []))),
+                                 cached=served_from_cache(h)))
+        return tuple(exchanges)
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +286,9 @@ class Run:
         import pandas as pd
 
         calls = self.calls_df()
-        order = [r for r in ROLES if r in set(calls["component"])]
+        present = list(dict.fromkeys(calls["component"]))  # in order of first call
+        # ROMA's roles in their order, then any other component (an agent trajectory's roles, Trajectory.as_run)
+        order = [r for r in ROLES if r in present] + [c for c in present if c not in ROLES]
         groups = [(c, calls[calls["component"] == c]) for c in order] + [("total", calls)]
         table = pd.DataFrame([{
             "component": component,

@@ -11,7 +11,14 @@ from typing import Any
 
 from ._artifacts import ArtifactRef
 from ._plan import show
-from ._types import MAX_VALUE_DEPTH, TRUNCATED
+
+# How many levels of containers (dicts, lists) a recorded value may nest: a tool call's arguments, a
+# role call's inputs and each of its outputs, an exchange's messages and completions. Deeper parts
+# are cut when recorded (``TRUNCATED`` and their repr, :func:`jsonable`) and a run holding a
+# deeper value is invalid, so whatever is recorded can be saved and read back: a run file then nests
+# at most about 110 levels, under pydantic's 255 and Python's recursion limit of 1,000.
+MAX_VALUE_DEPTH = 100
+TRUNCATED = "<truncated: "  # how a recorded value that was cut begins
 
 __all__ = ["clip", "jsonable", "reference"]
 

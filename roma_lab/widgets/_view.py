@@ -4,7 +4,10 @@ A view's HTML is built by pure functions from plain data, so it is tested withou
 same HTML is the static view that executed and exported notebooks show (no JavaScript, no network).
 :class:`HTMLView` syncs that HTML and a ``selected_id`` with the browser; ``_assets/view.js`` makes
 ``[data-select]`` rows clickable, shows the ``[data-detail]`` block of the selected id, and applies
-``<select data-filter>`` filters. See design/viewer.md.
+``<select data-filter>`` filters. A view of one item (:class:`SingleView`) and a labelled comparison
+of several (:class:`LabelledComparison`) follow one :class:`ViewKind` (how an item becomes plain data,
+its ids, its page), so the execution tree and the trajectory views select and compare alike; a model
+call is rendered by one pair, :func:`call_data` and :func:`call_html`. See design/viewer.md.
 """
 
 from __future__ import annotations
@@ -12,12 +15,16 @@ from __future__ import annotations
 import hashlib
 import html
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import anywidget
 import traitlets
+
+if TYPE_CHECKING:
+    from roma_lab.controller import RoleCall
 
 ASSETS = Path(__file__).with_name("_assets")
 T = TypeVar("T")
@@ -100,16 +107,30 @@ def exchanges_html(exchanges: list[Mapping[str, Any]], empty: str) -> str:
     return "".join(parts) or f"<div><i>{esc(empty)}</i></div>"
 
 
-def call_html(c: Mapping[str, Any], key: str, *, prefix: str, mark: str, empty: str, cost: str = "",
-              timing: str = "", inputs: bool = False) -> str:
-    """A model call, collapsed to one line (role, cached mark of class ``mark``, model, tokens, then
-    ``cost``, the latency (a lookup when cached), ``timing``, the error); open, its inputs (when
-    ``inputs``), outputs and requests as sent (``empty`` when none was recorded)."""
+def call_data(call: RoleCall) -> dict[str, Any]:
+    """A model call (a ROMA role call or an agent's call: both are ``controller.RoleCall``) as plain data."""
+    wait = None if call.queued_s is None else round(call.started_s - call.queued_s, 6)
+    return {"role": call.role, "component": call.role.split(":")[0], "model": call.model,
+            "input_tokens": call.input_tokens, "output_tokens": call.output_tokens, "cost": call.cost,
+            "latency_s": round(call.latency_s, 6), "started_s": round(call.started_s, 6),
+            "queued_s": None if call.queued_s is None else round(call.queued_s, 6), "wait_s": wait,
+            "context_chars": call.context_chars, "inputs": call.inputs, "outputs": call.outputs,
+            "error": call.error, "cached": call.cached, "exchanges": exchanges_data(call.exchanges)}
+
+
+def call_html(c: Mapping[str, Any], key: str, *, prefix: str, mark: str, empty: str, inputs: bool = False) -> str:
+    """A model call (:func:`call_data`), collapsed to one line (role, cached mark of class ``mark``,
+    model, tokens, cost, the latency (a lookup when cached), the wait for a slot, start and context
+    size, the error); open, its inputs (when ``inputs``), outputs and requests as sent (``empty``
+    when none was recorded)."""
     cached = f' <span class="{mark}">cached</span>' if c["cached"] is True else ""
     error = f' &middot; <span class="{prefix}-error">error: {esc(c["error"])}</span>' if c["error"] else ""
+    cost = "cost unknown" if c["cost"] is None else f"${c['cost']:.4f}"
+    waited = "" if (c["wait_s"] or 0) < 5e-4 else f" &middot; waited {c['wait_s']:.3f} s for a slot"
     head = (f"<b>{esc(c['role'])}</b>{cached} &middot; {esc(c['model'] or 'no model')} &middot; "
-            f"{tokens(c['input_tokens'])} in / {tokens(c['output_tokens'])} out tokens &middot; {cost}"
-            f"{c['latency_s']:.3f} s{' lookup' if c['cached'] else ''}{timing}{error}")
+            f"{tokens(c['input_tokens'])} in / {tokens(c['output_tokens'])} out tokens &middot; {cost} &middot; "
+            f"{c['latency_s']:.3f} s{' lookup' if c['cached'] else ''}{waited} &middot; started {c['started_s']:.3f} s"
+            f" &middot; context {c['context_chars']} chars{error}")
     shown = f"<b>inputs</b>{json_pre(c['inputs'])}" if inputs else ""
     return (f'<details class="{prefix}-call" data-key="{esc(key)}"><summary>{head}</summary>'
             f"<div>{shown}<b>outputs</b>{json_pre(c['outputs'])}{exchanges_html(c['exchanges'], empty)}</div></details>")
@@ -181,3 +202,72 @@ class HTMLView(anywidget.AnyWidget):
     def _repr_mimebundle_(self, **kwargs: Any) -> tuple[dict[str, Any], dict[str, Any]]:
         data, metadata = super()._repr_mimebundle_(**kwargs)
         return {**data, "text/html": self._html}, metadata
+
+
+@dataclass(frozen=True, slots=True)
+class ViewKind:
+    """How one kind of item (a run, a trajectory) is shown: ``data`` makes its plain data, ``ids`` the
+    selectable ids of that data, ``first`` the id selected first, ``find`` the entry of an id (None:
+    no such id), ``page`` the HTML of one and ``compare`` of several side by side (data, labels);
+    ``noun`` names an item in default labels ("run 1") and errors."""
+
+    noun: str
+    data: Callable[[Any], dict[str, Any]]
+    ids: Callable[[Mapping[str, Any]], Container[str]]
+    first: Callable[[Mapping[str, Any]], str]
+    find: Callable[[Mapping[str, Any], str], dict[str, Any] | None]
+    page: Callable[[Mapping[str, Any]], str]
+    compare: Callable[[Sequence[Mapping[str, Any]], Sequence[str]], str]
+
+
+class SingleView(HTMLView):
+    """One item of a :class:`ViewKind`: its plain data in the trait named ``data_trait``; the HTML is
+    rendered from it whenever it changes, and a selection the new data lacks falls back to ``first``."""
+
+    kind: ClassVar[ViewKind]
+    data_trait: ClassVar[str]
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**kwargs)
+        self.observe(self._render, names=self.data_trait)
+
+    @property
+    def selected(self) -> dict[str, Any] | None:
+        """The selected id's entry in the data (None when nothing is selected)."""
+        data = getattr(self, self.data_trait)
+        return self.kind.find(data, self.selected_id) if data else None
+
+    def _render(self, change: dict[str, Any]) -> None:
+        data = change["new"]
+        self._html = self.kind.page(data)
+        if self.selected_id not in self.kind.ids(data):
+            self.selected_id = self.kind.first(data)
+
+
+class LabelledComparison(HTMLView):
+    """Items of a :class:`ViewKind` side by side under labels (their data, a list, in the
+    trait named ``data_trait``); clicking an id selects the entry of that id in every pane."""
+
+    kind: ClassVar[ViewKind]
+    data_trait: ClassVar[str]
+    labels = traitlets.List()
+
+    def __init__(self, items: Mapping[str, Any] | Sequence[Any], **kwargs: Any):
+        super().__init__(**kwargs)
+        self._compare(items)
+
+    def _compare(self, items: Mapping[str, Any] | Sequence[Any]) -> None:
+        """Show ``items``: a mapping label -> item, or a sequence (labelled "<noun> 1", ...)."""
+        found = labelled(items, self.kind.noun, type(self).__name__)
+        data = [self.kind.data(x) for x in found.values()]
+        self.labels = list(found)
+        setattr(self, self.data_trait, data)
+        self._html = self.kind.compare(data, self.labels)
+        if not any(self.selected_id in self.kind.ids(d) for d in data):
+            self.selected_id = self.kind.first(data[0])
+
+    @property
+    def selected(self) -> dict[str, dict[str, Any] | None]:
+        """Per label, the selected id's entry (None where that item has no such id)."""
+        shown = getattr(self, self.data_trait)
+        return {label: self.kind.find(d, self.selected_id) for label, d in zip(self.labels, shown, strict=True)}

@@ -41,12 +41,12 @@ def test_click_a_step_switch_rollout_filter_and_the_kernel_sees_the_selection(la
     assert vote.locator('[data-detail="r0"]').is_visible() and not vote.locator('[data-detail="r0.1"]').is_visible()
 
     vote.locator('tr[data-select="r0.1"]').click()  # a step: the same step in both trajectories
-    observation = vote_run.rollouts[0].steps[0].tool_call.observation
+    observation = vote_run.rollouts[0].steps[0].observation
     for pane, run in ((vote, vote_run), (plan, plan_run)):
         assert "rv-selected" in pane.locator('tr[data-select="r0.1"]').get_attribute("class")
         shown = pane.locator('[data-detail="r0.1"]')
         assert shown.is_visible() and not pane.locator('[data-detail="r0"]').is_visible()
-        assert run.rollouts[0].steps[0].tool_call.observation == observation
+        assert run.rollouts[0].steps[0].observation == observation
         assert shown.locator("pre").nth(1).inner_text() == observation  # thought, then the observation
     assert "initial plan" in plan.locator('[data-detail="r0.1"]').inner_text()
     assert nb.execute("print(picker.comparison.selected_id)").strip() == "r0.1"  # the click reached the kernel
@@ -83,7 +83,7 @@ def test_click_a_step_switch_rollout_filter_and_the_kernel_sees_the_selection(la
     view.locator(".tj-head", has_text=other).first.wait_for()
     vote = view.locator(".tj-pane").first
     assert vote.locator('[data-detail="r2.1"]').is_visible()  # the same step of the other task
-    observation = saved["best-of-3-vote", other].rollouts[0].steps[0].tool_call.observation
+    observation = saved["best-of-3-vote", other].rollouts[0].steps[0].observation
     assert TASK not in view.inner_text() and observation.splitlines()[-1] in vote.locator('[data-detail="r0.1"]').inner_text()
 
 
