@@ -102,6 +102,7 @@ def test_calling_the_out_of_service_tool_stops_the_attempt_as_unavailable_compon
     trajectory = Agent(AgentConfig(reanswer=False), lm=lm).run(task)
     assert trajectory.status == "unavailable_tool" and len(trajectory.rollouts[0].steps) == 1
     assert "out of service" in trajectory.rollouts[0].steps[0].error
+    assert trajectory.rollouts[0].steps[0].tool_call.status == "disconnected"  # the trace's word for a tool gone
     grade = task.grader(task.item, trajectory)
     assert (grade.label, grade.score) == ("unavailable_component", 0.0)
 
@@ -141,3 +142,15 @@ def test_suite_tasks_are_the_suite_split_by_split_with_family_strata():
         suite_tasks(("validation",))
     with pytest.raises(ValueError, match="unknown families"):
         suite_tasks(("dev",), families=["nope"])
+
+
+@pytest.mark.parametrize("make", ["suite", "search"])
+def test_asking_for_more_tasks_than_a_split_holds_names_the_maximum(make):
+    from roma_lab.agents import sample_suite_tasks, search_tasks
+    from roma_lab.stats import SampleSizeError
+
+    draw = (lambda n: sample_suite_tasks("test", n, seed=0)) if make == "suite" else (lambda n: search_tasks("test", n))
+    holds = len(draw(None))
+    assert len(draw(holds)) == holds
+    with pytest.raises(SampleSizeError, match=f"asked for {holds + 1} .*tasks of the test split, but there are {holds}"):
+        draw(holds + 1)

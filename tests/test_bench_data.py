@@ -9,6 +9,7 @@ import pytest
 from probe_integrity import DATA_CASES, data_root_with
 
 from roma_lab import bench
+from roma_lab.stats import SampleSizeError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "benchmarks"
 
@@ -116,8 +117,16 @@ def test_sample_is_seeded_ordered_and_full_size_on_none():
     assert [int(it.item_id) for it in a] == sorted(int(it.item_id) for it in a)
     assert bench.sample(items, 5, seed=4) != a
     assert bench.sample(items, None, seed=0) == items
+    assert bench.sample(items, len(items), seed=0) == items
     with pytest.raises(ValueError):
         bench.sample(items, -1, seed=0)
+
+
+def test_sample_refuses_more_items_than_there_are_and_names_the_maximum():
+    items = bench.load_seal0()
+    with pytest.raises(SampleSizeError, match=f"asked for {len(items) + 1} seal0 items, but there are {len(items)}") as err:
+        bench.sample(items, len(items) + 1, seed=0)
+    assert err.value.maximum == len(items)
 
 
 def test_data_root_env_override_and_clear_error(monkeypatch, tmp_path):

@@ -58,6 +58,8 @@ def search_tasks(split: str, n: int | None, *, n_sources: int = 5, coverage: flo
     ``search`` tool over ``n_sources`` sources; the agent's ``search_sources`` picks the first k."""
     from roma_lab.router import DEFAULT_SEED, generate_suite
 
+    from roma_lab.stats import check_sample_size
+
     from ._toolbench import SuiteGrader, sample_suite_tasks
 
     if not 0 < coverage <= 1:
@@ -67,6 +69,7 @@ def search_tasks(split: str, n: int | None, *, n_sources: int = 5, coverage: flo
     facts = {t.task_id: task_facts(t) for t in suite if task_facts(t)}
     picked = [by_id[t.item.item_id] for t in sample_suite_tasks(split, None, seed=seed)
               if t.stratum in SEARCH_FAMILIES]
+    check_sample_size(n, len(picked), f"research tasks of the {split} split")
     picked = picked if n is None else picked[:n]
     tasks = []
     for task in picked:

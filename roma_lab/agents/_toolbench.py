@@ -93,8 +93,10 @@ def suite_tasks(splits: Sequence[str] = ("dev",), *, seed: int = DEFAULT_SEED,
 def sample_suite_tasks(split: str, n: int | None, *, seed: int) -> list[AgentTask]:
     """``n`` tasks of one suite split, spread over families (``roma_lab.stats.stratified_sample``):
     each family's tasks are shuffled by a seeded Generator, then the sorted families are visited in a
-    seeded order, one task each per round, until ``n`` (``None``: every task). Deterministic in
-    (split, n, seed); a larger n extends a smaller one."""
+    seeded order, one task each per round, until ``n`` (``None``: every task; more than the split
+    holds: a ``SampleSizeError`` naming how many it holds). Deterministic in (split, n, seed); a larger
+    n extends a smaller one."""
     from roma_lab.stats import stratified_sample
 
-    return stratified_sample(suite_tasks((split,)), n, seed=seed, stratum=attrgetter("stratum"), shuffle_strata=True)
+    return stratified_sample(suite_tasks((split,)), n, seed=seed, stratum=attrgetter("stratum"), shuffle_strata=True,
+                             what=f"tasks of the {split} split")

@@ -17,6 +17,8 @@ from types import MappingProxyType
 
 import numpy as np
 
+from roma_lab.stats import check_sample_size
+
 DATA_ENV = "ROMA_LAB_DATA"
 MANIFEST = "MANIFEST.tsv"  # path, bytes, sha256 (, source, licence) of every file under the data root
 
@@ -453,12 +455,12 @@ def load_abgen(path: str | os.PathLike[str]) -> list[Item]:
 def sample(items: Sequence[Item], n: int | None, seed: int) -> list[Item]:
     """``n`` items drawn without replacement by a seeded Generator, in their original order.
 
-    ``n=None`` or ``n >= len(items)`` returns every item, so full-size runs are one parameter away.
+    ``n=None`` or ``n == len(items)`` returns every item, so full-size runs are one parameter away;
+    more than there are is a :class:`~roma_lab.stats.SampleSizeError` naming the maximum.
     """
-    if n is None or n >= len(items):
+    check_sample_size(n, len(items), f"{items[0].benchmark} items" if items else "items")
+    if n is None or n == len(items):
         return list(items)
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
     picked = np.random.default_rng(seed).choice(len(items), size=n, replace=False)
     return [items[i] for i in sorted(picked)]
 

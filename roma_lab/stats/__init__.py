@@ -15,18 +15,20 @@ from roma_lab.stats._power import MDE, max_discordance, min_detectable_effect
 from roma_lab.stats._sampling import Vote, majority_vote, pass_at_k, vote
 from roma_lab.stats._settings import DEFAULT_STATS, StatsSettings
 from roma_lab.stats._sign import SignTest, sign_test
-from roma_lab.stats._stratified import stratified_sample
+from roma_lab.stats._stratified import SampleSizeError, check_sample_size, stratified_sample
 from roma_lab.stats._variance import VarianceComponents, variance_components
 
 __all__ = [
     "CI",
     "DEFAULT_STATS",
     "MDE",
+    "SampleSizeError",
     "SignTest",
     "StatsSettings",
     "VarianceComponents",
     "Vote",
     "bootstrap_ci",
+    "check_sample_size",
     "holm_adjust",
     "majority_vote",
     "max_discordance",

@@ -2,7 +2,8 @@
 
 One rule for every family-stratified draw (the router's training-size subsets, the agent studies'
 task samples): each stratum's items are shuffled by a seeded ``numpy.random.Generator``, then the
-strata are visited round-robin, one item each per round, until ``n`` are drawn (``None``: all).
+strata are visited round-robin, one item each per round, until ``n`` are drawn (``None``: all;
+more than there are: :class:`SampleSizeError`, never a silent cap).
 Every stratum stays represented as long as ``n`` allows. Two orders are options, so the figures
 recorded with either draw stay the same:
 
@@ -21,11 +22,26 @@ import numpy as np
 T = TypeVar("T")
 
 
+class SampleSizeError(ValueError):
+    """A draw asked for more items than there are (or fewer than one). Never capped silently: a table
+    asked for 200 tasks must not quietly stand on 108. ``maximum`` is how many there are."""
+
+    def __init__(self, n: int, maximum: int, what: str = "items"):
+        self.n, self.maximum = n, maximum
+        super().__init__(f"asked for {n} {what}, but there are {maximum}: ask for 1..{maximum} (or None for all)")
+
+
+def check_sample_size(n: int | None, maximum: int, what: str = "items") -> None:
+    """Raise :class:`SampleSizeError` unless ``n`` is None or in 1..``maximum``."""
+    if n is not None and not 1 <= n <= maximum:
+        raise SampleSizeError(n, maximum, what)
+
+
 def stratified_sample(items: Sequence[T], n: int | None, *, seed: int, stratum: Callable[[T], Hashable],
-                      shuffle_strata: bool = False, from_end: bool = False) -> list[T]:
-    """``n`` of ``items`` (``None`` or more than there are: all of them) spread over ``stratum(item)``."""
-    if n is not None and n < 1:
-        raise ValueError(f"n must be >= 1 or None, got {n}")
+                      shuffle_strata: bool = False, from_end: bool = False, what: str = "items") -> list[T]:
+    """``n`` of ``items`` (``None``: all of them) spread over ``stratum(item)``; more than there
+    are is a :class:`SampleSizeError` naming the maximum (and ``what`` was asked for)."""
+    check_sample_size(n, len(items), what)
     rng = np.random.default_rng(seed)
     members: dict[Hashable, list[T]] = {}
     for item in items:
