@@ -15,6 +15,7 @@ and design/online.md.
 
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
 from ._engine import AsyncEngine, LlamaEngine, free_cores
+from ._limits import DEFAULT_REMOTE_CONCURRENCY, LIMIT_ENV, max_concurrency, set_max_concurrency
 from ._models import (
     DEFAULT_VARIANT,
     MODELS,
@@ -32,7 +33,9 @@ from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, s
 from ._usage import CallUsage, call_usage
 
 __all__ = [
+    "DEFAULT_REMOTE_CONCURRENCY",
     "DEFAULT_VARIANT",
+    "LIMIT_ENV",
     "MODELS",
     "SCRIPTED",
     "SPEED_LOG_ENV",
@@ -58,6 +61,7 @@ __all__ = [
     "free_cores",
     "in_process",
     "model_file",
+    "max_concurrency",
     "model_label",
     "read_speeds",
     "replay_lm",
@@ -66,4 +70,5 @@ __all__ = [
     "script_reply",
     "scripted_lm",
     "served_from_cache",
+    "set_max_concurrency",
 ]
