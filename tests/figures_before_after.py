@@ -1,0 +1,82 @@
+"""Before/after figures of a refactor: run every notebook's smoke tier (scripted model) from two
+checkouts, then compare every CSV they wrote, timings excluded (same files, columns and values; a
+column the after side adds is named and the rest compared).
+
+    git worktree add /tmp/before <rev>
+    PYTHONPATH=/tmp/before .venv/bin/python tests/figures_before_after.py run /tmp/before /tmp/figs/before
+    PYTHONPATH=$PWD .venv/bin/python tests/figures_before_after.py run $PWD /tmp/figs/after
+    .venv/bin/python tests/figures_before_after.py compare /tmp/figs/before /tmp/figs/after
+"""
+
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+TIMING = re.compile(r"(^|_)(wall|latency|seconds|elapsed|time|times|started|ended|created|queued|duration|tok_per_s|"
+                    r"tokens_per_s|date)(_|$)|_s$|_at$", re.I)
+
+
+def run(repo: Path, out: Path) -> None:
+    import roma_lab
+    from roma_lab.experiments import load_spec, run_experiment
+
+    # the kernel imports roma_lab from $PYTHONPATH: make sure that is the checkout asked for
+    if not Path(roma_lab.__file__).resolve().is_relative_to(repo):
+        sys.exit(f"roma_lab comes from {roma_lab.__file__}, not {repo}: set PYTHONPATH={repo}")
+    for spec_path in sorted((repo / "experiments").glob("*.toml")):
+        outcome = run_experiment(load_spec(spec_path), results_root=out, smoke=True)
+        print(spec_path.stem, outcome.status, outcome.error or "", flush=True)
+
+
+def load(path: Path) -> pd.DataFrame:
+    df = pd.read_csv(path, keep_default_na=False)
+    df = df[[c for c in df.columns if not TIMING.search(str(c))]]
+    # a tidy table names its metric in a cell: drop rows whose label is a timing
+    keep = ~df.astype(str).apply(lambda col: col.map(lambda v: bool(TIMING.search(v)) and " " not in v)).any(axis=1)
+    return df[keep].reset_index(drop=True)
+
+
+def compare(a: Path, b: Path) -> int:
+    files_a = {p.relative_to(a) for p in a.rglob("*.csv")}
+    files_b = {p.relative_to(b) for p in b.rglob("*.csv")}
+    same = differ = 0
+    for rel in sorted(files_a - files_b):
+        print("only before:", rel)
+    for rel in sorted(files_b - files_a):
+        print("only after:", rel)
+    for rel in sorted(files_a & files_b):
+        x, y = load(a / rel), load(b / rel)
+        if [c for c in x.columns if c not in y.columns]:
+            print("columns lost:", rel, [c for c in x.columns if c not in y.columns]); differ += 1; continue
+        added = [c for c in y.columns if c not in x.columns]
+        if added:
+            print("columns added (the rest compared):", rel, added)
+            y = y[list(x.columns)]
+        if x.shape != y.shape:
+            print("shape differs:", rel, x.shape, y.shape); differ += 1; continue
+        bad = []
+        for c in x.columns:
+            u, v = x[c], y[c]
+            nu, nv = pd.to_numeric(u, errors="coerce"), pd.to_numeric(v, errors="coerce")
+            if nu.notna().sum() == (u != "").sum() and nv.notna().sum() == (v != "").sum() and nu.notna().any():
+                if not np.allclose(nu.fillna(np.inf), nv.fillna(np.inf), rtol=1e-9, atol=1e-12, equal_nan=True):
+                    bad.append(c)
+            elif not (u.astype(str).values == v.astype(str).values).all():
+                bad.append(c)
+        if bad:
+            print("values differ:", rel, bad); differ += 1
+        else:
+            same += 1
+    print(f"{same} files the same, {differ} differ, {len(files_a - files_b)} only before, {len(files_b - files_a)} only after")
+    return differ + len(files_a ^ files_b)
+
+
+if __name__ == "__main__":
+    verb, first, second = sys.argv[1], Path(sys.argv[2]).resolve(), Path(sys.argv[3]).resolve()
+    if verb == "run":
+        run(first, second)
+    else:
+        sys.exit(1 if compare(first, second) else 0)
