@@ -38,6 +38,7 @@ from roma_lab.lm import DEFAULT_VARIANT, MODELS, AsyncEngine, ScriptedEngine, mo
 from roma_lab.lm._engine import request_messages
 from roma_lab.lm._scripted import _read
 from roma_lab.papers.roma import table7_gepa, table8_convergence
+from roma_lab.stats import StatsSettings
 
 # Speeds on this machine, 2 threads through roma_lab.lm (design/local_model.md: 57.6 / 10.4 tok/s by
 # benchmarks/bench_lm.py; the README's OAgents runs logged 42-55 / 7-10), and the model load per process.
@@ -194,7 +195,8 @@ def count(notebook: str, params: dict[str, object], *, improves: bool, tokenizer
     with tempfile.TemporaryDirectory() as out, warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         if notebook == "30":
-            tables = table7_gepa(out, benchmarks=params["BENCHMARKS"], n_test=params["N_TEST"], n_resamples=50,
+            tables = table7_gepa(out, benchmarks=params["BENCHMARKS"], n_test=params["N_TEST"],
+                                 stats=StatsSettings(n_resamples=50, seed=params["SEED"]),
                                  **search)
         else:
             tables = table8_convergence(out, benchmark=params["BENCHMARK"], tolerance=params["TOLERANCE"],

@@ -343,9 +343,10 @@ def long_fields_case(size: int, suffix: str) -> Case:
 
 def _seal0(out: Path, **kwargs):
     from roma_lab.papers import roma
+    from roma_lab.stats import StatsSettings
 
-    return roma.run_roma_table("seal0", out, lm="scripted", n_items=2, seed=1, progress=False, n_resamples=20,
-                               **kwargs)
+    return roma.run_roma_table("seal0", out, lm="scripted", n_items=2, seed=1, progress=False,
+                               stats=StatsSettings(n_resamples=20, seed=1), **kwargs)
 
 
 def _run_config_case(tmp: Path) -> str:

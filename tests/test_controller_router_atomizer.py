@@ -8,6 +8,7 @@ from roma_lab.papers import routing
 from roma_lab.controller import Roma, RouterAtomizer, tree_plans
 from roma_lab.controller._router_atomizer import decision_for
 from roma_lab.controller._scripted import ScriptedRoles
+from roma_lab.stats import StatsSettings
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_a_goal_the_router_cannot_read_fails_its_node_with_the_routers_message(m
 
 
 def test_compare_atomizers_counts_the_lm_calls_each_condition_made(model, tmp_path):
-    tables = routing.compare_atomizers(tmp_path, model, lm="scripted", n_items=3, n_resamples=20)
+    tables = routing.compare_atomizers(tmp_path, model, lm="scripted", n_items=3, stats=StatsSettings(n_resamples=20))
     runs = tables["atomizer_runs"].set_index(["condition", "task_id"])
     lm, rt = runs.loc["lm_atomizer"], runs.loc["router_atomizer"]
     # the scripted LM atomizer always plans: atomize, plan, 2 executors, aggregate = 5 LM calls
@@ -75,7 +76,7 @@ def test_compare_atomizers_counts_the_lm_calls_each_condition_made(model, tmp_pa
     assert paired.loc["lm_calls_diff", "value"] == pytest.approx((rt["lm_calls"] - lm["lm_calls"]).mean())
     assert set(pd.read_csv(tmp_path / "atomizer_runs.csv")["condition"]) == {"lm_atomizer", "router_atomizer"}
     # resumable: a rerun runs no answered item again (only the failed one is retried)
-    routing.compare_atomizers(tmp_path, model, lm="scripted", n_items=3, n_resamples=20)
+    routing.compare_atomizers(tmp_path, model, lm="scripted", n_items=3, stats=StatsSettings(n_resamples=20))
     rows = pd.read_csv(tmp_path / "atomizer_results.csv", dtype={"item_id": str})
     answered = rows[rows["error"].isna()]
     assert not answered.duplicated(["condition", "item_id"]).any()

@@ -20,7 +20,7 @@ from roma_lab.results import read_provenance, write_provenance
 from roma_lab.router._execute import direct_answer
 from roma_lab.router._suite import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
-from roma_lab.stats import DEFAULT_STATS
+from roma_lab.stats import StatsSettings
 
 ACTOR = ("action", "arguments", "answer")
 
@@ -56,7 +56,7 @@ CONDITIONS = [Condition("OAgents", AgentConfig(name="none", reanswer=False)),
 def study(tmp_path, tasks, runs=2, requests=None, **kw):
     kw = {"baseline": "OAgents", "artefacts": ("table7", "table7 text")} | kw
     return run_study(tmp_path, prefix="planning", conditions=CONDITIONS, tasks=tasks, runs=runs,
-                     lm=route_lm(requests), benchmark="suite test", n_resamples=200, **kw)
+                     lm=route_lm(requests), benchmark="suite test", stats=StatsSettings(n_resamples=200), **kw)
 
 
 def test_rows_protocol_and_comparison_match_a_hand_count(tmp_path):
@@ -113,7 +113,7 @@ def test_each_condition_is_compared_with_its_own_baseline_as_its_own_family(tmp_
     conditions = CONDITIONS + [Condition("plain again", AgentConfig(name="none2", reanswer=False, max_steps=5))]
     tables = run_study(tmp_path, prefix="pairs", conditions=conditions, tasks=sample_suite_tasks("test", 4, seed=0),
                        baseline={"r.p. Static workflow": "OAgents", "OAgents": "plain again"}, runs=1,
-                       lm=route_lm(), benchmark="suite", artefacts=("table7",), n_resamples=100)
+                       lm=route_lm(), benchmark="suite", artefacts=("table7",), stats=StatsSettings(n_resamples=100))
     c = tables.comparisons[tables.comparisons["subset"] == "all"].set_index("condition")
     assert set(c.index) == {"r.p. Static workflow - OAgents", "OAgents - plain again"}
     assert c.loc["OAgents - plain again", "pass@1_diff"] == 0.0
@@ -149,11 +149,13 @@ def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests
     lm = dspy.LM("scripted/seeds", engine=ScriptedEngine(
         lambda r: seen.append(r.temperature) or {"action": "final_answer", "arguments": "{}", "answer": "0"}),
         cache=False)
-    tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, n_resamples=50,
-                              stats=DEFAULT_STATS.override(level=0.9))
+    tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, stats=StatsSettings(n_resamples=50, level=0.9))
     assert sorted(set(seen)) == [0.0, 0.7]
     assert set(tables.rows["condition"]) == {"OAgents (temperature 0)", "OAgents"}
     assert tables.stats.as_dict() == {"n_resamples": 50, "seed": 0, "level": 0.9, "alpha": 0.05, "power": 0.8}
+    cis = tables.protocol.loc[tables.protocol["metric"].isin(["pass@1", "pass@1_diff"]), "ci_method"]
+    cis = cis[cis.str.contains("bootstrap")]  # levels with one task have no interval
+    assert len(cis) and cis.str.contains("90%, 50 resamples").all()
     write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does after the notebook
     assert read_provenance(tmp_path).stats.model_dump() == tables.stats.as_dict()
     assert set(tables.rows.loc[tables.rows["condition"] == "OAgents", "seed"]) == {0, 1, 2}
@@ -174,7 +176,7 @@ def test_best_of_n_conditions_reuse_the_baseline_rollouts_through_the_seeds(tmp_
     reply = {"action": "final_answer", "arguments": "{}", "answer": "0"}
     engine = Seeds(lambda r: reply if r.outputs == ACTOR else {n: 0 for n in r.outputs})
     tables = compare_tts(tmp_path, lm=dspy.LM("scripted/bon", engine=engine, cache=False), n_tasks=1,
-                         n_resamples=50)
+                         stats=StatsSettings(n_resamples=50))
     rows = tables.rows.set_index("condition")
     assert rows.loc["BO4", "rollouts"] == 4 and rows.loc["BO2", "rollouts"] == 2
     # the same seeds everywhere: a caching model computes each of the four rollouts once
@@ -194,7 +196,7 @@ def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_
     engine = RunOne(lambda r: {"action": "final_answer", "arguments": "{}",
                                "answer": (direct_answer(r.inputs["task"]) or "0") if engine.seed == 1 else "0"})
     lm = dspy.LM("scripted/k", engine=engine, cache=False)
-    sampled = measure_protocol(tmp_path / "21_measure_protocol", lm=lm, n_tasks=6, runs=3, n_resamples=50)
+    sampled = measure_protocol(tmp_path / "21_measure_protocol", lm=lm, n_tasks=6, runs=3, stats=StatsSettings(n_resamples=50))
     literal = sampled.rows[(sampled.rows["condition"] == "OAgents") & (sampled.rows["run"] == 1)]["correct"]
     assert 0 < literal.sum() < 6  # some tasks are solved in one of the three runs, others never
     planning = study(tmp_path / "22_compare_planning_table7", sample_suite_tasks("test", 3, seed=0), runs=1)
@@ -228,7 +230,7 @@ def test_browsecomp_subset_is_seeded_closed_book_and_never_written_in_the_clear(
     from roma_lab.bench import load_browsecomp, sample
     from roma_lab.papers.oagents import evaluate_browsecomp
 
-    tables = evaluate_browsecomp(tmp_path, lm="scripted", n_items=3, seed=5, n_resamples=20)
+    tables = evaluate_browsecomp(tmp_path, lm="scripted", n_items=3, seed=5, stats=StatsSettings(n_resamples=20))
     items = sample(load_browsecomp(), 3, 5)
     assert sorted(tables.rows["task_id"].unique()) == sorted(i.item_id for i in items)
     assert set(tables.rows["condition"]) == {"scripted (test double, not a measurement)",
@@ -258,7 +260,7 @@ def test_browsecomp_prompts_never_reach_a_completion_cache(tmp_path, monkeypatch
         return scripted_lm()
 
     monkeypatch.setattr(roma_lab.lm, "resolve_lm", resolve)
-    evaluate_browsecomp(tmp_path, lm="local", n_items=1, seed=5, n_resamples=20)
+    evaluate_browsecomp(tmp_path, lm="local", n_items=1, seed=5, stats=StatsSettings(n_resamples=20))
     assert asked == [("local", {"cache": False})]
 
 # --- the offline search benchmark (notebook 26) ---------------------------------------------------
@@ -347,7 +349,7 @@ def test_the_agent_on_the_search_tasks_is_graded_as_its_answers_deserve(tmp_path
     from roma_lab.agents import search_tasks
     from roma_lab.papers.oagents import compare_search
 
-    tables = compare_search(tmp_path, lm=searcher_lm(), n_tasks=None, n_resamples=50)
+    tables = compare_search(tmp_path, lm=searcher_lm(), n_tasks=None, stats=StatsSettings(n_resamples=50))
     tasks = {t.item.item_id: t for t in search_tasks("test", None)}
     assert len(tasks) == 21 and {t.stratum for t in tasks.values()} == {"single_hop", "multi_hop",
                                                                       "conflicting_sources"}

@@ -28,6 +28,7 @@ from roma_lab.optimizer import (
 from roma_lab.optimizer._tasks import Papillon, evaluate_program, make_task, task_splits
 from roma_lab.papers.roma import plot_convergence, table7_gepa, table8_convergence
 from roma_lab.papers.roma._gepa_tables import RATIO, UNOPTIMISED, _paper_reported, _table8_vs_paper, convergence_summary
+from roma_lab.stats import StatsSettings
 from roma_lab.widgets._optimizer import OptimizerEvolutionWidget, evolution_state, instruction_diff_html
 
 KEY = {it.question.strip(): str(it.answer) for it in [*load_aime2025(), *load_hotpotqa()]}
@@ -259,7 +260,7 @@ def table7(tmp_path_factory):
            "judge": scripted_lm("judge", judge_respond)[0], "merger": scripted_lm("merger", merger_respond)[0]}
     out = tmp_path_factory.mktemp("t7")
     return out, table7_gepa(out, **small(lms, benchmarks=["hotpotqa", "papillon"], n_test=3, repeats=2,
-                                        n_resamples=200))
+                                        stats=StatsSettings(n_resamples=200)))
 
 
 def _values(summary, metric="score"):
@@ -561,7 +562,7 @@ def test_tables_show_searches_that_made_no_proposal(lms, tmp_path):
     assert verdicts == {"aime2025": {"not measured"}, "hotpotqa": {"not in paper"}}
     settings.pop("benchmark")
     with pytest.warns(RuntimeWarning, match="proposals_failed"):
-        t7 = table7_gepa(tmp_path / "t7", **settings, benchmarks=["hotpotqa"], n_resamples=50)
+        t7 = table7_gepa(tmp_path / "t7", **settings, benchmarks=["hotpotqa"], stats=StatsSettings(n_resamples=50))
     status = _values(t7["table7_summary"]).loc["hotpotqa", "search_status"]
     assert status.to_dict() == {UNOPTIMISED: "no search", "gepa": "proposals_failed in 1 of 1 repeat(s)",
                                 "gepa+": "proposals_failed in 1 of 1 repeat(s)"}

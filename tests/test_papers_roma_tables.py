@@ -21,6 +21,7 @@ from roma_lab.papers.roma._benchmark_tables import OTHER_SYSTEM
 from roma_lab.papers.roma._component_cost import PAPER_NAME, _beside_paper, component_cost_df
 from roma_lab.papers.roma._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
 from roma_lab.results import DIFFERS, NOT_IN_PAPER, NOT_MEASURED, PAPER_COLUMNS
+from roma_lab.stats import StatsSettings
 from roma_lab.widgets import ItemRunPicker
 
 TABLE_BENCHMARKS = {"seal0", "frames", "simpleqa", "simpleqa_verified", "eqbench_longform", "abgen"}
@@ -41,8 +42,11 @@ def counting_lm(interrupt_at=None):
     return lm
 
 
-def run_seal0(out, **kwargs):
-    return roma.run_roma_table("seal0", out, n_items=4, seed=1, progress=False, n_resamples=50, **kwargs)
+SEAL0_STATS = StatsSettings(n_resamples=50, seed=1)
+
+
+def run_seal0(out, stats=SEAL0_STATS, **kwargs):
+    return roma.run_roma_table("seal0", out, n_items=4, seed=1, progress=False, stats=stats, **kwargs)
 
 
 def raw_rows(path):
@@ -146,11 +150,10 @@ def test_string_match_fallback_and_scripted_model_are_labelled_everywhere(tmp_pa
 
 def test_a_table_is_one_frozen_tables_type_whose_stats_reach_the_provenance(tmp_path):
     from roma_lab.results import read_provenance, write_provenance
-    from roma_lab.stats import DEFAULT_STATS
 
     tables = run_seal0(tmp_path, lm="scripted")
     assert isinstance(tables, roma.RomaTables) and tables.out_dir == tmp_path
-    assert tables.stats == DEFAULT_STATS.override(n_resamples=50, seed=1)  # the CIs' resamples and seed
+    assert tables.stats == StatsSettings(n_resamples=50, seed=1)  # the CIs' resamples and seed
     assert set(tables) == {"seal0_results", "seal0_summary", "seal0_paired", "seal0_vs_paper"}
     assert set(tables.vs_paper["table"]) == {"seal0_vs_paper"}
     write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does after the notebook
@@ -158,6 +161,29 @@ def test_a_table_is_one_frozen_tables_type_whose_stats_reach_the_provenance(tmp_
     structure = roma.measure_repair(tmp_path / "repair", latency_s=0.0)  # the studies too, without statistics
     assert isinstance(structure, roma.RomaTables) and set(structure) == {"repair", "repair_nodes"}
     assert structure.stats is None
+
+
+def test_the_level_given_is_the_level_computed_with_and_recorded(tmp_path):
+    from roma_lab.results import read_provenance, write_provenance
+
+    gold = {it.question: str(it.answer) for it in bench.load_seal0()}
+    calls = []
+
+    def half_right(request):  # every other item right: a spread for the interval to show
+        calls.append(request)
+        return gold_reply(gold)(request) if len(calls) % 2 else {"answer": "no idea"}
+
+    widths = {}
+    for level in (0.95, 0.9):
+        out = tmp_path / str(level)
+        tables = roma.run_roma_table("seal0", out, lm=scripted_lm(half_right), n_items=8, seed=1, systems=("base",),
+                                     progress=False, stats=StatsSettings(level=level))
+        row = tables["seal0_summary"].set_index("metric").loc["accuracy"]
+        assert row["value"] == 0.5 and f"{level:.0%}" in row["ci_method"]
+        widths[level] = row["ci_high"] - row["ci_low"]
+        write_provenance(out, parameters={}, root=out)  # as the runner does after the notebook
+        assert read_provenance(out).stats.level == level == tables.stats.level
+    assert widths[0.9] < widths[0.95]
 
 
 def test_paper_file_is_in_the_vocabulary_schema_with_marks_in_the_note():
@@ -265,7 +291,7 @@ def test_a_system_not_run_and_a_benchmark_the_paper_lacks_are_said_so(tmp_path):
     assert vs.loc["GLM-4.6", "agreement"] == DIFFERS
 
     tables = roma.run_roma_table("simpleqa_verified", tmp_path / "v", lm="scripted", n_items=3, progress=False,
-                                  n_resamples=50)
+                                  stats=StatsSettings(n_resamples=50))
     vs = tables["simpleqa_verified_vs_paper"]
     ours = vs[vs["subset"] == "simpleqa_verified"]
     assert sorted(ours["condition"]) == ["GLM-4.6", "ROMA (GLM-4.6)"] and (ours["agreement"] == NOT_IN_PAPER).all()
@@ -304,7 +330,7 @@ SIMPLEQA = bench.BENCHMARKS["simpleqa"]
 
 
 def test_system_errors_score_zero_and_count_as_not_attempted(tmp_path):
-    summary = summarize_results(two_systems(tmp_path), SIMPLEQA, n_resamples=200).set_index(["condition", "metric"])
+    summary = summarize_results(two_systems(tmp_path), SIMPLEQA, stats=StatsSettings(n_resamples=200)).set_index(["condition", "metric"])
     good, half = summary.loc[("roma", "accuracy")], summary.loc[("base", "accuracy")]
     assert good["value"] == 1.0 and good["ci_low"] == good["ci_high"] == 1.0
     assert half["n_system_errors"] == 1 and half["n"] == 10 and half["n_missing"] == 0
@@ -321,7 +347,7 @@ def test_grader_errors_are_not_scored_but_counted(tmp_path):
     replies = iter(["A", "unparseable", "B"])
     df = bench.run_benchmark(items(3), str, bench.SimpleQAGrader(lambda p, system=None: next(replies)),
                              out_path=tmp_path / "r.csv", system_name="roma", progress=False)
-    summary = summarize_results(df, SIMPLEQA, n_resamples=100).set_index("metric")
+    summary = summarize_results(df, SIMPLEQA, stats=StatsSettings(n_resamples=100)).set_index("metric")
     assert summary.loc["accuracy", "n"] == 2 and summary.loc["accuracy", "n_missing"] == 1
     assert summary.loc["accuracy", "value"] == 0.5 and summary.loc["is_correct", "value"] == 0.5
     assert summary.loc["accuracy", "n_system_errors"] == 0
@@ -329,14 +355,14 @@ def test_grader_errors_are_not_scored_but_counted(tmp_path):
 
 def test_paired_comparison_uses_items_both_systems_scored(tmp_path):
     results = two_systems(tmp_path)
-    cmp = compare_systems(results, SIMPLEQA, "roma", "base", n_resamples=200).iloc[0]
+    cmp = compare_systems(results, SIMPLEQA, "roma", "base", stats=StatsSettings(n_resamples=200)).iloc[0]
     assert cmp["n"] == 10 and cmp["value"] == pytest.approx(0.5)
     assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 0, 5)
     assert cmp["sign_test_p"] == pytest.approx(0.0625) and cmp["ci_low"] > 0
     graded = results.copy()
     graded.loc[(graded["condition"] == "roma") & (graded["item_id"] == "0"), ["score", "error_stage"]] = [math.nan,
                                                                                                      "grader"]
-    assert compare_systems(graded, SIMPLEQA, "roma", "base", n_resamples=50).iloc[0]["n"] == 9
+    assert compare_systems(graded, SIMPLEQA, "roma", "base", stats=StatsSettings(n_resamples=50)).iloc[0]["n"] == 9
 
 
 def story_system(fail_on):
@@ -355,7 +381,7 @@ def test_rubric_scores_get_no_three_way_metrics_even_with_a_system_error(tmp_pat
     bench.run_benchmark(data, story_system(fail_on="prompt 2"), bench.EQBenchLongformGrader(ScriptedJudge()),
                         out_path=out, system_name="roma", progress=False)
     results = bench.read_results_df(out)
-    summary = summarize_results(results, bench.BENCHMARKS["eqbench_longform"], n_resamples=50)
+    summary = summarize_results(results, bench.BENCHMARKS["eqbench_longform"], stats=StatsSettings(n_resamples=50))
     assert summary["metric"].tolist() == ["score"] and summary["n_system_errors"].item() == 1
     story_score = results["score"].iloc[0]
     assert 0 < story_score and summary["value"].item() == pytest.approx(story_score * 2 / 3)  # failed one scores 0
@@ -380,7 +406,7 @@ def test_abgen_aspects_follow_the_nan_policy_and_overall_is_the_score():
     scores = scores_df(results, spec).set_index("item_id")
     assert scores.loc["a", "faithfulness"] == 2.0 and scores.loc["b", "faithfulness"] == 0.0
     assert math.isnan(scores.loc["c", "faithfulness"]) and (scores["overall"].fillna(-1) == [5.0, 0.0, -1]).all()
-    summary = summarize_results(results, spec, n_resamples=50).set_index("metric")
+    summary = summarize_results(results, spec, stats=StatsSettings(n_resamples=50)).set_index("metric")
     assert summary.index.tolist() == ["overall", "importance", "faithfulness", "soundness"]
     assert summary.loc["importance", "value"] == 2.0 and (summary["n"] == 2).all() and (summary["n_missing"] == 1).all()
 
@@ -400,7 +426,7 @@ def test_rubric_benchmark_needs_a_judge(tmp_path):
 
 def test_eqbench_scores_stories_with_the_rubric(tmp_path):
     tables = roma.run_roma_table("eqbench_longform", tmp_path, lm="scripted", judge_lm="scripted", n_items=2,
-                                  n_chapters=2, chapter_words=50, progress=False, n_resamples=50)
+                                  n_chapters=2, chapter_words=50, progress=False, stats=StatsSettings(n_resamples=50))
     results = tables["eqbench_longform_results"]
     assert results["error"].isna().all()
     assert results["grader"].str.contains("final-piece-only").all()
@@ -437,7 +463,7 @@ def test_abgen_runs_on_a_tiny_user_file(tmp_path):
     data = tmp_path / "abgen.json"
     data.write_text(json.dumps([abgen_example(1), abgen_example(2)]), encoding="utf-8")
     tables = roma.run_roma_table("abgen", tmp_path / "out", lm="scripted", judge_lm="scripted",
-                                  data_path=str(data), n_items=None, progress=False, n_resamples=50)
+                                  data_path=str(data), n_items=None, progress=False, stats=StatsSettings(n_resamples=50))
     assert tables["abgen_status"]["status"].item() == "ran"
     results = tables["abgen_results"]
     assert len(results) == 4 and results["error"].isna().all()

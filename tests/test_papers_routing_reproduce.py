@@ -4,6 +4,7 @@ and its command line (`python -m roma_lab.papers.routing`), the stratified train
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from roma_lab import router
@@ -11,6 +12,7 @@ from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
 from roma_lab.papers.routing.__main__ import main as router_cli
 from roma_lab.router import _suite
+from roma_lab.stats import StatsSettings
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +119,7 @@ def test_reproduce_writes_tables_and_summary(tmp_path, study):
 
     from roma_lab.results import wide
 
-    out = routing.reproduce_tables(tmp_path, tables=["table2", "failures"], n_resamples=50, repeats=1, study=study)
+    out = routing.reproduce_tables(tmp_path, tables=["table2", "failures"], stats=StatsSettings(n_resamples=50), repeats=1, study=study)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["split_sizes"] == {"train": 216, "dev": 72, "test": 108, "challenge": 108}
     assert summary["suite_hash"] == router.suite_hash(router.generate_suite())
@@ -145,7 +147,7 @@ def test_reproduce_writes_tables_and_summary(tmp_path, study):
 
 
 def test_table2_and_3_put_every_paper_figure_beside_ours(study):
-    out = routing.challenge_table(study, n_resamples=200, repeats=1)
+    out = routing.challenge_table(study, stats=StatsSettings(n_resamples=200), repeats=1)
     beside = out["table3_vs_paper"].set_index(["condition", "metric"])
     paired = out["table3_paired"].set_index(["condition", "metric"])
     # the paper's CI bounds and sign test are figures of the success difference
@@ -165,7 +167,7 @@ def test_table2_and_3_put_every_paper_figure_beside_ours(study):
 def test_table2_shows_the_locked_split_beside_its_sensitivity_block(study):
     from roma_lab.results import wide
 
-    out = routing.standard_test_table(study, n_resamples=200, repeats=1)
+    out = routing.standard_test_table(study, stats=StatsSettings(n_resamples=200), repeats=1)
     learned = wide(out["table2_summary"]).set_index("condition").loc["learned"]
     sensitivity = out["table2_sensitivity"].set_index("wording")
     for column, metric in (("success", "success"), ("ci_low", "success_ci_low"), ("ci_high", "success_ci_high"),
@@ -209,11 +211,13 @@ def test_the_semantic_tables_paper_rows_are_the_papers_lexical_router_figures():
 
 def test_reproduce_returns_one_tables_type_and_leaves_its_stats_for_the_record(tmp_path, study):
     from roma_lab.results import read_provenance, write_provenance
-    from roma_lab.stats import DEFAULT_STATS
 
-    out = routing.reproduce_tables(tmp_path, tables=["table3"], seed=7, n_resamples=30, repeats=1, study=study)
+    given = StatsSettings(n_resamples=30, seed=7, level=0.9)
+    out = routing.reproduce_tables(tmp_path, tables=["table3"], seed=7, stats=given, repeats=1, study=study)
     assert isinstance(out, routing.RoutingTables) and out.out_dir == tmp_path
-    assert out.stats == DEFAULT_STATS.override(n_resamples=30, seed=7)
+    assert out.stats == given
+    cis = pd.concat([out["table3_summary"], out["table3_paired"]])["ci_method"].loc[lambda m: m.str.contains("%")]
+    assert len(cis) and cis.str.contains("90%, 30 resamples").all()  # what was recorded is what was used
     assert set(out.vs_paper["table"]) == {"table3_vs_paper", "model_vs_paper"}
     write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does after the notebook
     assert read_provenance(tmp_path).stats.model_dump() == out.stats.as_dict()
@@ -224,7 +228,7 @@ def test_reproduce_rejects_bad_arguments():
     with pytest.raises(ValueError, match="unknown table"):
         routing.reproduce_tables(None, tables=["table9"])
     with pytest.raises(ValueError, match="n_resamples"):
-        routing.reproduce_tables(None, tables=["table1"], n_resamples=0)
+        routing.reproduce_tables(None, tables=["table1"], stats=StatsSettings(n_resamples=0))
 
 
 def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):

@@ -18,6 +18,7 @@ from roma_lab.results import wide
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
 from roma_lab.router import _model
+from roma_lab.stats import StatsSettings
 
 FAMILIES = ("data_literal", "record_lookup", "statistic", "conflicting_sources", "retrieval_outage", "multi_hop")
 LOW = (0.1,) * 5
@@ -89,7 +90,7 @@ def test_table5_success_and_cost_per_tau(study):
 
 
 def test_table4_ablations(study):
-    table = wide(routing.ablation_table(study, n_resamples=50)["table4_ablations"])
+    table = wide(routing.ablation_table(study, stats=StatsSettings(n_resamples=50))["table4_ablations"])
     success = {(r.condition, r.subset): r.success for r in table.itertuples()}
     assert success[("full", "test")] == 1.0 and success[("full", "challenge")] == 0.5
     # without temperatures p_T .42 -> .344 drops the challenge lookup; the test split keeps every route
@@ -155,7 +156,7 @@ def test_training_size_curve_refits_each_size_on_train(study):
 
 
 def test_hybrid_gate_chosen_on_dev_and_its_effect(study):
-    out = routing.hybrid_table(study, n_resamples=50)
+    out = routing.hybrid_table(study, stats=StatsSettings(n_resamples=50))
     selection = out["hybrid_selection"]
     assert len(selection) == len(_tables.HYBRID_MARGINS) * len(_tables.HYBRID_ENTROPIES)
     # dev: the learned route misses multi-hop (p_D .38 < .40); only a margin >= .05 backs it off to DTV
@@ -182,7 +183,7 @@ def test_hybrid_gate_chosen_on_dev_and_its_effect(study):
 
 
 def test_sensitivity_block_rewords_only_the_four_families(study):
-    table = _tables.wording_sensitivity(study, n_resamples=50).set_index("wording")
+    table = _tables.wording_sensitivity(study, stats=StatsSettings(n_resamples=50)).set_index("wording")
     assert list(table.index) == ["locked", "as_dev", "as_challenge", "pre_lock"]
     # this suite holds two of the four families: conflicting sources and retrieval outage
     assert table.loc["locked", "success"] == 1.0

@@ -29,7 +29,7 @@ from roma_lab.results import (
     write_provenance,
     write_table,
 )
-from roma_lab.stats import DEFAULT_STATS
+from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 
 def test_table_round_trip_is_exact(tmp_path):
@@ -112,7 +112,7 @@ def test_provenance_records_the_stats_settings_the_tables_left(tmp_path):
     write_table(pd.DataFrame({"x": [1]}), tmp_path, "t")
     write_provenance(tmp_path, parameters={}, root=tmp_path)
     assert read_provenance(tmp_path).stats is None  # no table used statistics
-    changed = DEFAULT_STATS.override(n_resamples=123, seed=4, level=0.9, alpha=0.1, power=0.7)
+    changed = StatsSettings(n_resamples=123, seed=4, level=0.9, alpha=0.1, power=0.7)
     record_stats(tmp_path, changed)  # as a paper's table function does, in the notebook's kernel
     write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does afterwards, elsewhere
     record = read_provenance(tmp_path)

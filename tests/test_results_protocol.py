@@ -9,6 +9,7 @@ from scipy import stats as sps
 
 from roma_lab.results import MATCHES, PAPER_COLUMNS, PROTOCOL_COLUMNS, beside_paper, compare, summarize_protocol
 from roma_lab.stats import (
+    StatsSettings,
     VarianceComponents,
     Vote,
     bootstrap_ci,
@@ -45,7 +46,7 @@ def value(table, metric, condition="base", subset="s"):
 # --- the hand-worked 3 x 3 example ------------------------------------------------------------------------------
 
 def test_every_estimator_on_the_hand_worked_example():
-    table = summarize_protocol(tidy(HAND), ks=(2, 3), n_resamples=200)
+    table = summarize_protocol(tidy(HAND), ks=(2, 3), stats=StatsSettings(n_resamples=200))
     assert list(table.columns) == ["condition", "subset", *PROTOCOL_COLUMNS]
     assert value(table, "pass@1")["value"] == pytest.approx(4 / 9)
     # per-run accuracies 2/3, 1/3, 1/3: sd = sqrt(((2/9)^2 + 2 (1/9)^2) / 2) = sqrt(1/27)
@@ -63,7 +64,7 @@ def test_every_estimator_on_the_hand_worked_example():
 
 
 def test_votes_over_answers_report_the_tie_and_give_it_to_the_lowest_run():
-    table = summarize_protocol(tidy(HAND, answers=HAND_ANSWERS), answer="answer", n_resamples=200)
+    table = summarize_protocol(tidy(HAND, answers=HAND_ANSWERS), answer="answer", stats=StatsSettings(n_resamples=200))
     # t2 answered a, b, c: a three-way tie, won by run 0's "a", which was correct
     assert value(table, "maj@3")["value"] == pytest.approx(2 / 3)
     assert value(table, "maj@3_tie_rate")["value"] == pytest.approx(1 / 3)
@@ -74,14 +75,15 @@ def test_tie_rule_ignores_row_order_and_run_label_order():
     matrix = {"t1": [0, 1, 0], "t2": [1, 0, 0]}
     # run labels 2, 0, 1: "early" was given by run 0, so it wins the three-way tie on t1
     frame = tidy(matrix, answers=answers, runs=[2, 0, 1])
-    table = summarize_protocol(frame, answer="answer", n_resamples=100)
+    table = summarize_protocol(frame, answer="answer", stats=StatsSettings(n_resamples=100))
     assert value(table, "maj@3")["value"] == pytest.approx(0.5)  # t1 right (run 0), t2 wrong ("q" x2)
-    shuffled = summarize_protocol(frame.sample(frac=1, random_state=3), answer="answer", n_resamples=100)
+    shuffled = summarize_protocol(frame.sample(frac=1, random_state=3), answer="answer",
+                                  stats=StatsSettings(n_resamples=100))
     pd.testing.assert_frame_equal(table, shuffled)
 
 
 def test_binary_vote_ties_with_an_even_number_of_runs():
-    table = summarize_protocol(tidy({"t1": [0, 1], "t2": [1, 0], "t3": [1, 1]}), n_resamples=100)
+    table = summarize_protocol(tidy({"t1": [0, 1], "t2": [1, 0], "t3": [1, 1]}), stats=StatsSettings(n_resamples=100))
     # t1 tie -> run 0 said 0; t2 tie -> run 0 said 1; t3 unanimous
     assert value(table, "maj@2")["value"] == pytest.approx(2 / 3)
     assert value(table, "maj@2_tie_rate")["value"] == pytest.approx(2 / 3)
@@ -90,7 +92,7 @@ def test_binary_vote_ties_with_an_even_number_of_runs():
 def test_pass1_interval_resamples_tasks_not_runs():
     rng = np.random.default_rng(5)
     matrix = {f"t{i:02d}": list(rng.integers(0, 2, 4)) for i in range(12)}  # sorted = listed order
-    table = summarize_protocol(tidy(matrix), n_resamples=500, seed=9)
+    table = summarize_protocol(tidy(matrix), stats=StatsSettings(n_resamples=500, seed=9))
     per_task = np.array([np.mean(v) for v in matrix.values()])
     expected = bootstrap_ci(per_task, n_resamples=500, seed=9)
     row = value(table, "pass@1")
@@ -100,7 +102,8 @@ def test_pass1_interval_resamples_tasks_not_runs():
 
 
 def test_not_scored_runs_are_left_out_and_counted():
-    table = summarize_protocol(tidy({"t1": [1, math.nan, 0], "t2": [1, 1, 1], "t3": [0, 0, 0]}), n_resamples=100)
+    table = summarize_protocol(tidy({"t1": [1, math.nan, 0], "t2": [1, 1, 1], "t3": [0, 0, 0]}),
+                               stats=StatsSettings(n_resamples=100))
     assert value(table, "pass@1")["value"] == pytest.approx((0.5 + 1 + 0) / 3)
     # pass@3 needs three scored runs: t1 has two, so it is missing for that metric only
     row = value(table, "pass@3")
@@ -110,7 +113,7 @@ def test_not_scored_runs_are_left_out_and_counted():
 
 
 def test_a_single_run_gives_pass1_only():
-    table = summarize_protocol(tidy({"t1": [1], "t2": [0]}), n_resamples=100)
+    table = summarize_protocol(tidy({"t1": [1], "t2": [0]}), stats=StatsSettings(n_resamples=100))
     assert list(table["metric"]) == ["pass@1"]
 
 
@@ -122,7 +125,7 @@ def test_a_single_run_gives_pass1_only():
 ])
 def test_bad_scores_are_refused_with_a_clear_error(change, match):
     with pytest.raises(ValueError, match=match):
-        summarize_protocol(change(tidy(HAND)), n_resamples=100)
+        summarize_protocol(change(tidy(HAND)), stats=StatsSettings(n_resamples=100))
 
 
 @pytest.mark.parametrize("ks", [(1,), (4,), (2.0,)])
@@ -149,7 +152,7 @@ def comparison_frame():
 
 def test_comparisons_holm_within_each_subset_and_mde_from_the_per_task_differences():
     scores = comparison_frame()
-    table = summarize_protocol(scores, baseline="base", n_resamples=300, seed=4)
+    table = summarize_protocol(scores, baseline="base", stats=StatsSettings(n_resamples=300, seed=4))
     for subset in ("easy", "hard"):
         rows = table[table["subset"] == subset].set_index(["condition", "metric"])["value"]
         names = ["small - base", "large - base", "none - base"]
@@ -163,8 +166,8 @@ def test_comparisons_holm_within_each_subset_and_mde_from_the_per_task_differenc
             expected = min_detectable_effect(d.size, sd_diff=float(d.std(ddof=1))).effect
             assert rows[(c, "mde")] == pytest.approx(expected)
             assert rows[(c, "pass@1_diff")] == pytest.approx(d.mean())
-    reference = compare(scores.rename(columns={"success": "pass@1"}), "large", "base", "pass@1", n_resamples=300,
-                        seed=4)
+    reference = compare(scores.rename(columns={"success": "pass@1"}), "large", "base", "pass@1",
+                        stats=StatsSettings(n_resamples=300, seed=4))
     mine = table[table["metric"].eq("pass@1_diff") & table["condition"].eq("large - base")]
     assert np.allclose(mine[["value", "ci_low", "ci_high", "wins", "losses", "ties"]].to_numpy(float),
                        reference[["value", "ci_low", "ci_high", "wins", "losses", "ties"]].to_numpy(float))
@@ -172,8 +175,29 @@ def test_comparisons_holm_within_each_subset_and_mde_from_the_per_task_differenc
     assert holm_rows["method"].str.contains("Holm over the 3 conditions").all()
 
 
+def test_every_statistic_follows_the_one_stats_settings_given():
+    scores = comparison_frame()
+    looser = StatsSettings(n_resamples=300, seed=4, level=0.9, alpha=0.1, power=0.9)
+    default = summarize_protocol(scores, baseline="base", stats=StatsSettings(n_resamples=300, seed=4))
+    given = summarize_protocol(scores, baseline="base", stats=looser)
+    width = {name: (t["ci_high"] - t["ci_low"]).to_numpy() for name, t in (("default", default), ("given", given))}
+    spread = default["ci_low"].notna().to_numpy() & (width["default"] > 0)  # a metric equal on every task has none
+    # a 90% interval from the same resamples is narrower: the level reached the summary and the comparisons
+    # (on 0/1 data a quantile can land on the same value at both levels, so no interval is wider, most narrower)
+    narrower = width["given"][spread] < width["default"][spread]
+    assert (width["given"][spread] <= width["default"][spread]).all() and narrower.mean() > 0.8
+    assert set(given.loc[given["metric"].isin(["pass@1", "pass@1_diff"]), "ci_method"].str.extract(r"(\d+%)")[0]) \
+        == {"90%"}
+    mde = given[given["metric"] == "mde"]
+    d = scores[scores["subset"] == "easy"].groupby(["condition", "task_id"])["success"].mean()
+    d = (d["large"] - d["base"]).to_numpy()
+    expected = min_detectable_effect(d.size, sd_diff=float(d.std(ddof=1)), alpha=0.1, power=0.9).effect
+    assert mde.set_index(["condition", "subset"]).loc[("large - base", "easy"), "value"] == pytest.approx(expected)
+    assert mde["method"].str.contains("alpha 0.1, power 0.9").all()
+
+
 def test_protocol_rows_meet_paper_figures_in_percent_through_beside_paper():
-    table = summarize_protocol(comparison_frame(), baseline="base", n_resamples=100)
+    table = summarize_protocol(comparison_frame(), baseline="base", stats=StatsSettings(n_resamples=100))
     ours = table[(table["subset"] == "easy")]
     mine = value(table, "pass@1", subset="easy")
     diff = value(table, "pass@1_diff", condition="large - base", subset="easy")
@@ -192,7 +216,7 @@ def test_protocol_rows_meet_paper_figures_in_percent_through_beside_paper():
 def test_per_stratum_breakdown_keeps_the_extra_key_and_its_own_families():
     scores = comparison_frame()
     scores["level"] = np.where(scores["task_id"] % 2 == 0, "L1", "L2")
-    table = summarize_protocol(scores, baseline="base", by=("subset", "level"), n_resamples=100)
+    table = summarize_protocol(scores, baseline="base", by=("subset", "level"), stats=StatsSettings(n_resamples=100))
     assert list(table.columns[:3]) == ["condition", "subset", "level"]
     holm = table[table["metric"] == "sign_test_p_holm"]
     assert len(holm) == 2 * 2 * 3  # subsets x levels x compared conditions
@@ -204,9 +228,9 @@ def test_per_stratum_breakdown_keeps_the_extra_key_and_its_own_families():
 
 def test_a_missing_baseline_is_an_error():
     with pytest.raises(ValueError, match="no rows"):
-        summarize_protocol(comparison_frame(), baseline="absent", n_resamples=50)
+        summarize_protocol(comparison_frame(), baseline="absent", stats=StatsSettings(n_resamples=50))
     with pytest.raises(ValueError, match="nothing to compare"):
-        summarize_protocol(tidy(HAND), baseline="base", n_resamples=50)
+        summarize_protocol(tidy(HAND), baseline="base", stats=StatsSettings(n_resamples=50))
 
 
 # --- votes ----------------------------------------------------------------------------------------------------------
@@ -283,14 +307,16 @@ def test_no_mde_from_a_sample_whose_differences_have_no_spread():
     # study): a plug-in MDE of 0 would read as "any effect is detectable".
     base = {"a": [1.0, 1.0], "b": [0.0, 0.0]}
     tied = pd.concat([tidy(base), tidy(base, condition="other")], ignore_index=True)
-    rows = summarize_protocol(tied, baseline="base", n_resamples=50, seed=1).set_index(["condition", "metric"])
+    rows = summarize_protocol(tied, baseline="base", stats=StatsSettings(n_resamples=50, seed=1))
+    rows = rows.set_index(["condition", "metric"])
     assert math.isnan(rows.loc[("other - base", "mde"), "value"])
     # The design bound needs no spread: it depends on n alone.
     assert rows.loc[("other - base", "mde_bound"), "value"] == pytest.approx(2.801585 / math.sqrt(2), abs=1e-6)
     # One task moved and one did not: spread exists, so the MDE is a number.
     moved = pd.concat([tidy(base), tidy({"a": [1.0, 1.0], "b": [1.0, 1.0]}, condition="other")],
                       ignore_index=True)
-    rows = summarize_protocol(moved, baseline="base", n_resamples=50, seed=1).set_index(["condition", "metric"])
+    rows = summarize_protocol(moved, baseline="base", stats=StatsSettings(n_resamples=50, seed=1))
+    rows = rows.set_index(["condition", "metric"])
     assert rows.loc[("other - base", "mde"), "value"] > 0
 
 

@@ -23,6 +23,7 @@ from roma_lab.results import (
     summarize,
     wide,
 )
+from roma_lab.stats import StatsSettings
 
 
 def paper_rows(*rows):
@@ -177,7 +178,7 @@ def scores_table():
 
 
 def test_summarize_averages_runs_per_task_and_counts_unscored_tasks():
-    table = summarize(scores_table(), ["success", "cost"], ci=["success"], n_resamples=500)
+    table = summarize(scores_table(), ["success", "cost"], ci=["success"], stats=StatsSettings(n_resamples=500))
     a = table[(table["condition"] == "a") & (table["metric"] == "success")].iloc[0]
     # per-task means: t0 1.0, t1 0.5, t2 0.0; t3 unscored
     assert a["value"] == pytest.approx(0.5) and a["n"] == 3 and a["n_missing"] == 1 and a["runs"] == 2
@@ -190,7 +191,7 @@ def test_summarize_resamples_tasks_not_runs():
     # Ten runs of the same two tasks must give the CI of two tasks, not of twenty draws.
     few = pd.DataFrame([{"condition": "a", "subset": "s", "task_id": t, "run": r, "success": float(t == "x")}
                         for t in ("x", "y") for r in range(10)])
-    row = summarize(few, ["success"], n_resamples=2000).iloc[0]
+    row = summarize(few, ["success"], stats=StatsSettings(n_resamples=2000)).iloc[0]
     assert row["n"] == 2 and row["ci_low"] == 0.0 and row["ci_high"] == 1.0
 
 
@@ -227,11 +228,11 @@ def test_compare_does_not_depend_on_row_order_and_mirrors_when_swapped():
     rows = [{"condition": c, "subset": "s", "task_id": f"t{i:02d}", "success": float(rng.random() < p)}
             for c, p in (("a", 0.7), ("b", 0.4)) for i in range(40)]
     df = pd.DataFrame(rows)
-    ab = compare(df, "a", "b", "success", n_resamples=500).iloc[0]
+    ab = compare(df, "a", "b", "success", stats=StatsSettings(n_resamples=500)).iloc[0]
     shuffled = df.sample(frac=1.0, random_state=7)
-    again = compare(shuffled, "a", "b", "success", n_resamples=500).iloc[0]
+    again = compare(shuffled, "a", "b", "success", stats=StatsSettings(n_resamples=500)).iloc[0]
     assert (again["ci_low"], again["ci_high"]) == (ab["ci_low"], ab["ci_high"])
-    ba = compare(shuffled, "b", "a", "success", n_resamples=500).iloc[0]
+    ba = compare(shuffled, "b", "a", "success", stats=StatsSettings(n_resamples=500)).iloc[0]
     assert ba["value"] == pytest.approx(-ab["value"])
     assert (ba["ci_low"], ba["ci_high"]) == pytest.approx((-ab["ci_high"], -ab["ci_low"]))
 
@@ -246,7 +247,8 @@ def test_compare_gives_the_observed_and_the_worst_case_mde_by_hand():
     row = compare(_pairs([1, 1, 0, 1], [0, 1, 0, 0]), "a", "b", "success").iloc[0]
     assert row["mde"] == pytest.approx(2.801585 * 0.57735 / 2, abs=1e-5)
     assert row["mde_bound"] == pytest.approx(2.801585 / 2, abs=1e-6)
-    stricter = compare(_pairs([1, 1, 0, 1], [0, 1, 0, 0]), "a", "b", "success", alpha=0.01, power=0.9).iloc[0]
+    stricter = compare(_pairs([1, 1, 0, 1], [0, 1, 0, 0]), "a", "b", "success",
+                       stats=StatsSettings(alpha=0.01, power=0.9)).iloc[0]
     assert stricter["mde_bound"] == pytest.approx((2.575829 + 1.281552) / 2, abs=1e-5)
 
 
@@ -298,7 +300,7 @@ def test_as_metrics_names_each_figure_by_its_metric_so_two_comparisons_meet_the_
 
 
 def test_wide_puts_one_group_per_row_with_each_ci_beside_its_metric():
-    table = summarize(scores_table(), ["success", "cost"], ci=["success"], n_resamples=200)
+    table = summarize(scores_table(), ["success", "cost"], ci=["success"], stats=StatsSettings(n_resamples=200))
     view = wide(table)
     assert list(view.columns) == ["condition", "subset", "success", "success_ci_low", "success_ci_high", "cost"]
     assert list(view["condition"]) == ["a", "b"]
@@ -329,11 +331,11 @@ def test_summaries_do_not_depend_on_the_order_rows_arrive_in():
     shuffled = df.sample(frac=1.0, random_state=3).reset_index(drop=True)
     # groups keep the order they first appear in; their figures must not depend on it
     key = ["condition", "metric"]
-    before = summarize(df, ["success"], n_resamples=300).sort_values(key, ignore_index=True)
-    after = summarize(shuffled, ["success"], n_resamples=300).sort_values(key, ignore_index=True)
+    before = summarize(df, ["success"], stats=StatsSettings(n_resamples=300)).sort_values(key, ignore_index=True)
+    after = summarize(shuffled, ["success"], stats=StatsSettings(n_resamples=300)).sort_values(key, ignore_index=True)
     pd.testing.assert_frame_equal(before, after)
-    pd.testing.assert_frame_equal(compare(df, "a", "b", "success", n_resamples=300),
-                                  compare(shuffled, "a", "b", "success", n_resamples=300))
+    pd.testing.assert_frame_equal(compare(df, "a", "b", "success", stats=StatsSettings(n_resamples=300)),
+                                  compare(shuffled, "a", "b", "success", stats=StatsSettings(n_resamples=300)))
 
 
 def test_beside_paper_keeps_the_papers_order_then_ours_only_rows():

@@ -13,6 +13,7 @@ from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
 from roma_lab.router import _evaluate, _execute, _model, _ops, _policies, _suite
+from roma_lab.stats import StatsSettings
 
 
 @pytest.fixture(scope="module")
@@ -398,7 +399,7 @@ def test_summary_metrics_on_a_known_table(study, suite):
     test = router.split_tasks(suite, "test")
     scores = router.evaluate([router.StaticWorkload(), router.FixedAgent(), router.Oracle()], test, repeats=1)
     assert set(scores["condition"]) == {"static", "fixed_agent", "oracle"} and set(scores["subset"]) == {"test"}
-    long = _evaluate.summarize_routes(scores, n_resamples=200)
+    long = _evaluate.summarize_routes(scores, stats=StatsSettings(n_resamples=200))
     assert not long.duplicated(["condition", "subset", "metric"]).any()
     s = wide(long).set_index("condition")
     assert s.loc["static", "budget_compliant"] == pytest.approx(2 / 3)
@@ -412,7 +413,7 @@ def test_summary_metrics_on_a_known_table(study, suite):
     # route quality is micro-averaged over operations: the fixed agent recalls every needed one
     needed = sum(len(t.labels) for t in test)
     assert s.loc["fixed_agent", "recall"] == 1 and s.loc["fixed_agent", "precision"] == pytest.approx(needed / (5 * len(test)))
-    paired = compare(scores, "oracle", "static", "success", n_resamples=200).iloc[0]
+    paired = compare(scores, "oracle", "static", "success", stats=StatsSettings(n_resamples=200)).iloc[0]
     assert (paired.wins, paired.losses) == (outages, 0)
     assert paired.sign_test_p == pytest.approx(2 * 0.5 ** outages)
 

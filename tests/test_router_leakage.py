@@ -14,6 +14,7 @@ from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
 from roma_lab.router import _suite
+from roma_lab.stats import StatsSettings
 
 HELD_OUT = ("test", "challenge")
 
@@ -134,7 +135,7 @@ def test_ablation_models_read_no_held_out_task(planted, wire):
 def test_table4_and_the_training_size_curve_read_held_out_tasks_only_to_score(planted, wire):
     study = planted[1]
     with wire.armed_():
-        routing.ablation_table(study, n_resamples=20)
+        routing.ablation_table(study, stats=StatsSettings(n_resamples=20))
         routing.training_size_curve(study, sizes=(36, 216))
     assert wire.reads == []
 
@@ -207,8 +208,8 @@ def test_semantic_tables_and_hybrid_read_held_out_tasks_only_to_score(planted, s
     study = planted[1]
     sem = router.SemanticStudy.build(study, encoders=("recording",))
     with wire.armed_():
-        routing.semantic_table(sem, n_resamples=20)
-        routing.semantic_hybrid_table(sem, n_resamples=20)
+        routing.semantic_table(sem, stats=StatsSettings(n_resamples=20))
+        routing.semantic_hybrid_table(sem, stats=StatsSettings(n_resamples=20))
         _tables.select_hybrid_gate(study, margins=(0.0, 0.1), entropies=(None,), model=sem.models["semantic"])
     assert wire.reads == []
 

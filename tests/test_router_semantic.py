@@ -13,6 +13,7 @@ from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
 from roma_lab.router import _encoder, _semantic
+from roma_lab.stats import StatsSettings
 
 
 class HashedWords:
@@ -236,7 +237,7 @@ def test_coverage_means_every_required_operation_is_in_the_route():
 
 # ----------------------------------------------------------------------------- tables
 def test_semantic_tables_pair_every_variant_with_lexical_and_static(sem):
-    tables = _tables.semantic_table(sem, n_resamples=30)
+    tables = _tables.semantic_table(sem, stats=StatsSettings(n_resamples=30))
     summary = tables["semantic_summary"]
     for variant in (*_semantic.VARIANTS, "static"):
         for split in ("test", "challenge"):
@@ -257,7 +258,7 @@ def test_semantic_tables_pair_every_variant_with_lexical_and_static(sem):
 
 
 def test_semantic_tables_score_what_the_routers_route(sem, study):
-    tables = _tables.semantic_table(sem, n_resamples=20)
+    tables = _tables.semantic_table(sem, stats=StatsSettings(n_resamples=20))
     tasks = tables["semantic_tasks"].query("condition == 'semantic'")
     challenge = study.split("challenge")
     routes = sem.models["semantic"].routes([t.prompt for t in challenge])
@@ -266,7 +267,7 @@ def test_semantic_tables_score_what_the_routers_route(sem, study):
 
 
 def test_the_hybrid_gate_is_rechosen_on_dev_for_each_embedding_router(sem):
-    tables = _tables.semantic_hybrid_table(sem, n_resamples=20)
+    tables = _tables.semantic_hybrid_table(sem, stats=StatsSettings(n_resamples=20))
     selection = tables["semantic_hybrid_selection"]
     assert set(selection["router"]) == {"semantic", "lexical+semantic"}
     assert selection.groupby("router")["selected"].sum().to_dict() == {"semantic": 1, "lexical+semantic": 1}
@@ -274,8 +275,8 @@ def test_the_hybrid_gate_is_rechosen_on_dev_for_each_embedding_router(sem):
 
 
 def test_the_closing_note_reads_this_runs_tables(sem, study, tmp_path):
-    tables = _tables.semantic_table(sem, n_resamples=20)
-    atomizer = routing.compare_atomizers(tmp_path, study.model, lm="scripted", n_items=2, n_resamples=20)
+    tables = _tables.semantic_table(sem, stats=StatsSettings(n_resamples=20))
+    atomizer = routing.compare_atomizers(tmp_path, study.model, lm="scripted", n_items=2, stats=StatsSettings(n_resamples=20))
     note = routing.semantic_and_atomizer_summary(tables, atomizer).set_index("what")
     challenge = tables["semantic_tasks"].query("subset == 'challenge'").groupby("condition")["success"].mean()
     for variant in _semantic.VARIANTS:

@@ -1,9 +1,9 @@
 """StatsSettings is the one place the statistics defaults live (issue 22).
 
-Two guards: no function in the package writes its own default for a statistics setting (a source
-scan, so a new copy fails even in a module no test imports), and every public function that takes
-``n_resamples`` gets its default from ``DEFAULT_STATS`` (the very object, not an equal literal) or
-takes ``stats=DEFAULT_STATS`` and resolves ``n_resamples=None`` through it.
+Guards: no function in the package writes its own default for a statistics setting (a source
+scan, so a new copy fails even in a module no test imports); the primitives of ``roma_lab.stats``
+take their plain keywords' defaults from ``DEFAULT_STATS`` (the very object's fields, not equal
+literals); every public function above them takes one ``stats=DEFAULT_STATS`` instead.
 """
 
 import ast
@@ -31,13 +31,6 @@ def test_defaults_are_the_protocol_defaults_and_frozen():
     assert DEFAULT_STATS.as_dict() == {"n_resamples": 2000, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
     with pytest.raises(dataclasses.FrozenInstanceError):
         DEFAULT_STATS.n_resamples = 10  # type: ignore[misc]
-
-
-def test_override_replaces_only_what_is_given():
-    assert DEFAULT_STATS.override(n_resamples=None, seed=None) == DEFAULT_STATS
-    changed = DEFAULT_STATS.override(n_resamples=50, seed=3)
-    assert changed.as_dict() == DEFAULT_STATS.as_dict() | {"n_resamples": 50, "seed": 3}
-    assert DEFAULT_STATS.n_resamples == 2000  # the default itself is untouched
 
 
 def _numeric_defaults(tree: ast.AST):
@@ -71,7 +64,7 @@ def test_no_module_writes_its_own_statistics_default():
     assert not copies, "statistics defaults written outside roma_lab/stats/_settings.py:\n" + "\n".join(copies)
 
 
-def _public_functions_taking_n_resamples():
+def _public_functions():
     for module_name in PUBLIC_MODULES:
         module = importlib.import_module(module_name)
         for name in getattr(module, "__all__", ()):
@@ -81,29 +74,40 @@ def _public_functions_taking_n_resamples():
                     parameters = inspect.signature(obj).parameters
                 except (TypeError, ValueError):
                     continue
-                if "n_resamples" in parameters:
-                    yield f"{module_name}.{name}", parameters
+                yield module_name, f"{module_name}.{name}", parameters
 
 
-def test_public_functions_take_their_defaults_from_stats_settings():
-    found = dict(_public_functions_taking_n_resamples())
-    assert len(found) >= 20, sorted(found)  # the guard must see the functions it guards
-    wrong = []
-    for name, parameters in found.items():
-        default = parameters["n_resamples"].default
-        if "stats" in parameters:
-            ok = default is None and parameters["stats"].default is DEFAULT_STATS
-        else:
-            ok = default is DEFAULT_STATS.n_resamples
-            ok &= all(parameters[s].default is getattr(DEFAULT_STATS, s)
-                      for s in ("level", "alpha", "power") if s in parameters)
-        if not ok:
-            wrong.append(f"{name}: n_resamples={default!r}")
-    assert not wrong, "defaults not taken from StatsSettings:\n" + "\n".join(wrong)
+def test_the_primitives_take_their_defaults_from_stats_settings():
+    found = {name: p for module, name, p in _public_functions() if module == "roma_lab.stats" and "n_resamples" in p}
+    assert {"roma_lab.stats.bootstrap_ci", "roma_lab.stats.paired_bootstrap_ci"} <= set(found)
+    wrong = [name for name, parameters in found.items()
+             if not all(parameters[s].default is getattr(DEFAULT_STATS, s)
+                        for s in ("n_resamples", "seed", "level") if s in parameters)]
+    assert not wrong, "defaults not taken from StatsSettings: " + ", ".join(wrong)
+
+
+def test_above_the_primitives_one_stats_keyword_replaces_the_five():
+    """results, bench, router and the papers take ``stats=DEFAULT_STATS``, never the settings one by one."""
+    above = [(name, p) for module, name, p in _public_functions() if module != "roma_lab.stats"]
+    with_stats = {name for name, parameters in above if "stats" in parameters}
+    assert {"roma_lab.results.compare", "roma_lab.results.summarize", "roma_lab.results.summarize_protocol",
+            "roma_lab.bench.summarize_results", "roma_lab.bench.compare_systems",
+            "roma_lab.router.summarize_routes", "roma_lab.papers.roma.run_roma_table",
+            "roma_lab.papers.routing.reproduce_tables", "roma_lab.papers.oagents.measure_protocol"} <= with_stats
+    # the provenance writers (record_stats, write_provenance) record settings given to them: no default
+    wrong = [f"{name}: stats={parameters['stats'].default!r}" for name, parameters in above
+             if "stats" in parameters and parameters["stats"].default not in (inspect.Parameter.empty, None)
+             and parameters["stats"].default is not DEFAULT_STATS]
+    # ``level`` elsewhere names a task's level breakdown (papers.oagents.run_study), not a CI level
+    copies = [f"{name}({s}=...)" for name, parameters in above
+              for s in ("n_resamples", "alpha", "power") if s in parameters]
+    assert not wrong and not copies, "statistics settings not taken as one StatsSettings:\n" + "\n".join(wrong + copies)
 
 
 def test_a_study_records_the_settings_it_used():
     from roma_lab.papers.oagents import audit_paper_numbers
 
     assert audit_paper_numbers().stats is DEFAULT_STATS
-    assert audit_paper_numbers(alpha=0.1).stats == DEFAULT_STATS.override(alpha=0.1)
+    stricter = StatsSettings(alpha=0.1)
+    audit = audit_paper_numbers(stats=stricter)
+    assert audit.stats is stricter

@@ -13,7 +13,7 @@ import math
 from typing import TYPE_CHECKING
 
 from roma_lab.bench._registry import BenchmarkSpec
-from roma_lab.stats import DEFAULT_STATS
+from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -72,8 +72,7 @@ def _three_way_rows(results: pd.DataFrame) -> list[dict]:
 
 
 def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *,
-                      n_resamples: int = DEFAULT_STATS.n_resamples, seed: int = DEFAULT_STATS.seed,
-                      level: float = DEFAULT_STATS.level) -> pd.DataFrame:
+                      stats: StatsSettings = DEFAULT_STATS) -> pd.DataFrame:
     """One row per system x metric (``roma_lab.results.summarize``: mean, task-bootstrap CI, ``n``
     scored items, ``n_missing`` grader errors), with the metric's ``unit``, ``n_system_errors``
     (items scored 0 because the system failed) and the ``grader``; for three-way benchmarks also
@@ -82,8 +81,7 @@ def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *,
 
     from roma_lab.results import summarize
 
-    summary = summarize(scores_df(results, spec), metrics_of(spec), task="item_id", run=None,
-                        n_resamples=n_resamples, seed=seed, level=level)
+    summary = summarize(scores_df(results, spec), metrics_of(spec), task="item_id", run=None, stats=stats)
     summary.insert(3, "unit", spec.unit)
     if spec.three_way:
         extra = pd.DataFrame(_three_way_rows(results), columns=summary.columns)
@@ -98,11 +96,9 @@ def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *,
 
 
 def compare_systems(results: pd.DataFrame, spec: BenchmarkSpec, a: str, b: str, *,
-                    n_resamples: int = DEFAULT_STATS.n_resamples, seed: int = DEFAULT_STATS.seed,
-                    level: float = DEFAULT_STATS.level) -> pd.DataFrame:
+                    stats: StatsSettings = DEFAULT_STATS) -> pd.DataFrame:
     """``a - b`` on the score metric, paired on the items both scored (``roma_lab.results.compare``:
     paired task-bootstrap CI and the exact sign test with ties), under the same NaN policy."""
     from roma_lab.results import compare
 
-    return compare(scores_df(results, spec), a, b, spec.metric, task="item_id", n_resamples=n_resamples, seed=seed,
-                   level=level)
+    return compare(scores_df(results, spec), a, b, spec.metric, task="item_id", stats=stats)

@@ -24,6 +24,8 @@ from roma_lab.stats import (
 if TYPE_CHECKING:
     import pandas as pd
 
+    from roma_lab.stats import StatsSettings
+
 #: Columns after the condition and ``by`` columns.
 PROTOCOL_COLUMNS: tuple[str, ...] = ("metric", "unit", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing",
                                      "runs", "wins", "losses", "ties", "method")
@@ -44,11 +46,7 @@ def summarize_protocol(
     run: str = "run",
     answer: str | None = None,
     ks: Sequence[int] | None = None,
-    n_resamples: int = DEFAULT_STATS.n_resamples,
-    seed: int = DEFAULT_STATS.seed,
-    level: float = DEFAULT_STATS.level,
-    alpha: float = DEFAULT_STATS.alpha,
-    power: float = DEFAULT_STATS.power,
+    stats: StatsSettings = DEFAULT_STATS,
 ) -> pd.DataFrame:
     """The whole protocol row set for R runs of every condition on the same tasks.
 
@@ -60,7 +58,7 @@ def summarize_protocol(
     With a ``baseline``, every other condition is compared with it per group: ``pass@1_diff``
     (paired task bootstrap, sign-test wins/losses/ties), ``sign_test_p``, ``sign_test_p_holm``
     (Holm over the conditions compared in that group: one table column) and ``mde`` (the
-    difference a paired test at ``alpha`` detects with ``power``, from the observed sd of the
+    difference a paired test at ``stats.alpha`` detects with ``stats.power``, from the observed sd of the
     per-task differences). ``method`` says how each row was computed.
 
     Scores must be 0, 1 or NaN; every group must have the same runs; (condition, by, task, run)
@@ -104,8 +102,7 @@ def summarize_protocol(
 
     maj = f"maj@{n_runs}"
     names = ["pass@1", *(f"pass@{k}" for k in ks)] + ([maj, f"{maj}_tie_rate"] if n_runs > 1 else [])
-    summary = summarize(per_task, names, by=keys, task=task, run=None, n_resamples=n_resamples, seed=seed,
-                        level=level).assign(runs=n_runs)
+    summary = summarize(per_task, names, by=keys, task=task, run=None, stats=stats).assign(runs=n_runs)
     vote_over = "answers" if answer else "0/1 scores"
     methods = {"pass@1": "mean over tasks of each task's mean over its scored runs",
                maj: f"plurality vote over each task's scored {vote_over} in run order; {TIE_RULE}",
@@ -117,8 +114,7 @@ def summarize_protocol(
 
     if baseline is not None:
         parts.append(_comparison_rows(scores, baseline, metric=metric, condition=condition, by=by, task=task,
-                                      n_runs=n_runs, n_resamples=n_resamples, seed=seed, level=level, alpha=alpha,
-                                      power=power))
+                                      n_runs=n_runs, stats=stats))
 
     table = pd.concat(parts, ignore_index=True)
     for column in ("ci_low", "ci_high", "n_missing", "wins", "losses", "ties"):
@@ -182,8 +178,7 @@ def _spread_rows(scores, n, c, n_tasks):
     return rows
 
 
-def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, n_resamples, seed, level,
-                     alpha, power):
+def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, stats):
     """Every other condition against ``baseline`` per group, as long rows (diff, p, Holm p, MDE)."""
     import pandas as pd
 
@@ -194,8 +189,7 @@ def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, n
     for name in dict.fromkeys(scores[condition]):
         if name == baseline:
             continue
-        table = compare(paired, name, baseline, "pass@1", by=by, condition=condition, task=task,
-                        n_resamples=n_resamples, seed=seed, level=level, alpha=alpha, power=power)
+        table = compare(paired, name, baseline, "pass@1", by=by, condition=condition, task=task, stats=stats)
         tables.append(table)
     if not tables:
         raise ValueError(f"baseline {baseline!r} is the only condition; nothing to compare")
@@ -216,11 +210,12 @@ def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, n
             common | {"metric": "sign_test_p_holm", "value": r["holm"],
                       "method": f"Holm over the {r['family']} conditions compared with {baseline!r} in this group"},
             common | {"metric": "mde", "value": r["mde"],
-                      "method": f"paired z-test, alpha {alpha:g}, power {power:g}: (z_a + z_b) * sd(per-task "
-                                "differences) / sqrt(n); NaN with fewer than 2 paired tasks or when every task's "
-                                "difference is the same (no spread to estimate from)"},
+                      "method": f"paired z-test, alpha {stats.alpha:g}, power {stats.power:g}: (z_a + z_b) * "
+                                "sd(per-task differences) / sqrt(n); NaN with fewer than 2 paired tasks or when "
+                                "every task's difference is the same (no spread to estimate from)"},
             common | {"metric": "mde_bound", "value": r["mde_bound"],
-                      "method": f"paired z-test, alpha {alpha:g}, power {power:g}, at the largest spread 0/1 scores "
-                                "allow (sd of differences 1): (z_a + z_b) / sqrt(n), whatever the true spread"},
+                      "method": f"paired z-test, alpha {stats.alpha:g}, power {stats.power:g}, at the largest "
+                                "spread 0/1 scores allow (sd of differences 1): (z_a + z_b) / sqrt(n), whatever the "
+                                "true spread"},
         ]
     return pd.DataFrame(rows)

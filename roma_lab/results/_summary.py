@@ -18,6 +18,8 @@ from roma_lab.stats import DEFAULT_STATS
 if TYPE_CHECKING:
     import pandas as pd
 
+    from roma_lab.stats import StatsSettings
+
 #: The name of the condition column in every room (a policy, system, method or configuration).
 CONDITION = "condition"
 SUMMARY_COLUMNS: tuple[str, ...] = ("metric", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs")
@@ -39,11 +41,10 @@ def summarize(
     task: str = "task_id",
     run: str | None = "run",
     ci: bool | Collection[str] = True,
-    n_resamples: int = DEFAULT_STATS.n_resamples,
-    seed: int = DEFAULT_STATS.seed,
-    level: float = DEFAULT_STATS.level,
+    stats: StatsSettings = DEFAULT_STATS,
 ) -> pd.DataFrame:
-    """Mean of each metric per group, with a task-bootstrap CI for the metrics in ``ci``.
+    """Mean of each metric per group, with a task-bootstrap CI for the metrics in ``ci``
+    (``stats``: resamples, seed and level).
 
     Returns one row per group x metric: the ``by`` columns, then :data:`SUMMARY_COLUMNS` (``n`` =
     scored tasks; ``runs`` = distinct runs, 1 when there is no ``run`` column). Fewer than two scored
@@ -70,7 +71,7 @@ def summarize(
                                         "n": int(scored.size), "n_missing": int(per_task.isna().sum()), "runs": runs}
             if metric in with_ci:
                 if scored.size >= 2:
-                    interval = bootstrap_ci(scored, n_resamples=n_resamples, level=level, seed=seed)
+                    interval = bootstrap_ci(scored, n_resamples=stats.n_resamples, level=stats.level, seed=stats.seed)
                     row.update(ci_low=interval.low, ci_high=interval.high, ci_method=_method(interval))
                 else:
                     row["ci_method"] = "no CI: fewer than 2 scored tasks"
@@ -87,20 +88,17 @@ def compare(
     by: Sequence[str] = ("subset",),
     condition: str = CONDITION,
     task: str = "task_id",
-    n_resamples: int = DEFAULT_STATS.n_resamples,
-    seed: int = DEFAULT_STATS.seed,
-    level: float = DEFAULT_STATS.level,
-    alpha: float = DEFAULT_STATS.alpha,
-    power: float = DEFAULT_STATS.power,
+    stats: StatsSettings = DEFAULT_STATS,
 ) -> pd.DataFrame:
-    """Paired comparison ``a - b`` of one metric per group, on the tasks both conditions scored.
+    """Paired comparison ``a - b`` of one metric per group, on the tasks both conditions scored
+    (``stats``: the bootstrap's resamples, seed and level, and the MDEs' ``alpha`` and ``power``).
 
     One row per group: ``condition`` = ``"a - b"``, ``metric`` = ``"<metric>_diff"``, the mean
     difference with a paired task-bootstrap CI (tasks taken in task-id order, so the row order of
     ``scores`` does not matter), both means, and the exact sign test (wins, losses, ties, p) over
     per-task means. :func:`as_metrics` turns the test columns into metric rows.
 
-    Two minimum detectable effects (paired z-test at ``alpha`` with ``power``,
+    Two minimum detectable effects (paired z-test at ``stats.alpha`` with ``stats.power``,
     :func:`roma_lab.stats.min_detectable_effect`) say what the sample size can detect: ``mde`` from
     the observed sd of the per-task differences (NaN when every difference is the same: no spread
     to estimate from), and ``mde_bound`` from the largest sd scores in [0, 1] allow (1), so it
@@ -128,12 +126,13 @@ def compare(
                                     "mean_a": math.nan, "mean_b": math.nan, "wins": 0, "losses": 0, "ties": 0,
                                     "sign_test_p": math.nan, "mde": math.nan, "mde_bound": math.nan}
         if len(common) >= 2:
-            interval = paired_bootstrap_ci(va, vb, n_resamples=n_resamples, level=level, seed=seed)
+            interval = paired_bootstrap_ci(va, vb, n_resamples=stats.n_resamples, level=stats.level,
+                                           seed=stats.seed)
             test = sign_test(va, vb)
             row.update(value=interval.estimate, ci_low=interval.low, ci_high=interval.high,
                        ci_method=f"paired {_method(interval)}", mean_a=float(va.mean()), mean_b=float(vb.mean()),
                        wins=test.wins, losses=test.losses, ties=test.ties, sign_test_p=test.p_value,
-                       **_detectable(va, vb, alpha=alpha, power=power))
+                       **_detectable(va, vb, alpha=stats.alpha, power=stats.power))
         else:
             row["ci_method"] = "no comparison: fewer than 2 tasks scored by both"
         rows.append(row)

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..results import summarize
-from ..stats import DEFAULT_STATS
+from ..stats import DEFAULT_STATS, StatsSettings
 from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
 from ._model import TAU_GRID, route_matrix, route_quality, routes_at
 from ._ops import BUDGET, MAX_SUPPORT_OPS, is_feasible, route_cost
@@ -62,11 +62,10 @@ def evaluate(policies: Sequence, tasks: Sequence, *, repeats: int = 5, budget: f
     return pd.DataFrame(rows, columns=list(TASK_COLUMNS))
 
 
-def summarize_routes(scores: pd.DataFrame, *, n_resamples: int = DEFAULT_STATS.n_resamples,
-                     seed: int = DEFAULT_STATS.seed) -> pd.DataFrame:
+def summarize_routes(scores: pd.DataFrame, *, stats: StatsSettings = DEFAULT_STATS) -> pd.DataFrame:
     """Per policy x split, long: the means of `MEAN_METRICS` (success with its task-bootstrap CI),
     then micro action precision/recall/F1 and the failure counts by status."""
-    means = summarize(scores, MEAN_METRICS, ci=["success"], run=None, n_resamples=n_resamples, seed=seed)
+    means = summarize(scores, MEAN_METRICS, ci=["success"], run=None, stats=stats)
     rows = []
     for (condition, subset), g in scores.groupby(["condition", "subset"], sort=False):
         quality = route_quality(list(g["route"]), route_matrix(g["labels"]))

@@ -23,12 +23,6 @@ class StatsSettings:
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
-    def override(self, **values) -> "StatsSettings":
-        """A copy with the given settings replaced; ``None`` values are ignored, so the older
-        keywords (``n_resamples=``, ``seed=``) kept beside ``stats=`` override only when given."""
-        given = {name: value for name, value in values.items() if value is not None}
-        return dataclasses.replace(self, **given) if given else self
 
-
-#: The defaults: pass ``stats=DEFAULT_STATS.override(n_resamples=...)`` to change one.
+#: The defaults: pass ``stats=StatsSettings(n_resamples=...)`` to change one.
 DEFAULT_STATS = StatsSettings()

@@ -163,9 +163,6 @@ def audit_paper_numbers(
     paper: str | os.PathLike[str] = PAPER_REPORTED,
     sizes: Mapping[str, int] = GAIA_SIZES,
     claims: Sequence[RankClaim] = CLAIMS,
-    alpha: float | None = None,
-    power: float | None = None,
-    level: float | None = None,
     stats: StatsSettings = DEFAULT_STATS,
 ) -> PaperAudit:
     """Audit every figure of ``paper``; with ``out_dir``, write each table as ``audit_<name>.csv``.
@@ -177,11 +174,10 @@ def audit_paper_numbers(
     independent, the largest discordance at which it is detectable, and a verdict. ``text``: the
     prose and the printed gaps against the table rows. ``claims``: :data:`CLAIMS`. ``findings``:
     every inconsistency found, one sentence each. ``alpha``, ``power`` and ``level`` (the exact CIs)
-    come from ``stats``; given here, they override it.
+    come from ``stats``.
     """
     from roma_lab.results import write_table
 
-    stats = stats.override(alpha=alpha, power=power, level=level)
     alpha, power, level = stats.alpha, stats.power, stats.level
 
     frame = paper_reported_df(paper)

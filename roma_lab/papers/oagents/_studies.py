@@ -34,23 +34,21 @@ def _tasks(split: str, n_tasks: int | None, seed: int):
 
 def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 3,
                      temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
-                     n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                     stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 21: the protocol on our runs. The baseline agent at temperature 0 (R runs share the
     completion cache: greedy decoding repeats itself) and sampled at ``temperature`` (R seeded runs):
     pass@1 mean and run sd, pass@R, maj@R with its tie rate, the variance decomposition, and sampled
     vs greedy as a paired comparison. The sampled agent stands beside the paper's Table 9 OAgents row."""
-    stats = stats.override(n_resamples=n_resamples)
     conditions = [Condition("OAgents (temperature 0)", AgentConfig(name="greedy")),
                   Condition("OAgents", AgentConfig(name="sampled", temperature=temperature))]
     return run_study(out_dir, prefix="protocol", artefacts=("table9",), conditions=conditions,
                      tasks=_tasks(split, n_tasks, seed), baseline="OAgents (temperature 0)", runs=runs, lm=lm,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats,
-                     seed=seed)
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
 
 
 def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 4, n_train: int = 4,
                      runs: int = 1, revise_every: int = 2, split: str = STUDY_SPLIT, seed: int = 0,
-                     n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                     stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 22 (Table 7): plan-and-revise (the paper's OAgents baseline, revised every
     ``revise_every`` steps), a static workflow, + subtask decomposition through ROMA, + plan tips
     mined from the baseline's failures on ``n_train`` TRAIN tasks, and the official code's
@@ -61,7 +59,6 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     from roma_lab.agents import mine_tips, read_trajectories, run_agent, run_label
     from roma_lab.results import write_table, write_text_atomic
 
-    stats = stats.override(n_resamples=n_resamples)
     base = AgentConfig(name="plan_review", planning="revise", revise_every=revise_every)
     train = sample_suite_tasks("train", n_train, seed=seed)
     train_dir = Path(out_dir) / "train"
@@ -80,8 +77,7 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     ]
     tables = run_study(out_dir, prefix="planning", artefacts=("table7", "table7 text"), conditions=conditions,
                        tasks=_tasks(split, n_tasks, seed), baseline="OAgents", runs=runs, lm=lm,
-                       benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats,
-                       seed=seed)
+                       benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
     tips = pd.DataFrame({"tip": list(mined.tips) or [f"(no tips: {mined.error or 'no train failure to mine'})"],
                          "model": mined.model, "mined_from": ", ".join(mined.source_task_ids) or "(no failures)"})
     write_table(tips, out_dir, "planning_tips")
@@ -97,12 +93,11 @@ def _tips_json(tips) -> str:
 
 def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                    memory_window: int = 1, split: str = STUDY_SPLIT, seed: int = 0,
-                   n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                   stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 23 (Figure 2): current memory (the last ``memory_window`` steps), + a summary of
     every older step, + retrieval of the summaries BM25 ranks highest (the paper embeds them in a
     vector space), + long-term memory fused every step and carried across the tasks of a run, and
     the official code's long-term memory (computed, never shown)."""
-    stats = stats.override(n_resamples=n_resamples)
     current = AgentConfig(name="current", memory="current", memory_window=memory_window)
     conditions = [
         Condition("Current Memory", current),
@@ -114,19 +109,17 @@ def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     ]
     return run_study(out_dir, prefix="memory", artefacts=("figure2",), conditions=conditions,
                      tasks=_tasks(split, n_tasks, seed), baseline="Current Memory", runs=runs, lm=lm,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats,
-                     seed=seed)
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
 
 
 def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                 temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
-                n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 24 (Figure 3): the baseline, reflection on the answer (one retry with the critique
     when it is judged wrong), best-of-2 and best-of-4 with list-wise selection (what the official
     code always does), and best-of-4 with the scoring and the voting selector. All sample at
     ``temperature``; rollout i of run r is seeded r + 1000 i, so the baseline is every best-of-N's
     first rollout and BO2's rollouts are BO4's first two (the completion cache computes them once)."""
-    stats = stats.override(n_resamples=n_resamples)
     base = AgentConfig(name="sampled", temperature=temperature)
     bo2 = replace(base, name="bo2_list", tts="best_of_n", n_rollouts=2, selection="list")
     bo4 = replace(bo2, name="bo4_list", n_rollouts=4)
@@ -140,8 +133,7 @@ def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None =
     ]
     return run_study(out_dir, prefix="tts", artefacts=("figure3",), conditions=conditions,
                      tasks=_tasks(split, n_tasks, seed), baseline="baseline", runs=runs, lm=lm,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats,
-                     seed=seed)
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
 
 
 #: T6's advanced stack, as far as it exists offline: the paper adds a multimodal toolkit, a
@@ -151,14 +143,13 @@ ADVANCED = dict(planning="revise", revise_every=2, memory="summary", tts="reflec
 
 
 def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",), n_tasks: int | None = 6,
-                      runs: int = 1, split: str = STUDY_SPLIT, seed: int = 0, n_resamples: int | None = None,
+                      runs: int = 1, split: str = STUDY_SPLIT, seed: int = 0,
                       stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 25 (Table 6): each backbone with the baseline agent and with the advanced stack
     (``ADVANCED``), every role played by that backbone; each model's Advance - Baseline gap is a
     paired comparison of its own. Models are ``roma_lab.lm.resolve_lm`` names."""
     from roma_lab.lm import model_label, resolve_lm
 
-    stats = stats.override(n_resamples=n_resamples)
     if len(set(models)) != len(models) or not models:
         raise ValueError(f"models must be distinct and at least one, got {list(models)}")
     for model in models:  # a model that is not installed fails here, before any other model has run
@@ -172,8 +163,7 @@ def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",)
         pairs[advance.name] = baseline.name
     return run_study(out_dir, prefix="backbones", artefacts=("table6", "table6 text"), conditions=conditions,
                      tasks=_tasks(split, n_tasks, seed), baseline=pairs, runs=runs, lm=None,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats,
-                     seed=seed)
+                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
 
 
 
@@ -183,8 +173,8 @@ SAVED_STUDIES = ("21_measure_protocol", "22_compare_planning_table7", "23_compar
 
 
 def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = None,
-                       sources: Sequence[str] = SAVED_STUDIES, k: int = 3, seed: int = 0,
-                       n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                       sources: Sequence[str] = SAVED_STUDIES, k: int = 3,
+                       stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 28 (Table 9 / Table 1): Pass@1 beside Pass@k from the SAVED runs of other studies,
     with no model call: it reads each source's ``*_rows.csv`` (under ``saved_root``, default the
     parent of ``out_dir``), and every condition with at least ``k`` runs gets pass@1, pass@k and
@@ -198,7 +188,6 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     from ._audit import paper_reported_df
     from ._study import ALL, GAIA_SUBSETS, _LEVEL_RULE, _route_lengths
 
-    stats = stats.override(n_resamples=n_resamples)
     out_dir = Path(out_dir)
     root = Path(saved_root) if saved_root else out_dir.parent
     frames, listed = [], []
@@ -234,8 +223,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     scores = pd.concat([scores.assign(subset=ALL), scores.assign(subset=level).dropna(subset=["subset"])],
                        ignore_index=True)
     protocol = pd.concat([summarize_protocol(group, metric="success", answer="answer_key", ks=(k,),
-                                             n_resamples=stats.n_resamples, seed=seed, level=stats.level,
-                                             alpha=stats.alpha, power=stats.power)
+                                             stats=stats)
                           for _, group in scores.groupby("source", sort=False)], ignore_index=True)
     protocol = protocol[~protocol["metric"].isin(("var_run_to_run", "var_task_to_task"))].reset_index(drop=True)
     models = rows.groupby("condition")["model"].first()
@@ -252,14 +240,13 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     tables = {"rows": rows, "protocol": protocol, "sources": sources_table, "vs_paper": vs_paper}
     for name, table in tables.items():
         write_table(table, out_dir, f"pass_at_k_{name}")
-    stats = stats.override(seed=seed)
     record_stats(out_dir, stats)
     return OAgentsTables(out_dir=out_dir, rows=rows, protocol=protocol, comparisons=protocol.iloc[0:0],
                          vs_paper=vs_paper, extra={"sources": sources_table}, stats=stats)
 
 
 def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int | None = 6, seed: int = 0,
-                        n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                        stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 29 (Table 8): a seeded subset of BrowseComp (``roma_lab.bench.sample``; items are
     decrypted in memory, redacted from saved trajectories and never put in a completion cache), closed-book, graded by the
     benchmark's labelled string-match fallback (no judge model). Two conditions, named as Table 8
@@ -274,7 +261,6 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
 
     from ._audit import audit_paper_numbers
 
-    stats = stats.override(n_resamples=n_resamples)
     label = model_label(lm) if isinstance(lm, str) else str(getattr(lm, "model", lm))
     if isinstance(lm, str):
         # no completion cache (ours or DSPy's): a cached prompt would hold the question in the clear on
@@ -289,7 +275,7 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
                        paper_subsets={"all": "BrowseComp subset"},
                        benchmark="BrowseComp seeded subset, closed-book (offline: no web search), string-match "
                                  "fallback grader (not the official judge)",
-                       why_not_measured=_OFFLINE, stats=stats, seed=seed)
+                       why_not_measured=_OFFLINE, stats=stats)
     audit = audit_paper_numbers().counts
     counts = audit[audit["artefact"] == "table8"].reset_index(drop=True)
     write_table(counts, out_dir, "browsecomp_paper_counts")
@@ -298,7 +284,7 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
 
 def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                    n_sources: int = 5, coverage: float = 0.6, split: str = STUDY_SPLIT, seed: int = 0,
-                   n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                   stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 26 (Tables 3-5): the number of search sources (1, 3, 5 of ``n_sources`` partial
     copies of an offline corpus, ``search_tasks``) and query optimisation (reflection: a model
     rewrite of each query, then expansion into word-form variants) on the suite's research tasks.
@@ -306,7 +292,6 @@ def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     Table 3's page readers need web pages: not measured."""
     from roma_lab.agents import search_tasks
 
-    stats = stats.override(n_resamples=n_resamples)
     if split == "train":
         raise ValueError("train is for mining plan tips only; score on dev (development) or test")
     # Two passages per source: five sources' results then fit the 12 lines a step keeps in memory.
@@ -335,4 +320,4 @@ def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
                      benchmark=(f"offline BM25 search over the suite's research facts ({split} split; not web "
                                 f"search): sources are {n_sources} seeded copies each holding a passage with "
                                 f"probability {coverage:g}"),
-                     why_not_measured=why_not_measured, stats=stats, seed=seed)
+                     why_not_measured=why_not_measured, stats=stats)

@@ -147,8 +147,6 @@ def run_study(
     paper_subsets: Mapping[str, str] = GAIA_SUBSETS,
     why_not_measured: str | Callable[[Mapping[str, Any]], str] = "",
     ks: Sequence[int] | None = None,
-    n_resamples: int | None = None,
-    seed: int | None = None,
     stats: StatsSettings = DEFAULT_STATS,
     progress: bool = False,
 ) -> OAgentsTables:
@@ -162,8 +160,8 @@ def run_study(
     ``level``: the breakdown of each task (None: the whole sample only); ``paper_subsets`` maps our
     subsets to the paper's columns for ``beside_paper``. ``why_not_measured`` explains paper rows we
     do not run. Trajectories and run files go under ``out_dir/runs`` (a rerun resumes; with a warm
-    completion cache it makes no model call). ``stats``: the statistics settings (``n_resamples`` and
-    ``seed``, when given, override it); they are recorded in the returned tables' ``stats``.
+    completion cache it makes no model call). ``stats``: the statistics settings of every CI and
+    test; they are recorded in the returned tables' ``stats`` and the folder's provenance.
     """
     import pandas as pd
 
@@ -171,7 +169,6 @@ def run_study(
 
     from ._audit import paper_reported_df
 
-    stats = stats.override(n_resamples=n_resamples, seed=seed)
     names = [c.name for c in conditions]
     if len(set(names)) != len(names):
         raise ValueError(f"condition names must be unique, got {names}")
@@ -189,8 +186,7 @@ def run_study(
         parts.append(rows.assign(condition=condition.name, model=_model_name(condition.config, lm)))
     rows = pd.concat(parts, ignore_index=True)
     scores = _scores(rows, level, tasks)
-    settings = dict(metric="success", answer="answer_key", ks=ks, n_resamples=stats.n_resamples, seed=stats.seed,
-                    level=stats.level, alpha=stats.alpha, power=stats.power)
+    settings = dict(metric="success", answer="answer_key", ks=ks, stats=stats)
     protocol = [summarize_protocol(scores, **settings)]
     for base in dict.fromkeys(pairs.values()):  # one family of comparisons per baseline
         group = scores[scores["condition"].isin([base, *(c for c, b in pairs.items() if b == base)])]

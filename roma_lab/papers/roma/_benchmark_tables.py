@@ -149,7 +149,6 @@ def run_roma_table(
     chapter_words: int = 150,
     data_path: str | os.PathLike[str] | None = None,
     item_timeout_s: float | None = None,
-    n_resamples: int | None = None,
     stats: StatsSettings = DEFAULT_STATS,
     progress: bool = True,
 ) -> RomaTables:
@@ -174,10 +173,9 @@ def run_roma_table(
     ``<benchmark>_paired.csv`` (ROMA minus base: paired CI, exact sign test), ``<benchmark>_vs_paper.csv``
     (``roma_lab.results.beside_paper``); for AbGen also ``abgen_status.csv``. Returns them as
     :class:`RomaTables` by file stem; the results table names the system ``condition``, as the file on
-    disk does. The statistics settings used (``n_resamples``, ``seed``) go to the folder's provenance.
+    disk does. ``seed`` draws the items; ``stats`` (resamples, bootstrap seed, level, alpha, power)
+    computes the CIs and tests, and goes to the folder's provenance.
     """
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
-    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=seed)  # what the CIs and tests below use
     spec = benchmark_spec(benchmark)
     if not spec.artefact:
         raise ValueError(f"{benchmark!r} is not in a ROMA paper table; tables run "
@@ -227,7 +225,7 @@ def run_roma_table(
     results = read_results_df(results_path)
     keys = {(it.benchmark, it.item_id) for it in items}
     results = results[[k in keys for k in zip(results["benchmark"], results["item_id"], strict=True)]]
-    summary = summarize_results(results, spec, n_resamples=n_resamples, seed=seed)
+    summary = summarize_results(results, spec, stats=stats)
     settings = {name: system_setting(name, config.search_backend) for name in systems}
     summary = summary.assign(model=config.model, setting=summary["condition"].map(settings))
     # the graders as they named themselves on the rows (EQ-Bench's says "final-piece-only")
@@ -237,12 +235,11 @@ def run_roma_table(
     tables[f"{benchmark}_results"] = results.reset_index(drop=True)
     tables[f"{benchmark}_summary"] = summary
     if set(SYSTEMS) <= set(systems):
-        tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "base", n_resamples=n_resamples,
-                                                        seed=seed)
+        tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "base", stats=stats)
     tables[f"{benchmark}_vs_paper"] = _beside_paper(spec, summary, measured,
                                                     f"not run: this call's systems were {list(systems)}")
     for name, df in tables.items():
         if name != f"{benchmark}_results":  # run_benchmark wrote that file row by row
             write_table(df, out, name)
-    record_stats(out, used)
-    return RomaTables(tables, out, used)
+    record_stats(out, stats)
+    return RomaTables(tables, out, stats)

@@ -194,7 +194,6 @@ def table7_gepa(
     *,
     benchmarks: Sequence[str] = BENCHMARKS,
     n_test: int = 6,
-    n_resamples: int | None = None,
     stats: StatsSettings = DEFAULT_STATS,
     **search: Any,
 ) -> RomaTables:
@@ -210,13 +209,11 @@ def table7_gepa(
     (GEPA+ - GEPA per benchmark: paired bootstrap CI and sign test), table7_vs_paper (percent),
     table7_runs (one row per search: status, cost with ``total_metric_calls`` first, settings),
     table7_curves, table7_records and table7_candidates (for the evolution widget). Returns them as
-    :class:`RomaTables`; the statistics settings used (``n_resamples``, ``seed``) go to the provenance.
+    :class:`RomaTables`; the statistics settings used (``stats``) go to the provenance.
     """
     import pandas as pd
 
     from roma_lab.results import compare, record_stats, summarize, write_table
-
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
 
     settings = SearchSettings(**search)
     _check_benchmarks(benchmarks)
@@ -237,22 +234,21 @@ def table7_gepa(
                 log.add(benchmark, method, run, result)
 
     items_df = pd.DataFrame(items, columns=ITEM_COLUMNS)
-    scores = summarize(items_df, ["score"], n_resamples=n_resamples, seed=settings.seed)
+    scores = summarize(items_df, ["score"], stats=stats)
     summary = _annotate(pd.concat([scores, _error_counts(items_df)], ignore_index=True), log.statuses(), described)
     # the paper calls the mean held-out score accuracy and states it in percent
     accuracy = summary[summary["metric"] == "score"].assign(metric="accuracy", unit="fraction")
     tables = {
         "table7_items": items_df,
         "table7_summary": summary,
-        "table7_paired": compare(items_df, "gepa+", "gepa", "score", n_resamples=n_resamples, seed=settings.seed),
+        "table7_paired": compare(items_df, "gepa+", "gepa", "score", stats=stats),
         "table7_vs_paper": _vs_paper(accuracy, "table7"),
         **log.tables("table7"),
     }
     for name, df in tables.items():
         write_table(df, out_dir, name)
-    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=settings.seed)
-    record_stats(out_dir, used)
-    return RomaTables(tables, Path(out_dir), used)
+    record_stats(out_dir, stats)
+    return RomaTables(tables, Path(out_dir), stats)
 
 
 def convergence_summary(curves: pd.DataFrame, *, tolerance: float = 0.0) -> pd.DataFrame:

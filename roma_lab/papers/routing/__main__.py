@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ...router import DEFAULT_SEED
-from ...stats import DEFAULT_STATS
+from ...stats import DEFAULT_STATS, StatsSettings
 from ._tables import ENCODER_CANDIDATES, TABLES, TRAINING_SIZES, reproduce_tables
 
 
@@ -45,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
               "encoders": args.encoders}
     try:
         out = reproduce_tables(args.out, tables=args.tables, suite_seed=args.suite_seed, seed=args.seed,
-                        n_resamples=args.n_resamples, repeats=args.repeats, encoders=args.encoders)
+                               repeats=args.repeats, encoders=args.encoders,
+                               stats=StatsSettings(n_resamples=args.n_resamples, seed=args.seed))
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -55,8 +55,7 @@ def run_figures(run, condition: str) -> dict:
 
 
 def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa", lm: Any = "local",
-                      n_items: int = 3, seed: int = 0, max_depth: int = 1, n_resamples: int | None = None,
-                      stats: StatsSettings = DEFAULT_STATS,
+                      n_items: int = 3, seed: int = 0, max_depth: int = 1, stats: StatsSettings = DEFAULT_STATS,
                       progress: bool = False) -> RoutingTables:
     """ROMA on `n_items` seeded items of `benchmark`, once with its LM atomizer and once with
     `RouterAtomizer(model)` (every other role the same, on the same `lm`), one call at a time.
@@ -64,11 +63,11 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
     Writes `atomizer_results.csv` (graded rows, resumable), `runs/<condition>/<item>.json`,
     `atomizer_runs.csv` (tidy: item x condition with score, role and LM calls, tokens, wall time),
     `atomizer_summary.csv` (means with task-bootstrap CIs) and `atomizer_paired.csv` (router minus
-    LM atomizer, paired CI and exact sign test); returns them as `RoutingTables`."""
+    LM atomizer, paired CI and exact sign test, under `stats`); returns them as `RoutingTables`.
+    `seed` draws the items."""
     from ... import bench
     from ...controller import Roma, RouterAtomizer, Run
 
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     if n_items < 1 or max_depth < 0:
         raise ValueError(f"need n_items >= 1 and max_depth >= 0, got {n_items}, {max_depth}")
     spec = bench.BENCHMARKS[benchmark]
@@ -93,14 +92,13 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
         rows.append({"condition": r.condition, "subset": benchmark, "task_id": r.item_id, "score": score,
                      "error": r.error, **figures})
     runs = pd.DataFrame(rows).reindex(columns=["condition", "subset", "task_id", "error", *RUN_METRICS])
-    summary = summarize(runs, list(RUN_METRICS), ci=list(RUN_METRICS), run=None, n_resamples=n_resamples, seed=seed)
-    paired = pd.concat([compare(runs, "router_atomizer", "lm_atomizer", m, n_resamples=n_resamples, seed=seed)
+    summary = summarize(runs, list(RUN_METRICS), ci=list(RUN_METRICS), run=None, stats=stats)
+    paired = pd.concat([compare(runs, "router_atomizer", "lm_atomizer", m, stats=stats)
                         for m in RUN_METRICS if m != "root_atomic"], ignore_index=True)
     model_name = str(getattr(engine, "model", type(engine).__name__))
     tables = {"atomizer_runs": runs, "atomizer_summary": summary.assign(model=model_name),
               "atomizer_paired": paired.assign(model=model_name)}
     for name, df in tables.items():
         write_table(df, out, name)
-    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=seed)
-    record_stats(out, used)
-    return RoutingTables({"atomizer_results": results, **tables}, out, used)
+    record_stats(out, stats)
+    return RoutingTables({"atomizer_results": results, **tables}, out, stats)

@@ -142,13 +142,13 @@ NOT_MEASURED = "this suite has no such row"
 
 
 def _vs_paper(ours: pd.DataFrame, artefact: str, study: RouterStudy, *, why=WHY,
-              n_resamples: int | None = None) -> pd.DataFrame:
+              stats: StatsSettings | None = None) -> pd.DataFrame:
     """Every paper figure of `artefact` beside ours (the results vocabulary's one join and agreement
     rule), with the hash of the suite ours was measured on, so a changed suite shows in every row."""
     seed = f"seed {study.suite_seed}" if study.suite_seed is not None else "tasks not generated from a seed"
     setting = f"our suite ({seed}) built to the paper's specification; its templates are not public"
-    if n_resamples is not None:
-        setting += f"; {n_resamples} bootstrap resamples"
+    if stats is not None:
+        setting += f"; {stats.n_resamples} bootstrap resamples"
     return beside_paper(ours, _paper_reported(), artefact, why=why, why_not_measured=NOT_MEASURED,
                         setting=setting).assign(suite_hash=study.suite_hash)
 
@@ -179,29 +179,27 @@ def family_table(study: RouterStudy) -> dict[str, pd.DataFrame]:
     return {"table1_families": suite_families().merge(counts, on="family")}
 
 
-def _paired(scores: pd.DataFrame, a: str, others: Sequence[str], *, n_resamples: int, seed: int) -> pd.DataFrame:
+def _paired(scores: pd.DataFrame, a: str, others: Sequence[str], *, stats: StatsSettings) -> pd.DataFrame:
     """`a` against each of `others`, success then cost, per split (paired bootstrap + sign test)."""
-    return pd.concat([compare(scores, a, b, metric, n_resamples=n_resamples, seed=seed)
+    return pd.concat([compare(scores, a, b, metric, stats=stats)
                       for b in others for metric in ("success", "cost")], ignore_index=True)
 
 
-def _policy_tables(study: RouterStudy, split: str, *, n_resamples: int, seed: int, repeats: int, artefact: str,
+def _policy_tables(study: RouterStudy, split: str, *, stats: StatsSettings, seed: int, repeats: int, artefact: str,
                    why=WHY):
     scores = evaluate(baseline_policies(study.model, seed=seed), study.split(split), repeats=repeats)
-    summary = summarize_routes(scores, n_resamples=n_resamples, seed=seed)
-    paired = _paired(scores, "learned", ("static", "one_shot"), n_resamples=n_resamples, seed=seed)
+    summary = summarize_routes(scores, stats=stats)
+    paired = _paired(scores, "learned", ("static", "one_shot"), stats=stats)
     ours = pd.concat([summary, as_metrics(paired, ["ci_low", "ci_high", "sign_test_p"])], ignore_index=True)
     return {f"{artefact}_tasks": scores, f"{artefact}_summary": summary, f"{artefact}_paired": paired,
-            f"{artefact}_vs_paper": _vs_paper(ours, artefact, study, why=why, n_resamples=n_resamples)}
+            f"{artefact}_vs_paper": _vs_paper(ours, artefact, study, why=why, stats=stats)}
 
 
-def wording_sensitivity(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
-                        seed: int = 0) -> pd.DataFrame:
+def wording_sensitivity(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS) -> pd.DataFrame:
     """Learned success on the standard test with the four families whose test templates were
     reworded when the split was locked (`PRE_LOCK_TEST_TEMPLATES`) worded four ways: locked (the
     suite), as their dev templates, as their challenge templates, and as before the lock. Same
     values, same fitted model; only those prompts change."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     families = tuple(PRE_LOCK_TEST_TEMPLATES)
     wordings = (
         ("locked", "locked by the split rule before scoring (the suite)", {}),
@@ -214,7 +212,7 @@ def wording_sensitivity(study: RouterStudy, *, n_resamples: int | None = None, s
     for name, description, templates in wordings:
         tasks = reword(study.split("test"), templates)
         scores = evaluate([Learned(study.model)], tasks, repeats=1)
-        s = summarize_routes(scores, n_resamples=n_resamples, seed=seed).set_index("metric")
+        s = summarize_routes(scores, stats=stats).set_index("metric")
         in_four = scores["family"].isin(families)
         rows.append({"wording": name, "description": description, "n": int(s.loc["success", "n"]),
                      "success": s.loc["success", "value"], "ci_low": s.loc["success", "ci_low"],
@@ -225,12 +223,12 @@ def wording_sensitivity(study: RouterStudy, *, n_resamples: int | None = None, s
     return pd.DataFrame(rows)
 
 
-def standard_test_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
-                        seed: int = 0, repeats: int = 5):
+def standard_test_table(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS, seed: int = 0,
+                        repeats: int = 5):
     """Held-out standard test: every policy, success CI, cost, latency, compliance, route quality,
-    and the sensitivity of learned success to the wording of the four reworded test families."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
-    sensitivity = wording_sensitivity(study, n_resamples=n_resamples, seed=seed)
+    and the sensitivity of learned success to the wording of the four reworded test families. `seed`
+    seeds the random policies; `stats` the bootstrap."""
+    sensitivity = wording_sensitivity(study, stats=stats)
     pre_lock = sensitivity.set_index("wording").loc["pre_lock", "success"]
     locked = ("the standard-test templates are locked by a word-overlap rule fixed before scoring (dev's band with "
               "train); the paper's templates are not public. Worded as before the lock (four templates rewritten "
@@ -241,16 +239,14 @@ def standard_test_table(study: RouterStudy, *, n_resamples: int | None = None, s
             return locked
         return WHY.get(row["metric"], WHY["*"])
 
-    tables = _policy_tables(study, "test", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table2",
+    tables = _policy_tables(study, "test", stats=stats, seed=seed, repeats=repeats, artefact="table2",
                             why=why)
     return {**tables, "table2_sensitivity": sensitivity}
 
 
-def challenge_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
-                    seed: int = 0, repeats: int = 5):
+def challenge_table(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS, seed: int = 0, repeats: int = 5):
     """Locked lexical-shift challenge split, same protocol as Table 2."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
-    return _policy_tables(study, "challenge", n_resamples=n_resamples, seed=seed, repeats=repeats, artefact="table3")
+    return _policy_tables(study, "challenge", stats=stats, seed=seed, repeats=repeats, artefact="table3")
 
 
 def ablation_models(study: RouterStudy) -> dict[str, OperationModel]:
@@ -262,23 +258,21 @@ def ablation_models(study: RouterStudy) -> dict[str, OperationModel]:
             "no_budget": replace(study.model, budget=None, max_ops=None)}
 
 
-def ablation_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
-                   seed: int = 0):
+def ablation_table(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS):
     """Ablations on test and challenge; each ablation's tau and vocabulary size as metric rows too."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     models = ablation_models(study)
     policies = [replace(Learned(m), name=name) for name, m in models.items()]
     policies.append(replace(OneShot(study.model), name="one_operation"))
     models["one_operation"] = study.model
     scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
-    summary = summarize_routes(scores, n_resamples=n_resamples, seed=seed)
+    summary = summarize_routes(scores, stats=stats)
     groups = summary[["condition", "subset"]].drop_duplicates()
     tau = {name: m.tau for name, m in models.items()}
     n_features = {name: m.featurizer.n_features for name, m in models.items()}
     summary = pd.concat([summary, groups.assign(metric="tau", value=groups["condition"].map(tau)),
                          groups.assign(metric="n_features", value=groups["condition"].map(n_features))],
                         ignore_index=True)
-    return {"table4_ablations": summary, "table4_vs_paper": _vs_paper(summary, "table4", study, n_resamples=n_resamples)}
+    return {"table4_ablations": summary, "table4_vs_paper": _vs_paper(summary, "table4", study, stats=stats)}
 
 
 def threshold_table(study: RouterStudy, *, taus: Sequence[float] = TAU_GRID):
@@ -367,14 +361,12 @@ def _backoff_rate(gate: Hybrid, tasks: Sequence[Task]) -> float:
     return float(np.mean([gate.backs_off(p) for p in probs]))
 
 
-def hybrid_table(study: RouterStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
-           seed: int = 0, model: OperationModel | None = None,
-           name: str = "hybrid", learned: str = "learned"):
+def hybrid_table(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS, model: OperationModel | None = None,
+                 name: str = "hybrid", learned: str = "learned"):
     """Beyond the paper: back off to the static route when probabilities are near tau or diffuse.
     The gate is selected on dev (`hybrid_selection` marks it), then evaluated once on test and
     challenge; its back-off rate on each is a metric row of the hybrid condition. `model` (default:
     the lexical router) is the router behind the gate, named `learned` in the tables; the gate `name`."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     model = study.model if model is None else model
     gate, selection = select_hybrid_gate(study, model=model)
     gate = replace(gate, name=name)
@@ -383,52 +375,47 @@ def hybrid_table(study: RouterStudy, *, n_resamples: int | None = None, stats: S
     backoff = pd.DataFrame([{"condition": gate.name, "subset": s, "metric": "backoff_rate",
                              "value": _backoff_rate(gate, study.split(s)), "n": len(study.split(s))}
                             for s in ("test", "challenge")])
-    summary = pd.concat([summarize_routes(scores, n_resamples=n_resamples, seed=seed), backoff], ignore_index=True)
-    paired = _paired(scores, gate.name, (learned, "static"), n_resamples=n_resamples, seed=seed)
+    summary = pd.concat([summarize_routes(scores, stats=stats), backoff], ignore_index=True)
+    paired = _paired(scores, gate.name, (learned, "static"), stats=stats)
     return {"hybrid_selection": selection, "hybrid_summary": summary, "hybrid_paired": paired}
 
 
 # --------------------------------------------------------------------------- issue 12: semantic variants
-def semantic_table(sem: SemanticStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
-                   seed: int = 0, natural_path=None):
+def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, natural_path=None):
     """The router variants (lexical, semantic, lexical+semantic) and static routing on test and
     challenge, paired against the lexical router and against static routing; their coverage of the
     hand-written natural prompts, paired against the lexical router; the paper's lexical figures beside.
     Every variant was fitted and chosen on train and dev (`semantic_selection`)."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     study = sem.study
     policies = [with_name(m, v) for v, m in sem.models.items()] + [StaticWorkload()]
     scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
-    summary = summarize_routes(scores, n_resamples=n_resamples, seed=seed)
+    summary = summarize_routes(scores, stats=stats)
     groups = summary[["condition", "subset"]].drop_duplicates()
     groups = groups[groups["condition"].isin(list(sem.models))]
     chosen = sem.selection[sem.selection["selected"] & sem.selection["encoder_selected"]].set_index("variant")
     summary = pd.concat([summary] + [groups.assign(metric=m, value=groups["condition"].map(chosen[m]))
                                      for m in ("tau", "scale", "n_features")], ignore_index=True)
     others = [v for v in sem.models if v != "lexical"]
-    paired = pd.concat([_paired(scores, v, ("lexical", "static"), n_resamples=n_resamples, seed=seed) for v in others]
-                       + [_paired(scores, "lexical", ("static",), n_resamples=n_resamples, seed=seed)],
+    paired = pd.concat([_paired(scores, v, ("lexical", "static"), stats=stats) for v in others]
+                       + [_paired(scores, "lexical", ("static",), stats=stats)],
                        ignore_index=True)
     natural = route_natural(sem.models, natural_prompts(natural_path))
-    natural_summary = summarize(natural, ["coverage", "exact_route", "cost"], ci=["coverage"], run=None,
-                                n_resamples=n_resamples, seed=seed)
-    natural_paired = pd.concat([compare(natural, v, "lexical", m, n_resamples=n_resamples, seed=seed)
+    natural_summary = summarize(natural, ["coverage", "exact_route", "cost"], ci=["coverage"], run=None, stats=stats)
+    natural_paired = pd.concat([compare(natural, v, "lexical", m, stats=stats)
                                 for v in others for m in ("coverage", "cost")], ignore_index=True)
     ours = pd.concat([summary, as_metrics(paired, ["ci_low", "ci_high", "sign_test_p"])], ignore_index=True)
     return {"semantic_selection": sem.selection, "semantic_tasks": scores, "semantic_summary": summary,
             "semantic_paired": paired, "semantic_natural_tasks": natural, "semantic_natural_summary": natural_summary,
             "semantic_natural_paired": natural_paired, "semantic_natural_by_family": coverage_by_family(natural),
-            "semantic_vs_paper": _vs_paper(ours, "semantic", study, n_resamples=n_resamples)}
+            "semantic_vs_paper": _vs_paper(ours, "semantic", study, stats=stats)}
 
 
-def semantic_hybrid_table(sem: SemanticStudy, *, n_resamples: int | None = None, stats: StatsSettings = DEFAULT_STATS,
-                          seed: int = 0):
+def semantic_hybrid_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS):
     """Notebook 16's dev-gated back-off, re-evaluated with each embedding variant behind the gate."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
     out: dict[str, pd.DataFrame] = {}
     for variant in (v for v in sem.models if v != "lexical"):
-        tables = hybrid_table(sem.study, n_resamples=n_resamples, seed=seed, model=sem.models[variant],
-                        name=f"hybrid[{variant}]", learned=variant)
+        tables = hybrid_table(sem.study, stats=stats, model=sem.models[variant], name=f"hybrid[{variant}]",
+                              learned=variant)
         for key, df in tables.items():
             out.setdefault(key.replace("hybrid_", "semantic_hybrid_"), []).append(df.assign(router=variant))
     return {k: pd.concat(v, ignore_index=True) for k, v in out.items()}
@@ -475,19 +462,19 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
 
 
 def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str] = TABLES,
-                     suite_seed: int = DEFAULT_SEED, seed: int = 0, n_resamples: int | None = None, repeats: int = 5,
+                     suite_seed: int = DEFAULT_SEED, seed: int = 0, repeats: int = 5,
                      stats: StatsSettings = DEFAULT_STATS,
                      training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
                      encoders: Sequence[str] = ENCODER_CANDIDATES) -> RoutingTables:
     """Fit once (or reuse `study`), compute the requested tables, write `<name>.csv` and
     `summary.json` into out_dir (None: write nothing) and return them as `RoutingTables`, with the
-    statistics settings they used (every table's bootstrap seed is `seed`), which also go to the
-    folder's provenance. The semantic tables choose among `encoders` on dev (`_semantic`)."""
-    n_resamples = stats.override(n_resamples=n_resamples).n_resamples
+    statistics settings they used (`stats`: every bootstrap and test; `seed` seeds the random
+    policies and the training-size draws), which also go to the folder's provenance. The semantic
+    tables choose among `encoders` on dev (`_semantic`)."""
     unknown = set(tables) - set(TABLES)
     if unknown:
         raise ValueError(f"unknown table(s) {sorted(unknown)}; expected some of {TABLES}")
-    if n_resamples < 1 or repeats < 1:
+    if stats.n_resamples < 1 or repeats < 1:
         raise ValueError("n_resamples and repeats must be >= 1")
     if study is None:
         study = RouterStudy.build(suite_seed=suite_seed)
@@ -495,17 +482,17 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
         raise ValueError(f"study was built on suite seed {study.suite_seed}, not {suite_seed}")
     producers = {
         "table1": lambda: family_table(study),
-        "table2": lambda: standard_test_table(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
-        "table3": lambda: challenge_table(study, n_resamples=n_resamples, seed=seed, repeats=repeats),
-        "table4": lambda: ablation_table(study, n_resamples=n_resamples, seed=seed),
+        "table2": lambda: standard_test_table(study, stats=stats, seed=seed, repeats=repeats),
+        "table3": lambda: challenge_table(study, stats=stats, seed=seed, repeats=repeats),
+        "table4": lambda: ablation_table(study, stats=stats),
         "table5": lambda: threshold_table(study),
         "training_size": lambda: training_size_curve(study, sizes=training_sizes, seed=seed),
         "failures": lambda: failure_analysis(study),
-        "hybrid": lambda: hybrid_table(study, n_resamples=n_resamples, seed=seed),
+        "hybrid": lambda: hybrid_table(study, stats=stats),
     }
     sem = SemanticStudy.build(study, encoders=encoders) if set(tables) & set(SEMANTIC_TABLES) else None
-    producers |= {"semantic": lambda: semantic_table(sem, n_resamples=n_resamples, seed=seed),
-                  "semantic_hybrid": lambda: semantic_hybrid_table(sem, n_resamples=n_resamples, seed=seed)}
+    producers |= {"semantic": lambda: semantic_table(sem, stats=stats),
+                  "semantic_hybrid": lambda: semantic_hybrid_table(sem, stats=stats)}
     out: dict[str, pd.DataFrame] = {"tau_selection": study.tau_selection, "model_vs_paper": model_vs_paper(study)}
     for name in TABLES:
         if name in tables:
@@ -514,10 +501,9 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
         for name, df in out.items():
             write_table(df, out_dir, name)
         write_text_atomic(Path(out_dir, "summary.json"), json.dumps(_summary_json(study, out), indent=2, sort_keys=True))
-    used = DEFAULT_STATS.override(n_resamples=n_resamples, seed=seed)  # what summarize/compare above used
     if out_dir is not None:
-        record_stats(out_dir, used)
-    return RoutingTables(out, None if out_dir is None else Path(out_dir), used)
+        record_stats(out_dir, stats)
+    return RoutingTables(out, None if out_dir is None else Path(out_dir), stats)
 
 
 def semantic_and_atomizer_summary(tables: Mapping[str, pd.DataFrame],
