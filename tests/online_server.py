@@ -142,13 +142,15 @@ class _Plan:
     times: int | None = None  # None: every request until cleared
     hold_s: float = 0.0
     on_request: list = field(default_factory=list)
+    retry_after: str | None = "0"
 
 
 class FaultProxy(LoopbackServer):
     """Reverse proxy on loopback before ``upstream`` (an http://host:port origin).
 
     ``inject(kind, times=None)`` makes the next ``times`` requests (all, when None) fail with
-    ``kind``: "429" (rate limit, ``Retry-After: 0``), "500", "malformed" (the server's reply, cut off
+    ``kind``: "429" (rate limit, ``Retry-After: <retry_after>``, by default 0; ``retry_after=None``
+    sends no hint, so the client backs off on its own schedule), "500", "malformed" (the server's reply, cut off
     inside a JSON string, as HTTP 200), "slow" (the request is held ``hold_s`` seconds before it is
     forwarded; at teardown it is dropped instead). When the upstream cannot be
     reached or drops the connection, the client's connection is closed without a reply, as a dead
@@ -172,11 +174,12 @@ class FaultProxy(LoopbackServer):
     def _release(self) -> None:
         self.release.set()
 
-    def inject(self, kind: str | None, *, times: int | None = None, hold_s: float = 0.0) -> None:
+    def inject(self, kind: str | None, *, times: int | None = None, hold_s: float = 0.0,
+               retry_after: str | None = "0") -> None:
         if kind is not None and kind not in FAULTS:
             raise ValueError(f"unknown fault {kind!r}; one of {FAULTS}")
         with self._lock:
-            self._plan = _Plan(kind, times, hold_s, self._plan.on_request)
+            self._plan = _Plan(kind, times, hold_s, self._plan.on_request, retry_after)
 
     def on_request(self, hook) -> None:
         """Call ``hook(n)`` (n = requests received so far) before each request is forwarded."""
@@ -261,7 +264,7 @@ class FaultProxy(LoopbackServer):
                 if plan.fault == "429":
                     exchange.status = 429
                     self._reply(429, b'{"error": {"message": "rate limited (injected)", "type": "rate_limit"}}',
-                                {"Retry-After": "0"})
+                                {} if plan.retry_after is None else {"Retry-After": plan.retry_after})
                     return
                 if plan.fault == "500":
                     exchange.status = 500

@@ -37,6 +37,7 @@ from roma_lab.lm import (
     scripted_lm,
 )
 from roma_lab.lm._engine import MAX_STRING_CHARS, json_grammar
+from roma_lab.lm._server import RemoteLM
 
 
 class Atomize(dspy.Signature):
@@ -106,9 +107,9 @@ def test_gguf_path_id_follows_file_content(tmp_path):
         resolve_lm(str(tmp_path / "missing.gguf"))
 
 
-def test_litellm_string_gives_plain_dspy_lm_without_calling_it():
+def test_litellm_string_gives_a_remote_dspy_lm_without_calling_it():
     lm = resolve_lm("openai/gpt-4o-mini", temperature=0.2)  # at a server of one's own: test_online_switch.py
-    assert isinstance(lm, dspy.LM) and lm.model == "openai/gpt-4o-mini" and lm.engine == "auto"
+    assert isinstance(lm, RemoteLM) and lm.model == "openai/gpt-4o-mini" and lm.engine == "auto"
     assert lm.kwargs["temperature"] == 0.2 and not lm.history
 
 
@@ -289,7 +290,8 @@ def test_replay_serves_recorded_and_fails_clearly_on_miss(tmp_path):
     model_id = MODELS["smollm2-135m"].model_id
     recorder = dspy.LM("local/" + model_id, max_tokens=1024, cache=False,
                        engine=CachingEngine(atomize_engine(), model_id=model_id, directory=tmp_path,
-                                            settings={"json_mode": MODELS["smollm2-135m"].json_mode}))
+                                            settings={"json_mode": MODELS["smollm2-135m"].json_mode,
+                                                      "engine": "llama-cpp-python", "slots": 1}))  # as resolve_lm's
     predict(recorder)
     replay = replay_lm("local:smollm2-135m", directory=tmp_path)
     assert predict(replay).task_type == "write"

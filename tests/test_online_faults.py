@@ -87,7 +87,7 @@ def test_an_http_fault_is_typed_in_trace_and_row_and_the_rerun_resumes(kind, pro
 
 @pytest.mark.parametrize("kind", ["429", "500"])
 def test_a_transient_fault_is_retried_with_backoff_and_the_call_succeeds(kind, proxy):
-    lm = served(proxy.api_base)  # DSPy's default num_retries=3
+    lm = served(proxy.api_base)  # resolve_lm gives remote models num_retries=5
     proxy.inject(kind, times=1)
     run = Roma(lm=lm, max_depth=0).run(SECOND.question)
     assert run.status == "completed"

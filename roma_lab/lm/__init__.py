@@ -9,8 +9,10 @@ tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call c
 what one call consumed (the one usage count of run traces and agent trajectories). ``replay_lm``
 serves recorded completions for tests. An ``openai/<name>`` model is sent to the user's own server
 named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is a ``ServerLM``
-(``_server.py``), whose replies DSPy's request cache keys by that server. See design/local_model.md
-and design/online.md.
+(``_server.py``), whose replies DSPy's request cache keys by that server. Every request holds one
+of its model's ``max_concurrency`` slots while in flight, process-wide (``_limits.py``), and a
+request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that rollout
+(``_rollout.py``). See design/local_model.md and design/online.md.
 """
 
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
@@ -27,6 +29,7 @@ from ._models import (
 )
 from ._price import call_cost, in_process, served_from_cache
 from ._resolve import LocalModel, describe_lm_name, model_label, replay_lm, resolve_lm
+from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
 from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
@@ -57,6 +60,7 @@ __all__ = [
     "call_cost",
     "call_usage",
     "count_words",
+    "current_rollout",
     "describe_lm_name",
     "free_cores",
     "in_process",
@@ -67,6 +71,8 @@ __all__ = [
     "replay_lm",
     "request_key",
     "resolve_lm",
+    "rollout",
+    "rollout_seed",
     "script_reply",
     "scripted_lm",
     "served_from_cache",

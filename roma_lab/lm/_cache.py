@@ -1,10 +1,11 @@
 """On-disk completion cache and replay, the one boundary through which local model calls pass.
 
 A completion is stored under the SHA-256 of the canonical request (model id, system prompt,
-messages, generation settings), so re-running a notebook repeats no model call, and a replay
-engine can serve recorded completions to tests, failing loudly on anything not recorded. Each
-entry is checked against what it stores before it is served: its key is recomputed from its
-request and a digest covers request and reply, so an edited entry is damaged, never served.
+messages, generation settings, the engine's kind and slot count, the rollout it belongs to), so
+re-running a notebook repeats no model call, and a replay engine can serve recorded completions to
+tests, failing loudly on anything not recorded. Each entry is checked against what it stores before it is
+served: its key is recomputed from its request and a digest covers request and reply, so an edited
+entry is damaged, never served.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from roma_lab.results import quarantine, write_text_atomic
 
 from ._engine import SUPPORTED_PARAMS, request_messages
+from ._rollout import current_rollout
 
 __all__ = ["CacheMissError", "CachingEngine", "CorruptCacheEntryError", "ReplayEngine", "request_key"]
 
@@ -64,18 +66,21 @@ def _canonical_json(value) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), default=repr)
 
 
-def canonical_request(model_id: str, request, settings: dict | None = None) -> dict:
+def canonical_request(model_id: str, request, settings: dict | None = None, rollout: str | None = None) -> dict:
     """The parts of a request that decide its completion, as plain JSON data.
 
-    ``settings`` are engine settings that change outputs without being in the request
-    (the JSON decoding mode).
+    ``settings`` are engine settings that change outputs without being in the request (the JSON
+    decoding mode, the engine's kind and slot count: greedy outputs differ across slot counts and
+    batch make-up); ``rollout`` the rollout the request belongs to (lm/_rollout.py), so each
+    rollout of a repeated request gets its own completion.
     """
     config = {k: v for k, v in dataclasses.asdict(request.config).items() if v not in (None, (), [])}
-    return {"model_id": model_id, "settings": settings or {}, "messages": request_messages(request), "config": config}
+    return {"model_id": model_id, "settings": settings or {}, "messages": request_messages(request), "config": config,
+            "rollout": rollout}
 
 
-def request_key(model_id: str, request, settings: dict | None = None) -> str:
-    return _sha256(_canonical_json(canonical_request(model_id, request, settings)))
+def request_key(model_id: str, request, settings: dict | None = None, rollout: str | None = None) -> str:
+    return _sha256(_canonical_json(canonical_request(model_id, request, settings, rollout)))
 
 
 def _sha256(text: str) -> str:
@@ -144,7 +149,9 @@ def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:
 
 
 class CachingEngine:
-    """Wraps an engine: serve a request from ``directory`` if recorded, else call and record it."""
+    """Wraps an engine: serve a request from ``directory`` if recorded, else call and record it. The
+    key holds ``settings`` and the current rollout; a hit takes no request slot (only the wrapped
+    engine does)."""
 
     # A reply that fails to parse is removed from the cache (lm/_unparsed.py): AsyncEngine reads this.
     watches_parses = True
@@ -154,11 +161,13 @@ class CachingEngine:
         self.model_id = model_id
         self.directory = Path(directory)
         self.settings = settings or {}
+        self.slots = getattr(inner, "slots", 1)
         self.supports_response_schema = getattr(inner, "supports_response_schema", False)
         self.supported_params = getattr(inner, "supported_params", frozenset())
 
     def complete(self, request):
-        key = request_key(self.model_id, request, self.settings)
+        rollout = current_rollout()
+        key = request_key(self.model_id, request, self.settings, rollout)
         path = _entry_path(self.directory, self.model_id, key)
         try:
             entry = _read(path, key, self.model_id)
@@ -173,7 +182,8 @@ class CachingEngine:
             usage = response.usage
             # The request as JSON data, so the key recomputes from the stored copy exactly.
             fields = {"key": key, "model_id": self.model_id,
-                      "request": json.loads(_canonical_json(canonical_request(self.model_id, request, self.settings))),
+                      "request": json.loads(_canonical_json(canonical_request(self.model_id, request, self.settings,
+                                                                              rollout))),
                       "text": response.text or "", "finish_reason": response.finish_reason,
                       "input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0}
             entry = CachedCompletion(**fields, digest=entry_digest(fields))
@@ -204,7 +214,8 @@ def _forget(path: Path) -> None:
 
 
 class ReplayEngine:
-    """Serves only recorded completions; a request never recorded raises CacheMissError."""
+    """Serves only recorded completions; a request never recorded raises CacheMissError. Its
+    ``slots`` are those of the engine that recorded them, as ``settings`` name it."""
 
     supports_response_schema = True
     supported_params = SUPPORTED_PARAMS
@@ -213,9 +224,10 @@ class ReplayEngine:
         self.model_id = model_id
         self.directory = Path(directory)
         self.settings = settings or {}
+        self.slots = self.settings.get("slots", 1)
 
     def complete(self, request):
-        key = request_key(self.model_id, request, self.settings)
+        key = request_key(self.model_id, request, self.settings, current_rollout())
         path = _entry_path(self.directory, self.model_id, key)
         entry = _read(path, key, self.model_id)  # a damaged entry raises CorruptCacheEntryError, naming it
         if entry is None:

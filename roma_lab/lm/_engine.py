@@ -20,6 +20,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ._limits import request_slot
 from ._speed import ModelSpeed, append_speed
 
 __all__ = ["SUPPORTED_PARAMS", "AsyncEngine", "LlamaEngine", "free_cores"]
@@ -177,6 +178,8 @@ class LlamaEngine:
     # Read by DSPy's capability planning: JSONAdapter then sends the signature's JSON schema.
     supports_response_schema = True
     supported_params = SUPPORTED_PARAMS
+    kind = "llama-cpp-python"  # in the completion-cache key with ``slots`` (resolve_lm's settings)
+    slots = 1  # one sequence at a time: the process-wide model behind one lock (_ModelHost)
 
     def __init__(self, path, *, model_id: str, n_ctx: int = 4096, n_threads: int | None = None,
                  json_mode: str = "grammar", default_max_tokens: int = 512):
@@ -199,7 +202,7 @@ class LlamaEngine:
         messages = request_messages(request)
         response_format = request.config.response_format
         constrain = self.json_mode == "grammar" and bool(response_format)
-        with _HOST.lock, _machine_turn():
+        with request_slot(request.model, self.slots), _HOST.lock, _machine_turn():
             llama = _HOST.get(self._path(), self.n_ctx, self.n_threads)
             start = time.perf_counter()
             text, finish, n_in, n_out = self._generate(llama, messages, request.config, constrain=constrain)
@@ -328,10 +331,12 @@ def bound_arrays(schema):
 
 
 class AsyncEngine:
-    """Async counterpart DSPy needs for ``acall``: runs the sync engine in a worker thread."""
+    """Async counterpart DSPy needs for ``acall``: runs the sync engine in a worker thread (which
+    waits there for a request slot, off the event loop)."""
 
     def __init__(self, sync) -> None:
         self.sync = sync
+        self.slots = getattr(sync, "slots", 1)
 
     async def complete(self, request):
         if getattr(self.sync, "watches_parses", False):  # a caching engine (lm/_cache.py)

@@ -27,6 +27,10 @@ _LM_DEFAULTS = {"max_tokens": 1024}
 # run there should compare with a local one and repeat from the cache. Its HTTP timeout is ROMA's
 # call_timeout_s default (LiteLLM's own is 6000 s). Providers' endpoints keep their defaults.
 _SERVER_DEFAULTS = _LM_DEFAULTS | {"temperature": 0.0, "timeout": 600.0}
+# Every remote model: DSPy retries a rate limit (429), a timeout, a 5xx or a dropped connection,
+# waiting the server's Retry-After or else 1, 2, 4, 8, 16 s (31 s in all, where DSPy's default 3
+# gives up after 7 s, short of most per-minute rate windows); then the call fails with DSPy's error.
+_REMOTE_DEFAULTS = {"num_retries": 5}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +76,9 @@ def resolve_lm(name: Any = None, **kwargs):
     - a path ending in .gguf: that file.
     - "scripted": the deterministic test double (``scripted_lm``), never cached; its rows are
       labelled by ``model_label`` as measuring nothing.
-    - anything else: ``dspy.LM(name, **kwargs)`` (a LiteLLM string; api_base etc. in kwargs). An
+    - anything else: a ``RemoteLM`` (a ``dspy.LM`` whose calls hold one of the name's request slots,
+      ``max_concurrency``, and carry the rollout, ``rollout``) on a LiteLLM string, api_base etc. in
+      kwargs, retried 5 times with back-off unless ``num_retries`` is given. An
       ``openai/<name>`` model goes to $ROMA_LAB_API_BASE when that is set (key: $ROMA_LAB_API_KEY)
       and, at any server address, through LiteLLM with the local models' ``max_tokens`` and greedy
       decoding unless given (see ``remote_kwargs``, design/online.md). A model at a server address
@@ -97,12 +103,10 @@ def resolve_lm(name: Any = None, **kwargs):
     if local is None:
         # DSPy's request cache stays on (dspy.LM's default): a rerun repeats no remote call. At a server
         # of the user's its key also holds the server (ServerLM): see design/online.md
-        kwargs = remote_kwargs(name, kwargs, _SERVER_DEFAULTS)
-        if kwargs.get("api_base") or kwargs.get("base_url"):
-            from ._server import ServerLM
+        kwargs = _REMOTE_DEFAULTS | remote_kwargs(name, kwargs, _SERVER_DEFAULTS)
+        from ._server import RemoteLM, ServerLM
 
-            return ServerLM(name, **kwargs)
-        return dspy.LM(name, **kwargs)
+        return (ServerLM if kwargs.get("api_base") or kwargs.get("base_url") else RemoteLM)(name, **kwargs)
     from ._cache import CachingEngine
     from ._engine import AsyncEngine, LlamaEngine
 
@@ -111,10 +115,16 @@ def resolve_lm(name: Any = None, **kwargs):
     engine = LlamaEngine(local.path, model_id=local.model_id, **engine_kwargs)
     if use_cache:
         engine = CachingEngine(engine, model_id=local.model_id, directory=cache_dir() / "completions",
-                               settings={"json_mode": engine.json_mode})
+                               settings=_cache_settings(engine.json_mode, engine))
     kwargs = _LM_DEFAULTS | kwargs
     # DSPy's own cache is off: ours is the single cache boundary for local models.
     return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)
+
+
+def _cache_settings(json_mode: str, engine) -> dict:
+    """What a local model's completion-cache key holds besides the request: the JSON decoding mode,
+    and the engine's kind and slot count (greedy outputs differ across slot counts and batch make-up)."""
+    return {"json_mode": json_mode, "engine": engine.kind, "slots": engine.slots}
 
 
 def model_label(lm: Any) -> str:
@@ -144,7 +154,9 @@ def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mo
     local = _local_model(name, check_installed=False)
     if local is None:
         raise ValueError(f"replay_lm serves recorded local-model completions; {name!r} is not a local model name")
+    from ._engine import LlamaEngine
+
     engine = ReplayEngine(model_id=local.model_id, directory=directory or cache_dir() / "completions",
-                          settings={"json_mode": json_mode or local.json_mode})
+                          settings=_cache_settings(json_mode or local.json_mode, LlamaEngine))
     kwargs = _LM_DEFAULTS | kwargs
     return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)

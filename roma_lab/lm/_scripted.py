@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from ._engine import SUPPORTED_PARAMS
+from ._limits import request_slot
 
 __all__ = ["SCRIPTED", "ScriptedEngine", "ScriptedRequest", "count_words", "script_reply", "scripted_lm"]
 
@@ -102,15 +104,25 @@ class ScriptedEngine:
 
     Every request is logged in ``requests`` (in arrival order, before ``respond`` runs, so a call that
     raises is counted too). A reply depends on the request alone unless ``respond`` keeps state.
+    Thread-safe (the log is locked; the default script is pure): it serves ``slots`` requests at once
+    (the model name's limit, ``lm.max_concurrency``), each answered after ``latency_s`` seconds, as a
+    model taking that long would (throughput tests and benchmarks).
     """
 
     # The embedded engine's capabilities: JSONAdapter then sends the same requests as to the local model.
     supports_response_schema = True
     supported_params = SUPPORTED_PARAMS
 
-    def __init__(self, respond: Respond = script_reply, *, usage: CountUsage = count_words):
+    def __init__(self, respond: Respond = script_reply, *, usage: CountUsage = count_words, slots: int = 8,
+                 latency_s: float = 0.0):
+        if isinstance(slots, bool) or not isinstance(slots, int) or slots < 1:
+            raise ValueError(f"slots is a whole number >= 1, got {slots!r}")
+        if latency_s < 0:
+            raise ValueError(f"latency_s is >= 0, got {latency_s!r}")
         self.respond = respond
         self.usage = usage
+        self.slots = slots
+        self.latency_s = latency_s
         self.requests: list[ScriptedRequest] = []
         self._lock = threading.Lock()
 
@@ -120,7 +132,11 @@ class ScriptedEngine:
         seen = _read(request)
         with self._lock:
             self.requests.append(seen)
-        text = _format(self.respond(seen), as_json=bool(request.config.response_format))
+        with request_slot(request.model, self.slots):
+            reply = self.respond(seen)
+            if self.latency_s:
+                time.sleep(self.latency_s)
+        text = _format(reply, as_json=bool(request.config.response_format))
         n_in, n_out = self.usage(seen, text)
         return Response(id=None, model=request.model, message=Message.assistant([TextPart(text)]), finish_reason="stop",
                         usage=Usage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out))
@@ -139,15 +155,17 @@ def is_scripted(model: str) -> bool:
     return model == SCRIPTED or model.startswith(f"{SCRIPTED}/")
 
 
-def scripted_lm(respond: Respond = script_reply, *, name: str = SCRIPTED, **kwargs):
-    """A ``dspy.LM`` on a :class:`ScriptedEngine` (``lm.engine``), named ``name``: "scripted" or
-    "scripted/<anything>", so tables label it a test double and cost it 0. ``kwargs`` go to ``dspy.LM``;
-    it is never cached (each reply is computed, so a cache would only keep stale scripts)."""
+def scripted_lm(respond: Respond = script_reply, *, name: str = SCRIPTED, slots: int = 8, latency_s: float = 0.0,
+                **kwargs):
+    """A ``dspy.LM`` on a :class:`ScriptedEngine` (``lm.engine``) with ``slots`` and ``latency_s``, named
+    ``name``: "scripted" or "scripted/<anything>", so tables label it a test double and cost it 0.
+    ``kwargs`` go to ``dspy.LM``; it is never cached (each reply is computed, so a cache would only keep
+    stale scripts)."""
     import dspy
 
     from ._engine import AsyncEngine
 
     if not is_scripted(name):
         raise ValueError(f"a scripted model is named {SCRIPTED!r} or '{SCRIPTED}/<name>', got {name!r}")
-    engine = ScriptedEngine(respond)
+    engine = ScriptedEngine(respond, slots=slots, latency_s=latency_s)
     return dspy.LM(name, engine=engine, async_engine=AsyncEngine(engine), **(kwargs | {"cache": False}))

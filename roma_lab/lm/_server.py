@@ -1,4 +1,10 @@
-"""A model at a server of the user's: DSPy's request cache keyed by the server, not the name alone.
+"""Remote models: a request slot per call, the rollout in the key, and at a server of the user's,
+DSPy's request cache keyed by the server, not the name alone.
+
+``RemoteLM`` is the ``dspy.LM`` of every remote model ``resolve_lm`` makes: each call that misses
+DSPy's request cache holds one of the model name's request slots (``lm/_limits.py``) while in
+flight, its retries included, and a call inside ``lm.rollout(id)`` has the id in its cache key and,
+for an ``openai/`` model given no seed, ``rollout_seed(id)`` as its seed (``lm/_rollout.py``).
 
 DSPy leaves ``api_base``/``base_url``/``api_key`` out of its cache key, so pointing a model name at
 another server served the first server's replies. ``ServerLM`` is a ``dspy.LM`` whose calls add
@@ -18,13 +24,16 @@ import urllib.request
 
 import dspy
 from dspy.clients._deprecation import warn_openai_messages
-from dspy.clients.execution import IGNORED_CACHE_KEYS, PreparedCall, aexecute, execute, finalize, prepare
+# _cached: DSPy's own request-cache lookup (pinned DSPy 3.4), so a hit is served without a slot
+from dspy.clients.execution import IGNORED_CACHE_KEYS, PreparedCall, _cached, aexecute, execute, finalize, prepare
 from dspy.utils.callback import with_callbacks
 
+from ._limits import arequest_slot, request_slot
 from ._remote import shown_address
+from ._rollout import current_rollout, rollout_seed
 from ._unparsed import remember, watch_parses
 
-__all__ = ["MODELS_TIMEOUT_S", "UNKNOWN", "ServerLM", "server_identity"]
+__all__ = ["MODELS_TIMEOUT_S", "UNKNOWN", "RemoteLM", "ServerLM", "server_identity"]
 
 #: Bound on the one ``GET {base}/models`` per address and name (a hang guard, not a speed check).
 MODELS_TIMEOUT_S = 10.0
@@ -86,36 +95,95 @@ def server_identity(address: str, name: str, api_key: str | None = None):
 
 
 @dataclasses.dataclass
-class _ServerCall(PreparedCall):
-    """DSPy's prepared call with the server added to its cache key."""
+class _KeyedCall(PreparedCall):
+    """DSPy's prepared call with more in its cache key: the rollout, the server."""
 
-    server: dict | None = None
+    extra: dict = dataclasses.field(default_factory=dict)
 
     def key(self, lm, asynchronous):
-        return {**super().key(lm, asynchronous), "_server": self.server}
+        return {**super().key(lm, asynchronous), **self.extra}
 
 
-class ServerLM(dspy.LM):
-    """``dspy.LM`` for a model at a server named by ``api_base`` (or ``base_url``).
+def _seeded(fields: dict, seed: int) -> dict:
+    """The call's fields with ``seed`` sent, unless the caller gave one."""
+    if fields["request"] is not None:  # an explicit lm15 Request: its config carries the seed
+        config = fields["request"].config
+        if config.seed is None:
+            fields["request"] = dataclasses.replace(fields["request"], config=dataclasses.replace(config, seed=seed))
+    elif fields["legacy"].get("seed") is None:
+        fields["legacy"] = {**fields["legacy"], "seed": seed}
+    return fields
 
-    Everything is DSPy's (engines, retries, history, usage, both cache tiers) except the cache key,
-    which also holds ``{"address": <model_label's address>, "models": <server_identity>}``. When the
+
+class RemoteLM(dspy.LM):
+    """``dspy.LM`` for a remote model: everything is DSPy's (engines, retries with back-off, history,
+    usage, both cache tiers) except that a call missing the cache holds a request slot of the model's
+    name, and a call in a rollout has the rollout in its cache key (and as seed, see the module)."""
+
+    def _keyed(self, call: PreparedCall) -> _KeyedCall:
+        fields = {f.name: getattr(call, f.name) for f in dataclasses.fields(PreparedCall)}
+        rollout = current_rollout()
+        if rollout is None:
+            return _KeyedCall(**fields)
+        if self.model.startswith("openai/"):  # OpenAI's API and the servers speaking it take a seed
+            fields = _seeded(fields, rollout_seed(rollout))
+        return _KeyedCall(**fields, extra={"_rollout": rollout})
+
+    def _remember(self, call: _KeyedCall, outputs, asynchronous: bool):
+        """The outputs as they are: at a provider's endpoint a reply that failed to parse stays in
+        DSPy's cache (``ServerLM`` removes it)."""
+        return outputs
+
+    def _execute(self, call: _KeyedCall):
+        if (hit := _cached(self, call, False)) is not None:
+            return hit
+        with request_slot(self.model):
+            return execute(self, call)
+
+    async def _aexecute(self, call: _KeyedCall):
+        import asyncio
+
+        if call.cache and (hit := await asyncio.to_thread(_cached, self, call, True)) is not None:
+            return hit
+        async with arequest_slot(self.model):
+            return await aexecute(self, call)
+
+    @with_callbacks
+    def __call__(self, prompt=None, *, messages=None, **kwargs):
+        call = self._keyed(prepare(self, prompt, messages, kwargs))
+        warn_openai_messages(self, messages)
+        return self._remember(call, finalize(self, call, self._execute(call)), False)
+
+    @with_callbacks
+    async def acall(self, prompt=None, *, messages=None, **kwargs):
+        import asyncio
+
+        # prepare may read local files and _keyed may ask the server: both off the event loop
+        call = await asyncio.to_thread(lambda: self._keyed(prepare(self, prompt, messages, kwargs, asynchronous=True)))
+        warn_openai_messages(self, messages)
+        return self._remember(call, finalize(self, call, await self._aexecute(call)), True)
+
+
+class ServerLM(RemoteLM):
+    """``RemoteLM`` for a model at a server named by ``api_base`` (or ``base_url``), whose cache key
+    also holds ``{"address": <model_label's address>, "models": <server_identity>}``. When the
     server cannot be reached to say what it serves, the call skips the cache: it goes to the server
     (and fails there as any call would) and nothing is stored under an unknown identity.
     """
 
-    def _keyed(self, call: PreparedCall) -> _ServerCall:
+    def _keyed(self, call: PreparedCall) -> _KeyedCall:
+        call = super()._keyed(call)
         options = {**self.kwargs, **call.legacy}
         given = options.get("api_base") or options.get("base_url")
         address = shown_address(given) if given else None
         name = self.model.partition("/")[2] or self.model
         identity = server_identity(given, name, options.get("api_key")) if given else UNKNOWN
-        fields = {f.name: getattr(call, f.name) for f in dataclasses.fields(PreparedCall)}
         if identity is None:
-            fields["cache"] = False
-        return _ServerCall(**fields, server={"address": address, "models": identity})
+            call.cache = False
+        call.extra["_server"] = {"address": address, "models": identity}
+        return call
 
-    def _remember(self, call: _ServerCall, outputs, asynchronous: bool):
+    def _remember(self, call: _KeyedCall, outputs, asynchronous: bool):
         """Let a parse failure of these outputs remove their DSPy cache entry."""
         if not call.cache or not isinstance(outputs, list):
             return outputs
@@ -128,7 +196,7 @@ class ServerLM(dspy.LM):
             if cache.enable_disk_cache:
                 cache.disk_cache.delete(digest)
             logger.warning("%s @ %s: a reply failed to parse and was removed from DSPy's cache; the next run asks the "
-                           "server again", self.model, call.server["address"])
+                           "server again", self.model, call.extra["_server"]["address"])
 
         watch_parses()
         for output in outputs:
@@ -136,18 +204,3 @@ class ServerLM(dspy.LM):
             if isinstance(text, str):
                 remember(text, ("dspy", digest), remove)
         return outputs
-
-    @with_callbacks
-    def __call__(self, prompt=None, *, messages=None, **kwargs):
-        call = self._keyed(prepare(self, prompt, messages, kwargs))
-        warn_openai_messages(self, messages)
-        return self._remember(call, finalize(self, call, execute(self, call)), False)
-
-    @with_callbacks
-    async def acall(self, prompt=None, *, messages=None, **kwargs):
-        import asyncio
-
-        # prepare may read local files and _keyed may ask the server: both off the event loop
-        call = await asyncio.to_thread(lambda: self._keyed(prepare(self, prompt, messages, kwargs, asynchronous=True)))
-        warn_openai_messages(self, messages)
-        return self._remember(call, finalize(self, call, await aexecute(self, call)), True)
