@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import replace
 
 import dspy
@@ -370,23 +371,26 @@ class BonEngine(SeedEngine):
     def __init__(self, respond, answer_of_seed):
         super().__init__(respond)
         self.answer_of_seed = answer_of_seed
+        self.current = threading.local()  # rollouts run at once: each request's seed, in its own thread
 
     def complete(self, request):
-        self._seed = request.config.seed
+        self.current.seed = request.config.seed
         return super().complete(request)
 
 
-def best_of_n(answers, selection="vote", isolation="paper", **roles):
+def best_of_n(answers, selection="vote", isolation="paper", gate=lambda role: None, **roles):
+    """A best-of-N run; ``gate(role)`` is called as each request arrives (before it is answered)."""
     engine_box = {}
 
     def respond(request):
 
         model, inputs, outputs, system = request.model, request.inputs, request.outputs, request.system
         role = ROLE_OF[outputs]
+        gate(role)
         if role == "actor":
             if steps_done(inputs["memory"]) < 2:
                 return act()
-            return act("final_answer", engine_box["engine"].answer_of_seed[engine_box["engine"]._seed])
+            return act("final_answer", engine_box["engine"].answer_of_seed[engine_box["engine"].current.seed])
         return roles[role](inputs) if role in roles else DEFAULTS[role]
 
     engine = BonEngine(respond, {rollout_seed(0, i): a for i, a in enumerate(answers)})
@@ -695,9 +699,9 @@ def test_run_index_seeds_every_call_when_sampling_and_reaches_the_cache_key(tmp_
         sampled.run(toy_task(), run=run)
     assert inner.seeds == [0, 1]
     greedy = Agent(AgentConfig(temperature=0.0), lm=lm)
-    for run in (0, 1):  # greedy decoding ignores seeds: both runs share one cache entry
+    for run in (0, 1):  # greedy decoding ignores seeds; the rollout id keeps the runs apart in the cache
         assert greedy.run(toy_task(), run=run).rollouts[0].seed is None
-    assert inner.seeds == [0, 1, None] and len(list(tmp_path.rglob("*.json"))) == 3
+    assert inner.seeds == [0, 1, None, None] and len(list(tmp_path.rglob("*.json"))) == 4
     assert {r.temperature for r in inner.requests} == {0.7, 0.0} and set(inner.max_tokens) == {512}
 
 
@@ -800,3 +804,152 @@ def test_subtask_decomposition_delegates_to_roma_with_the_same_tools():
     assert moved.calls[0].started_s == own.calls[0].started_s + 100.0 and moved.ended_s == own.ended_s + 100.0
     main = [s for s in rollout.steps if s.subtask is None]
     assert "Subtask decomposition (ROMA): subtasks done" in main[0].memory_shown and trajectory.answer == "42"
+
+
+# --- independent work at once (issue 23) ---------------------------------------------------------
+
+
+def untimed(trajectory):
+    """A trajectory's JSON data without what depends on the clock (keys ending in ``_s``)."""
+    def strip(value):
+        if isinstance(value, dict):
+            return {k: strip(v) for k, v in value.items() if not k.endswith("_s")}
+        return [strip(v) for v in value] if isinstance(value, list) else value
+    return strip(json.loads(trajectory.to_json()))
+
+
+def test_best_of_n_rollouts_and_their_scorer_calls_run_at_once_and_select_as_in_serial():
+    from roma_lab.lm import set_max_concurrency
+
+    def score(inputs):  # "good" answers get 9
+        return {"analysis": "", "score": 9 if "'good'" in inputs["attempt"] else 2}
+
+    barriers = {"actor": threading.Barrier(3, timeout=10), "scorer": threading.Barrier(3, timeout=10)}
+    lock, arrived = threading.Lock(), []
+
+    def gate(role):  # the three rollouts' first actor calls, and the three scorer calls, must meet
+        with lock:
+            arrived.append(role)
+            first = arrived.count(role) <= 3
+        if role in barriers and first:
+            barriers[role].wait()
+
+    together, _ = best_of_n(["bad", "good", "bad"], selection="score", gate=gate, scorer=score)
+    assert together.selection.scores == (2.0, 9.0, 2.0) and together.answer == "good"
+    set_max_concurrency("scripted/bon", 1)  # the same run, one call at a time
+    try:
+        serial, engine = best_of_n(["bad", "good", "bad"], selection="score", scorer=score)
+    finally:
+        set_max_concurrency("scripted/bon", None)
+    assert untimed(together) == untimed(serial)  # rollouts, scores and selection in index order
+
+
+def test_shared_tool_state_keeps_official_rollouts_one_after_the_other():
+    trajectory, _ = best_of_n(["7", "8", "9"], isolation="official")  # the model would allow 8 at once
+    observations = [[s.observation for s in r.steps if s.tool_call] for r in trajectory.rollouts]
+    assert observations == [["counter is now 1", "counter is now 2"], ["counter is now 3", "counter is now 4"],
+                            ["counter is now 5", "counter is now 6"]]
+
+
+def test_independent_roma_subtasks_run_at_once_and_their_steps_keep_the_plan_order():
+    plan = [{"goal": "first part", "task_type": "think", "depends_on": []},
+            {"goal": "second part", "task_type": "think", "depends_on": []}]
+    second_answered, finished = threading.Event(), []
+
+    def actor(inputs):
+        if inputs["task"].startswith("first part"):  # waits for the second: only possible if both run at once
+            assert second_answered.wait(10)
+            finished.append("first part")
+            return act("final_answer", "1")
+        if inputs["task"].startswith("second part"):
+            finished.append("second part")
+            second_answered.set()
+            return act("final_answer", "2")
+        return act("final_answer", "42")
+
+    lm, _ = scripted(actor, atomizer=lambda i: {"is_atomic": False, "task_type": "think"},
+                     roma_planner=lambda i: {"subtasks": plan}, aggregator=lambda i: {"output": "1 and 2"})
+    rollout = Agent(AgentConfig(subtasks=True), lm=lm).run(toy_task()).rollouts[0]
+    assert finished == ["second part", "first part"]  # the second ended first...
+    assert [s.subtask for s in rollout.steps if s.subtask] == ["first part", "second part"]  # ...listed in plan order
+    assert rollout.delegation["status"] == "completed"
+
+
+class RewritingEnv(CounterEnv):
+    """CounterEnv whose lookup first rewrites its query with the model (``query_optimization``)."""
+
+    def __init__(self, context):
+        super().__init__()
+        self.context = context
+
+    def call(self, name, arguments):
+        if name == "lookup":
+            return f"definition of {self.context.rewrite_query(arguments['query'])}"
+        return super().call(name, arguments)
+
+
+def two_part_plan_agent(actor, **roles):
+    plan = [{"goal": "first part", "task_type": "think", "depends_on": []},
+            {"goal": "second part", "task_type": "think", "depends_on": []}]
+    return scripted(actor, atomizer=lambda i: {"is_atomic": False, "task_type": "think"},
+                    roma_planner=lambda i: {"subtasks": plan}, aggregator=lambda i: {"output": "done"}, **roles)
+
+
+def test_subtasks_at_once_keep_their_own_query_rewrites_and_call_tools_one_at_a_time(monkeypatch):
+    def actor(inputs):
+        goal = next((g for g in ("first part", "second part") if inputs["task"].startswith(g)), None)
+        if goal is None:
+            return act("final_answer", "42")
+        return act("final_answer", "x") if "Result:" in inputs["memory"] else act("lookup", arguments={"query": goal})
+
+    second_done, lock, inside, most = threading.Event(), threading.Lock(), [0], [0]
+    real_use_tool, real_call = Agent._use_tool, RewritingEnv.call
+    meet = threading.Barrier(2, timeout=1)
+
+    def use_tool(self, ctx, env, name, arguments):
+        out = real_use_tool(self, ctx, env, name, arguments)
+        if arguments.get("query") == "second part":
+            second_done.set()
+        else:  # the first subtask's step collects its calls only after the second's rewrite is made
+            assert second_done.wait(10)
+        return out
+
+    def call(self, name, arguments):  # two calls inside at once would meet at the barrier
+        with lock:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        try:
+            meet.wait()
+        except threading.BrokenBarrierError:
+            pass  # alone, as it should be
+        finally:
+            with lock:
+                inside[0] -= 1
+        return real_call(self, name, arguments)
+
+    monkeypatch.setattr(Agent, "_use_tool", use_tool)
+    monkeypatch.setattr(RewritingEnv, "call", call)
+    lm, _ = two_part_plan_agent(actor, query_rewriter=lambda i: {"improved_query": i["query"] + " rewritten"})
+    task = replace(toy_task(), environment=RewritingEnv)
+    rollout = Agent(AgentConfig(subtasks=True, query_optimization="reflect"), lm=lm).run(task).rollouts[0]
+    lookups = [s for s in rollout.steps if s.subtask and s.tool_call]
+    assert [s.subtask for s in lookups] == ["first part", "second part"]
+    for step in lookups:  # each step holds its own rewrite, never the other subtask's
+        assert [c.role for c in step.calls] == ["actor", "query_rewriter"]
+        assert step.calls[1].inputs["query"] == step.subtask
+    assert most[0] == 1  # the shared tool state saw one call at a time
+    assert rollout.delegation["status"] == "completed"
+
+
+def test_every_request_names_its_rollout_and_judges_name_the_run():
+    from roma_lab.lm import current_rollout
+
+    seen, lock = [], threading.Lock()
+
+    def gate(role):
+        with lock:
+            seen.append((role, current_rollout()))
+
+    trajectory, _ = best_of_n(["7", "8"], selection="score", gate=gate)
+    assert trajectory.run == 0
+    assert sorted({(role, rid) for role, rid in seen}) == [("actor", "0:0"), ("actor", "0:1"), ("scorer", "0")]

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 
 import dspy
+import pandas as pd
 import pytest
 
 from roma_lab.lm import ScriptedEngine
@@ -27,12 +29,15 @@ from roma_lab.agents import (
 from roma_lab.bench import Item
 from roma_lab.results import summarize
 from roma_lab.controller import Passage
+from roma_lab.stats import StatsSettings
 
 ACTOR = ("action", "arguments", "answer")
 
 
-def actor_lm(policy, name="run"):
-    """A scripted LM whose actor replies ``policy(inputs)``; other roles never get called here."""
+def actor_lm(policy, name="run", slots=1):
+    """A scripted LM whose actor replies ``policy(inputs)``; other roles never get called here. One
+    slot unless asked: (task, run) pairs then run one after the other, in order, as the tests
+    counting calls in order need."""
 
     def respond(request):
 
@@ -41,7 +46,7 @@ def actor_lm(policy, name="run"):
             return policy(inputs)
         return {"improved_query": f"{inputs['query']} rewritten"} if outputs == ("improved_query",) else {}
 
-    engine = ScriptedEngine(respond)
+    engine = ScriptedEngine(respond, slots=slots)
     return dspy.LM(f"scripted/{name}", engine=engine, cache=False), engine
 
 
@@ -68,7 +73,7 @@ def test_rows_are_tidy_per_task_and_run_and_the_run_file_is_benchmark_compatible
     assert len(saved) == 8 and {t.grade.grader for t in saved} == {"meta-routing exact evaluator"}
     # the rows are the results vocabulary's scores: runs of a task averaged, tasks resampled
     scores = rows.assign(condition=rows["config"], subset="dev", correct=rows["correct"].astype(float))
-    summary = summarize(scores, ["correct"], n_resamples=100)
+    summary = summarize(scores, ["correct"], stats=StatsSettings(n_resamples=100))
     assert summary["n"].tolist() == [4] and summary["runs"].tolist() == [2] and summary["value"].tolist() == [0.5]
 
 
@@ -317,3 +322,122 @@ def test_a_trajectory_file_in_the_old_format_is_a_typed_error_naming_it(tmp_path
         run_agent(AgentConfig(name="old"), tasks, out_dir=tmp_path, lm=lm, progress=False)
     with pytest.raises(TrajectoryFormatError, match="not a trajectory"):
         Trajectory.from_json("{not json")
+
+
+# --- (task, run) pairs at once ------------------------------------------------------------------
+
+
+def untimed(value):
+    """A trajectory's JSON data without what depends on the clock (seconds: keys ending in ``_s``)
+    and with the scripted model's name left out (the serial and concurrent runs use two)."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items() if not k.endswith("_s") and k != "model"}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def saved_untimed(root):
+    return {p.relative_to(root).as_posix(): untimed(json.loads(p.read_text()))
+            for p in sorted((root / "trajectories").rglob("*.json"))}
+
+
+class InFlight:
+    """Counts the actor calls in flight; the first ``together`` wait for each other (a barrier: they
+    must be in flight at once, or it breaks and the test fails)."""
+
+    def __init__(self, together, policy):
+        self.barrier = threading.Barrier(together, timeout=10)
+        self.policy, self.lock, self.now, self.most, self.calls = policy, threading.Lock(), 0, 0, []
+
+    def __call__(self, inputs):
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+            first = len(self.calls) < self.barrier.parties
+            self.calls.append(inputs["task"])
+        try:
+            if first:
+                self.barrier.wait()
+            return self.policy(inputs)
+        finally:
+            with self.lock:
+                self.now -= 1
+
+
+def literal_policy(inputs):
+    return answer(inputs["task"].split('"')[1] if '"' in inputs["task"] else "0")
+
+
+def test_pairs_run_at_once_and_give_the_serial_rows_and_trajectories(tmp_path):
+    tasks = suite_tasks(("dev",), families=["data_literal"])[:2] + suite_tasks(("dev",), families=["statistic"])[:2]
+    config = AgentConfig(name="lit")
+    lm, _ = actor_lm(literal_policy)
+    serial = run_agent(config, tasks, out_dir=tmp_path / "serial", runs=2, lm=lm, progress=False)
+    actor = InFlight(4, literal_policy)
+    lm, _ = actor_lm(actor, name="wide", slots=4)
+    together = run_agent(config, tasks, out_dir=tmp_path / "together", runs=2, lm=lm, progress=False)
+    assert actor.most == 4  # four (task, run) pairs in flight at once, the model's bound, never more
+    pd.testing.assert_frame_equal(together.drop(columns="wall_s"), serial.drop(columns="wall_s"))
+    label = run_label(config)
+    assert saved_untimed(tmp_path / "together" / label) == saved_untimed(tmp_path / "serial" / label)
+    rows = (tmp_path / "together" / label / "runs.csv").read_text().splitlines()
+    assert len(rows) == 1 + 8  # the header and each (task, run) once
+
+
+def test_an_interrupted_concurrent_run_resumes_without_redoing_finished_pairs(tmp_path):
+    tasks = suite_tasks(("dev",), families=["statistic"])[:4]
+
+    def policy(inputs):
+        if inputs["task"] == tasks[1].item.question and not stopped:
+            stopped.append(True)
+            raise KeyboardInterrupt  # the user stops the run while tasks 0 and 1 are in flight
+        return answer("0")
+
+    stopped = []
+    actor = InFlight(2, policy)
+    lm, _ = actor_lm(actor, slots=2)
+    with pytest.raises(KeyboardInterrupt):
+        run_agent(AgentConfig(), tasks, out_dir=tmp_path, runs=2, lm=lm, progress=False)
+    assert actor.most == 2
+    root = tmp_path / run_label(AgentConfig())
+    first = [tuple(line.split(",")[1:3]) for line in (root / "runs.csv").read_text().splitlines()[1:]]
+    assert len(first) == len(set(first)) < 8 and ("0", tasks[0].item.item_id) not in first
+    assert any(tasks[0].item.item_id == item for item, _ in first)  # the pair beside the failure was kept
+    assert len(list(root.rglob("trajectories/*/*.json"))) == len(first)
+    before = len(actor.calls)
+    rows = run_agent(AgentConfig(), tasks, out_dir=tmp_path, runs=2, lm=lm, progress=False)
+    assert len(actor.calls) - before == 8 - len(first)  # only the unfinished pairs ran again
+    assert rows["status"].eq("incorrect_answer").all() and len(rows) == 8
+    again = [tuple(line.split(",")[1:3]) for line in (root / "runs.csv").read_text().splitlines()[1:]]
+    assert len(again) == len(set(again)) == 8  # no row written twice
+
+
+def test_long_term_memory_chains_the_tasks_of_a_run_while_runs_overlap(tmp_path):
+    tasks = suite_tasks(("dev",), families=["statistic"])[:3]
+    config = AgentConfig(memory="long_term", reanswer=False)
+
+    def respond_for(actor):
+        def respond(request):
+            if request.outputs == ACTOR:
+                return actor(request.inputs)
+            if request.outputs == ("updated_memory",):  # what the run has seen, task after task
+                return {"updated_memory": (request.inputs["long_term_memory"] + " | " +
+                                           request.inputs["step"].splitlines()[0])[-400:]}
+            return {}
+        return respond
+
+    def run(out, actor, slots):
+        lm = dspy.LM(f"scripted/chain{slots}", engine=ScriptedEngine(respond_for(actor), slots=slots), cache=False)
+        return run_agent(config, tasks, out_dir=out, runs=2, lm=lm, progress=False)
+
+    serial = run(tmp_path / "serial", lambda inputs: answer("0"), 1)
+    actor = InFlight(2, lambda inputs: answer("0"))  # the first tasks of runs 0 and 1, at once
+    together = run(tmp_path / "together", actor, 4)
+    assert actor.most == 2  # one task per run in flight: a run's tasks are a chain
+    pd.testing.assert_frame_equal(together.drop(columns="wall_s"), serial.drop(columns="wall_s"))
+    label = run_label(config)
+    saved = saved_untimed(tmp_path / "together" / label)
+    assert saved == saved_untimed(tmp_path / "serial" / label)
+    last = saved[f"trajectories/r1/{tasks[2].item.benchmark}__{tasks[2].item.item_id}.json"]
+    assert tasks[1].item.question[:20] in last["rollouts"][0]["long_term_before"]  # carried from task 1

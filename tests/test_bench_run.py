@@ -411,3 +411,116 @@ def test_private_benchmark_items_are_refused_before_anything_is_written(tmp_path
                             progress=False)
     assert not out.exists() and system.calls == []
     assert "browsecomp" in bench.PRIVATE_BENCHMARKS
+
+
+# --- items at once (workers > 1) ------------------------------------------------------------------
+
+
+class Overlapping(Echo):
+    """Echo whose first ``together`` calls wait for each other (a barrier: they must be in flight at
+    once, or the barrier breaks), counting the most calls in flight."""
+
+    def __init__(self, together, **kw):
+        super().__init__(**kw)
+        self.barrier = threading.Barrier(together, timeout=10)
+        self.lock, self.in_flight, self.most = threading.Lock(), 0, 0
+
+    def __call__(self, question):
+        with self.lock:
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+            first = len(self.calls) < self.barrier.parties
+            self.calls.append(question)
+        try:
+            if first:
+                self.barrier.wait()
+            return self.answer(question)
+        finally:
+            with self.lock:
+                self.in_flight -= 1
+
+    def answer(self, question):
+        if question == self.interrupt_on:
+            raise KeyboardInterrupt
+        return f"a{question[1:]}" if int(question[1:]) % 2 == 0 else "no idea"
+
+
+def raw_rows(path):
+    """Every row on disk, duplicates included (read_results_df keeps the latest of each)."""
+    return list(csv.DictReader(io.StringIO(path.read_text())))
+
+
+def test_items_run_at_once_and_give_the_serial_rows_in_item_order(tmp_path):
+    grader = bench.StringMatchGrader()
+    serial = bench.run_benchmark(items(8), Echo(), grader, out_path=tmp_path / "serial.csv", system_name="s",
+                                 progress=False)
+    system = Overlapping(4)
+    together = bench.run_benchmark(items(8), system, grader, out_path=tmp_path / "together.csv", system_name="s",
+                                   progress=False, workers=4)
+    assert system.most == 4  # four items in flight at once, never more
+    pd.testing.assert_frame_equal(together.drop(columns="latency_s"), serial.drop(columns="latency_s"))
+    assert sorted(r["item_id"] for r in raw_rows(tmp_path / "together.csv")) == sorted(map(str, range(8)))
+
+
+def test_an_interrupted_concurrent_run_keeps_finished_rows_once_and_resumes_the_rest(tmp_path):
+    out = tmp_path / "run.csv"
+    grader = bench.StringMatchGrader()
+    first = Overlapping(2, interrupt_on="q1")  # q0 and q1 in flight together, q1 stops the run
+    with pytest.raises(KeyboardInterrupt):
+        bench.run_benchmark(items(8), first, grader, out_path=out, system_name="e", progress=False, workers=2)
+    finished = {r["item_id"] for r in raw_rows(out)}
+    assert "0" in finished and "1" not in finished  # the call running beside the failure was kept
+    assert len(finished) == len(raw_rows(out)) < 8  # each once; items not started were cancelled
+    second = Echo()
+    bench.run_benchmark(items(8), second, grader, out_path=out, system_name="e", progress=False, workers=3)
+    assert sorted(second.calls) == sorted(f"q{i}" for i in range(8) if str(i) not in finished)
+    assert sorted(r["item_id"] for r in raw_rows(out)) == sorted(map(str, range(8)))  # never a row twice
+
+
+def test_callers_sharing_a_file_from_threads_lose_no_row_when_one_rewrites_it(tmp_path):
+    # run_agent's (task, run) pairs each call run_benchmark on one runs.csv. A call that finds a torn
+    # row rewrites the file; a row another call appends afterwards must land in the new file.
+    out = tmp_path / "run.csv"
+    grader = bench.StringMatchGrader()
+
+    def system(question):
+        with out.open("a") as f:
+            f.write("simpleqa,9,x,torn")  # a crash's torn row, found by the next call's read
+        with pytest.warns(UserWarning, match="cut mid-write"):
+            bench.run_benchmark(items(2)[1:], Echo(), grader, out_path=out, system_name="b", progress=False)
+        return "a0"
+
+    df = bench.run_benchmark(items(1), system, grader, out_path=out, system_name="a", progress=False)
+    assert df["label"].tolist() == ["CORRECT"]
+    assert sorted((r["condition"], r["item_id"]) for r in raw_rows(out)) == [("a", "0"), ("b", "1")]
+
+    threads = [threading.Thread(target=bench.run_benchmark, args=([it], Echo(), grader),
+                                kwargs={"out_path": out, "system_name": "c", "progress": False}) for it in items(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(r["item_id"] for r in raw_rows(out) if r["condition"] == "c") == sorted(map(str, range(8)))
+    assert out.read_text().count("benchmark,item_id") == 1  # one header
+
+
+def test_workers_below_one_are_refused_before_anything_is_written(tmp_path):
+    with pytest.raises(ValueError, match="workers must be >= 1"):
+        bench.run_benchmark(items(1), Echo(), bench.StringMatchGrader(), out_path=tmp_path / "r.csv",
+                            system_name="s", workers=0)
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_a_system_with_a_timeout_sees_the_callers_context(tmp_path):
+    # DSPy's settings (dspy.context(lm=...)) live in contextvars; the thread a timeout runs the system on
+    # must carry them, or the system silently calls another model.
+    import contextvars
+
+    setting = contextvars.ContextVar("setting", default="unset")
+    token = setting.set("a0")
+    try:
+        df = bench.run_benchmark(items(1), lambda q: setting.get(), bench.StringMatchGrader(), out_path=tmp_path / "r.csv",
+                                 system_name="s", timeout_s=5, progress=False, workers=2)
+    finally:
+        setting.reset(token)
+    assert df["prediction"].tolist() == ["a0"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 
 import dspy
 import pandas as pd
@@ -189,12 +190,14 @@ def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_
     from roma_lab.stats import pass_at_k
 
     class RunOne(ScriptedEngine):  # right on quoted-value tasks in sampled run 1 only
+        current = threading.local()  # (task, run) pairs run at once: each request's seed, in its thread
+
         def complete(self, request):
-            self.seed = request.config.seed
+            self.current.seed = request.config.seed
             return super().complete(request)
 
     engine = RunOne(lambda r: {"action": "final_answer", "arguments": "{}",
-                               "answer": (direct_answer(r.inputs["task"]) or "0") if engine.seed == 1 else "0"})
+                               "answer": (direct_answer(r.inputs["task"]) or "0") if engine.current.seed == 1 else "0"})
     lm = dspy.LM("scripted/k", engine=engine, cache=False)
     sampled = measure_protocol(tmp_path / "21_measure_protocol", lm=lm, n_tasks=6, runs=3, stats=StatsSettings(n_resamples=50))
     literal = sampled.rows[(sampled.rows["condition"] == "OAgents") & (sampled.rows["run"] == 1)]["correct"]

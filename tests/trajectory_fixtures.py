@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from pathlib import Path
 
 import dspy
@@ -54,12 +55,19 @@ def act(action: str, answer: str = "", **arguments: str) -> dict[str, str]:
 
 
 class SeededEngine(ScriptedEngine):
-    """The scripted engine, keeping the seed of the request being answered (it tells rollouts apart)."""
+    """The scripted engine, keeping the seed of the request being answered (it tells rollouts apart),
+    per thread: rollouts and (task, run) pairs run at once."""
 
-    seed: int | None = None
+    def __init__(self, respond):
+        super().__init__(respond)
+        self._current = threading.local()
+
+    @property
+    def seed(self) -> int | None:
+        return getattr(self._current, "seed", None)
 
     def complete(self, request):
-        self.seed = request.config.seed
+        self._current.seed = request.config.seed
         return super().complete(request)
 
 

@@ -13,13 +13,16 @@ which applies the temperature and seed and records the call in the controller's 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import re
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
+from roma_lab._concurrent import concurrent_map
 from roma_lab.controller import LMExchange, RoleCall, ToolCall, jsonable
 
 from ._config import ROLES, AgentConfig, config_hash
@@ -45,6 +48,9 @@ MAX_SUBTASKS = 4          # ROMA plans longer than this are cut (with a warning 
 _SHOWN_CHARS = 400        # observation length in rollout digests for judges
 _SHOWN_LINES = 12         # observation lines a step keeps in memory (the trajectory keeps them all)
 LAST_STEP = "This is your last step: set action to final_answer and give your best answer now."
+# Calls made inside tools (query rewrites) until the step that made them records them: one list per
+# step loop, found through the context, since subtasks running at once share one environment.
+_PENDING: contextvars.ContextVar[list[RoleCall]] = contextvars.ContextVar("roma_lab_agent_pending")
 
 
 def _context_chars(inputs: Mapping[str, Any]) -> int:
@@ -67,7 +73,6 @@ class _Context:
     t0: float  # when the run started (time.monotonic()): every recorded time is seconds since then
     deadline: float | None
     tools_text: str
-    pending: list[RoleCall]  # calls made inside tools (query rewrites), until their step records them
 
     def timed_out(self) -> bool:
         return self.deadline is not None and time.monotonic() > self.deadline
@@ -163,8 +168,14 @@ class Agent:
             settings["seed"] = seed
         return lm.copy(**settings)
 
+    def _workers(self, role: str) -> int:
+        """How many independent pieces of work calling ``role`` run at once: its model's bound."""
+        from roma_lab.lm import max_concurrency
+
+        return max_concurrency(self._lms[role])
+
     def _seed(self, run: int, index: int) -> int | None:
-        # Greedy decoding ignores the seed; leaving it out lets R runs at temperature 0 share the cache.
+        # Greedy decoding ignores the seed, so none is sent; the rollout id (``run``) keeps runs apart.
         return rollout_seed(run, index) if self.config.temperature > 0 else None
 
     def _call(self, t0: float, role: str, seed: int | None, **inputs: Any) -> tuple[Any, RoleCall]:
@@ -203,30 +214,47 @@ class Agent:
 
     def run(self, task: AgentTask, *, run: int = 0, long_term: str = "") -> Trajectory:
         """Solve ``task`` once. ``run`` is the run index (the seed when sampling); ``long_term`` is
-        the long-term memory carried from earlier tasks of this run (``memory="long_term"``)."""
+        the long-term memory carried from earlier tasks of this run (``memory="long_term"``).
+
+        Every request is marked with its rollout (``roma_lab.lm.rollout``): ``"<run>:<index>"`` inside
+        a rollout, ``"<run>"`` for the judges between rollouts, so run 2 of a task never replays run 1's
+        cached replies, even at temperature 0."""
+        from roma_lab.lm import rollout
+
         self._setup()
+        with rollout(str(run)):
+            return self._run(task, run, long_term)
+
+    def _run(self, task: AgentTask, run: int, long_term: str) -> Trajectory:
+        from roma_lab.lm import rollout
+
         cfg = self.config
         started = time.monotonic()
-        pending: list[RoleCall] = []
-        first_env = task.environment(self._tool_context(task, run, 0, pending, started))
+        first_env = task.environment(self._tool_context(task, run, 0, started))
         ctx = _Context(task=task, run=run, t0=started,
                        deadline=None if cfg.max_wall_s is None else started + cfg.max_wall_s,
-                       tools_text=describe_tools(first_env.tools), pending=pending)
+                       tools_text=describe_tools(first_env.tools))
         rollouts: list[Rollout] = []
         tips = cfg.tips.tips if cfg.tips is not None and cfg.tips_usage == "paper" else ()
         long_term = long_term if cfg.memory == "long_term" and cfg.long_term_visibility == "paper" else ""
 
-        def attempt(kind: str, note: str = "", tips_shown: tuple[str, ...] = tips) -> Rollout:
-            """One more rollout, on a fresh environment unless rollouts share one (official variant)."""
-            index = len(rollouts)
+        def make(index: int, kind: str, note: str = "", tips_shown: tuple[str, ...] = tips) -> Rollout:
+            """Rollout ``index``, on a fresh environment unless rollouts share one (official variant)."""
             fresh = index > 0 and cfg.rollout_isolation == "paper"
-            env = task.environment(self._tool_context(task, run, index, pending, started)) if fresh else first_env
-            rollouts.append(self._rollout(ctx, index, kind, env, note, tips_shown, long_term))
+            env = task.environment(self._tool_context(task, run, index, started)) if fresh else first_env
+            with rollout(f"{run}:{index}"):
+                return self._rollout(ctx, index, kind, env, note, tips_shown, long_term)
+
+        def attempt(kind: str, note: str = "", tips_shown: tuple[str, ...] = tips) -> Rollout:
+            rollouts.append(make(len(rollouts), kind, note, tips_shown))
             return rollouts[-1]
 
         if cfg.tts == "best_of_n":
-            for _ in range(cfg.n_rollouts):
-                attempt("best_of_n")
+            # Isolated rollouts are independent: they run at once, as many as the actor's model
+            # allows; rollouts sharing one tool state (official variant) run one after the other.
+            workers = self._workers("actor") if cfg.rollout_isolation == "paper" else 1
+            rollouts.extend(concurrent_map(lambda index: make(index, "best_of_n"), range(cfg.n_rollouts),
+                                           workers=workers))
             selection = self._select(ctx, rollouts)
         elif cfg.tts == "reflection" and cfg.reflect_at == "end":
             selection = self._reflect_on_answer(ctx, attempt("main"), attempt)
@@ -260,10 +288,9 @@ class Agent:
             status=final.status, reanswered=reanswered, uses_gold_answers=uses_gold,
             wall_s=time.monotonic() - started)
 
-    def _tool_context(self, task: AgentTask, run: int, index: int, pending: list[RoleCall],
-                      t0: float) -> ToolContext:
+    def _tool_context(self, task: AgentTask, run: int, index: int, t0: float) -> ToolContext:
         """Search settings for one rollout's environment; query rewrites are model calls, kept in
-        ``pending`` until the step that made the search records them."""
+        the running step loop's pending calls until the step that made the search records them."""
         cfg = self.config
         rewrite = None
         if cfg.query_optimization in ("reflect", "reflect+expand"):
@@ -271,7 +298,7 @@ class Agent:
 
             def rewrite(query: str) -> str:
                 prediction, call = self._call(t0, "query_rewriter", seed, task=task.item.question, query=query)
-                pending.append(call)
+                _PENDING.get().append(call)
                 improved = str(getattr(prediction, "improved_query", "") or "").strip()
                 return improved or query  # a failed rewrite keeps the original query (the call shows why)
 
@@ -312,7 +339,17 @@ class Agent:
               plans: list[PlanRevision], max_steps: int, note: str, subtask: str | None) -> _Loop:
         """Steps until an answer or a stop. ``note`` (a critique of an earlier attempt) is shown at
         every step, before the feedback on the previous step."""
+        token = _PENDING.set([])
+        try:
+            return self._steps(ctx, env, seed, question, tips_text, memory, plans, max_steps, note, subtask)
+        finally:
+            _PENDING.reset(token)
+
+    def _steps(self, ctx: _Context, env: Environment, seed: int | None, question: str, tips_text: str, memory: Memory,
+               plans: list[PlanRevision], max_steps: int, note: str, subtask: str | None) -> _Loop:
+        """The body of ``_loop``, its pending calls in ``_PENDING``."""
         cfg = self.config
+        pending = _PENDING.get()
         steps: list[Step] = []
         errors_in_a_row, since_plan = 0, []
         status, error, answer = "step_limit", f"no answer within {max_steps} steps", None
@@ -333,8 +370,8 @@ class Agent:
             text = _step_text(index, thought, action or "?", arguments, result)
             if subtask is not None:
                 text = f"[subtask: {subtask}] {text}"
-            step_calls = [act_call, *ctx.pending]
-            ctx.pending.clear()
+            step_calls = [act_call, *pending]
+            pending.clear()
             summary = critique = None
             if subtask is None:
                 summary, critique = self._after_step(ctx, memory, seed, question, text, final is not None, step_calls)
@@ -452,31 +489,39 @@ class Agent:
     def _delegate(self, ctx: _Context, env: Environment, seed: int | None,
                   tips_text: str) -> tuple[dict, list[Step], str]:
         """ROMA plans subtasks (its atomizer, planner and aggregator on the decomposer's model) and
-        runs them in dependency order; each subtask is solved by this actor with the same tools.
-        Returns the ROMA run (its JSON data, calls as ROMA recorded them), the subtask steps and the
-        result the main loop is shown."""
+        runs them in dependency order, independent ones at once (as many as the decomposer's model
+        allows); each subtask is solved by this actor with the same tools, one tool call at a time.
+        Returns the ROMA run (its JSON data, calls as ROMA recorded them), the subtask steps (in the
+        plan's order, whichever finished first) and the result the main loop is shown."""
         import dspy
 
         from roma_lab.controller import TASK_TYPES, Roma
 
         question = ctx.task.item.question
-        sub_steps: list[Step] = []
+        solved: list[tuple[str, tuple[Step, ...]]] = []  # (goal, its steps) as each subtask ends
+        workers = self._workers("decomposer")
+        shared = env if workers == 1 else _OneCallAtATime(env)
 
         def solve(goal: str, context: str):
             sub_question = f"{goal}\n\n(This is a subtask of: {question})" + (f"\n\n{context}" if context else "")
             memory = Memory("current", self.config.memory_window, self.config.retrieval_k)
-            loop = self._loop(ctx, env, seed, sub_question, tips_text, memory, [], self.config.subtask_steps,
+            loop = self._loop(ctx, shared, seed, sub_question, tips_text, memory, [], self.config.subtask_steps,
                               note="", subtask=goal)
-            sub_steps.extend(loop.steps)
+            solved.append((goal, tuple(loop.steps)))
             if loop.answer is None:
                 raise RuntimeError(f"subtask ended without an answer ({loop.status}: {loop.error})")
             return dspy.Prediction(output=loop.answer)
 
         roma = Roma(executors={t: solve for t in TASK_TYPES}, lm=self._lm_for("decomposer", seed), max_depth=1,
-                    max_concurrency=1, max_subtasks=MAX_SUBTASKS)
+                    max_concurrency=workers, max_subtasks=MAX_SUBTASKS)
         result = roma.run(question)
         text = result.output if result.output is not None else f"failed ({result.root.error})"
-        return json.loads(result.to_json()), sub_steps, text
+        # the plan's order: a goal's first node; a subtask solved twice (a retry) keeps its attempts' order
+        order: dict[str, int] = {}
+        for node in result.nodes:
+            order.setdefault(node.goal, len(order))
+        by_plan = sorted(solved, key=lambda done: order.get(done[0], len(order)))
+        return json.loads(result.to_json()), [step for _, steps in by_plan for step in steps], text
 
     # --- test-time scaling ---
 
@@ -486,10 +531,11 @@ class Agent:
         seed = self._seed(ctx.run, 0)
         if cfg.selection == "vote":
             return vote_selection([r.answer for r in rollouts])
-        if cfg.selection == "score":
+        if cfg.selection == "score":  # one scorer call per rollout, at once; read in rollout order
             scores, calls = [], []
-            for r in rollouts:
-                prediction, call = self._call(ctx.t0, "scorer", seed, task=question, attempt=_digest(r))
+            judged = concurrent_map(lambda r: self._call(ctx.t0, "scorer", seed, task=question, attempt=_digest(r)),
+                                    rollouts, workers=self._workers("scorer"))
+            for prediction, call in judged:
                 calls.append(call)
                 score = getattr(prediction, "score", None)
                 scores.append(min(10.0, max(0.0, float(score))) if isinstance(score, (int, float)) else None)
@@ -518,6 +564,19 @@ class Agent:
         return Selection(method="reflection", chosen=retry.index,
                          note="answer rejected; re-tried once with the critique",
                          calls=(call,))
+
+
+class _OneCallAtATime:
+    """An environment shared by subtasks running at once: one tool call at a time, so a tool's
+    state is never changed by two calls together."""
+
+    def __init__(self, env: Environment):
+        self.tools = env.tools
+        self._env, self._lock = env, threading.Lock()
+
+    def call(self, name: str, arguments: Mapping[str, str]) -> str:
+        with self._lock:
+            return self._env.call(name, arguments)
 
 
 def parse_arguments(text: str, tool: Tool) -> dict[str, str]:

@@ -4,8 +4,9 @@ Rows go through ``roma_lab.bench.run_benchmark`` (the project's resumable graded
 file per configuration, tidy rows the results vocabulary reads), called once per (task, run):
 its ``system(question)`` contract cannot tell apart suite tasks that share a prompt but not a
 hidden state, so each call is bound to its task. Each trajectory is graded by the task's grader
-and written atomically before its row, so an interrupted run resumes at the first unfinished
-(task, run). Layout under ``out_dir/<name>@<hash>/``: ``config.json``, ``runs.csv``,
+and written atomically before its row, so an interrupted run resumes with the unfinished (task,
+run) pairs only. Pairs run at once, as many as the actor's model allows (design/agents.md,
+"Independent work runs at once"). Layout under ``out_dir/<name>@<hash>/``: ``config.json``, ``runs.csv``,
 ``trajectories/r<run>/<benchmark>__<item_id>.json``.
 """
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -181,13 +183,19 @@ def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str |
     """Run ``config`` on every task, ``runs`` times (run index = seed when sampling), and return one
     tidy row per (task, run) (``ROW_COLUMNS``) in task order within run order.
 
-    Finished (task, run) pairs are skipped on a rerun with the same ``out_dir``; a (task, run)
-    whose system call raised is re-run. With ``memory="long_term"`` the long-term memory is carried
-    from task to task within a run, in task order, from the trajectory files (so a resumed run
-    carries exactly what an uninterrupted one would).
+    (task, run) pairs run concurrently, as many at once as the actor's model allows
+    (``roma_lab.lm.max_concurrency``; at 1, one after the other in that order); each trajectory file
+    and its row are written as the pair finishes. Finished (task, run) pairs are skipped on a rerun
+    with the same ``out_dir``; a (task, run) whose system call raised is re-run. With
+    ``memory="long_term"`` the long-term memory is carried from task to task within a run, in task
+    order, from the trajectory files (so a resumed run carries exactly what an uninterrupted one
+    would): the tasks of a run are then a chain, run one after the other, and only runs overlap.
     """
     import pandas as pd
     from tqdm.auto import tqdm
+
+    from roma_lab._concurrent import concurrent_map
+    from roma_lab.lm import max_concurrency
 
     if runs < 1:
         raise ValueError(f"runs must be >= 1, got {runs}")
@@ -203,38 +211,54 @@ def run_agent(config: AgentConfig, tasks: Sequence[AgentTask], *, out_dir: str |
     root = Path(out_dir) / label
     write_text_atomic(root / "config.json", config.to_json())
     carry = config.memory == "long_term" and config.long_term_visibility == "paper"
-    rows = []
+    bar_lock = threading.Lock()
+
+    def one(run: int, task: AgentTask, long_term: str, bar) -> tuple[dict[str, Any], str | None]:
+        """Run (or read back) one (task, run): its row and the long-term memory it leaves (None when
+        nothing was saved); the trajectory file is written before the row."""
+        path = root / "trajectories" / f"r{run}" / _file_name(task.item)
+
+        def system(question: str) -> Trajectory:
+            trajectory = agent.run(task, run=run, long_term=long_term)
+            trajectory = replace(trajectory, grade=_recorded(task.grader(task.item, trajectory)))
+            text = trajectory.to_json()
+            if task.private:
+                text = _redacted(text, (task.item.question, str(task.item.answer)))
+                # runs.csv gets the prediction and the grader's reply from the redacted copy too
+                trajectory = Trajectory.from_json(text)
+            write_text_atomic(path, text)
+            return trajectory
+
+        result = run_benchmark([task.item], system, _RecordedGrader(), out_path=root / "runs.csv",
+                               system_name=f"{label}/r{run}", progress=False, redacted=True)
+        with bar_lock:
+            bar.update(1)
+        if path.exists():
+            saved = read_trajectory(path)
+            return _row(saved, label), saved.final_rollout.long_term_after
+        # the system call raised (its error is in runs.csv); nothing was saved
+        error = result["error"].iloc[0]
+        return dict.fromkeys(ROW_COLUMNS) | {
+            "config": label, "config_hash": config_hash(config), "benchmark": task.item.benchmark,
+            "task_id": task.item.item_id, "split": task.split, "stratum": task.stratum, "run": run,
+            "temperature": config.temperature, "status": "system_error",
+            "error": error if isinstance(error, str) and error else "no trajectory file was saved"}, None
+
+    def chain(run: int, bar) -> list[dict[str, Any]]:
+        """The tasks of one run in task order, each shown the long-term memory the previous one left."""
+        rows, long_term = [], ""
+        for task in tasks:
+            row, after = one(run, task, long_term, bar)
+            rows.append(row)
+            long_term = long_term if after is None else after
+        return rows
+
+    workers = max_concurrency(agent._lms["actor"])
     with tqdm(total=runs * len(tasks), desc=label, disable=not progress) as bar:
-        for run in range(runs):
-            long_term = ""
-            for task in tasks:
-                path = root / "trajectories" / f"r{run}" / _file_name(task.item)
-
-                def system(question: str, task: AgentTask = task, run: int = run, path: Path = path,
-                           long_term: str = long_term) -> Trajectory:
-                    trajectory = agent.run(task, run=run, long_term=long_term)
-                    trajectory = replace(trajectory, grade=_recorded(task.grader(task.item, trajectory)))
-                    text = trajectory.to_json()
-                    if task.private:
-                        text = _redacted(text, (task.item.question, str(task.item.answer)))
-                        # runs.csv gets the prediction and the grader's reply from the redacted copy too
-                        trajectory = Trajectory.from_json(text)
-                    write_text_atomic(path, text)
-                    return trajectory
-
-                result = run_benchmark([task.item], system, _RecordedGrader(), out_path=root / "runs.csv",
-                                       system_name=f"{label}/r{run}", progress=False, redacted=True)
-                if path.exists():
-                    saved = read_trajectory(path)
-                    rows.append(_row(saved, label))
-                    if carry:
-                        long_term = saved.final_rollout.long_term_after
-                else:  # the system call raised (its error is in runs.csv); nothing was saved
-                    error = result["error"].iloc[0]
-                    rows.append(dict.fromkeys(ROW_COLUMNS) | {
-                        "config": label, "config_hash": config_hash(config), "benchmark": task.item.benchmark,
-                        "task_id": task.item.item_id, "split": task.split, "stratum": task.stratum, "run": run,
-                        "temperature": config.temperature, "status": "system_error",
-                        "error": error if isinstance(error, str) and error else "no trajectory file was saved"})
-                bar.update(1)
+        if carry:
+            by_run = concurrent_map(lambda run: chain(run, bar), range(runs), workers=workers)
+            rows = [row for run_rows in by_run for row in run_rows]
+        else:
+            pairs = [(run, task) for run in range(runs) for task in tasks]
+            rows = [row for row, _ in concurrent_map(lambda pair: one(*pair, "", bar), pairs, workers=workers)]
     return pd.DataFrame(rows, columns=list(ROW_COLUMNS))

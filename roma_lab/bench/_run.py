@@ -6,6 +6,7 @@ and are read, then rewritten with the current header."""
 
 from __future__ import annotations
 
+import contextvars
 import csv
 import io
 import json
@@ -15,9 +16,11 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Collection, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from roma_lab._concurrent import concurrent_map
 from roma_lab.bench._data import PRIVATE_BENCHMARKS, Item
 from roma_lab.bench._grade import Grade, Grader, guarded
 from roma_lab.results import quarantine, write_text_atomic
@@ -209,6 +212,24 @@ def _load_finished(path: Path, fmt: str) -> list[dict[str, Any]]:
     return good
 
 
+# One lock per run file for the process: callers sharing a file from threads (run_agent's (task,
+# run) pairs) must not read it while another rewrites it, nor append between the two.
+_FILE_LOCKS: dict[Path, threading.Lock] = {}
+_FILE_LOCKS_LOCK = threading.Lock()
+
+
+def _file_lock(path: Path) -> threading.Lock:
+    with _FILE_LOCKS_LOCK:
+        return _FILE_LOCKS.setdefault(path.resolve(), threading.Lock())
+
+
+def _append(path: Path, text: str) -> None:
+    """Append one record and flush it. The file is opened for each record: a handle kept open would
+    write into the old file once another caller has rewritten it (``_load_finished``)."""
+    with path.open("a", encoding="utf-8", newline="") as f:
+        f.write(text)
+
+
 class PrivateItemsError(ValueError):
     """The items belong to a benchmark that must stay encrypted on disk (``PRIVATE_BENCHMARKS``)."""
 
@@ -229,8 +250,9 @@ def _call_with_timeout(fn: Callable[[str], Any], arg: str, timeout_s: float | No
             box["error"] = exc
 
     # Daemon thread: a system that never returns cannot block interpreter exit. It keeps running
-    # in the background after the timeout; Python cannot kill a thread.
-    worker = threading.Thread(target=target, daemon=True)
+    # in the background after the timeout; Python cannot kill a thread. It runs in a copy of the
+    # caller's context: DSPy's settings (dspy.context) and the rollout id live in contextvars.
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True)
     worker.start()
     worker.join(timeout_s)
     if worker.is_alive():
@@ -323,6 +345,7 @@ def run_benchmark(
     redo: Collection[str] = (),
     cluster: Any = None,
     redacted: bool = False,
+    workers: int = 1,
 ):
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
@@ -341,7 +364,7 @@ def run_benchmark(
 
     ``cluster``: where items run: a cluster name or a ``roma_lab.dask.Dispatch`` (which also names
     the model, for the workers' weights check and a cluster-wide concurrency limit); None =
-    $ROMA_LAB_CLUSTER, else in this process, one after the other. On a cluster, the system and the
+    $ROMA_LAB_CLUSTER, else in this process (``workers`` at a time). On a cluster, the system and the
     grader are sent to the workers (they must pickle), each item runs on a worker, and this process
     alone writes each row as its item completes, in completion order: the same resume rules hold,
     and a worker that dies mid-item has the item run again elsewhere (an item whose every attempt
@@ -351,6 +374,12 @@ def run_benchmark(
     ``PRIVATE_BENCHMARKS`` (BrowseComp) raise ``PrivateItemsError`` before anything is written, unless
     ``redacted``: the caller's system returns (and saves) only redacted questions and answers, as
     ``roma_lab.agents.run_agent`` does.
+
+    ``workers``: how many items run at once in this process (the bound of the model the system
+    calls, e.g. ``roma_lab.lm.max_concurrency(lm)``; 1: one after the other). Rows are still written
+    once each, as each item finishes (in completion order), by the calling thread; the returned
+    rows are in item order. Several calls may share ``out_path`` from threads of one process (as
+    ``run_agent``'s (task, run) pairs do): reading the file and appending a row hold a lock per file.
     """
     from tqdm.auto import tqdm
 
@@ -374,37 +403,45 @@ def run_benchmark(
     path.parent.mkdir(parents=True, exist_ok=True)
     if max_consecutive_timeouts < 1:
         raise ValueError(f"max_consecutive_timeouts must be >= 1, got {max_consecutive_timeouts}")
-    latest = {(r["benchmark"], r["item_id"]): r for r in _load_finished(path, fmt) if r["condition"] == system_name}
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    with _file_lock(path):
+        latest = {(r["benchmark"], r["item_id"]): r for r in _load_finished(path, fmt) if r["condition"] == system_name}
+        if not path.exists() or path.stat().st_size == 0:  # a new file: the header first (CSV)
+            _append(path, _serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt) if fmt == "csv" else "")
     done = {key for key, r in latest.items() if not (retry_errors and r["error"]) and key[1] not in redo}
     todo = [it for it in items if (it.benchmark, it.item_id) not in done]
     shared = (system, grader, system_name, timeout_s)
-    new_file = not path.exists() or path.stat().st_size == 0
     on_cluster = not how.in_process and bool(todo)
     if on_cluster:  # connect (printing the dashboard link) before the bar, which then counts the whole sweep
         where = dask.session(how.cluster).spec.name
-    with path.open("a", encoding="utf-8", newline="") as f, tqdm(
-        total=len(items), initial=len(items) - len(todo), disable=not progress,
-        desc=f"{system_name} on {where}" if on_cluster else system_name,
-    ) as bar:
-        if new_file and fmt == "csv":
-            f.write(_serialize(dict(zip(COLUMNS, COLUMNS, strict=True)), fmt))
-            f.flush()
-        rows = _on_cluster(todo, shared, how, path, system_name) if on_cluster else (
-            _attempt(*shared, item) for item in todo)
+    with tqdm(total=len(items), initial=len(items) - len(todo), disable=not progress,
+              desc=f"{system_name} on {where}" if on_cluster else system_name) as bar:
         timeouts_in_a_row = 0
-        try:
-            for row, timed_out in rows:
-                f.write(_serialize(row, fmt))
-                f.flush()
-                bar.update(1)
-                timeouts_in_a_row = timeouts_in_a_row + 1 if timed_out else 0
-                if timeouts_in_a_row >= max_consecutive_timeouts:
-                    raise SystemStalledError(
-                        f"{system_name}: {timeouts_in_a_row} timeouts in a row; stopped with finished rows in {path} "
-                        "(rerun to resume once the system answers again)")
-        finally:
-            rows.close()  # on a cluster: cancels the items not yet finished
-    table = read_results_df(path)
+
+        def record(row: dict[str, Any], timed_out: bool) -> None:
+            nonlocal timeouts_in_a_row
+            with _file_lock(path):
+                _append(path, _serialize(row, fmt))
+            bar.update(1)
+            timeouts_in_a_row = timeouts_in_a_row + 1 if timed_out else 0
+            if timeouts_in_a_row >= max_consecutive_timeouts:
+                raise SystemStalledError(
+                    f"{system_name}: {timeouts_in_a_row} timeouts in a row; stopped with finished rows in {path} "
+                    "(rerun to resume once the system answers again)")
+
+        if on_cluster:
+            rows = _on_cluster(todo, shared, how, path, system_name)
+            try:
+                for row, timed_out in rows:
+                    record(row, timed_out)
+            finally:
+                rows.close()  # cancels the items not yet finished
+        else:
+            concurrent_map(partial(_attempt, *shared), todo, workers=workers,
+                           on_done=lambda index, outcome: record(*outcome))
+    with _file_lock(path):
+        table = read_results_df(path)
     mine = table[table["condition"] == system_name].set_index(["benchmark", "item_id"])
     unread = [key[1] for key in keys if key not in mine.index]
     if unread:  # each was written above or found on disk; a row that does not read back is damaged

@@ -1,0 +1,185 @@
+"""Throughput of the agent benchmark: tasks per hour through ``run_agent`` as concurrency grows.
+
+    python benchmarks/bench_throughput.py                         # loopback server, 32 tasks, 2 s a reply
+    python benchmarks/bench_throughput.py --tasks 16 --latency 0.5 --concurrency 1 4 16
+    python benchmarks/bench_throughput.py --embedded              # also the embedded model (loads it)
+
+The loopback part needs no model: a stdlib HTTP server on 127.0.0.1 answers every OpenAI chat
+completion after a fixed latency (``--latency``) with a reply that plans and answers at once, so
+each task costs two requests (planner, actor) and the wall time is the requests' waiting. The
+model's request bound is set with ``roma_lab.lm.set_max_concurrency`` for each ``--concurrency``
+and every run starts from a fresh folder with DSPy's request cache off. Printed: tasks/hour, the
+requests the server saw and the most it held at once, and the ratio to concurrency 1 (issue 23:
+>= 10x at 16). ``--embedded`` also runs the embedded model (``--model``, default "local") at its
+own slot count and, where its engine serves more than one sequence, at 1, 2, 4 and 8 slots, with
+aggregate generated tokens/s; it loads the model (minutes on a small machine). Prints one run's
+numbers with the load average: run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Self
+
+# Every field the planner and the actor ask for: each adapter keeps the ones its signature names.
+REPLY = {"plan": "1. Answer.", "thought": "", "action": "final_answer", "arguments": "{}", "answer": "0"}
+MODEL = "openai/loopback"
+
+
+class LatencyServer:
+    """OpenAI chat completions on 127.0.0.1 answered after ``latency_s``, counting what it holds."""
+
+    def __init__(self, latency_s: float):
+        self.latency_s, self.requests, self.in_flight, self.most = latency_s, 0, 0, 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, name="latency-server", daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.requests = self.most = 0
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args) -> None:
+                pass
+
+            def _send(self, payload: dict) -> None:
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # the model list a server-address model may ask for
+                self._send({"object": "list", "data": [{"id": MODEL.split("/", 1)[1], "object": "model"}]})
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+                with server._lock:
+                    server.requests += 1
+                    server.in_flight += 1
+                    server.most = max(server.most, server.in_flight)
+                try:
+                    time.sleep(server.latency_s)
+                finally:
+                    with server._lock:
+                        server.in_flight -= 1
+                if body.get("response_format"):
+                    text = json.dumps(REPLY)
+                else:  # DSPy's chat format: one "[[ ## field ## ]]" section per output field
+                    text = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in REPLY.items()) + "[[ ## completed ## ]]"
+                self._send({"id": f"loopback-{server.requests}", "object": "chat.completion", "created": 0,
+                            "model": body.get("model", "loopback"),
+                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
+                                         "finish_reason": "stop"}],
+                            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
+
+        return Handler
+
+
+def run_tasks(lm, tasks, config, runs: int) -> tuple[float, object]:
+    """(wall seconds, rows) of one run_agent call from a fresh folder."""
+    from roma_lab.agents import run_agent
+
+    out = Path(tempfile.mkdtemp(prefix="bench_throughput_"))
+    start = time.perf_counter()
+    rows = run_agent(config, tasks, out_dir=out, runs=runs, lm=lm, progress=False)
+    return time.perf_counter() - start, rows
+
+
+def loopback(args, tasks, config) -> None:
+    from roma_lab.lm import resolve_lm, set_max_concurrency
+
+    print(f"\nloopback server, {args.latency:g} s per reply, {len(tasks)} tasks x {args.runs} run(s), "
+          f"{config.name!r} (planner + actor: 2 requests a task)")
+    print(f"{'concurrency':>11} {'wall s':>8} {'tasks/hour':>11} {'requests':>9} {'most held':>10} {'x serial':>9}")
+    with LatencyServer(args.latency) as server:
+        lm = resolve_lm(MODEL, api_base=server.api_base, api_key="loopback", cache=False)
+        run_tasks(lm, tasks[:1], config, 1)  # warm-up: imports and first-call set-up, not timed
+        serial = None
+        for n in args.concurrency:
+            set_max_concurrency(MODEL, n)
+            server.reset()
+            try:
+                wall, rows = run_tasks(lm, tasks, config, args.runs)
+            finally:
+                set_max_concurrency(MODEL, None)
+            bad = rows["agent_status"].ne("answered").sum()
+            per_hour = len(rows) / wall * 3600
+            serial = serial or per_hour
+            print(f"{n:>11} {wall:>8.2f} {per_hour:>11.0f} {server.requests:>9} {server.most:>10} "
+                  f"{per_hour / serial:>8.2f}x" + (f"  ({bad} tasks not answered)" if bad else ""))
+
+
+def embedded(args, tasks, config) -> None:
+    from roma_lab.lm import max_concurrency, resolve_lm, set_max_concurrency
+
+    lm = resolve_lm(args.model)
+    slots = max_concurrency(lm)
+    levels = [1] if slots == 1 else [n for n in (1, 2, 4, 8) if n <= slots]
+    print(f"\nembedded model {lm.model}, {slots} slot(s), {len(tasks)} tasks x {args.runs} run(s), {config.name!r}")
+    print(f"{'concurrency':>11} {'wall s':>8} {'tasks/hour':>11} {'gen tok/s':>10} {'x serial':>9}")
+    serial = None
+    for n in levels:
+        set_max_concurrency(lm.model, n)
+        try:
+            wall, rows = run_tasks(lm, tasks, config, args.runs)
+        finally:
+            set_max_concurrency(lm.model, None)
+        per_hour = len(rows) / wall * 3600
+        serial = serial or per_hour
+        print(f"{n:>11} {wall:>8.1f} {per_hour:>11.0f} {rows['output_tokens'].sum() / wall:>10.1f} "
+              f"{per_hour / serial:>8.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=32, help="dev tasks of the offline tool suite")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--latency", type=float, default=2.0, help="seconds the loopback server takes a reply")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--embedded", action="store_true", help="also the embedded model (loads it)")
+    parser.add_argument("--model", default="local", help="the embedded model, with --embedded")
+    args = parser.parse_args()
+    os.environ.setdefault("ROMA_LAB_CACHE", tempfile.mkdtemp(prefix="bench_throughput_cache_"))
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch inside the first timed call
+
+    from roma_lab.agents import AgentConfig, suite_tasks
+
+    tasks = suite_tasks(("dev",))[: args.tasks]
+    config = AgentConfig(name="throughput", planning="revise", reanswer=False)
+    print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")
+    loopback(args, tasks, config)
+    if args.embedded:
+        embedded(args, tasks, config)
+    print(f"load average {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
