@@ -22,85 +22,41 @@ import argparse
 import json
 import os
 import tempfile
+import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Self
+
+# the loopback OpenAI-compatible server the tests use (one server, not a copy)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+from stub_openai import StubServer  # noqa: E402
 
 # Every field the planner and the actor ask for: each adapter keeps the ones its signature names.
 REPLY = {"plan": "1. Answer.", "thought": "", "action": "final_answer", "arguments": "{}", "answer": "0"}
 MODEL = "openai/loopback"
 
 
-class LatencyServer:
-    """OpenAI chat completions on 127.0.0.1 answered after ``latency_s``, counting what it holds."""
+class Latency:
+    """Waits ``latency_s`` for each request the server answers, counting them and the most held at once."""
 
     def __init__(self, latency_s: float):
         self.latency_s, self.requests, self.in_flight, self.most = latency_s, 0, 0, 0
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="latency-server", daemon=True)
 
-    @property
-    def api_base(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
-    def __enter__(self) -> Self:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._server.shutdown()
-        self._server.server_close()
+    def hold(self) -> None:
+        with self._lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.most = max(self.most, self.in_flight)
+        try:
+            time.sleep(self.latency_s)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
 
     def reset(self) -> None:
         with self._lock:
             self.requests = self.most = 0
-
-    def _handler(self):
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:  # the model list a server-address model may ask for
-                self._send({"object": "list", "data": [{"id": MODEL.split("/", 1)[1], "object": "model"}]})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
-                with server._lock:
-                    server.requests += 1
-                    server.in_flight += 1
-                    server.most = max(server.most, server.in_flight)
-                try:
-                    time.sleep(server.latency_s)
-                finally:
-                    with server._lock:
-                        server.in_flight -= 1
-                if body.get("response_format"):
-                    text = json.dumps(REPLY)
-                else:  # DSPy's chat format: one "[[ ## field ## ]]" section per output field
-                    text = "".join(f"[[ ## {k} ## ]]\n{v}\n\n" for k, v in REPLY.items()) + "[[ ## completed ## ]]"
-                self._send({"id": f"loopback-{server.requests}", "object": "chat.completion", "created": 0,
-                            "model": body.get("model", "loopback"),
-                            "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                         "finish_reason": "stop"}],
-                            "usage": {"prompt_tokens": 100, "completion_tokens": 20, "total_tokens": 120}})
-
-        return Handler
 
 
 def run_tasks(lm, tasks, config, runs: int) -> tuple[float, object]:
@@ -119,13 +75,15 @@ def loopback(args, tasks, config) -> None:
     print(f"\nloopback server, {args.latency:g} s per reply, {len(tasks)} tasks x {args.runs} run(s), "
           f"{config.name!r} (planner + actor: 2 requests a task)")
     print(f"{'concurrency':>11} {'wall s':>8} {'tasks/hour':>11} {'requests':>9} {'most held':>10} {'x serial':>9}")
-    with LatencyServer(args.latency) as server:
+    latency = Latency(args.latency)
+    models = [{"id": MODEL.split("/", 1)[1], "object": "model"}]  # the model list a server-address model asks for
+    with StubServer([json.dumps(REPLY)], models=models, hold=latency.hold) as server:
         lm = resolve_lm(MODEL, api_base=server.api_base, api_key="loopback", cache=False)
         run_tasks(lm, tasks[:1], config, 1)  # warm-up: imports and first-call set-up, not timed
         serial = None
         for n in args.concurrency:
             set_max_concurrency(MODEL, n)
-            server.reset()
+            latency.reset()
             try:
                 wall, rows = run_tasks(lm, tasks, config, args.runs)
             finally:
@@ -133,7 +91,7 @@ def loopback(args, tasks, config) -> None:
             bad = rows["agent_status"].ne("answered").sum()
             per_hour = len(rows) / wall * 3600
             serial = serial or per_hour
-            print(f"{n:>11} {wall:>8.2f} {per_hour:>11.0f} {server.requests:>9} {server.most:>10} "
+            print(f"{n:>11} {wall:>8.2f} {per_hour:>11.0f} {latency.requests:>9} {latency.most:>10} "
                   f"{per_hour / serial:>8.2f}x" + (f"  ({bad} tasks not answered)" if bad else ""))
 
 

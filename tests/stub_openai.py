@@ -2,7 +2,8 @@
 
 ``StubServer`` answers ``POST /v1/chat/completions`` with the next of its ``replies`` (the last one
 repeats) and ``GET /v1/models`` with ``models`` (None: 404, as a server without that route), and
-counts what it was asked. Two of them with different replies tell apart which server answered;
+counts what it was asked; ``hold`` (if given) is called before each completion is sent, e.g. to
+count the requests it holds at once. Two of them with different replies tell apart which server answered;
 no model runs, so these tests need neither weights nor the network. ``port`` reuses an address, as
 a server restarted on another model would.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 
 from online_server import LoopbackServer
@@ -18,8 +20,9 @@ from online_server import LoopbackServer
 
 class StubServer(LoopbackServer):
     def __init__(self, replies: list[str], *, models: list[dict] | None = None, port: int = 0,
-                 hold_models: threading.Event | None = None):
+                 hold_models: threading.Event | None = None, hold: Callable[[], None] | None = None):
         self.replies = list(replies)
+        self.hold = hold
         self.models = models
         self.hold_models = hold_models  # GET /models waits for it (at most 60 s): a server that never lists
         self.completions: list[dict] = []  # request bodies received, in order
@@ -69,6 +72,8 @@ class StubServer(LoopbackServer):
                 if not self.path.endswith("/chat/completions"):
                     return self._send(404, {"error": {"message": "not found"}})
                 text = stub._reply_text(body)
+                if stub.hold is not None:
+                    stub.hold()
                 self._send(200, {
                     "id": f"stub-{len(stub.completions)}", "object": "chat.completion", "created": 0,
                     "model": body.get("model", "stub"),

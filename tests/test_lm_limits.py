@@ -8,16 +8,14 @@ answers slowly counting the requests it holds, and ``online_server.FaultProxy``)
 """
 
 import asyncio
-import json
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler
 
 import dspy
 import pytest
 from dspy.clients.cache import Cache
-from online_server import FaultProxy, LoopbackServer
+from online_server import FaultProxy
 from stub_openai import StubServer
 
 from roma_lab.lm import (
@@ -243,56 +241,20 @@ def test_a_limit_set_in_code_is_a_whole_number_of_at_least_one(n):
 # --- the bound, remote ----------------------------------------------------------------------------
 
 
-class SlowServer(LoopbackServer):
-    """An OpenAI-compatible server that answers each chat completion after ``hold_s`` seconds,
-    counting the requests it holds at once (``flight.peak``); it lists no models."""
-
-    def __init__(self, hold_s: float = 0.1):
-        self.flight = InFlight(hold_s)
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args) -> None:
-                pass
-
-            def _send(self, status: int, payload: dict) -> None:
-                data = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def do_GET(self) -> None:
-                self._send(404, {"error": {"message": "no such route"}})
-
-            def do_POST(self) -> None:
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                server.flight.hold()
-                self._send(200, {"id": "slow", "object": "chat.completion", "created": 0, "model": "slow",
-                                 "choices": [{"index": 0, "message": {"role": "assistant",
-                                                                      "content": '{"answer": "slow"}'},
-                                              "finish_reason": "stop"}],
-                                 "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}})
-
-        super().__init__(Handler, name="slow-openai")
-
-
 def test_remote_calls_hold_at_most_the_names_limit_on_threads_and_in_a_loop():
-    with SlowServer() as server:
+    flight = InFlight(0.1)
+    with StubServer(['{"answer": "slow"}'], hold=flight.hold) as server:
         lm = resolve_lm(unique("openai/slow"), api_base=server.api_base, cache=False, num_retries=0)
         set_max_concurrency(lm.model, 3)
         on_threads(lambda i: ask(lm, f"q{i}"), 9)
-        assert server.flight.peak == 3
-        server.flight.peak = 0
+        assert flight.peak == 3
+        flight.peak = 0
 
         async def main():
             await asyncio.gather(*(aask(lm, f"a{i}") for i in range(9)))
 
         asyncio.run(main())
-        assert server.flight.peak == 3
+        assert flight.peak == 3
 
 
 def test_a_remote_cache_hit_takes_no_slot():
