@@ -32,13 +32,14 @@ SCRIPTED_LABEL = "scripted (test double, not a measurement)"
 
 def counting_lm(interrupt_at=None):
     """The scripted model of ``lm="scripted"``, raising KeyboardInterrupt on call number ``interrupt_at``;
-    ``len(lm.engine.requests)`` counts its calls (the interrupted one too)."""
+    ``len(lm.engine.requests)`` counts its calls (the interrupted one too). One slot: items run one at a
+    time, so the call number says which items finished."""
     def respond(request):
         if len(lm.engine.requests) == interrupt_at:
             raise KeyboardInterrupt
         return script_reply(request)
 
-    lm = scripted_lm(respond)
+    lm = scripted_lm(respond, slots=1)
     return lm
 
 
@@ -108,6 +109,35 @@ def test_interrupted_run_resumes_without_losing_or_repeating_items(tmp_path):
     lm = counting_lm()
     run_seal0(tmp_path, lm=lm, systems=("base",))
     assert len(lm.engine.requests) == 0  # everything finished: a rerun asks nothing
+
+
+def test_items_run_at_once_up_to_the_models_bound_and_the_tables_are_the_serial_ones(tmp_path):
+    import threading
+    import time
+
+    def tables(slots, out):
+        flight = {"now": 0, "peak": 0}
+        lock = threading.Lock()
+
+        def respond(request):  # the default script, held a moment so that items running at once overlap
+            with lock:
+                flight["now"] += 1
+                flight["peak"] = max(flight["peak"], flight["now"])
+            time.sleep(0.05)
+            with lock:
+                flight["now"] -= 1
+            return script_reply(request)
+
+        result = run_seal0(out, lm=scripted_lm(respond, slots=slots))
+        return flight["peak"], {name: df.drop(columns=[c for c in df.columns if "latency" in c or c.endswith("_s")])
+                                for name, df in result.items()}
+
+    serial_peak, serial = tables(1, tmp_path / "serial")
+    wide_peak, wide = tables(8, tmp_path / "wide")
+    assert serial_peak == 1 and wide_peak > 1  # the items of a table ran at once
+    assert serial.keys() == wide.keys()
+    for name in serial:
+        pd.testing.assert_frame_equal(serial[name], wide[name], obj=name)
 
 
 def test_roma_rows_resume_after_a_torn_write(tmp_path):
@@ -703,8 +733,9 @@ def test_items_past_their_deadline_in_a_row_stop_the_run_with_finished_rows_kept
 
     try:
         with pytest.raises(bench.SystemStalledError, match="3 timeouts in a row"):
-            roma.run_roma_table("seal0", tmp_path, lm=scripted_lm(respond), n_items=5, seed=1, progress=False,
-                                 systems=("roma",), item_timeout_s=0.2)
+            # one slot: the items run one after another, so the first three are the three in a row
+            roma.run_roma_table("seal0", tmp_path, lm=scripted_lm(respond, slots=1), n_items=5, seed=1,
+                                 progress=False, systems=("roma",), item_timeout_s=0.2)
     finally:
         released.set()
     rows = raw_rows(tmp_path / "seal0_results.csv")

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from roma_lab.bench import (BENCHMARKS, STRING_MATCH, BenchmarkSpec, DataNotFoundError, Item, benchmark_spec,
                             compare_systems, read_results_df, run_benchmark, sample, summarize_results)
+from roma_lab.lm import max_concurrency as model_bound
 from roma_lab.lm import model_label, resolve_lm
 from roma_lab.papers.roma._run_config import RunConfig, check_config, damaged_traces
 from roma_lab.papers.roma._systems import (
@@ -220,11 +221,17 @@ def run_roma_table(
         redo = damaged_traces(runs_dir, results_path, items, name) if isinstance(system, RomaSystem) else set()
         run_benchmark(items, system, grader, out_path=results_path, system_name=name,
                       timeout_s=None if item_timeout_s is None else item_timeout_s + _BACKSTOP_S,
-                      progress=progress, redo=redo)
+                      progress=progress, redo=redo, workers=model_bound(model))
 
     results = read_results_df(results_path)
-    keys = {(it.benchmark, it.item_id) for it in items}
+    keys = {(it.benchmark, it.item_id): i for i, it in enumerate(items)}
     results = results[[k in keys for k in zip(results["benchmark"], results["item_id"], strict=True)]]
+    # the run file is in the order items finished (they run at once, up to the model's bound): the
+    # tables take them in system order, then sample order, whatever order they finished in
+    systems_first = {name: i for i, name in enumerate(systems)}
+    order = [(systems_first.get(c, len(systems)), c, keys[(b, i)])
+             for c, b, i in zip(results["condition"], results["benchmark"], results["item_id"], strict=True)]
+    results = results.iloc[sorted(range(len(order)), key=order.__getitem__)]
     summary = summarize_results(results, spec, stats=stats)
     settings = {name: system_setting(name, config.search_backend) for name in systems}
     summary = summary.assign(model=config.model, setting=summary["condition"].map(settings))
