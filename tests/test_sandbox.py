@@ -25,6 +25,25 @@ def test_stdout_captured_and_clean_exit():
     assert result == SandboxResult(stdout="hello 42\n", stderr="", returncode=0, timed_out=False, error=None)
 
 
+def test_the_jail_works_in_a_process_holding_more_than_1024_descriptors():
+    # a kernel or a test session that has opened many files must not break the jail (select() refuses
+    # descriptors numbered 1024 and up; a full `make test` once reached 1,429)
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard descriptor limit is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200) if hard == resource.RLIM_INFINITY else hard, hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        result = run_python("print('hello', 6 * 7)")
+    finally:
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert result == SandboxResult(stdout="hello 42\n", stderr="", returncode=0, timed_out=False, error=None)
+
+
 def test_exception_reported_with_user_frames_only():
     result = run_python("def f():\n    raise ValueError('boom')\nf()")
     assert result.returncode == 1 and not result.timed_out

@@ -520,10 +520,19 @@ def _run_jailed(bwrap: list[str], command: list[str], out, err, timeout_s: float
     return (-(code - 128) if code - 128 in _SIGNAL_NUMBERS else code), timed_out
 
 
+def _ready(fd: int, timeout_s: float) -> bool:
+    """Whether ``fd`` is readable (or closed) within ``timeout_s``. poll, not select: select refuses a
+    descriptor numbered 1024 or more, which a long-lived process (a notebook kernel, a test session)
+    can reach."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP | select.POLLERR)
+    return bool(poller.poll(max(timeout_s, 0.0) * 1000))
+
+
 def _read_until_eof(fd: int, deadline: float) -> bytes | None:
     """Everything written to ``fd`` until EOF, or None if the deadline passes first."""
     data = b""
-    while select.select([fd], [], [], max(deadline - time.monotonic(), 0.0))[0]:
+    while _ready(fd, deadline - time.monotonic()):
         chunk = os.read(fd, 4096)
         if not chunk:
             return data
@@ -536,7 +545,7 @@ def _kill_namespace(pidfd: int) -> None:
     process of a PID namespace when its init dies, and reports init gone only after them."""
     try:
         signal.pidfd_send_signal(pidfd, signal.SIGKILL)
-        if not select.select([pidfd], [], [], _KILL_WAIT_S)[0]:
+        if not _ready(pidfd, _KILL_WAIT_S):
             raise RuntimeError(f"sandbox processes still alive {_KILL_WAIT_S:g} s after SIGKILL")
     except ProcessLookupError:
         pass
