@@ -10,9 +10,10 @@ each task costs two requests (planner, actor) and the wall time is the requests'
 model's request bound is set with ``roma_lab.lm.set_max_concurrency`` for each ``--concurrency``
 and every run starts from a fresh folder with DSPy's request cache off. Printed: tasks/hour, the
 requests the server saw and the most it held at once, and the ratio to concurrency 1 (issue 23:
->= 10x at 16). ``--embedded`` also runs the embedded model (``--model``, default "local") at its
-own slot count and, where its engine serves more than one sequence, at 1, 2, 4 and 8 slots, with
-aggregate generated tokens/s; it loads the model (minutes on a small machine). Prints one run's
+>= 10x at 16). ``--embedded`` also runs the embedded model (``--model``, default "local") on the same tasks:
+first through today's serial engine (llama-cpp-python, one sequence at a time), then on the
+embedded llama.cpp server at each ``--slots`` count (1, 2, 4, 8), with model calls, prompt tokens
+sent and aggregate generated tokens/s; it loads the model (tens of minutes on a small machine). Prints one run's
 numbers with the load average: run it on a quiet machine.
 """
 
@@ -96,24 +97,22 @@ def loopback(args, tasks, config) -> None:
 
 
 def embedded(args, tasks, config) -> None:
-    from roma_lab.lm import max_concurrency, resolve_lm, set_max_concurrency
+    from roma_lab.lm import resolve_lm
 
-    lm = resolve_lm(args.model)
-    slots = max_concurrency(lm)
-    levels = [1] if slots == 1 else [n for n in (1, 2, 4, 8) if n <= slots]
-    print(f"\nembedded model {lm.model}, {slots} slot(s), {len(tasks)} tasks x {args.runs} run(s), {config.name!r}")
-    print(f"{'concurrency':>11} {'wall s':>8} {'tasks/hour':>11} {'gen tok/s':>10} {'x serial':>9}")
+    print(f"\nembedded model {args.model!r}, {len(tasks)} tasks x {args.runs} run(s), {config.name!r}, "
+          "no completion cache; today's serial engine first, then the embedded server at each slot count")
+    print(f"{'engine':>17} {'slots':>5} {'wall s':>8} {'tasks/hour':>11} {'calls':>6} {'prompt tok':>10} "
+          f"{'gen tok/s':>10} {'answered':>8} {'x serial':>9}")
     serial = None
-    for n in levels:
-        set_max_concurrency(lm.model, n)
-        try:
-            wall, rows = run_tasks(lm, tasks, config, args.runs)
-        finally:
-            set_max_concurrency(lm.model, None)
+    for engine, slots in [("llama-cpp-python", 1)] + [("llama.cpp-server", n) for n in args.slots]:
+        lm = resolve_lm(args.model, engine=engine, slots=slots, cache=False)
+        wall, rows = run_tasks(lm, tasks, config, args.runs)
         per_hour = len(rows) / wall * 3600
         serial = serial or per_hour
-        print(f"{n:>11} {wall:>8.1f} {per_hour:>11.0f} {rows['output_tokens'].sum() / wall:>10.1f} "
-              f"{per_hour / serial:>8.2f}x")
+        answered = int(rows["agent_status"].eq("answered").sum())
+        print(f"{engine:>17} {slots:>5} {wall:>8.1f} {per_hour:>11.1f} {int(rows['model_calls'].sum()):>6} "
+              f"{int(rows['input_tokens'].sum()):>10} {rows['output_tokens'].sum() / wall:>10.2f} "
+              f"{answered:>5}/{len(rows):<2} {per_hour / serial:>8.2f}x", flush=True)
 
 
 def main() -> None:
@@ -124,6 +123,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--embedded", action="store_true", help="also the embedded model (loads it)")
     parser.add_argument("--model", default="local", help="the embedded model, with --embedded")
+    parser.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4, 8], help="server slot counts, with --embedded")
+    parser.add_argument("--no-loopback", action="store_true", help="skip the loopback server part")
     args = parser.parse_args()
     os.environ.setdefault("ROMA_LAB_CACHE", tempfile.mkdtemp(prefix="bench_throughput_cache_"))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch inside the first timed call
@@ -133,7 +134,8 @@ def main() -> None:
     tasks = suite_tasks(("dev",))[: args.tasks]
     config = AgentConfig(name="throughput", planning="revise", reanswer=False)
     print(f"load average {os.getloadavg()[0]:.2f}, {os.cpu_count()} CPUs")
-    loopback(args, tasks, config)
+    if not args.no_loopback:
+        loopback(args, tasks, config)
     if args.embedded:
         embedded(args, tasks, config)
     print(f"load average {os.getloadavg()[0]:.2f}")

@@ -186,6 +186,27 @@ def test_changes_make_results_stale_and_rerun(project, tmp_path):
     assert len(pd.read_csv(results / "00_fixture" / "rows.csv")) == 5
 
 
+def test_a_local_model_s_engine_and_slots_are_recorded_and_another_makes_the_run_stale(project, tmp_path,
+                                                                                       monkeypatch):
+    # Greedy outputs differ across engines and slot counts: results of one are not another's.
+    monkeypatch.delenv("ROMA_LAB_ENGINE", raising=False)
+    monkeypatch.delenv("ROMA_LAB_SLOTS", raising=False)
+    (spec,) = load_specs(project)
+    results = tmp_path / "results"
+    assert run_experiment(spec, results_root=results).status == "completed"
+    assert read_provenance(results / "00_fixture").extra["engine"] == {"engine": "llama-cpp-python", "slots": 1}
+    monkeypatch.setenv("ROMA_LAB_ENGINE", "llama.cpp-server")
+    monkeypatch.setenv("ROMA_LAB_SLOTS", "2")
+    assert experiment_status(spec, results_root=results) == "stale"
+    assert run_experiment(spec, results_root=results).status == "completed"
+    assert read_provenance(results / "00_fixture").extra["engine"] == {"engine": "llama.cpp-server", "slots": 2}
+    monkeypatch.setenv("ROMA_LAB_SLOTS", "4")
+    assert experiment_status(spec, results_root=results) == "stale"
+    monkeypatch.setenv("ROMA_LAB_SLOTS", "2")
+    assert experiment_status(spec, results_root=results) == "completed"
+    assert runner._engine({"LM": "openai/gpt-4o-mini"}) is None and runner._engine({"LM": "scripted"}) is None
+
+
 def test_a_run_hashes_the_package_source_once(project, tmp_path, monkeypatch):
     """One run key per run: its status check, the folder's preparation and both records use it."""
     import roma_lab.results._provenance as provenance

@@ -90,6 +90,16 @@ def _model(recorded: dict[str, Any]) -> str | None:
     return model_label(lm) if isinstance(lm, str) else None
 
 
+def _engine(recorded: dict[str, Any]) -> Mapping[str, Any] | None:
+    """The engine and slot count the run's local model runs on ($ROMA_LAB_ENGINE and $ROMA_LAB_SLOTS
+    reach the kernel too), None for any other model."""
+    from roma_lab.lm import local_engine_settings
+
+    lm = recorded.get("LM")
+    settings = local_engine_settings(lm) if isinstance(lm, str) else None
+    return MappingProxyType(settings) if settings is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class RunKey:
     """What makes a run of an experiment this run, taken once when the run starts and handed to
@@ -100,6 +110,7 @@ class RunKey:
     recorded: Mapping[str, Any]  # the notebook's defaults with those on top, OUT_DIR left out
     parameters_hash: str  # of ``recorded``
     model: str | None  # the model as tables label it (_model)
+    engine: Mapping[str, Any] | None  # a local model's engine and slot count (outputs depend on them)
     inputs: Mapping[str, str | None]  # the notebook and each declared input -> SHA-256 (None: missing)
     source: str  # package_source_hash(): the code that makes the numbers
 
@@ -110,6 +121,7 @@ class RunKey:
     def matches(self, record: Provenance) -> bool:
         """The record was made with these parameters, model, notebook and inputs, by this roma_lab source."""
         return (record.parameters_hash == self.parameters_hash and record.model == self.model
+                and record.extra.get("engine") == (dict(self.engine) if self.engine is not None else None)
                 and record.roma_lab_source == self.source
                 and not self.missing_inputs and record.inputs == dict(self.inputs))
 
@@ -122,7 +134,7 @@ def run_key(spec: ExperimentSpec, *, out_dir: Path, smoke: bool, lm: str | None,
     recorded = _recorded(spec, params)
     inputs = {p: sha256_file(spec.root / p) if (spec.root / p).is_file() else None for p in _inputs(spec)}
     return RunKey(MappingProxyType(params), MappingProxyType(recorded), parameters_hash(recorded), _model(recorded),
-                  MappingProxyType(inputs), package_source_hash())
+                  _engine(recorded), MappingProxyType(inputs), package_source_hash())
 
 
 def experiment_status(spec: ExperimentSpec, *, results_root: Path, smoke: bool = False, lm: str | None = None,
@@ -465,6 +477,8 @@ def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force
     started_at = datetime.now(UTC)
     extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": smoke,
              "cell_timeout_s": spec.cell_timeout_s(recorded)}
+    if key.engine is not None:
+        extra["engine"] = dict(key.engine)
     if overrides:  # which of the parameters were asked on the command line
         extra["overrides"] = dict(overrides)
     if note:

@@ -28,7 +28,20 @@ from ._models import (
     model_file,
 )
 from ._price import call_cost, in_process, served_from_cache
-from ._resolve import LocalModel, describe_lm_name, model_label, replay_lm, resolve_lm
+from ._resolve import (
+    ENGINE_ENV,
+    LOCAL_ENGINES,
+    SLOTS_ENV,
+    LocalModel,
+    describe_lm_name,
+    local_engine,
+    local_engine_settings,
+    local_slots,
+    model_label,
+    replay_lm,
+    resolve_lm,
+)
+from ._served import DEFAULT_SLOTS, LocalServerError, ServerEngine
 from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
@@ -37,10 +50,14 @@ from ._usage import CallUsage, call_usage
 
 __all__ = [
     "DEFAULT_REMOTE_CONCURRENCY",
+    "DEFAULT_SLOTS",
     "DEFAULT_VARIANT",
+    "ENGINE_ENV",
     "LIMIT_ENV",
+    "LOCAL_ENGINES",
     "MODELS",
     "SCRIPTED",
+    "SLOTS_ENV",
     "SPEED_LOG_ENV",
     "AsyncEngine",
     "CacheMissError",
@@ -49,6 +66,7 @@ __all__ = [
     "CorruptCacheEntryError",
     "LlamaEngine",
     "LocalModel",
+    "LocalServerError",
     "ModelChecksumError",
     "ModelNotInstalledError",
     "ModelSpec",
@@ -56,6 +74,7 @@ __all__ = [
     "ReplayEngine",
     "ScriptedEngine",
     "ScriptedRequest",
+    "ServerEngine",
     "cache_dir",
     "call_cost",
     "call_usage",
@@ -64,6 +83,9 @@ __all__ = [
     "describe_lm_name",
     "free_cores",
     "in_process",
+    "local_engine",
+    "local_engine_settings",
+    "local_slots",
     "model_file",
     "max_concurrency",
     "model_label",

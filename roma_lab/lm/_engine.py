@@ -120,6 +120,9 @@ class _ModelHost:
                     "(it compiles from source: minutes on 2 cores, then pip caches the wheel)"
                 ) from exc
             self.close()
+            from ._served import _SERVERS
+
+            _SERVERS.close()  # one model per process; a request in flight keeps its server until it returns
             threads = n_threads or free_cores()
             self._loaded = {"model": path.name, "pid": os.getpid(), "threads": threads,
                             "cpus": len(os.sched_getaffinity(0)), "load_avg_1min": os.getloadavg()[0],

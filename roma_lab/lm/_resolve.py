@@ -14,12 +14,20 @@ from ._models import DEFAULT_VARIANT, MODELS, cache_dir, file_sha256, model_file
 from ._remote import endpoint, remote_kwargs
 from ._scripted import SCRIPTED, is_scripted, scripted_lm
 
-__all__ = ["LocalModel", "describe_lm_name", "model_label", "replay_lm", "resolve_lm"]
+__all__ = ["ENGINE_ENV", "LOCAL_ENGINES", "SLOTS_ENV", "LocalModel", "describe_lm_name", "local_engine",
+           "local_engine_settings", "local_slots",
+           "model_label", "replay_lm", "resolve_lm"]
 
 ENV_VAR = "ROMA_LAB_LM"
 
 # Settings that configure the engine; every other keyword goes to dspy.LM.
-_ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode")
+_ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode", "slots")
+#: The engines that serve a local model (``resolve_lm(..., engine=)`` or $ROMA_LAB_ENGINE); the first
+#: is the default: on the 2-core machine the server's batching bought no agent tasks per hour
+#: (design/local_model.md, "Engines").
+LOCAL_ENGINES = ("llama-cpp-python", "llama.cpp-server")
+ENGINE_ENV = "ROMA_LAB_ENGINE"
+SLOTS_ENV = "ROMA_LAB_SLOTS"
 # dspy.LM defaults for local models; recorded and replayed runs must share them (they are in the key).
 _LM_DEFAULTS = {"max_tokens": 1024}
 # A model at the user's own server gets the embedded engine's settings (bounded, greedy unless a
@@ -85,8 +93,12 @@ def resolve_lm(name: Any = None, **kwargs):
       is a ``ServerLM``: DSPy's request cache keys its replies by that server too.
     - a ``dspy`` LM object: returned as it is (``kwargs`` configure models built from a name only).
 
-    Local models run in-process through llama-cpp-python, with completions cached on disk under
-    $ROMA_LAB_CACHE (see ``cache_dir``); keyword ``n_ctx``, ``n_threads`` and ``json_mode`` tune the
+    Local models run in this process, one sequence at a time through llama-cpp-python
+    (``engine="llama-cpp-python"``, the default) or on llama.cpp's own server
+    (``engine="llama.cpp-server"``: ``slots`` sequences batched at once, else $ROMA_LAB_SLOTS, else
+    ``DEFAULT_SLOTS``); $ROMA_LAB_ENGINE names the engine when ``engine`` is not given; with
+    completions cached on disk under $ROMA_LAB_CACHE (see ``cache_dir``; the engine and slot count
+    are in the key); keyword ``n_ctx`` (a slot's context), ``n_threads`` and ``json_mode`` tune the
     engine, the rest (``temperature``, ``max_tokens``...) go to ``dspy.LM``. Pass ``cache=False``
     to call the model every time.
     """
@@ -108,11 +120,12 @@ def resolve_lm(name: Any = None, **kwargs):
 
         return (ServerLM if kwargs.get("api_base") or kwargs.get("base_url") else RemoteLM)(name, **kwargs)
     from ._cache import CachingEngine
-    from ._engine import AsyncEngine, LlamaEngine
+    from ._engine import AsyncEngine
 
     engine_kwargs = {"json_mode": local.json_mode} | {k: kwargs.pop(k) for k in _ENGINE_KWARGS if k in kwargs}
     use_cache = kwargs.pop("cache", True)
-    engine = LlamaEngine(local.path, model_id=local.model_id, **engine_kwargs)
+    engine_class, engine_kwargs = _local_engine(kwargs.pop("engine", None), engine_kwargs)
+    engine = engine_class(local.path, model_id=local.model_id, **engine_kwargs)
     if use_cache:
         engine = CachingEngine(engine, model_id=local.model_id, directory=cache_dir() / "completions",
                                settings=_cache_settings(engine.json_mode, engine))
@@ -121,10 +134,66 @@ def resolve_lm(name: Any = None, **kwargs):
     return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)
 
 
+def local_engine(kind: str | None = None) -> str:
+    """The local engine: ``kind``, else $ROMA_LAB_ENGINE, else the first of ``LOCAL_ENGINES``."""
+    kind = kind or os.environ.get(ENGINE_ENV, "").strip() or LOCAL_ENGINES[0]
+    if kind not in LOCAL_ENGINES:
+        raise ValueError(f"unknown local engine {kind!r} (engine= or ${ENGINE_ENV}); choose one of: "
+                         + ", ".join(map(repr, LOCAL_ENGINES)))
+    return kind
+
+
+def _local_engine(kind: str | None, engine_kwargs: dict) -> tuple[type, dict]:
+    """(engine class, its keywords) for ``engine=kind`` (``local_engine``); the server runs on
+    ``slots`` slots, else $ROMA_LAB_SLOTS, else ``DEFAULT_SLOTS``."""
+    kind = local_engine(kind)
+    if kind == "llama-cpp-python":
+        from ._engine import LlamaEngine
+
+        if engine_kwargs.pop("slots", 1) != 1:
+            raise ValueError("the llama-cpp-python engine serves one sequence at a time: slots must be 1; "
+                             "engine='llama.cpp-server' serves several")
+        return LlamaEngine, engine_kwargs
+    from ._served import ServerEngine
+
+    return ServerEngine, {"slots": local_slots(engine_kwargs.get("slots"))} | engine_kwargs
+
+
+def local_slots(slots: int | None = None) -> int:
+    """The embedded server's slot count: ``slots``, else $ROMA_LAB_SLOTS, else ``DEFAULT_SLOTS``."""
+    from ._served import DEFAULT_SLOTS
+
+    if slots is not None:
+        return slots
+    text = os.environ.get(SLOTS_ENV, "").strip()
+    if not text:
+        return DEFAULT_SLOTS
+    if not text.isdigit() or int(text) < 1:
+        raise ValueError(f"${SLOTS_ENV} is the embedded server's slot count, a whole number >= 1; got {text!r}")
+    return int(text)
+
+
+def local_engine_settings(name: str | None = None) -> dict | None:
+    """The engine and slot count a model name runs on, as ``resolve_lm(name)`` would build it, without
+    loading anything: ``{"engine": ..., "slots": n}`` for a local model, None otherwise (provenance)."""
+    if _local_model(describe_lm_name(name), check_installed=False) is None:
+        return None
+    kind = local_engine()
+    return {"engine": kind, "slots": local_slots() if kind == "llama.cpp-server" else 1}
+
+
 def _cache_settings(json_mode: str, engine) -> dict:
     """What a local model's completion-cache key holds besides the request: the JSON decoding mode,
     and the engine's kind and slot count (greedy outputs differ across slot counts and batch make-up)."""
     return {"json_mode": json_mode, "engine": engine.kind, "slots": engine.slots}
+
+
+@dataclass(frozen=True, slots=True)
+class _Recorded:
+    """The engine a replayed completion was recorded on: its kind and slot count."""
+
+    kind: str
+    slots: int
 
 
 def model_label(lm: Any) -> str:
@@ -139,10 +208,12 @@ def model_label(lm: Any) -> str:
     return f"{name} @ {server}" if server else name
 
 
-def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mode: str | None = None, **kwargs):
-    """A ``dspy.LM`` that serves only completions recorded by ``resolve_lm(name)``.
+def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mode: str | None = None,
+              engine: str | None = None, slots: int | None = None, **kwargs):
+    """A ``dspy.LM`` that serves only completions recorded by ``resolve_lm(name)`` (with the same
+    ``engine`` and ``slots``: they are in the cache key).
 
-    A request never recorded raises ``CacheMissError``. Needs neither llama-cpp-python nor the
+    A request never recorded raises ``CacheMissError``. Needs neither llama.cpp nor the
     model packages, so tests can replay a real model's outputs anywhere.
     """
     import dspy
@@ -154,9 +225,9 @@ def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mo
     local = _local_model(name, check_installed=False)
     if local is None:
         raise ValueError(f"replay_lm serves recorded local-model completions; {name!r} is not a local model name")
-    from ._engine import LlamaEngine
-
+    engine_class, engine_kwargs = _local_engine(engine, {} if slots is None else {"slots": slots})
+    recorded = _Recorded(engine_class.kind, engine_kwargs.get("slots", 1))
     engine = ReplayEngine(model_id=local.model_id, directory=directory or cache_dir() / "completions",
-                          settings=_cache_settings(json_mode or local.json_mode, LlamaEngine))
+                          settings=_cache_settings(json_mode or local.json_mode, recorded))
     kwargs = _LM_DEFAULTS | kwargs
     return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)

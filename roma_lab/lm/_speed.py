@@ -37,6 +37,9 @@ class ModelSpeed(BaseModel):
     prompt_seconds: float
     generated_tokens: int
     generation_seconds: float
+    # which engine served the model, and on how many slots (records older than the server are in-process)
+    engine: str = "llama-cpp-python"
+    slots: int = 1
 
     @property
     def prompt_tps(self) -> float | None:

@@ -48,6 +48,7 @@ TRACKED_PACKAGES = (
     "gepa",
     "bm25s",
     "llama-cpp-python",
+    "xllamacpp",
 )
 
 Status = Literal["running", "completed", "failed", "interrupted"]

@@ -1,0 +1,245 @@
+"""DSPy engine running a GGUF model on llama.cpp's own server, in this process (``xllamacpp``).
+
+The server batches the sequences of its slots together (continuous batching) and keeps each slot's
+evaluated prompt, so independent requests (tasks, rollouts, judge calls) generate at once and an
+agent's next turn evaluates only its new tokens. Requests go in as OpenAI chat completions through
+the server's own handler (``Server.handle_chat_completions``): no socket, no HTTP client. The
+server binds only 127.0.0.1. Chosen with ``engine="llama.cpp-server"`` or $ROMA_LAB_ENGINE; on
+the 2-core machine it bought no agent tasks per hour over the one-sequence engine (the default), and
+design/local_model.md has the measurements.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import os
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from ._engine import (
+    GENERATION_LOCK,
+    JSON_MODES,
+    SUPPORTED_PARAMS,
+    _conforms,
+    free_cores,
+    json_grammar,
+    request_messages,
+)
+from ._limits import request_slot
+from ._speed import ModelSpeed, append_speed
+
+__all__ = ["DEFAULT_SLOTS", "HOST_CACHE_MIB", "LocalServerError", "ServerEngine"]
+
+#: Slots of the embedded server unless a caller names another count: the best of 1, 4 and 8 on the
+#: agent benchmark on 2 cores (design/local_model.md, "Engines").
+DEFAULT_SLOTS = 4
+#: Cap on the server's host-memory prompt cache (prompts of idle slots saved for reuse), in MiB.
+HOST_CACHE_MIB = 2048
+
+
+class LocalServerError(RuntimeError):
+    """The embedded server refused a request (a grammar it cannot parse, a malformed request): its
+    own message, with the error type it gave."""
+
+
+class _SharedTurn:
+    """The machine-wide generation turn (``GENERATION_LOCK``) held while any request of this
+    process is in flight: the server batches this process's requests together, while another
+    process (a second notebook, a test) waits for the batch to drain instead of thrashing the cores."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders = 0
+        self._fd: int | None = None
+
+    @contextlib.contextmanager
+    def held(self):
+        with self._lock:
+            if self._holders == 0:
+                fd = os.open(GENERATION_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
+                fcntl.flock(fd, fcntl.LOCK_EX)  # under _lock: this process's other requests wait with it
+                self._fd = fd
+            self._holders += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0:
+                    os.close(self._fd)  # closing drops the lock
+                    self._fd = None
+
+
+_TURN = _SharedTurn()
+
+
+class _ServerHost:
+    """The one embedded server of this process. Loading another (other file, slots, context or
+    threads) first frees the current one and the in-process engine's model: two models generating on
+    2 cores were 5-30x slower than one."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self._key: tuple | None = None
+        self._server = None
+        self._loaded: dict = {}
+        self._counts = dict.fromkeys(("calls", "prompt", "generated"), 0)
+        self._seconds = dict.fromkeys(("calls", "prompt", "generated"), 0.0)
+        self._count_lock = threading.Lock()
+
+    def get(self, path: Path, slots: int, n_ctx: int, n_threads: int | None):
+        """The running server for these settings, starting it if needed."""
+        key = (str(path), slots, n_ctx, n_threads)
+        with self.lock:
+            if key != self._key:
+                self._start(path, slots, n_ctx, n_threads)
+                self._key = key
+            return self._server
+
+    def _start(self, path: Path, slots: int, n_ctx: int, n_threads: int | None) -> None:
+        try:
+            import xllamacpp
+        except ImportError as exc:
+            from ._models import ModelNotInstalledError
+
+            raise ModelNotInstalledError("engine='llama.cpp-server' needs xllamacpp: "
+                                         "pip install 'roma_lab[local-small]'") from exc
+        from ._engine import _HOST
+
+        self.close()
+        with _HOST.lock:
+            _HOST.close()
+        threads = n_threads or free_cores()
+        params = xllamacpp.CommonParams()
+        params.model.path = str(path)
+        params.n_parallel = slots
+        params.n_ctx = n_ctx * slots  # the server divides its context among the slots
+        params.cpuparams.n_threads = params.cpuparams_batch.n_threads = threads
+        # no spinning between ggml's tasks: on 2 cores the spin took the core the next task needed
+        # (one sequence generated 8.4 tok/s polling, 9.6 without; design/local_model.md)
+        params.cpuparams.poll = params.cpuparams_batch.poll = 0
+        params.hostnames = ["127.0.0.1"]  # its HTTP listener (unused by us) stays on loopback
+        params.cache_ram_mib = HOST_CACHE_MIB
+        params.warmup = False
+        params.verbosity = -1  # llama.cpp's per-request log lines would fill every notebook's output
+        self._loaded = {"model": path.name, "pid": os.getpid(), "threads": threads,
+                        "cpus": len(os.sched_getaffinity(0)), "load_avg_1min": os.getloadavg()[0],
+                        "loaded_at": datetime.now(UTC), "engine": ServerEngine.kind, "slots": slots}
+        self._server = xllamacpp.Server(params)
+
+    def generated(self, seconds: float, timings: dict) -> None:
+        """Count one generation and the server's timings for it."""
+        with self._count_lock:
+            self._counts["calls"] += 1
+            self._seconds["calls"] += seconds
+            self._counts["prompt"] += int(timings.get("prompt_n", 0))
+            self._seconds["prompt"] += float(timings.get("prompt_ms", 0.0)) / 1000
+            self._counts["generated"] += int(timings.get("predicted_n", 0))
+            self._seconds["generated"] += float(timings.get("predicted_ms", 0.0)) / 1000
+
+    def close(self) -> None:
+        if self._server is not None and self._counts["calls"]:
+            # prompt and generation seconds are summed over requests, which overlap in a batch
+            append_speed(ModelSpeed(**self._loaded, closed_at=datetime.now(UTC), calls=self._counts["calls"],
+                                    call_seconds=self._seconds["calls"], prompt_tokens=self._counts["prompt"],
+                                    prompt_seconds=self._seconds["prompt"],
+                                    generated_tokens=self._counts["generated"],
+                                    generation_seconds=self._seconds["generated"]))
+        self._server, self._key, self._loaded = None, None, {}  # the server stops when collected
+        self._counts = dict.fromkeys(self._counts, 0)
+        self._seconds = dict.fromkeys(self._seconds, 0.0)
+
+
+_SERVERS = _ServerHost()
+atexit.register(_SERVERS.close)
+
+
+class ServerEngine:
+    """DSPy engine for a local GGUF file on the embedded llama.cpp server with ``slots`` slots of
+    ``n_ctx`` tokens each. Loads on the first call. ``path`` and ``json_mode`` as for ``LlamaEngine``
+    (the same grammar bounds strings and arrays)."""
+
+    supports_response_schema = True
+    supported_params = SUPPORTED_PARAMS
+    kind = "llama.cpp-server"  # in the completion-cache key with ``slots``
+
+    def __init__(self, path, *, model_id: str, slots: int = DEFAULT_SLOTS, n_ctx: int = 4096,
+                 n_threads: int | None = None, json_mode: str = "grammar", default_max_tokens: int = 512):
+        if json_mode not in JSON_MODES:
+            raise ValueError(f"json_mode must be one of {JSON_MODES}, got {json_mode!r}")
+        if type(slots) is not int or slots < 1:
+            raise ValueError(f"slots must be a whole number >= 1, got {slots!r}")
+        self._path = path
+        self.model_id = model_id
+        self.slots = slots
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads
+        self.json_mode = json_mode
+        self.default_max_tokens = default_max_tokens
+
+    def complete(self, request):
+        from dspy.lm15 import Message, Response, TextPart, Usage
+
+        if request.tools:
+            from dspy.lm15 import UnsupportedFeatureError
+
+            raise UnsupportedFeatureError(f"{self.model_id}: local models do not support native tool calls")
+        messages = request_messages(request)
+        response_format = request.config.response_format
+        constrain = self.json_mode == "grammar" and bool(response_format)
+        with request_slot(request.model, self.slots), _TURN.held():
+            server = _SERVERS.get(self._path(), self.slots, self.n_ctx, self.n_threads)
+            text, finish, n_in, n_out = self._generate(server, messages, request.config, constrain=constrain)
+            if self.json_mode == "auto" and response_format and not _conforms(text, response_format):
+                # The one bounded retry: the same request under the grammar, which always parses.
+                text, finish, n_in2, n_out2 = self._generate(server, messages, request.config, constrain=True)
+                n_in, n_out = n_in + n_in2, n_out + n_out2
+        return Response(id=None, model=self.model_id, message=Message.assistant([TextPart(text)]), finish_reason=finish,
+                        usage=Usage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out))
+
+    def _generate(self, server, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
+        """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
+        body = {
+            "messages": messages,
+            # Greedy by default, as in-process (reproducible, cacheable).
+            "temperature": 0.0 if config.temperature is None else config.temperature,
+            "max_tokens": config.max_tokens or self.default_max_tokens,
+        }
+        if config.stop:
+            body["stop"] = list(config.stop)
+        for name in ("top_p", "top_k", "seed"):
+            if getattr(config, name) is not None:
+                body[name] = getattr(config, name)
+        if constrain:
+            grammar = json_grammar(config.response_format)
+            if grammar is None:
+                body["response_format"] = {"type": "json_object"}
+            else:
+                body["grammar"] = grammar
+        start = time.perf_counter()
+        out = server.handle_chat_completions(body)
+        seconds = time.perf_counter() - start
+        if "error" in out:
+            error = out["error"]
+            if error.get("type") == "exceed_context_size_error":
+                from dspy.lm15 import ContextLengthError
+
+                raise ContextLengthError(f"{self.model_id}: {error.get('message')} (n_ctx={self.n_ctx} a slot)")
+            raise LocalServerError(f"{self.model_id}: the embedded server refused the request "
+                                   f"({error.get('type')}): {error.get('message')}")
+        _SERVERS.generated(seconds, out.get("timings", {}))
+        choice, usage = out["choices"][0], out["usage"]
+        finish = "length" if choice.get("finish_reason") == "length" else "stop"
+        return choice["message"].get("content") or "", finish, usage["prompt_tokens"], usage["completion_tokens"]
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        """Nothing to do: the server is shared by the process (see _ServerHost)."""
