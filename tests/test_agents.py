@@ -23,6 +23,7 @@ from roma_lab.agents import (
     AgentTask,
     PlanTips,
     SplitLeakError,
+    SuiteGrader,
     Tool,
     ToolError,
     Trajectory,
@@ -378,7 +379,7 @@ class BonEngine(SeedEngine):
         return super().complete(request)
 
 
-def best_of_n(answers, selection="vote", isolation="paper", gate=lambda role: None, **roles):
+def best_of_n(answers, selection="vote", isolation="paper", gate=lambda role: None, task=None, **roles):
     """A best-of-N run; ``gate(role)`` is called as each request arrives (before it is answered)."""
     engine_box = {}
 
@@ -398,7 +399,7 @@ def best_of_n(answers, selection="vote", isolation="paper", gate=lambda role: No
     lm = dspy.LM("scripted/bon", engine=engine, cache=False)
     config = AgentConfig(tts="best_of_n", n_rollouts=len(answers), temperature=0.8, selection=selection,
                          rollout_isolation=isolation)
-    return Agent(config, lm=lm).run(toy_task()), engine
+    return Agent(config, lm=lm).run(task or toy_task()), engine
 
 
 def test_best_of_n_rollouts_are_isolated_tool_state_memory_and_seed():
@@ -418,10 +419,14 @@ def test_official_shared_state_leaks_tool_state_between_rollouts():
     assert observations == ["counter is now 3", "counter is now 4"]
 
 
-def test_vote_majority_normalisation_and_deterministic_tie_break():
+def test_vote_majority_on_the_grader_s_key_and_deterministic_tie_break():
     assert vote(["a", "b", "b"]).chosen == 1
     assert vote(["1,000", "1000", "999"]) == vote(["1,000", "1000", "999"])
-    assert vote(["1,000", "1000", "999"]).votes == {"1000": 2, "999": 1}
+    # exact by default: answers an exact grader tells apart never pool their votes
+    assert vote(["1,000", "1000", "999"]).votes == {"1,000": 1, "1000": 1, "999": 1}
+    assert vote([" 7 ", "7", "8"]).votes == {"7": 2, "8": 1}  # the exact evaluator trims whitespace
+    # a string-match grader cannot tell "1,000" from "1000": its key pools them
+    assert vote(["1,000", "1000", "999"], key=StringMatchGrader.answer_key).votes == {"1000": 2, "999": 1}
     tie = vote(["x", "y", "y", "x"])
     assert (tie.chosen, tie.tie) == (0, True)  # tied: the answer given first, at its first rollout
     assert vote(["y", "x", "x", "y"]).chosen == 0
@@ -433,7 +438,7 @@ def test_vote_majority_normalisation_and_deterministic_tie_break():
 @given(st.lists(st.sampled_from(["a", "A", "b", "c", "", "unable to determine", None]), min_size=1, max_size=8))
 def test_vote_picks_a_most_frequent_answer_and_the_earliest_among_ties(answers):
     result = vote(answers)
-    valid = [(i, normalize_answer(a)) for i, a in enumerate(answers) if not is_non_answer(a)]
+    valid = [(i, a.strip()) for i, a in enumerate(answers) if not is_non_answer(a)]
     if not valid:
         assert (result.chosen, result.votes) == (0, {})
         return
@@ -443,6 +448,36 @@ def test_vote_picks_a_most_frequent_answer_and_the_earliest_among_ties(answers):
     winner = min((k for k in counts if counts[k] == top), key=first_of.get)
     assert result.chosen == first_of[winner] and result.votes == counts
     assert result.tie == (sum(c == top for c in counts.values()) > 1)
+
+
+def test_a_wrong_sign_never_wins_on_the_votes_of_the_right_one():
+    # issue 24: keyed by normalize_answer, '44.2%' and '-44.2%' were one ballot and rollout 0 won
+    suite_key = SuiteGrader.answer_key
+    assert vote(["44.2%", "-44.2%", "-44.2%", "7%"], key=suite_key).chosen == 1
+    assert vote(["8383.57", "8,383.57", "8,383.57"], key=suite_key).chosen == 1
+    assert vote(["A", "B", "B"], key=suite_key).votes == {"A": 1, "B": 2}  # "A" is no empty key (an article)
+    assert normalize_answer("A") == ""  # what the old key made of it
+
+
+class ExactGrader:
+    """A grader that says nothing of its key: votes then keep every distinct text apart."""
+
+    name = "exact"
+
+    def __call__(self, item, prediction):
+        from roma_lab.bench import Grade
+
+        ok = str(getattr(prediction, "answer", prediction)).strip() == item.answer
+        return Grade(label="CORRECT" if ok else "INCORRECT", score=float(ok), grader=self.name)
+
+
+def test_best_of_n_votes_on_the_task_s_grader_key():
+    exact = replace(toy_task(answer="-44.2%"), grader=ExactGrader())
+    trajectory, _ = best_of_n(["44.2%", "-44.2%", "-44.2%"], task=exact)
+    assert trajectory.answer == "-44.2%" and trajectory.selection.votes == {"44.2%": 1, "-44.2%": 2}
+    # under string match (the toy task's grader) the two are one answer, as that grader sees them
+    pooled, _ = best_of_n(["1,000", "1000", "999"])
+    assert pooled.selection.votes == {"1000": 2, "999": 1}
 
 
 def test_score_pick_breaks_ties_to_the_lowest_index_and_ignores_missing_scores():

@@ -408,3 +408,19 @@ def test_backbones_refuse_a_model_that_is_not_installed_before_any_model_runs(tm
     with pytest.raises(ModelNotInstalledError, match="qwen2.5-coder-0.5b"):
         compare_backbones(tmp_path, models=("scripted", "local:qwen2.5-coder-0.5b"), n_tasks=2)
     assert not any(tmp_path.iterdir())
+
+
+def test_maj_at_r_votes_on_the_grader_s_key_not_a_lossier_one():
+    # issue 24: on normalize_answer keys the three runs were one ballot, won by run 0's wrong
+    # "8383.57" (maj@3 = 0 while pass@1 = 2/3); the exact evaluator tells them apart
+    from roma_lab.papers.oagents._study import _scores
+    from roma_lab.results import summarize_protocol
+
+    (task,) = suite_tasks(("dev",))[:1]
+    rows = pd.DataFrame({"condition": "c", "task_id": task.item.item_id, "run": [0, 1, 2],
+                         "answer": ["8383.57", "8,383.57", "8,383.57"], "correct": [False, True, True]})
+    scores = _scores(rows, None, [task])
+    assert list(scores["answer_key"]) == ["8383.57", "8,383.57", "8,383.57"]
+    p = summarize_protocol(scores, metric="success", answer="answer_key", ks=(3,),
+                           stats=StatsSettings(n_resamples=50)).set_index(["metric"])["value"]
+    assert p["pass@1"] == pytest.approx(2 / 3) and p["maj@3"] == 1.0

@@ -155,14 +155,14 @@ def test_a_vote_tie_shows_the_votes_and_the_rollout_the_tie_rule_chose(study):
     view = trajectory_to_view(study[VOTE, TASK])
     s = view["selection"]
     assert (s["method"], s["chosen"], s["tie"], s["decided_by_tie"]) == ("vote", 0, True, 0)
-    assert s["tied"] == ["dr emil kimura", "dr goran gallagher"] and s["votes"] == dict.fromkeys(s["tied"], 1)
-    assert [r["vote"] for r in view["rollouts"]] == ["dr emil kimura", "dr goran gallagher", None]
+    assert s["tied"] == ["Dr. Emil Kimura", "Dr. Goran Gallagher"] and s["votes"] == dict.fromkeys(s["tied"], 1)
+    assert [r["vote"] for r in view["rollouts"]] == ["Dr. Emil Kimura", "Dr. Goran Gallagher", None]
     assert [r["chosen"] for r in view["rollouts"]] == [True, False, False]
     page = trajectory_html(view)
     shown = text(page.split('<table class="tj-table"')[0])
-    assert "tie between dr emil kimura, dr goran gallagher: the tie rule chose rollout 0" in shown
+    assert "tie between Dr. Emil Kimura, Dr. Goran Gallagher: the tie rule chose rollout 0" in shown
     assert "a tie goes to the answer given first" in shown
-    assert "votes for dr goran gallagher" in text(rows(page)["r1"]) and "does not vote" in text(rows(page)["r2"])
+    assert "votes for Dr. Goran Gallagher" in text(rows(page)["r1"]) and "does not vote" in text(rows(page)["r2"])
     assert "chosen" in text(rows(page)["r0"]) and "chosen" not in text(rows(page)["r1"])
 
 
@@ -171,7 +171,7 @@ def test_a_clear_majority_names_no_tie():
     view = trajectory_to_view(run_one(four))
     s = view["selection"]
     assert (s["tie"], s["tied"], s["decided_by_tie"]) == (False, [], None)
-    assert s["votes"] == {"dr emil kimura": 2, "dr goran gallagher": 1}
+    assert s["votes"] == {"Dr. Emil Kimura": 2, "Dr. Goran Gallagher": 1}
     assert "tie rule chose" not in text(trajectory_html(view))
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from roma_lab._concurrent import concurrent_map
+from roma_lab.bench import answer_key
 from roma_lab.controller import LMExchange, RoleCall, ToolCall, jsonable
 
 from ._config import ROLES, AgentConfig, config_hash
@@ -530,7 +531,7 @@ class Agent:
         question = ctx.task.item.question
         seed = self._seed(ctx.run, 0)
         if cfg.selection == "vote":
-            return vote_selection([r.answer for r in rollouts])
+            return vote_selection([r.answer for r in rollouts], key=answer_key(ctx.task.grader))
         if cfg.selection == "score":  # one scorer call per rollout, at once; read in rollout order
             scores, calls = [], []
             judged = concurrent_map(lambda r: self._call(ctx.t0, "scorer", seed, task=question, attempt=_digest(r)),

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
 
-from roma_lab.bench import Grade, Item, guarded, prediction_text
+from roma_lab.bench import Grade, Item, exact_key, guarded, prediction_text
 from roma_lab.router import (DEFAULT_SEED, SPLITS, SUCCESS, TOOL_DESCRIPTIONS, TOOL_NAMES, OperationSession,
                              generate_suite, split_tasks, tool_outcome)
 
@@ -61,6 +61,11 @@ class SuiteGrader:
             return Grade(label=status, score=float(status == SUCCESS), grader=self.name)
 
         return guarded(self.name, grade)
+
+    @staticmethod
+    def answer_key(answer: object) -> str:
+        """The exact evaluator's own key (``router.is_correct`` trims whitespace, nothing more)."""
+        return exact_key(answer)
 
 
 def _agent_task(task) -> AgentTask:

@@ -107,14 +107,16 @@ class Rollout:
 
 @dataclass(frozen=True, slots=True)
 class Selection:
-    """How the final rollout was chosen. ``scores`` per rollout for ``score``; ``votes`` per
-    normalised answer for ``vote``; ``tie`` when the top count or score was shared."""
+    """How the final rollout was chosen. ``scores`` per rollout for ``score``; for ``vote``,
+    ``votes`` per answer key (the grader's, ``bench.answer_key``) and ``ballots`` each rollout's key
+    (None: it did not vote); ``tie`` when the top count or score was shared."""
 
     __pydantic_config__ = _STRICT
     method: Literal["single", "vote", "list", "score", "reflection"]
     chosen: int
     scores: tuple[float | None, ...] = ()
     votes: dict[str, int] = field(default_factory=dict)
+    ballots: tuple[str | None, ...] = ()  # empty in trajectories saved before it existed
     tie: bool = False
     note: str = ""
     calls: tuple[RoleCall, ...] = ()

@@ -31,8 +31,8 @@ from roma_lab.bench._data import (
     load_simpleqa,
     sample,
 )
-from roma_lab.bench._grade import (STRING_MATCH, DSPyJudge, Grade, Grader, Judge, StringMatchGrader, guarded,
-                                   normalize_answer, prediction_text)
+from roma_lab.bench._grade import (STRING_MATCH, DSPyJudge, Grade, Grader, Judge, StringMatchGrader, answer_key,
+                                   exact_key, guarded, normalize_answer, prediction_text)
 from roma_lab.bench._graders import (
     AbGenGrader,
     AIMEGrader,
@@ -52,6 +52,8 @@ from roma_lab.bench._scripted import ScriptedJudge
 from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
 
 __all__ = [
+    "answer_key",
+    "exact_key",
     "guarded",
     "normalize_answer",
     "prediction_text",

@@ -142,6 +142,20 @@ def normalize_answer(text: object) -> str:
     return " ".join(tokens)
 
 
+def exact_key(answer: object) -> str:
+    """An exact grader's answer key: the text with surrounding whitespace trimmed (``"8,383.57"``,
+    ``"8383.57"`` and ``"-44.2%"``, ``"44.2%"`` stay apart, as the grader keeps them)."""
+    return str(answer).strip()
+
+
+def answer_key(grader: Any) -> Callable[[object], str]:
+    """The key under which ``grader`` grades two answers alike, for votes (best-of-N, maj@R): its own
+    ``answer_key`` when it has one, else ``exact_key``. A vote is never taken on a key lossier than
+    the grader's: a merged ballot would let an answer the grader rejects win on another's votes
+    (``normalize_answer`` drops signs and separators; a judge may tell apart any two texts)."""
+    return getattr(grader, "answer_key", exact_key)
+
+
 def _contains(haystack: list[str], needle: list[str]) -> bool:
     n = len(needle)
     return any(haystack[i : i + n] == needle for i in range(len(haystack) - n + 1))
@@ -160,6 +174,11 @@ class StringMatchGrader:
 
     def __call__(self, item: Item, prediction: Any) -> Grade:
         return guarded(self.name, lambda: self._grade(item, prediction))
+
+    @staticmethod
+    def answer_key(answer: object) -> str:
+        """Answers with one normalised text get one grade here (``bench.answer_key``)."""
+        return normalize_answer(answer)
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
         gold = normalize_answer(item.answer).split()

@@ -130,11 +130,18 @@ def _rollout_view(r: Rollout, selection: Selection, in_selection: bool, run: Run
         "error": r.error, "answer": r.answer, "note": r.note, "tips_shown": list(r.tips_shown),
         "long_term_before": r.long_term_before, "long_term_after": r.long_term_after,
         "chosen": r.index == selection.chosen, "in_selection": in_selection,
-        "vote": None if selection.method != "vote" or not in_selection or is_non_answer(r.answer)
-        else normalize_answer(r.answer),
+        "vote": _vote_key(selection, r) if selection.method == "vote" and in_selection else None,
         "score": scores[r.index] if r.index < len(scores) else None,
         "plans": plans, "steps": steps, "delegation": delegation,
     }
+
+
+def _vote_key(selection: Selection, rollout: Rollout) -> str | None:
+    """The key a rollout voted under, as the vote recorded it; a trajectory saved before votes
+    recorded their ballots shows the answer as it was normalised then."""
+    if rollout.index < len(selection.ballots):
+        return selection.ballots[rollout.index]
+    return None if is_non_answer(rollout.answer) else normalize_answer(rollout.answer)
 
 
 def _selection_view(s: Selection, rollouts: Sequence[dict[str, Any]]) -> dict[str, Any]:

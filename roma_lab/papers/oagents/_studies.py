@@ -182,7 +182,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     file's SHA-256, or why it was not read) and each condition left out (fewer than ``k`` runs)."""
     import pandas as pd
 
-    from roma_lab.bench import normalize_answer
+    from roma_lab.bench import exact_key
     from roma_lab.results import beside_paper, record_stats, sha256_file, summarize_protocol, write_table
 
     from ._audit import paper_reported_df
@@ -217,7 +217,8 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     unique = rows.groupby("condition")["source"].nunique()
     rows["condition"] = [c if unique[c] == 1 else f"{c} [{s}]" for c, s in zip(rows["condition"], rows["source"])]
     scores = rows.assign(success=rows["correct"].map({True: 1.0, False: 0.0, "True": 1.0, "False": 0.0}),
-                         answer_key=rows["answer"].map(lambda a: normalize_answer(a) if isinstance(a, str) else ""))
+                         # the saved runs were graded by exact evaluators: maj@R votes on their key
+                         answer_key=rows["answer"].map(lambda a: exact_key(a) if isinstance(a, str) else ""))
     lengths = _route_lengths()
     level = scores["stratum"].map(lambda f: None if f not in lengths else "L1" if lengths[f] <= 1 else f"L{lengths[f]}")
     scores = pd.concat([scores.assign(subset=ALL), scores.assign(subset=level).dropna(subset=["subset"])],

@@ -86,12 +86,13 @@ def _scores(rows: pd.DataFrame, level: Callable[[AgentTask], str] | None,
     """Tidy scores for the protocol: every row once in ``ALL`` and once in its level."""
     import pandas as pd
 
-    from roma_lab.bench import normalize_answer
+    from roma_lab.bench import answer_key
 
+    keys = {t.item.item_id: answer_key(t.grader) for t in tasks}  # maj@R votes on each task's grader's key
     scores = rows.assign(
         success=rows["correct"].map(lambda c: math.nan if c is None or (isinstance(c, float) and math.isnan(c))
                                     else float(bool(c))),
-        answer_key=rows["answer"].map(lambda a: normalize_answer(a) if isinstance(a, str) else ""))
+        answer_key=[keys[t](a) if isinstance(a, str) else "" for t, a in zip(rows["task_id"], rows["answer"])])
     parts = [scores.assign(subset=ALL)]
     if level is not None:
         levels = {t.item.item_id: level(t) for t in tasks}
