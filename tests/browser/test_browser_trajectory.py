@@ -55,7 +55,7 @@ def test_click_a_step_switch_rollout_filter_and_the_kernel_sees_the_selection(la
     assert visible_rows(vote) == ["r1", "r1.1", "r1.2", "r1.3"] and visible_rows(plan) == []
     vote.locator('tr[data-select="r1"]').click()
     rollout = vote.locator('[data-detail="r1"]')
-    assert rollout.is_visible() and "votes for dr goran gallagher" in rollout.inner_text()
+    assert rollout.is_visible() and "votes for Dr. Goran Gallagher" in rollout.inner_text()
     vote.locator('tr[data-select="r1.1"]').click()
     step = vote.locator('[data-detail="r1.1"]')
     assert step.is_visible() and not rollout.is_visible()
