@@ -383,3 +383,39 @@ def test_papillon_grader_rejects_impossible_leak_counts_and_reads_tutorial_field
     grade = bench.PapillonGrader(bench.DSPyJudge(lm))(item, prediction)
     assert grade.error.startswith("JudgeReplyError") and "300" in grade.error
     assert math.isnan(grade.score)
+
+
+# --- GAIA quasi-exact match (issue 24: grade as the paper grades) -----------------------------------
+
+GAIA_CASES = [
+    # (answer, gold, GAIA's verdict): the near-misses the exact grader failed, and the scorer's quirks
+    ("Turku.", "Turku", True), ("turku", "Turku", True), ('"Turku"', "Turku", True), ("Tur ku", "Turku", True),
+    ("17", "17", True), ("$17", "17", True), ("17%", "17", True), ("17.0", "17", True), ("1,7", "17", True),
+    ("17 km", "17", False), ("seventeen", "17", False), ("17.5", "17", False), ("", "17", False),
+    ("-44.2", "-44.2%", True), ("44.2", "-44.2%", True),  # a gold with % is text: punctuation and sign go
+    ("90", "90 days", False), ("90days", "90 days", True),
+    ("34,122", "34,122", True), ("34122", "34,122", False),  # a gold with a comma is a two-element list
+    ("a; B", "a,b", True), ("b, a", "a,b", False), ("a,b,c", "a,b", False), ("1, x.", "1,x", False),
+    ("1.0, X", "1,x", True), ("Café", "café", True), ("naïve–x", "naïve-x", False),  # no Unicode punctuation
+]
+
+
+@pytest.mark.parametrize("answer, gold, verdict", GAIA_CASES)
+def test_gaia_quasi_exact_match_follows_the_leaderboard_s_rules(answer, gold, verdict):
+    assert bench.gaia_quasi_exact(answer, gold) is verdict
+    grade = bench.GaiaGrader()(Item("gaia", "q", "?", gold), answer)
+    assert (grade.label, grade.score, grade.grader) == ("CORRECT" if verdict else "INCORRECT", float(verdict),
+                                                        "gaia-quasi-exact-match")
+
+
+def test_gaia_answers_with_one_key_get_one_grade_against_every_gold():
+    # the vote key may pool two answers only if no gold tells them apart
+    answers = sorted({a for a, _, _ in GAIA_CASES} | {"44.2%", "-44.2%", "1000", "1,000", "TURKU", "17.00"})
+    golds = sorted({g for _, g, _ in GAIA_CASES})
+    key = bench.answer_key(bench.GaiaGrader())
+    for a in answers:
+        for b in answers:
+            if key(a) == key(b):
+                assert all(bench.gaia_quasi_exact(a, g) == bench.gaia_quasi_exact(b, g) for g in golds), (a, b)
+    assert key("Turku") == key("turku") and key(" 17") == key("17")  # it still pools what GAIA cannot tell apart
+    assert key("44.2%") != key("-44.2%")  # a number gold tells them apart

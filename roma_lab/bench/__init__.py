@@ -39,10 +39,12 @@ from roma_lab.bench._graders import (
     BrowseCompGrader,
     EQBenchLongformGrader,
     FramesGrader,
+    GaiaGrader,
     HotpotQAGrader,
     LongformStory,
     PapillonGrader,
     SimpleQAGrader,
+    gaia_quasi_exact,
 )
 from roma_lab.bench._registry import (BENCHMARKS, LONGFORM_TASK, QUESTION, BenchmarkSpec, GraderSpec, benchmark_spec,
                                       grader_for)
@@ -54,6 +56,7 @@ from roma_lab.bench._summary import compare_systems, scores_df, summarize_result
 __all__ = [
     "answer_key",
     "exact_key",
+    "gaia_quasi_exact",
     "guarded",
     "normalize_answer",
     "prediction_text",
@@ -70,6 +73,7 @@ __all__ = [
     "DataNotFoundError",
     "EQBenchLongformGrader",
     "FramesGrader",
+    "GaiaGrader",
     "Grade",
     "Grader",
     "GraderSpec",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import statistics
 import string
@@ -216,6 +217,73 @@ class AIMEGrader(_Guarded):
         correct = answer is not None and answer == int(item.answer)
         return Grade(label="CORRECT" if correct else "INCORRECT", score=float(correct), grader=self.name,
                      raw="" if answer is None else str(answer))
+
+
+# --- GAIA quasi-exact match -----------------------------------------------------------------------
+# The leaderboard's question_scorer, written from its rules (graders/gaia/NOTES.md: the Space states no
+# licence, so its code is described there, not copied): the gold answer's form picks the comparison.
+
+_GAIA_CLEAN = str.maketrans("", "", "$%,")
+_GAIA_PUNCT = str.maketrans("", "", string.punctuation)
+_GAIA_SEPARATORS = re.compile(r"[,;]")
+
+
+def _as_float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _gaia_number(text: str) -> float:
+    """An answer read as a number: ``$``, ``%`` and ``,`` deleted, then Python's float; anything else
+    left (units, words) makes it +inf, which equals no gold number."""
+    value = _as_float(text.translate(_GAIA_CLEAN))
+    return math.inf if value is None else value
+
+
+def _gaia_text(text: str, *, punctuation: bool) -> str:
+    """Every whitespace character removed, lower-cased, and (``punctuation=False``) ASCII punctuation deleted."""
+    squeezed = re.sub(r"\s", "", text).lower()
+    return squeezed if punctuation else squeezed.translate(_GAIA_PUNCT)
+
+
+def gaia_quasi_exact(answer: str, gold: str) -> bool:
+    """GAIA's quasi-exact match. A gold that Python's float parses is compared as a number
+    (``_gaia_number``, exact equality: "$17", "17%", "17.0" are 17). Otherwise a gold holding a comma
+    or semicolon is a list: both split at every comma and semicolon, the same length, each element
+    as a number where the gold's is one, else as text keeping punctuation. Otherwise both are text
+    without whitespace, case or ASCII punctuation ("Turku." is "turku"). Its quirks are kept: a gold
+    "34,122" is the list ["34", "122"], so "34122" misses it; a gold "-44.2%" is text, so "44.2" hits it."""
+    if _as_float(gold) is not None:
+        return _gaia_number(answer) == float(gold)
+    if _GAIA_SEPARATORS.search(gold):
+        golds, answers = _GAIA_SEPARATORS.split(gold), _GAIA_SEPARATORS.split(answer)
+        return len(golds) == len(answers) and all(
+            _gaia_number(a) == float(g) if _as_float(g) is not None
+            else _gaia_text(a, punctuation=True) == _gaia_text(g, punctuation=True)
+            for a, g in zip(answers, golds))
+    return _gaia_text(answer, punctuation=False) == _gaia_text(gold, punctuation=False)
+
+
+@dataclass(frozen=True, slots=True)
+class GaiaGrader(_Guarded):
+    """GAIA's quasi-exact match (``gaia_quasi_exact``), as OAgents grades GAIA: CORRECT or INCORRECT."""
+
+    name: str = "gaia-quasi-exact-match"
+
+    def _grade(self, item: Item, prediction: Any) -> Grade:
+        correct = gaia_quasi_exact(prediction_text(prediction), str(item.answer))
+        return Grade(label="CORRECT" if correct else "INCORRECT", score=float(correct), grader=self.name)
+
+    @staticmethod
+    def answer_key(answer: object) -> str:
+        """Answers with one key get one grade against every gold (``bench.answer_key``): the key holds
+        each reading the comparison may take (as a number, as list elements, as text), so two answers
+        that one branch tells apart keep apart, whichever form the gold has."""
+        text = str(answer)
+        elements = tuple((_gaia_number(e), _gaia_text(e, punctuation=True)) for e in _GAIA_SEPARATORS.split(text))
+        return repr((_gaia_number(text), elements, _gaia_text(text, punctuation=False)))
 
 
 # --- EQ-Bench long-form ------------------------------------------------------------------------
