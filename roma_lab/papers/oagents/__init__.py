@@ -9,14 +9,14 @@ The agent itself, its tool benchmarks and its runner are the mechanism room ``ro
 See design/agents.md and design/protocol.md.
 """
 
-from ._audit import (CLAIMS, GAIA_SIZES, PAPER_REPORTED, PARTS, PaperAudit, RankClaim, audit_paper_numbers,
-                     paper_reported_df, plot_paper_comparisons)
+from ._audit import (CLAIMS, GAIA_SIZES, PAPER_REPORTED, PARTS, ROW_SIZES, PaperAudit, RankClaim,
+                     audit_paper_numbers, paper_reported_df, plot_paper_comparisons)
 from ._studies import (ADVANCED, SAVED_STUDIES, STUDY_SPLIT, compare_backbones, compare_memory, compare_planning,
                        compare_saved_runs, compare_search, compare_tts, evaluate_browsecomp, measure_protocol)
 from ._study import ALL, Condition, OAgentsTables, comparisons_df, run_study, suite_level
 
 __all__ = [
-    "ADVANCED", "ALL", "CLAIMS", "GAIA_SIZES", "PAPER_REPORTED", "PARTS", "SAVED_STUDIES", "STUDY_SPLIT",
+    "ADVANCED", "ALL", "CLAIMS", "GAIA_SIZES", "PAPER_REPORTED", "PARTS", "ROW_SIZES", "SAVED_STUDIES", "STUDY_SPLIT",
     "Condition", "PaperAudit", "RankClaim", "OAgentsTables",
     "audit_paper_numbers", "compare_backbones", "compare_memory", "compare_planning", "compare_saved_runs",
     "compare_search", "compare_tts", "comparisons_df", "evaluate_browsecomp", "measure_protocol",

@@ -28,6 +28,12 @@ TEXT = " text"
 #: GAIA validation split (Mialon et al. 2023): 165 tasks, 53 / 86 / 26 per level. The OAgents
 #: paper never prints these sizes; every GAIA figure it gives is measured on them.
 GAIA_SIZES: Mapping[str, int] = {"GAIA avg": 165, "GAIA L1": 53, "GAIA L2": 86, "GAIA L3": 26}
+#: Rows measured on other tasks than GAIA's 165: Search-o1 and WebThinker report GAIA on the 103-task
+#: text-only subset (39 / 52 / 12 per level), which Table 1 copies without saying so; on it every
+#: figure of theirs is a whole count (Search-o1: 41/103, 21/39, 18/52, 2/12).
+TEXT_ONLY_103 = {"GAIA avg": 103, "GAIA L1": 39, "GAIA L2": 52, "GAIA L3": 12}
+ROW_SIZES: Mapping[str, Mapping[str, int]] = {"Search-o1-32B": TEXT_ONLY_103, "WebThinker-32B-RL": TEXT_ONLY_103}
+ROW_SIZE_SOURCE = "the 103-task text-only GAIA subset its own paper reports (not printed in OAgents)"
 #: Subsets whose tasks are exactly the tasks of their parts (Table 2 prints its part sizes).
 PARTS: Mapping[str, tuple[str, ...]] = {
     "GAIA avg": ("GAIA L1", "GAIA L2", "GAIA L3"),
@@ -162,12 +168,14 @@ def audit_paper_numbers(
     *,
     paper: str | os.PathLike[str] = PAPER_REPORTED,
     sizes: Mapping[str, int] = GAIA_SIZES,
+    row_sizes: Mapping[str, Mapping[str, int]] = ROW_SIZES,
     claims: Sequence[RankClaim] = CLAIMS,
     stats: StatsSettings = DEFAULT_STATS,
 ) -> PaperAudit:
     """Audit every figure of ``paper``; with ``out_dir``, write each table as ``audit_<name>.csv``.
 
-    ``counts``: per percentage, its size n (stated, GAIA's, or inferred), the whole count k it
+    ``counts``: per percentage, its size n (stated, ``row_sizes`` for a condition measured on other
+    tasks, GAIA's, or inferred), the whole count k it
     implies, how far the printed figure misses k/n, and the exact CI of k of n. ``sums``: level
     counts against the average. ``comparisons``: per difference the paper states, its count, the
     smallest p-value any pairing allows, the MDE if the two configurations' outcomes were
@@ -184,7 +192,7 @@ def audit_paper_numbers(
     percent = frame[frame["unit"] == "percent"]
     figures = percent[~percent["artefact"].str.endswith(TEXT)]
     n_of = _sizes(frame, figures, sizes)
-    counts = _counts(figures, n_of, level)
+    counts = _counts(figures, n_of, level, row_sizes)
     tables = {"counts": counts, "sums": _sums(counts), "comparisons": _comparisons(frame, counts, n_of, alpha, power),
               "text": _text(frame), "claims": _claims(frame, claims)}
     audit = PaperAudit(**tables, findings=_findings(**tables), stats=stats)
@@ -237,13 +245,14 @@ def _sizes(frame, figures, sizes) -> dict[str, tuple[int, str]]:
     return n_of
 
 
-def _counts(figures, n_of, level):
+def _counts(figures, n_of, level, row_sizes):
     import pandas as pd
     from scipy import stats
 
     rows = []
     for row in figures.itertuples():
-        n, n_source = n_of[row.subset]
+        own = row_sizes.get(row.condition, {})
+        n, n_source = (own[row.subset], ROW_SIZE_SOURCE) if row.subset in own else n_of[row.subset]
         k, status = _whole(row.value, n, row.decimals)
         interval = stats.binomtest(k, n).proportion_ci(confidence_level=level, method="exact")
         rows.append({"artefact": row.artefact, "condition": row.condition, "subset": row.subset,
