@@ -12,6 +12,7 @@ the threaded loopback HTTP server under the proxy and under ``stub_openai.StubSe
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -311,18 +312,32 @@ def proxy(llama_server):
         yield fault_proxy
 
 
+@contextlib.contextmanager
+def fresh_dspy_cache(directory, monkeypatch):
+    """DSPy's request cache (memory and disk) in ``directory`` while the block runs, its disk cache
+    closed after: each one holds 48 descriptors (16 shards x 3 SQLite files), and a test session that
+    left them open reached descriptor 1,429."""
+    import dspy
+    from dspy.clients.cache import Cache
+
+    cache = Cache(True, True, str(directory))
+    monkeypatch.setattr(dspy, "cache", cache, raising=False)
+    try:
+        yield cache
+    finally:
+        cache.disk_cache.close()
+
+
 @pytest.fixture(autouse=True)
 def online_isolation(tmp_path, monkeypatch):
     """A fresh DSPy request cache per test, in this process and in any it starts (a request cached
     by another test or run would never reach the server), roma_lab's own cache in tmp, no model
     or server named by the environment, and no server's model list remembered."""
-    import dspy
-    from dspy.clients.cache import Cache
-
-    monkeypatch.setattr(dspy, "cache", Cache(True, True, str(tmp_path / "dspy-cache")), raising=False)
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))  # the same for a notebook's kernel
     monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "roma-cache"))
     for name in ("ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
     # what each server said it serves is kept per process: a proxy port used again is another server
     monkeypatch.setattr("roma_lab.lm._server._identities", {})
+    with fresh_dspy_cache(tmp_path / "dspy-cache", monkeypatch):
+        yield

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dspy
 import pytest
-from dspy.clients.cache import Cache
+from online_server import fresh_dspy_cache
 from stub_openai import StubServer
 
 from roma_lab.lm import CachingEngine, CorruptCacheEntryError, ReplayEngine, ScriptedEngine, resolve_lm
@@ -36,7 +36,6 @@ with dspy.context(lm=resolve_lm("openai/served", num_retries=0), adapter=dspy.JS
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     """DSPy's request cache (memory and disk) and roma_lab's cache in tmp, no server named by the environment."""
-    monkeypatch.setattr(dspy, "cache", Cache(True, True, str(tmp_path / "dspy-cache")), raising=False)
     monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
     monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "roma-cache"))
     for name in ("ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
@@ -44,8 +43,11 @@ def isolated(tmp_path, monkeypatch):
     try:  # what each server said it serves is kept per process: a port used again by another test is another server
         from roma_lab.lm import _server
     except ImportError:  # the code before ServerLM: the tests below then show what it did
-        return
-    monkeypatch.setattr(_server, "_identities", {})
+        _server = None
+    if _server is not None:
+        monkeypatch.setattr(_server, "_identities", {})
+    with fresh_dspy_cache(tmp_path / "dspy-cache", monkeypatch):
+        yield
 
 
 def ask(lm, question="Which server?"):

@@ -14,8 +14,7 @@ import uuid
 
 import dspy
 import pytest
-from dspy.clients.cache import Cache
-from online_server import FaultProxy
+from online_server import FaultProxy, fresh_dspy_cache
 from stub_openai import StubServer
 
 from roma_lab.lm import (
@@ -42,12 +41,13 @@ from roma_lab.lm._limits import request_slot
 def isolated(tmp_path, monkeypatch):
     """DSPy's request cache and roma_lab's cache in tmp, no model, server or limit from the environment,
     no limit set by another test."""
-    monkeypatch.setattr(dspy, "cache", Cache(True, True, str(tmp_path / "dspy-cache")), raising=False)
     monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "roma-cache"))
     for name in ("ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY", LIMIT_ENV):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr("roma_lab.lm._limits._overrides", {})
     monkeypatch.setattr("roma_lab.lm._server._identities", {})
+    with fresh_dspy_cache(tmp_path / "dspy-cache", monkeypatch):
+        yield
 
 
 def unique(prefix: str) -> str:
