@@ -330,3 +330,15 @@ def test_the_real_server_answers_concurrent_requests_and_records_its_engine(monk
     (record,), damaged = read_speeds(log)
     assert damaged == 0 and (record.engine, record.slots, record.threads) == ("llama.cpp-server", 2, 1)
     assert record.calls == 4 and record.prompt_tokens > 0 and record.generated_tokens > 0
+
+
+def test_loading_a_model_on_one_host_frees_every_other_host(monkeypatch):
+    # one model per process: two models generating on 2 cores were 5-30x slower than one
+    from roma_lab.lm import _engine, _served
+
+    assert _engine._HOST in _engine.MODEL_HOSTS and _served._SERVERS in _engine.MODEL_HOSTS
+    closed = []
+    hosts = [type("Host", (), {"close": lambda self, i=i: closed.append(i)})() for i in range(3)]
+    monkeypatch.setattr(_engine, "MODEL_HOSTS", hosts)
+    _engine.free_other_models(hosts[1])
+    assert closed == [0, 2]

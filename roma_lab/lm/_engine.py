@@ -120,9 +120,7 @@ class _ModelHost:
                     "(it compiles from source: minutes on 2 cores, then pip caches the wheel)"
                 ) from exc
             self.close()
-            from ._served import _SERVERS
-
-            _SERVERS.close()  # one model per process; a request in flight keeps its server until it returns
+            free_other_models(self)  # a request in flight on another host keeps its model until it returns
             threads = n_threads or free_cores()
             self._loaded = {"model": path.name, "pid": os.getpid(), "threads": threads,
                             "cpus": len(os.sched_getaffinity(0)), "load_avg_1min": os.getloadavg()[0],
@@ -160,7 +158,20 @@ class _ModelHost:
                           generation_seconds=perf.t_eval_ms / 1000)
 
 
+#: Every host of a model in this process (this module's, and the embedded server's in _served.py),
+#: each with a ``close()``: loading a model on one frees the others (one model per process).
+MODEL_HOSTS: list = []
+
+
+def free_other_models(keep) -> None:
+    """Close every model host of this process but ``keep``."""
+    for host in MODEL_HOSTS:
+        if host is not keep:
+            host.close()
+
+
 _HOST = _ModelHost()
+MODEL_HOSTS.append(_HOST)
 # Free the model before interpreter teardown: llama-cpp-python's finalizer fails once its module
 # globals are gone, printing a traceback at every exit.
 atexit.register(_HOST.close)

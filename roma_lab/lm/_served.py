@@ -21,10 +21,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ._engine import (
+    _HOST,
     GENERATION_LOCK,
     JSON_MODES,
+    MODEL_HOSTS,
     SUPPORTED_PARAMS,
     _conforms,
+    free_other_models,
     free_cores,
     json_grammar,
     request_messages,
@@ -108,11 +111,9 @@ class _ServerHost:
 
             raise ModelNotInstalledError("engine='llama.cpp-server' needs xllamacpp: "
                                          "pip install 'roma_lab[local-small]'") from exc
-        from ._engine import _HOST
-
         self.close()
-        with _HOST.lock:
-            _HOST.close()
+        with _HOST.lock:  # the in-process model's host is closed under its own lock
+            free_other_models(self)
         threads = n_threads or free_cores()
         params = xllamacpp.CommonParams()
         params.model.path = str(path)
@@ -155,6 +156,7 @@ class _ServerHost:
 
 
 _SERVERS = _ServerHost()
+MODEL_HOSTS.append(_SERVERS)
 atexit.register(_SERVERS.close)
 
 
