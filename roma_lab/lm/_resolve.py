@@ -128,7 +128,7 @@ def resolve_lm(name: Any = None, **kwargs):
     engine = engine_class(local.path, model_id=local.model_id, **engine_kwargs)
     if use_cache:
         engine = CachingEngine(engine, model_id=local.model_id, directory=cache_dir() / "completions",
-                               settings=_cache_settings(engine.json_mode, engine))
+                               settings=_cache_settings(engine.json_mode, engine.kind, engine.slots))
     kwargs = _LM_DEFAULTS | kwargs
     # DSPy's own cache is off: ours is the single cache boundary for local models.
     return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)
@@ -182,18 +182,10 @@ def local_engine_settings(name: str | None = None) -> dict | None:
     return {"engine": kind, "slots": local_slots() if kind == "llama.cpp-server" else 1}
 
 
-def _cache_settings(json_mode: str, engine) -> dict:
+def _cache_settings(json_mode: str, kind: str, slots: int) -> dict:
     """What a local model's completion-cache key holds besides the request: the JSON decoding mode,
     and the engine's kind and slot count (greedy outputs differ across slot counts and batch make-up)."""
-    return {"json_mode": json_mode, "engine": engine.kind, "slots": engine.slots}
-
-
-@dataclass(frozen=True, slots=True)
-class _Recorded:
-    """The engine a replayed completion was recorded on: its kind and slot count."""
-
-    kind: str
-    slots: int
+    return {"json_mode": json_mode, "engine": kind, "slots": slots}
 
 
 def model_label(lm: Any) -> str:
@@ -226,8 +218,8 @@ def replay_lm(name: str | None = None, *, directory: Path | None = None, json_mo
     if local is None:
         raise ValueError(f"replay_lm serves recorded local-model completions; {name!r} is not a local model name")
     engine_class, engine_kwargs = _local_engine(engine, {} if slots is None else {"slots": slots})
-    recorded = _Recorded(engine_class.kind, engine_kwargs.get("slots", 1))
     engine = ReplayEngine(model_id=local.model_id, directory=directory or cache_dir() / "completions",
-                          settings=_cache_settings(json_mode or local.json_mode, recorded))
+                          settings=_cache_settings(json_mode or local.json_mode, engine_class.kind,
+                                                   engine_kwargs.get("slots", 1)))
     kwargs = _LM_DEFAULTS | kwargs
     return dspy.LM(f"local/{local.model_id}", engine=engine, async_engine=AsyncEngine(engine), cache=False, **kwargs)
