@@ -5,7 +5,9 @@ search, re-answering, per-role models); ``Agent(config).run(task)`` returns a ``
 calls are the controller's ``RoleCall`` / ``ToolCall`` and which ``as_run()`` gives as a ROMA ``Run``;
 ``run_agent`` runs a configuration over tasks x R runs with resumable, tidy rows. Tasks come from
 ``suite_tasks`` (the 504-task meta-routing suite, its operations as tools, graded exactly) or
-``qa_tasks`` (benchmark items from ``roma_lab.bench`` with their graders). The OAgents paper's
+``qa_tasks`` (benchmark items from ``roma_lab.bench`` with their graders) or ``world_tasks`` (the
+generated world: search, ledger files and Python, GAIA's quasi-exact grader, with ``floors_df``
+showing what fixed scripts score on it). The OAgents paper's
 studies and its numbers' audit (notebooks 20-29) are ``roma_lab.papers.oagents``. See design/agents.md.
 """
 
@@ -18,6 +20,8 @@ from ._select import is_non_answer, pick_best_score
 from ._searchbench import SEARCH_BENCHMARK, SEARCH_FAMILIES, search_tasks, task_facts
 from ._tips import SplitLeakError, mine_tips
 from ._toolbench import SUITE_BENCHMARK, SUITE_TOOLS, SuiteGrader, sample_suite_tasks, suite_tasks
+from ._worldbench import (FLOORS, WORLD_GRADERS, WORLD_TOOLS, ExactGrader, floor_answers, floors_df, floors_table,
+                          world_level, world_tasks)
 from ._types import (ROLLOUT_STATUSES, PlanRevision, RecordedGrade, Rollout, Selection, Step, Trajectory,
                      TrajectoryFormatError, read_trajectory)
 
@@ -30,4 +34,5 @@ __all__ = [
     "config_hash", "describe_tools", "expand_query", "is_non_answer", "mine_tips", "pick_best_score", "qa_tasks",
     "read_trajectories", "read_trajectory", "rollout_seed", "run_agent", "run_label", "sample_suite_tasks", "search_passages",
     "search_tasks", "suite_tasks", "task_facts", "trajectory_rows_df",
+    "FLOORS", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "floor_answers", "floors_df", "floors_table", "world_level", "world_tasks",
 ]

@@ -9,7 +9,9 @@ any ``question -> answer`` callable and appends one row per item so interrupted 
 ``summarize_results`` / ``compare_systems`` turn its rows into the results vocabulary; a graded
 run's saved ROMA traces load back with ``load_item_run`` (the item picker
 ``roma_lab.widgets.ItemRunPicker``). ROMA paper Tables 1-6 are built on these in
-``roma_lab.papers.roma`` (design/roma_tables.md).
+``roma_lab.papers.roma`` (design/roma_tables.md). ``generate_world`` builds the seeded fictional
+world of the agent benchmark (documents, ledger files, three levels of tasks with code-derived gold
+answers; design/world_benchmark.md).
 """
 
 from roma_lab.bench._data import (
@@ -52,8 +54,21 @@ from roma_lab.bench._run import PrivateItemsError, RunFileError, SystemStalledEr
 from roma_lab.bench._run_files import load_item_run, run_file, saved_item_ids, saved_run
 from roma_lab.bench._scripted import ScriptedJudge
 from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
+from roma_lab.bench._world import (DEFAULT_WORLD_SEED, LEVELS, WORLD_BENCHMARK, WORLD_SPLITS, Fact, World, WorldTask,
+                                   generate_world, read_facts, solve, world_tasks_of)
 
 __all__ = [
+    "DEFAULT_WORLD_SEED",
+    "LEVELS",
+    "WORLD_BENCHMARK",
+    "WORLD_SPLITS",
+    "Fact",
+    "World",
+    "WorldTask",
+    "generate_world",
+    "read_facts",
+    "solve",
+    "world_tasks_of",
     "answer_key",
     "exact_key",
     "gaia_quasi_exact",

@@ -1,0 +1,220 @@
+"""The generated world as an agent benchmark: search over its documents, its ledger files, the
+jailed Python tool, GAIA's quasi-exact grader; and the floors that show what it cannot be solved by.
+
+Tools return evidence only (passages, a file's CSV text, what a script prints), never an answer
+candidate; the prompt states the answer's format. Graded by ``bench.GaiaGrader`` (OAgents grades
+GAIA with its quasi-exact match); ``grader="exact"`` names the exact-match variant.
+
+:func:`floor_answers` gives the answers of agents that must score near zero on a benchmark able to
+tell agent designs apart, each a fixed script over the same tools: do nothing; closed-book priors
+(the commonest train answer of the task's kind, or of its question template: keyword rules);
+and a fixed tool order (search with the question, read every file named) that copies the first,
+last or commonest span of the answer's kind from the observations. ``oracle`` is the scripted
+reader (``bench._world.solve``), which answers from observations alone. See design/world_benchmark.md.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from roma_lab.bench import GaiaGrader, Grade, Item, exact_key, guarded, prediction_text
+from roma_lab.bench._world import (DEFAULT_WORLD_SEED, LEVELS, WORLD_BENCHMARK, WORLD_SPLITS, WorldTask,
+                                   generate_world, solve, world_tasks_of)
+
+from ._env import AgentTask, Tool, ToolContext, ToolError
+from ._qa import _PYTHON, _SEARCH, BM25Source, _QAEnvironment
+
+__all__ = ["FLOORS", "WORLD_BENCHMARK", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "floor_answers",
+           "floors_df", "floors_table", "world_level", "world_tasks"]
+
+_READ_FILE = Tool("read_file", "read one of the collection's files (e.g. a ledger named in a document) as CSV text",
+                  ("name",))
+WORLD_TOOLS = (_SEARCH, _READ_FILE, _PYTHON)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactGrader:
+    """Exact string match after trimming whitespace: the strict variant of the world's grading."""
+
+    name: str = "exact-match"
+
+    def __call__(self, item: Item, prediction: object) -> Grade:
+        def grade() -> Grade:
+            correct = exact_key(prediction_text(prediction)) == exact_key(item.answer)
+            return Grade(label="CORRECT" if correct else "INCORRECT", score=float(correct), grader=self.name)
+
+        return guarded(self.name, grade)
+
+    @staticmethod
+    def answer_key(answer: object) -> str:
+        return exact_key(answer)
+
+
+#: The world's graders by name; the first is the default.
+WORLD_GRADERS: Mapping[str, Callable[[], object]] = {"gaia": GaiaGrader, "exact": ExactGrader}
+
+
+@dataclass(slots=True)
+class _WorldEnvironment:
+    search: _QAEnvironment
+    files: Mapping[str, str]
+    tools: tuple[Tool, ...] = WORLD_TOOLS
+
+    def call(self, name: str, arguments: Mapping[str, str]) -> str:
+        if name == "read_file":
+            file = arguments["name"].strip().strip("'\"")
+            if file not in self.files:
+                raise ToolError(f"no file named {file!r}; file names are given in the documents")
+            return self.files[file]
+        return self.search.call(name, arguments)
+
+
+@functools.cache
+def _source(seed: int) -> BM25Source:
+    world = generate_world(seed)
+    return BM25Source("world", _IdRetriever(world.documents))
+
+
+class _IdRetriever:
+    """BM25 over the world's documents, keeping their ids (``doc_id`` in each passage)."""
+
+    def __init__(self, documents: Mapping[str, str]) -> None:
+        from roma_lab.controller import BM25Retriever, Passage
+
+        self._ids = list(documents)
+        self._index = BM25Retriever(list(documents.values()))
+        self._passage = Passage
+
+    def search(self, query: str, k: int = 5):
+        return [self._passage(self._ids[int(p.doc_id)], p.text, p.score) for p in self._index.search(query, k=k)]
+
+
+def _agent_task(task: WorldTask, seed: int, grader: str) -> AgentTask:
+    world = generate_world(seed)
+    item = Item(benchmark=WORLD_BENCHMARK, item_id=task.task_id, question=task.question, answer=task.answer,
+                metadata={"level": task.level, "template": task.template, "answer_kind": task.answer_kind,
+                          "world_seed": seed, "plan": dict(task.plan)})
+    source = _source(seed)
+
+    def environment(context: ToolContext) -> _WorldEnvironment:
+        return _WorldEnvironment(_QAEnvironment((_SEARCH, _PYTHON), (source,), context), world.files)
+
+    return AgentTask(item=item, split=task.split, stratum=task.level, environment=environment,
+                     grader=WORLD_GRADERS[grader]())
+
+
+def world_tasks(split: str = "dev", n: int | None = None, *, seed: int = 0, world_seed: int = DEFAULT_WORLD_SEED,
+                levels: Sequence[str] = LEVELS, grader: str = "gaia") -> list[AgentTask]:
+    """``n`` tasks of one split of the generated world (``None``: all), spread over ``levels``
+    (``stats.stratified_sample`` with ``seed``; a larger n extends a smaller one; more than the split
+    holds is a ``SampleSizeError`` naming how many it holds). Stratum = level."""
+    from roma_lab.stats import stratified_sample
+
+    if split not in WORLD_SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {WORLD_SPLITS}")
+    unknown = sorted(set(levels) - set(LEVELS))
+    if unknown:
+        raise ValueError(f"unknown levels {unknown}; expected some of {LEVELS}")
+    if grader not in WORLD_GRADERS:
+        raise ValueError(f"unknown grader {grader!r}; expected one of {sorted(WORLD_GRADERS)}")
+    tasks = [_agent_task(t, world_seed, grader) for t in world_tasks_of(generate_world(world_seed))
+             if t.split == split and t.level in levels]
+    return stratified_sample(tasks, n, seed=seed, stratum=lambda t: t.stratum, shuffle_strata=True,
+                             what=f"tasks of the {split} split of the generated world")
+
+
+def world_level(task: AgentTask) -> str:
+    """The level of a generated-world task (L1 one lookup, L2 hops, L3 hops and a computation)."""
+    return str(task.item.metadata["level"])
+
+
+# --- floors ------------------------------------------------------------------------------------
+
+_SPANS = {
+    "year": re.compile(r"\b(1[89]\d\d|20\d\d)\b"),
+    "person": re.compile(r"\b([A-Z][a-z]+ [A-Z][a-z]+)\b"),
+    "town": re.compile(r"\b([A-Z][a-z]+(?:by|ford|holm|stad|wick|mere|vale|port))\b"),
+    "integer": re.compile(r"(?<![\d.-])(\d[\d,]*)(?![\d.])"),
+    "decimal": re.compile(r"(-?\d+\.\d)\b"),
+    "quarter": re.compile(r"\b(20\d\d,Q[1-4])\b"),
+}
+_FILE = re.compile(r"ledger-\d{4}\.csv")
+
+
+def _observations(task: AgentTask) -> str:
+    """A fixed tool order: search with the question, then read every file the results name."""
+    context = ToolContext(search_sources=1, search_k=3, rewrite_query=None, expand_query=False)
+    env = task.environment(context)
+    text = env.call("search", {"query": task.item.question})
+    for name in dict.fromkeys(_FILE.findall(text)):
+        text += "\n" + env.call("read_file", {"name": name})
+    return text
+
+
+def _spans(task: AgentTask, text: str) -> list[str]:
+    kind = str(task.item.metadata["answer_kind"])
+    spans = _SPANS[kind].findall(text)
+    return [s.replace(",", " ") if kind == "quarter" else s.replace(",", "") for s in spans]
+
+
+def _oracle(task: AgentTask) -> str:
+    context = ToolContext(search_sources=1, search_k=3, rewrite_query=None, expand_query=False)
+    env = task.environment(context)
+    world_task = WorldTask(task.item.item_id, world_level(task), str(task.item.metadata["template"]), task.split,
+                           task.item.question, str(task.item.answer), str(task.item.metadata["answer_kind"]),
+                           task.item.metadata["plan"])
+    return solve(world_task, env.call)
+
+
+def _commonest(values: Sequence[str]) -> str:
+    return Counter(values).most_common(1)[0][0] if values else ""
+
+
+#: The floors, in the order they are reported; "oracle" is the ceiling.
+FLOORS = ("do_nothing", "closed_book_kind", "keyword_template", "copy_first", "copy_last", "copy_commonest", "oracle")
+
+
+def floor_answers(tasks: Sequence[AgentTask], train: Sequence[AgentTask]) -> dict[str, list[str]]:
+    """Each floor's answer to each of ``tasks``, by floor name (``FLOORS``). The closed-book priors
+    are learned from ``train``'s gold answers (the split tips are mined from)."""
+    by_kind = Counter((t.item.metadata["answer_kind"], str(t.item.answer)) for t in train)
+    by_template = Counter((t.item.metadata["template"], str(t.item.answer)) for t in train)
+
+    def prior(counter: Counter, key: object) -> str:
+        return _commonest([a for (k, a), c in counter.items() for _ in range(c) if k == key])
+
+    answers: dict[str, list[str]] = {name: [] for name in FLOORS}
+    for task in tasks:
+        spans = _spans(task, _observations(task))
+        answers["do_nothing"].append("")
+        answers["closed_book_kind"].append(prior(by_kind, task.item.metadata["answer_kind"]))
+        answers["keyword_template"].append(prior(by_template, task.item.metadata["template"]))
+        answers["copy_first"].append(spans[0] if spans else "")
+        answers["copy_last"].append(spans[-1] if spans else "")
+        answers["copy_commonest"].append(_commonest(spans))
+        answers["oracle"].append(_oracle(task))
+    return answers
+
+
+def floors_df(tasks: Sequence[AgentTask], train: Sequence[AgentTask]):
+    """One row per floor x task: level, answer, score (by each task's own grader)."""
+    import pandas as pd
+
+    answers = floor_answers(tasks, train)
+    rows = [{"floor": name, "task_id": t.item.item_id, "level": world_level(t), "answer": a,
+             "score": t.grader(t.item, a).score}
+            for name, column in answers.items() for t, a in zip(tasks, column)]
+    return pd.DataFrame(rows)
+
+
+
+def floors_table(floors):
+    """``floors_df`` as one row per floor: the mean score per level and over all tasks, and n."""
+    table = floors.pivot_table(index="floor", columns="level", values="score", aggfunc="mean")
+    table["all"] = floors.groupby("floor")["score"].mean()
+    table["n"] = floors.groupby("floor")["score"].size()
+    return table.reindex([f for f in FLOORS if f in table.index]).rename_axis(columns=None)
