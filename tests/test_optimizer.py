@@ -206,6 +206,51 @@ def test_merge_deduplicates_and_is_re_verified(lms):
     assert log.verifier_metric_calls == 3 * 2
 
 
+def test_drafts_verified_at_once_are_each_charged_once(lms, monkeypatch):
+    # dspy.Evaluate clears tqdm's process-wide set of bars when it starts: a draft whose bar was being
+    # made just then raised KeyError, and gepa re-ran the round, charging the failed attempt's metric
+    # calls too (a rare same-seed mismatch in a loaded CI run). Force that interleaving: the first bar
+    # waits for a clear from elsewhere; the second draft's judge waits until the first draft's
+    # verification has begun (a bar made, or the task model asked).
+    import threading
+    from weakref import WeakSet
+
+    import tqdm
+
+    begun, cleared = threading.Event(), threading.Event()
+
+    class Bars(WeakSet):
+        def add(self, item):
+            super().add(item)
+            if not begun.is_set():
+                begun.set()
+                cleared.wait(5)
+
+        def clear(self):
+            super().clear()
+            if begun.is_set():
+                cleared.set()
+
+    monkeypatch.setattr(tqdm.tqdm, "_instances", Bars())
+
+    def judge(request):
+        if "Always reply" in request.inputs["proposed_instruction"]:  # the verbose draft
+            begun.wait(5)
+        return judge_respond(request)
+
+    def task(request):
+        begun.set()
+        return task_respond(request)
+
+    slow_judge, _ = scripted_lm("judge", judge)
+    config = GepaPlusConfig(proposers=((lms["good"], 0.5), (lms["verbose"], 0.5)), k=2, n=2, judge=slow_judge,
+                            merger=lms["merger"], max_parallel=2)
+    with dspy.context(lm=scripted_lm("task", task)[0]):
+        _, log = _call_proposer(lms, config)
+    assert (log.judge_calls, log.verifier_runs, log.verifier_metric_calls) == (3, 3, 3 * 2)
+    assert [r.verifier for r in log.records if r.event == "draft"] == [1.0, 1.0]
+
+
 def test_merge_that_breaks_the_contract_falls_back_to_best_draft(lms):
     config = GepaPlusConfig(proposers=((lms["good"], 0.5), (lms["verbose"], 0.5)), k=2, n=2,
                             judge=lms["judge"], merger=lms["breaking_merger"])

@@ -6,6 +6,7 @@ pool, minibatches, acceptance, crossover merges, metric budget) is GEPA's, uncha
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import copy_context
@@ -21,6 +22,8 @@ from roma_lab.optimizer._config import GepaPlusConfig
 from roma_lab.optimizer._contracts import Contract, dedupe_sentences, edit_size
 from roma_lab.optimizer._records import NAN, Record, RunLog
 from roma_lab.optimizer._signatures import JudgeInstructionEdit, MergeInstructionEdits
+
+_logger = logging.getLogger(__name__)
 
 
 class ProposalError(RuntimeError):
@@ -284,14 +287,21 @@ class GepaPlusProposer(InstructionProposer):
         """Mean metric of the program with this instruction on the round's reflective minibatch."""
         examples = self.log.minibatch or []
         program = build_program(self.student, {**candidate, name: text})
-        result = dspy.Evaluate(
-            devset=examples, metric=self.metric, num_threads=1, failure_score=self.failure_score,
-            max_errors=len(examples) + 1, provide_traceback=False,
-        )(program)
+        # Not dspy.Evaluate: it clears tqdm's process-wide set of bars, so two drafts verified at once
+        # could raise KeyError in one of them; gepa then re-ran the whole round and the failed
+        # attempt's metric calls were counted too (a rare, timing-dependent record).
+        scores = [float(getattr(s, "score", s)) for s in (self._metric_on(program, ex) for ex in examples)]
         with self.log._lock:
             self.log.verifier_metric_calls += len(examples)
-        scores = [float(getattr(s, "score", s)) for _, _, s in result.results]
         return sum(scores) / len(scores) if scores else 0.0
+
+    def _metric_on(self, program: dspy.Module, example: Any) -> Any:
+        """The metric on one example, or ``failure_score`` if the program or metric raises (as dspy.Evaluate)."""
+        try:
+            return self.metric(example, program(**example.inputs()))
+        except Exception as e:  # noqa: BLE001 - one failed example scores failure_score, the rest still count
+            _logger.warning("verifier: example failed (%s: %s); scored %s", type(e).__name__, e, self.failure_score)
+            return self.failure_score
 
     def _merge_top(self, name, candidate, examples, top, best, use_judge, use_verifier, spend) -> tuple[_Draft, bool]:
         """Merge the top drafts; returns the merge and whether to use it (if not, its notes say why)."""
