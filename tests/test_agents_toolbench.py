@@ -144,12 +144,12 @@ def test_suite_tasks_are_the_suite_split_by_split_with_family_strata():
         suite_tasks(("dev",), families=["nope"])
 
 
-@pytest.mark.parametrize("make", ["suite", "search"])
+@pytest.mark.parametrize("make", ["suite", "world"])
 def test_asking_for_more_tasks_than_a_split_holds_names_the_maximum(make):
-    from roma_lab.agents import sample_suite_tasks, search_tasks
+    from roma_lab.agents import sample_suite_tasks, world_tasks
     from roma_lab.stats import SampleSizeError
 
-    draw = (lambda n: sample_suite_tasks("test", n, seed=0)) if make == "suite" else (lambda n: search_tasks("test", n))
+    draw = (lambda n: sample_suite_tasks("test", n, seed=0)) if make == "suite" else (lambda n: world_tasks("test", n))
     holds = len(draw(None))
     assert len(draw(holds)) == holds
     with pytest.raises(SampleSizeError, match=f"asked for {holds + 1} .*tasks of the test split, but there are {holds}"):

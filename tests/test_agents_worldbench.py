@@ -10,8 +10,18 @@ import re
 import dspy
 import pytest
 
-from roma_lab.agents import (FLOORS, WORLD_TOOLS, Agent, AgentConfig, ExactGrader, ToolContext, ToolError,
-                             floors_df, world_level, world_tasks)
+from roma_lab.agents import (
+    FLOORS,
+    WORLD_TOOLS,
+    Agent,
+    AgentConfig,
+    ExactGrader,
+    ToolContext,
+    ToolError,
+    floors_df,
+    world_level,
+    world_tasks,
+)
 from roma_lab.bench import GaiaGrader
 from roma_lab.lm import ScriptedEngine
 from roma_lab.stats import SampleSizeError

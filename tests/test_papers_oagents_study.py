@@ -1,5 +1,6 @@
-"""run_study (issue 11, notebooks 21-29): conditions x tasks x R runs on the tool suite, the protocol
-statistics per level, paired comparisons with their MDE, and the paper's figures beside ours; on
+"""run_study (issue 11, notebooks 21-29): conditions x tasks x R runs (run_study itself on the tool
+suite, whose scripted route agent's outcomes are known; the study functions on the generated world,
+issue 24), the protocol statistics per level, paired comparisons with their MDE, and the paper's figures beside ours; on
 scripted models whose outcomes are known, so every figure is checked against a hand count."""
 
 from __future__ import annotations
@@ -189,7 +190,11 @@ def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_
     from roma_lab.papers.oagents import compare_saved_runs
     from roma_lab.stats import pass_at_k
 
-    class RunOne(ScriptedEngine):  # right on quoted-value tasks in sampled run 1 only
+    from roma_lab.agents import world_level, world_tasks
+
+    golds = {t.item.question: str(t.item.answer) for t in world_tasks("test") if world_level(t) == "L1"}
+
+    class RunOne(ScriptedEngine):  # right on the world's L1 tasks in sampled run 1 only
         current = threading.local()  # (task, run) pairs run at once: each request's seed, in its thread
 
         def complete(self, request):
@@ -197,7 +202,7 @@ def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_
             return super().complete(request)
 
     engine = RunOne(lambda r: {"action": "final_answer", "arguments": "{}",
-                               "answer": (direct_answer(r.inputs["task"]) or "0") if engine.current.seed == 1 else "0"})
+                               "answer": golds.get(r.inputs["task"], "0") if engine.current.seed == 1 else "0"})
     lm = dspy.LM("scripted/k", engine=engine, cache=False)
     sampled = measure_protocol(tmp_path / "21_measure_protocol", lm=lm, n_tasks=6, runs=3, stats=StatsSettings(n_resamples=50))
     literal = sampled.rows[(sampled.rows["condition"] == "OAgents") & (sampled.rows["run"] == 1)]["correct"]
@@ -266,102 +271,67 @@ def test_browsecomp_prompts_never_reach_a_completion_cache(tmp_path, monkeypatch
     evaluate_browsecomp(tmp_path, lm="local", n_items=1, seed=5, stats=StatsSettings(n_resamples=20))
     assert asked == [("local", {"cache": False})]
 
-# --- the offline search benchmark (notebook 26) ---------------------------------------------------
+# --- the search study on the generated world (notebook 26) ----------------------------------------
 
-def searcher_lm(requests=None):
+def copier_lm(requests=None):
+    """A scripted searcher: one search with the question, then the first span of the answer's kind
+    in what memory shows (the ``copy_first`` floor as an agent); the query rewriter marks its query."""
+    from roma_lab.agents._worldbench import _SPANS
+    from roma_lab.bench._world import _FORMAT
+
     def respond(request):
         if requests is not None:
             requests.append(request)
-        return SEARCHER(request)
-
-    return dspy.LM("scripted/searcher", engine=ScriptedEngine(respond), cache=False)
-
-
-def SEARCHER(request):
-    """An ideal scripted searcher: looks the compound up, then (two hops) the laboratory's city, or
-    the laboratory's director records (keeping the latest year); answers what it found."""
-    if True:
         if request.outputs != ACTOR:
             return {"improved_query": f"{request.inputs['query']} (rewritten)"}
         task, memory = request.inputs["task"], request.inputs["memory"]
-        lab = re.search(r"was first synthesised by the (.+?)\.", memory)
-        compound = re.search(r"compound ([A-Z]{2}-\d+)", task)
-        if "head of the" in task or "director" in task:
-            lab_name = re.search(r"(\w+ (?:Laboratory|Institute|Research Centre))", task).group(1)
-            records = re.findall(rf"\((\d{{4}})\), the {re.escape(lab_name)} is directed by (.+)\.$", memory,
-                                 re.MULTILINE)
-            if not records and "Result:" not in memory:
-                return {"action": "search", "arguments": json_args(f"{lab_name} directed"), "answer": ""}
-            return final(max(records)[1] if records else "unknown")
-        if lab is None:
-            if "Result:" in memory:
-                return final("unknown")
-            return {"action": "search", "arguments": json_args(f"compound {compound.group(1)}"), "answer": ""}
-        if "city" in task or "Where" in task:
-            city = re.search(r"is located in (.+?)\.", memory)
-            if city is None and memory.count("Result:") < 2:
-                return {"action": "search", "arguments": json_args(f"{lab.group(1)} located"), "answer": ""}
-            return final(city.group(1) if city else "unknown")
-        return final(lab.group(1))
+        if "Result:" not in memory:
+            return {"action": "search", "arguments": json.dumps({"query": task}), "answer": ""}
+        kind = next(k for k, text in _FORMAT.items() if task.endswith(text))
+        spans = _SPANS[kind].findall(memory.split("Result:", 1)[1])
+        return final(spans[0].replace(",", "") if spans else "unknown")
 
-
-def json_args(query):
-    import json
-
-    return json.dumps({"query": query})
+    return dspy.LM("scripted/copier", engine=ScriptedEngine(respond), cache=False)
 
 
 def final(answer):
     return {"action": "final_answer", "arguments": "{}", "answer": answer}
 
 
-def agents_task_facts(task):
-    from roma_lab.agents import task_facts
-
-    return task_facts(task)
-
-
-def solved_alone(task, k):
-    """Whether the ideal searcher's answer, recomputed from the task's own search tool with the
-    first k sources (no agent), is the suite's answer."""
+def copied_alone(task, k):
+    """The copier's grade recomputed from the task's own search tool with the first k sources."""
     from roma_lab.agents import ToolContext
+    from roma_lab.agents._worldbench import _spans
 
     env = task.environment(ToolContext(search_sources=k, search_k=2, rewrite_query=None, expand_query=False))
-    memory = ""
-    for _ in range(3):
-        request = type("R", (), {"outputs": ACTOR, "inputs": {"task": task.item.question, "memory": memory}})
-        reply = SEARCHER(request)
-        if reply["action"] == "final_answer":
-            return task.grader(task.item, reply["answer"]).score == 1.0
-        memory += "\nResult: " + env.call("search", json.loads(reply["arguments"]))
-    return False
+    spans = _spans(task, env.call("search", {"query": task.item.question}))
+    return task.grader(task.item, spans[0] if spans else "unknown").score == 1.0
 
 
-def test_the_first_k_sources_hold_a_fact_with_probability_1_minus_0_4_to_the_k():
-    from roma_lab.agents._searchbench import _in_source
-    from roma_lab.router import generate_suite
+def test_the_first_k_sources_hold_a_document_with_probability_1_minus_0_4_to_the_k():
+    from roma_lab.agents._worldbench import _sources
+    from roma_lab.bench import generate_world
 
-    facts = [f for t in generate_suite(20260501) for f in agents_task_facts(t)]
-    held = [sum(any(_in_source(f, i, 0.6, 0) for i in range(k)) for f in facts) / len(facts) for k in (1, 3, 5)]
+    documents = list(generate_world().documents)
+    sources = _sources(2026, 5, 0.6)
+    held = [sum(any(d in s.retriever._ids for s in sources[:k]) for d in documents) / len(documents)
+            for k in (1, 3, 5)]
     assert held[0] < held[1] < held[2]
     for share, k in zip(held, (1, 3, 5)):
-        assert share == pytest.approx(1 - 0.4 ** k, abs=0.08)  # seeded draws, a few hundred facts
+        assert share == pytest.approx(1 - 0.4 ** k, abs=0.05)  # seeded draws over 1,000 documents
 
 
-def test_the_agent_on_the_search_tasks_is_graded_as_its_answers_deserve(tmp_path):
-    from roma_lab.agents import search_tasks
+def test_the_search_study_grades_each_agent_as_its_answers_deserve(tmp_path):
+    from roma_lab.agents import world_tasks
     from roma_lab.papers.oagents import compare_search
 
-    tables = compare_search(tmp_path, lm=searcher_lm(), n_tasks=None, stats=StatsSettings(n_resamples=50))
-    tasks = {t.item.item_id: t for t in search_tasks("test", None)}
-    assert len(tasks) == 21 and {t.stratum for t in tasks.values()} == {"single_hop", "multi_hop",
-                                                                      "conflicting_sources"}
+    tables = compare_search(tmp_path, lm=copier_lm(), n_tasks=24, stats=StatsSettings(n_resamples=50))
+    tasks = {t.item.item_id: t for t in world_tasks("test", 24, n_sources=5, coverage=0.6)}
     rows = tables.rows
     for condition, k in (("Single-source", 1), ("Multi-source (k=3)", 3), ("Multi-source (k=5)", 5)):
         got = rows[rows["condition"] == condition].set_index("task_id")["correct"]
-        assert got.to_dict() == {i: solved_alone(t, k) for i, t in tasks.items()}, condition
+        assert got.to_dict() == {i: copied_alone(t, k) for i, t in tasks.items()}, condition
     p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
-    assert p["Single-source", "all", "pass@1"] < p["Multi-source (k=5)", "all", "pass@1"]
     assert p["Raw data", "all", "pass@1"] == p["Multi-source (k=5)", "all", "pass@1"]  # the same agent
     diff = tables.comparisons.set_index(["condition", "subset"])
     assert ("Reflection-Expansion - Raw data", "all") in diff.index
@@ -370,19 +340,27 @@ def test_the_agent_on_the_search_tasks_is_graded_as_its_answers_deserve(tmp_path
     table3 = vs[(vs["artefact"] == "table3") & vs["paper"].notna()]
     assert len(table3) == 16
     assert (table3["agreement"] == "not measured").all() and table3["why"].str.contains("web pages").all()
+    floors = tables.extra["floors"].set_index("floor")
+    assert floors.loc["do_nothing", "all"] == 0 and floors.loc["oracle", "n"] == 24
+    # the model itself, closed-book: the same 24 tasks with no tool (the copier's search is refused)
+    assert list(floors.index[-2:]) == ["closed-book model", "oracle"]
+    assert floors.loc["closed-book model", "n"] == 24 and floors.loc["closed-book model", "all"] == 0
+    assert (tmp_path / "search_floors.csv").exists()
+    assert tables.vs_paper.dropna(subset=["ours"])["setting"].str.contains("generated world").all()
 
 
-def test_reflection_expansion_rewrites_then_expands_every_query(tmp_path):
-    from roma_lab.agents import Agent, AgentConfig, search_tasks
+def test_reflection_expansion_rewrites_then_expands_with_the_worlds_synonyms(tmp_path):
+    from roma_lab.agents import Agent, AgentConfig, world_tasks
 
     requests = []
-    task = search_tasks("test", 1)[0]
+    task = next(t for t in world_tasks("test", None) if t.item.metadata["template"] == "latest_population")
     trajectory = Agent(AgentConfig(search_sources=5, query_optimization="reflect+expand"),
-                       lm=searcher_lm(requests)).run(task)
+                       lm=copier_lm(requests)).run(task)
     step = trajectory.rollouts[0].steps[0]
     assert [c.role for c in step.calls] == ["actor", "query_rewriter"]
-    assert step.observation.startswith("Queries: compound ") and "(rewritten)" in step.observation
-    assert "; compound" in step.observation.splitlines()[0]  # the expansion's word-form variant too
+    queries = step.observation.splitlines()[0]
+    assert queries.startswith("Queries: What was the population") and "(rewritten)" in queries
+    assert "residents" in queries  # a synonym variant from the world's own relation words
 
 
 def test_a_mirrored_difference_negates_the_value_and_swaps_and_negates_the_ci():

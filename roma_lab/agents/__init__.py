@@ -17,22 +17,21 @@ from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnav
 from ._qa import BM25Source, Source, expand_query, qa_tasks, search_passages
 from ._run import ROW_COLUMNS, read_trajectories, run_agent, run_label, trajectory_rows_df
 from ._select import is_non_answer, pick_best_score
-from ._searchbench import SEARCH_BENCHMARK, SEARCH_FAMILIES, search_tasks, task_facts
 from ._tips import SplitLeakError, mine_tips
 from ._toolbench import SUITE_BENCHMARK, SUITE_TOOLS, SuiteGrader, sample_suite_tasks, suite_tasks
-from ._worldbench import (FLOORS, WORLD_GRADERS, WORLD_TOOLS, ExactGrader, floor_answers, floors_df, floors_table,
-                          world_level, world_tasks)
 from ._types import (ROLLOUT_STATUSES, PlanRevision, RecordedGrade, Rollout, Selection, Step, Trajectory,
                      TrajectoryFormatError, read_trajectory)
+from ._worldbench import (FLOORS, WORLD_GRADERS, WORLD_TOOLS, ExactGrader, closed_book, floor_answers, floors_df,
+                          floors_table, world_level, world_tasks)
 
 __all__ = [
-    "MEMORY", "PLANNING", "QUERY_OPTIMIZATION", "ROLES", "ROLLOUT_STATUSES", "ROW_COLUMNS", "SEARCH_BENCHMARK",
-    "SEARCH_FAMILIES", "SELECTION", "STATIC_WORKFLOW", "SUITE_BENCHMARK", "SUITE_TOOLS", "TTS",
+    "MEMORY", "PLANNING", "QUERY_OPTIMIZATION", "ROLES", "ROLLOUT_STATUSES", "ROW_COLUMNS",
+    "SELECTION", "STATIC_WORKFLOW", "SUITE_BENCHMARK", "SUITE_TOOLS", "TTS",
     "Agent", "AgentConfig", "AgentTask", "BM25Source", "Environment", "PlanRevision",
     "PlanTips", "RecordedGrade", "Rollout", "Selection", "Source", "SplitLeakError", "Step",
     "SuiteGrader", "Tool", "ToolContext", "ToolError", "ToolUnavailable", "Trajectory", "TrajectoryFormatError",
     "config_hash", "describe_tools", "expand_query", "is_non_answer", "mine_tips", "pick_best_score", "qa_tasks",
     "read_trajectories", "read_trajectory", "rollout_seed", "run_agent", "run_label", "sample_suite_tasks", "search_passages",
-    "search_tasks", "suite_tasks", "task_facts", "trajectory_rows_df",
-    "FLOORS", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "floor_answers", "floors_df", "floors_table", "world_level", "world_tasks",
+    "suite_tasks", "trajectory_rows_df", "FLOORS", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "closed_book", "floor_answers",
+    "floors_df", "floors_table", "world_level", "world_tasks",
 ]

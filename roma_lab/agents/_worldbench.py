@@ -21,14 +21,25 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from roma_lab.bench import GaiaGrader, Grade, Item, exact_key, guarded, prediction_text
-from roma_lab.bench._world import (DEFAULT_WORLD_SEED, LEVELS, WORLD_BENCHMARK, WORLD_SPLITS, WorldTask,
-                                   generate_world, solve, world_tasks_of)
+from roma_lab.bench._world import (
+    DEFAULT_WORLD_SEED,
+    LEVELS,
+    RELATION_SYNONYMS,
+    WORLD_BENCHMARK,
+    WORLD_SPLITS,
+    WorldTask,
+    generate_world,
+    solve,
+    world_tasks_of,
+)
 
 from ._env import AgentTask, Tool, ToolContext, ToolError
 from ._qa import _PYTHON, _SEARCH, BM25Source, _QAEnvironment
 
-__all__ = ["FLOORS", "WORLD_BENCHMARK", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "floor_answers",
+__all__ = ["FLOORS", "WORLD_BENCHMARK", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "closed_book", "floor_answers",
            "floors_df", "floors_table", "world_level", "world_tasks"]
 
 _READ_FILE = Tool("read_file", "read one of the collection's files (e.g. a ledger named in a document) as CSV text",
@@ -74,9 +85,20 @@ class _WorldEnvironment:
 
 
 @functools.cache
-def _source(seed: int) -> BM25Source:
-    world = generate_world(seed)
-    return BM25Source("world", _IdRetriever(world.documents))
+def _sources(seed: int, n_sources: int, coverage: float) -> tuple[BM25Source, ...]:
+    """One source over every document, or ``n_sources`` sources each holding each document with
+    probability ``coverage`` (seeded by the document and the source, so the first k sources
+    together hold a document with probability 1 - (1 - coverage)^k), like search engines with
+    overlapping indexes."""
+    documents = generate_world(seed).documents
+    if n_sources == 1 and coverage == 1.0:
+        return (BM25Source("world", _IdRetriever(documents)),)
+    sources = []
+    for i in range(n_sources):
+        rng = np.random.default_rng([seed, 2, i])
+        held = {d: t for (d, t), u in zip(documents.items(), rng.random(len(documents))) if u < coverage}
+        sources.append(BM25Source(f"source{i + 1}", _IdRetriever(held)))
+    return tuple(sources)
 
 
 class _IdRetriever:
@@ -93,25 +115,28 @@ class _IdRetriever:
         return [self._passage(self._ids[int(p.doc_id)], p.text, p.score) for p in self._index.search(query, k=k)]
 
 
-def _agent_task(task: WorldTask, seed: int, grader: str) -> AgentTask:
+def _agent_task(task: WorldTask, seed: int, grader: str, n_sources: int, coverage: float) -> AgentTask:
     world = generate_world(seed)
     item = Item(benchmark=WORLD_BENCHMARK, item_id=task.task_id, question=task.question, answer=task.answer,
                 metadata={"level": task.level, "template": task.template, "answer_kind": task.answer_kind,
-                          "world_seed": seed, "plan": dict(task.plan)})
-    source = _source(seed)
+                          "world_seed": seed, "plan": dict(task.plan), "n_sources": n_sources})
+    sources = _sources(seed, n_sources, coverage)
 
     def environment(context: ToolContext) -> _WorldEnvironment:
-        return _WorldEnvironment(_QAEnvironment((_SEARCH, _PYTHON), (source,), context), world.files)
+        return _WorldEnvironment(_QAEnvironment((_SEARCH, _PYTHON), sources, context, RELATION_SYNONYMS), world.files)
 
     return AgentTask(item=item, split=task.split, stratum=task.level, environment=environment,
                      grader=WORLD_GRADERS[grader]())
 
 
 def world_tasks(split: str = "dev", n: int | None = None, *, seed: int = 0, world_seed: int = DEFAULT_WORLD_SEED,
-                levels: Sequence[str] = LEVELS, grader: str = "gaia") -> list[AgentTask]:
+                levels: Sequence[str] = LEVELS, grader: str = "gaia", n_sources: int = 1,
+                coverage: float = 1.0) -> list[AgentTask]:
     """``n`` tasks of one split of the generated world (``None``: all), spread over ``levels``
     (``stats.stratified_sample`` with ``seed``; a larger n extends a smaller one; more than the split
-    holds is a ``SampleSizeError`` naming how many it holds). Stratum = level."""
+    holds is a ``SampleSizeError`` naming how many it holds). Stratum = level. Search runs over one
+    source holding every document, or over ``n_sources`` partial copies at ``coverage`` (the
+    agent's ``search_sources`` picks the first k)."""
     from roma_lab.stats import stratified_sample
 
     if split not in WORLD_SPLITS:
@@ -121,10 +146,30 @@ def world_tasks(split: str = "dev", n: int | None = None, *, seed: int = 0, worl
         raise ValueError(f"unknown levels {unknown}; expected some of {LEVELS}")
     if grader not in WORLD_GRADERS:
         raise ValueError(f"unknown grader {grader!r}; expected one of {sorted(WORLD_GRADERS)}")
-    tasks = [_agent_task(t, world_seed, grader) for t in world_tasks_of(generate_world(world_seed))
+    if n_sources < 1 or not 0 < coverage <= 1:
+        raise ValueError(f"n_sources must be >= 1 and coverage in (0, 1], got {n_sources} and {coverage}")
+    tasks = [_agent_task(t, world_seed, grader, n_sources, float(coverage))
+             for t in world_tasks_of(generate_world(world_seed))
              if t.split == split and t.level in levels]
     return stratified_sample(tasks, n, seed=seed, stratum=lambda t: t.stratum, shuffle_strata=True,
-                             what=f"tasks of the {split} split of the generated world")
+                             what=f"generated-world tasks of the {split} split")
+
+
+class _NoTools:
+    tools: tuple[Tool, ...] = ()
+
+    def call(self, name: str, arguments: Mapping[str, str]) -> str:
+        raise ToolError("this task is closed-book: no tool is offered")
+
+
+def closed_book(tasks: Sequence[AgentTask]) -> list[AgentTask]:
+    """The same tasks with no tools (the benchmark ``generated-world-closed-book``, so their runs and
+    cache entries never mix with the tool runs): what a model answers from what it knows. The world
+    is fictional, so a model that scores here has guessed or copied the question."""
+    from dataclasses import replace
+
+    return [replace(t, item=replace(t.item, benchmark=f"{WORLD_BENCHMARK}-closed-book"),
+                    environment=lambda context: _NoTools()) for t in tasks]
 
 
 def world_level(task: AgentTask) -> str:
@@ -145,10 +190,14 @@ _SPANS = {
 _FILE = re.compile(r"ledger-\d{4}\.csv")
 
 
+def _every_source(task: AgentTask) -> ToolContext:
+    return ToolContext(search_sources=int(task.item.metadata["n_sources"]), search_k=3, rewrite_query=None,
+                       expand_query=False)
+
+
 def _observations(task: AgentTask) -> str:
     """A fixed tool order: search with the question, then read every file the results name."""
-    context = ToolContext(search_sources=1, search_k=3, rewrite_query=None, expand_query=False)
-    env = task.environment(context)
+    env = task.environment(_every_source(task))
     text = env.call("search", {"query": task.item.question})
     for name in dict.fromkeys(_FILE.findall(text)):
         text += "\n" + env.call("read_file", {"name": name})
@@ -162,12 +211,14 @@ def _spans(task: AgentTask, text: str) -> list[str]:
 
 
 def _oracle(task: AgentTask) -> str:
-    context = ToolContext(search_sources=1, search_k=3, rewrite_query=None, expand_query=False)
-    env = task.environment(context)
+    env = task.environment(_every_source(task))
     world_task = WorldTask(task.item.item_id, world_level(task), str(task.item.metadata["template"]), task.split,
                            task.item.question, str(task.item.answer), str(task.item.metadata["answer_kind"]),
                            task.item.metadata["plan"])
-    return solve(world_task, env.call)
+    try:
+        return solve(world_task, env.call)
+    except LookupError:  # partial sources can miss a hop's document: the ceiling is below 100% there
+        return ""
 
 
 def _commonest(values: Sequence[str]) -> str:
@@ -217,4 +268,7 @@ def floors_table(floors):
     table = floors.pivot_table(index="floor", columns="level", values="score", aggfunc="mean")
     table["all"] = floors.groupby("floor")["score"].mean()
     table["n"] = floors.groupby("floor")["score"].size()
-    return table.reindex([f for f in FLOORS if f in table.index]).rename_axis(columns=None)
+    # floors measured elsewhere (a model's closed-book run) stand before the ceiling
+    order = ([f for f in FLOORS[:-1] if f in table.index] + sorted(set(table.index) - set(FLOORS))
+             + [f for f in FLOORS[-1:] if f in table.index])
+    return table.reindex(order).rename_axis(columns=None)

@@ -1,8 +1,11 @@
 """The OAgents study notebooks' experiments, one function each: which conditions (named as the paper
-names them), which tasks, which paper artefacts. Fixed before anything was scored: the tool
-benchmark's evaluation split is ``test`` (dev served only to make a step cheap, train only to mine
-plan tips), tasks are drawn by ``sample_suite_tasks`` with the notebook's seed, and every condition
-of a notebook runs on the same tasks and runs. Each function returns ``run_study``'s tables.
+names them), which tasks, which paper artefacts. Fixed before anything was scored: the studies run
+on the generated-world agent benchmark (``agents.world_tasks``, design/world_benchmark.md; the
+meta-routing suite's tool view stays the router's benchmark), its evaluation split is ``test`` (dev
+served only to make a step cheap, train only to mine plan tips and the floors' priors), tasks are
+drawn by ``world_tasks`` with the notebook's seed, and every condition of a notebook runs on the
+same tasks and runs. Each function returns ``run_study``'s tables, with the benchmark's floors on
+the same tasks in ``extra["floors"]``.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from roma_lab.agents import AgentConfig, sample_suite_tasks
+from roma_lab.agents import AgentConfig, AgentTask, world_level, world_tasks
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 from ._study import Condition, OAgentsTables, run_study
@@ -20,16 +23,43 @@ from ._study import Condition, OAgentsTables, run_study
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
            "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
 
-#: The suite split every study scores (train: tips only; dev: development only; challenge: unused here).
+#: The split every study scores (train: tips and floor priors only; dev: development only).
 STUDY_SPLIT = "test"
-_SUITE = "meta-routing suite tool tasks ({split} split, exact evaluator)"
+_WORLD = ("the generated-world agent benchmark ({split} split, world seed {world_seed}, "
+          "GAIA's quasi-exact match)")
+WORLD_LEVEL_RULE = ("levels of the generated world (L1: one lookup, L2: two or three hops, L3: hops and a "
+                    "computation over a ledger file), GAIA-like, not GAIA's tasks")
 _OFFLINE = "offline: this lab runs only the embedded models and configurations of this study"
 
 
-def _tasks(split: str, n_tasks: int | None, seed: int):
+def _tasks(split: str, n_tasks: int | None, seed: int, **sources: Any) -> list[AgentTask]:
     if split == "train":
         raise ValueError("train is for mining plan tips only; score on dev (development) or test")
-    return sample_suite_tasks(split, n_tasks, seed=seed)
+    return world_tasks(split, n_tasks, seed=seed, **sources)
+
+
+def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefix: str, **study: Any) -> OAgentsTables:
+    """``run_study`` on world tasks, plus the floors on the same tasks, written as
+    ``<prefix>_floors.csv``: the fixed scripts of ``agents.floors_table`` (priors from the train
+    split) and ``closed-book model``, the study's first condition's model answering the same tasks
+    with no tool (``agents.closed_book``, its runs under ``runs/``). The room the benchmark leaves."""
+    import pandas as pd
+
+    from roma_lab.agents import closed_book, floors_df, floors_table, run_agent
+    from roma_lab.results import write_table
+
+    seed = int(tasks[0].item.metadata["world_seed"]) if tasks else 0
+    tables = run_study(out_dir, prefix=prefix, tasks=tasks, level=world_level, level_rule=WORLD_LEVEL_RULE,
+                       benchmark=study.pop("benchmark", _WORLD.format(split=split, world_seed=seed)), **study)
+    first = study["conditions"][0].config  # the closed-book model decodes as the first condition does
+    named = {k: v for k, v in first.models.items() if k == "actor"}
+    closed = run_agent(AgentConfig(name="closed_book", models=named, temperature=first.temperature), closed_book(tasks),
+                       out_dir=Path(out_dir) / "runs", lm=study.get("lm"), progress=False)
+    scored = closed.assign(floor="closed-book model", level=closed["stratum"], score=closed["correct"].astype(float))
+    floors = floors_table(pd.concat([floors_df(tasks, world_tasks("train", world_seed=seed)), scored],
+                                    ignore_index=True)).reset_index()
+    write_table(floors, out_dir, f"{prefix}_floors")
+    return replace(tables, extra={**tables.extra, "floors": floors})
 
 
 def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 3,
@@ -41,9 +71,9 @@ def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     vs greedy as a paired comparison. The sampled agent stands beside the paper's Table 9 OAgents row."""
     conditions = [Condition("OAgents (temperature 0)", AgentConfig(name="greedy")),
                   Condition("OAgents", AgentConfig(name="sampled", temperature=temperature))]
-    return run_study(out_dir, prefix="protocol", artefacts=("table9",), conditions=conditions,
-                     tasks=_tasks(split, n_tasks, seed), baseline="OAgents (temperature 0)", runs=runs, lm=lm,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
+    return _study(out_dir, prefix="protocol", artefacts=("table9",), conditions=conditions, split=split,
+                  tasks=_tasks(split, n_tasks, seed), baseline="OAgents (temperature 0)", runs=runs, lm=lm,
+                  why_not_measured=_OFFLINE, stats=stats)
 
 
 def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 4, n_train: int = 4,
@@ -60,7 +90,7 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     from roma_lab.results import write_table, write_text_atomic
 
     base = AgentConfig(name="plan_review", planning="revise", revise_every=revise_every)
-    train = sample_suite_tasks("train", n_train, seed=seed)
+    train = world_tasks("train", n_train, seed=seed)
     train_dir = Path(out_dir) / "train"
     run_agent(base, train, out_dir=train_dir, lm=lm, progress=False)
     mined = mine_tips(read_trajectories(train_dir / run_label(base)), lm=lm)
@@ -75,13 +105,13 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
         Condition("+ Plan tips [official code: retry with tips after a failed gold check]",
                   replace(base, name="tips_official", tips=mined, tips_usage="official")),
     ]
-    tables = run_study(out_dir, prefix="planning", artefacts=("table7", "table7 text"), conditions=conditions,
-                       tasks=_tasks(split, n_tasks, seed), baseline="OAgents", runs=runs, lm=lm,
-                       benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
+    tables = _study(out_dir, prefix="planning", artefacts=("table7", "table7 text"), conditions=conditions,
+                    split=split, tasks=_tasks(split, n_tasks, seed), baseline="OAgents", runs=runs, lm=lm,
+                    why_not_measured=_OFFLINE, stats=stats)
     tips = pd.DataFrame({"tip": list(mined.tips) or [f"(no tips: {mined.error or 'no train failure to mine'})"],
                          "model": mined.model, "mined_from": ", ".join(mined.source_task_ids) or "(no failures)"})
     write_table(tips, out_dir, "planning_tips")
-    return replace(tables, extra={"tips": tips})
+    return replace(tables, extra={**tables.extra, "tips": tips})
 
 
 def _tips_json(tips) -> str:
@@ -107,17 +137,18 @@ def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
         Condition("+ Long-Term Memory [official code: computed, never shown]",
                   replace(current, name="long_term_official", memory="long_term", long_term_visibility="official")),
     ]
-    return run_study(out_dir, prefix="memory", artefacts=("figure2",), conditions=conditions,
-                     tasks=_tasks(split, n_tasks, seed), baseline="Current Memory", runs=runs, lm=lm,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
+    return _study(out_dir, prefix="memory", artefacts=("figure2",), conditions=conditions, split=split,
+                  tasks=_tasks(split, n_tasks, seed), baseline="Current Memory", runs=runs, lm=lm,
+                  why_not_measured=_OFFLINE, stats=stats)
 
 
 def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                 temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
                 stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
-    """Notebook 24 (Figure 3): the baseline, reflection on the answer (one retry with the critique
-    when it is judged wrong), best-of-2 and best-of-4 with list-wise selection (what the official
-    code always does), and best-of-4 with the scoring and the voting selector. All sample at
+    """Notebook 24 (Figure 3): the baseline, reflection as the paper's formula has it (a critique of
+    every step, shown at the next; c_t), reflection on the answer as a named variant (one retry with
+    the critique when it is judged wrong), best-of-2 and best-of-4 with list-wise selection (what the
+    official code always does), and best-of-4 with the scoring and the voting selector. All sample at
     ``temperature``; rollout i of run r is seeded r + 1000 i, so the baseline is every best-of-N's
     first rollout and BO2's rollouts are BO4's first two (the completion cache computes them once)."""
     base = AgentConfig(name="sampled", temperature=temperature)
@@ -125,21 +156,23 @@ def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None =
     bo4 = replace(bo2, name="bo4_list", n_rollouts=4)
     conditions = [
         Condition("baseline", base),
-        Condition("Reflection", replace(base, name="reflection", tts="reflection", reflect_at="end")),
+        Condition("Reflection", replace(base, name="reflection_step", tts="reflection", reflect_at="step")),
+        Condition("Reflection [on the final answer, one retry]",
+                  replace(base, name="reflection", tts="reflection", reflect_at="end")),
         Condition("BO2", bo2),
         Condition("BO4", bo4),
         Condition("BO4 (scoring)", replace(bo4, name="bo4_score", selection="score")),
         Condition("BO4 (voting)", replace(bo4, name="bo4_vote", selection="vote")),
     ]
-    return run_study(out_dir, prefix="tts", artefacts=("figure3",), conditions=conditions,
-                     tasks=_tasks(split, n_tasks, seed), baseline="baseline", runs=runs, lm=lm,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
+    return _study(out_dir, prefix="tts", artefacts=("figure3",), conditions=conditions, split=split,
+                  tasks=_tasks(split, n_tasks, seed), baseline="baseline", runs=runs, lm=lm,
+                  why_not_measured=_OFFLINE, stats=stats)
 
 
 #: T6's advanced stack, as far as it exists offline: the paper adds a multimodal toolkit, a
-#: better reader and multi-source search (none of which the tool suite has) to its planning,
-#: memory and test-time scaling; ours adds the last three.
-ADVANCED = dict(planning="revise", revise_every=2, memory="summary", tts="reflection", reflect_at="end")
+#: better reader and multi-source search (none of which the world's single source has) to its
+#: planning, memory and test-time scaling; ours adds the last three.
+ADVANCED = dict(planning="revise", revise_every=2, memory="summary", tts="reflection", reflect_at="step")
 
 
 def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",), n_tasks: int | None = 6,
@@ -161,9 +194,9 @@ def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",)
         advance = Condition(f"{label} Advance", AgentConfig(name=f"advance_m{i}", models={"actor": model}, **ADVANCED))
         conditions += [baseline, advance]
         pairs[advance.name] = baseline.name
-    return run_study(out_dir, prefix="backbones", artefacts=("table6", "table6 text"), conditions=conditions,
-                     tasks=_tasks(split, n_tasks, seed), baseline=pairs, runs=runs, lm=None,
-                     benchmark=_SUITE.format(split=split), why_not_measured=_OFFLINE, stats=stats)
+    return _study(out_dir, prefix="backbones", artefacts=("table6", "table6 text"), conditions=conditions,
+                  split=split, tasks=_tasks(split, n_tasks, seed), baseline=pairs, runs=runs, lm=None,
+                  why_not_measured=_OFFLINE, stats=stats)
 
 
 
@@ -182,11 +215,11 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     file's SHA-256, or why it was not read) and each condition left out (fewer than ``k`` runs)."""
     import pandas as pd
 
-    from roma_lab.bench import exact_key
+    from roma_lab.bench import LEVELS, WORLD_BENCHMARK, GaiaGrader, exact_key
     from roma_lab.results import beside_paper, record_stats, sha256_file, summarize_protocol, write_table
 
     from ._audit import paper_reported_df
-    from ._study import ALL, GAIA_SUBSETS, _LEVEL_RULE, _route_lengths
+    from ._study import _LEVEL_RULE, ALL, GAIA_SUBSETS, _route_lengths
 
     out_dir = Path(out_dir)
     root = Path(saved_root) if saved_root else out_dir.parent
@@ -216,11 +249,15 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
         raise ValueError(f"no saved condition has k = {k} runs; run a study with runs >= {k} first")
     unique = rows.groupby("condition")["source"].nunique()
     rows["condition"] = [c if unique[c] == 1 else f"{c} [{s}]" for c, s in zip(rows["condition"], rows["source"])]
+    # maj@R votes on the key of the grader that graded each saved row: GAIA's for the world, the
+    # suite's exact evaluator's otherwise
+    keys = {WORLD_BENCHMARK: GaiaGrader.answer_key}
     scores = rows.assign(success=rows["correct"].map({True: 1.0, False: 0.0, "True": 1.0, "False": 0.0}),
-                         # the saved runs were graded by exact evaluators: maj@R votes on their key
-                         answer_key=rows["answer"].map(lambda a: exact_key(a) if isinstance(a, str) else ""))
+                         answer_key=[keys.get(b, exact_key)(a) if isinstance(a, str) else ""
+                                     for b, a in zip(rows["benchmark"], rows["answer"])])
     lengths = _route_lengths()
-    level = scores["stratum"].map(lambda f: None if f not in lengths else "L1" if lengths[f] <= 1 else f"L{lengths[f]}")
+    level = scores["stratum"].map(lambda f: f if f in LEVELS else None if f not in lengths
+                                  else "L1" if lengths[f] <= 1 else f"L{lengths[f]}")
     scores = pd.concat([scores.assign(subset=ALL), scores.assign(subset=level).dropna(subset=["subset"])],
                        ignore_index=True)
     protocol = pd.concat([summarize_protocol(group, metric="success", answer="answer_key", ks=(k,),
@@ -229,8 +266,15 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     protocol = protocol[~protocol["metric"].isin(("var_run_to_run", "var_task_to_task"))].reset_index(drop=True)
     models = rows.groupby("condition")["model"].first()
     temperatures = rows.groupby("condition")["temperature"].first()
+    benchmarks = rows.groupby("condition")["benchmark"].first()
+
+    def described(condition: str) -> str:
+        if benchmarks[condition] == WORLD_BENCHMARK:
+            return f"saved runs of the generated world; {WORLD_LEVEL_RULE}"
+        return f"saved runs of the meta-routing suite; {_LEVEL_RULE}"
+
     ours = protocol.assign(subset=protocol["subset"].map(lambda s: GAIA_SUBSETS.get(s, s)),
-                           setting=[f"model {models[c]}; saved runs of the meta-routing suite; {_LEVEL_RULE}; "
+                           setting=[f"model {models[c]}; {described(c)}; "
                                     f"n = {n} tasks, R = {r} runs, temperature {temperatures[c]:g}"
                                     for c, n, r in zip(protocol["condition"], protocol["n"], protocol["runs"])])
     vs_paper = beside_paper(ours, paper_reported_df(), "table9",
@@ -287,14 +331,12 @@ def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
                    n_sources: int = 5, coverage: float = 0.6, split: str = STUDY_SPLIT, seed: int = 0,
                    stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 26 (Tables 3-5): the number of search sources (1, 3, 5 of ``n_sources`` partial
-    copies of an offline corpus, ``search_tasks``) and query optimisation (reflection: a model
-    rewrite of each query, then expansion into word-form variants) on the suite's research tasks.
-    "Raw data" is the k = 5 agent, as in the paper (Table 5's Raw data row is Table 4's k = 5 row).
-    Table 3's page readers need web pages: not measured."""
-    from roma_lab.agents import search_tasks
-
-    if split == "train":
-        raise ValueError("train is for mining plan tips only; score on dev (development) or test")
+    copies of the generated world's documents, each holding a document with probability
+    ``coverage``) and query optimisation (reflection: a model rewrite of each query, then expansion
+    into word-form variants and the world's relation synonyms) on world tasks. The floors' oracle
+    searches every source, so its row is the ceiling the sources allow. "Raw data" is the k = 5
+    agent, as in the paper (Table 5's Raw data row is Table 4's k = 5 row). Table 3's page readers
+    need web pages: not measured."""
     # Two passages per source: five sources' results then fit the 12 lines a step keeps in memory.
     k5 = AgentConfig(name="search_k5", search_sources=5, search_k=2)
     conditions = [
@@ -314,11 +356,11 @@ def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
                     "plain passages")
         return _OFFLINE
 
-    tasks = search_tasks(split, n_tasks, n_sources=n_sources, coverage=coverage, seed=seed)
-    return run_study(out_dir, prefix="search", artefacts=("table3", "table3 text", "table4", "table4 text", "table5",
-                                                        "table5 text"),
-                     conditions=conditions, tasks=tasks, baseline=pairs, runs=runs, lm=lm,
-                     benchmark=(f"offline BM25 search over the suite's research facts ({split} split; not web "
-                                f"search): sources are {n_sources} seeded copies each holding a passage with "
-                                f"probability {coverage:g}"),
-                     why_not_measured=why_not_measured, stats=stats)
+    tasks = _tasks(split, n_tasks, seed, n_sources=n_sources, coverage=coverage)
+    return _study(out_dir, prefix="search", artefacts=("table3", "table3 text", "table4", "table4 text", "table5",
+                                                     "table5 text"),
+                  conditions=conditions, split=split, tasks=tasks, baseline=pairs, runs=runs, lm=lm,
+                  benchmark=(f"offline BM25 search over the generated world's documents ({split} split; not web "
+                             f"search): sources are {n_sources} seeded copies each holding a document with "
+                             f"probability {coverage:g}; GAIA's quasi-exact match"),
+                  why_not_measured=why_not_measured, stats=stats)

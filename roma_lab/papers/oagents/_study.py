@@ -145,6 +145,7 @@ def run_study(
     lm: Any = None,
     benchmark: str,
     level: Callable[[AgentTask], str] | None = suite_level,
+    level_rule: str = _LEVEL_RULE,
     paper_subsets: Mapping[str, str] = GAIA_SUBSETS,
     why_not_measured: str | Callable[[Mapping[str, Any]], str] = "",
     ks: Sequence[int] | None = None,
@@ -158,7 +159,8 @@ def run_study(
     comparisons). ``lm``: the
     actor's model for conditions whose config names none. ``benchmark`` says in words what the
     tasks are (it goes into every measured row's ``setting`` with the model, n, R and temperature).
-    ``level``: the breakdown of each task (None: the whole sample only); ``paper_subsets`` maps our
+    ``level``: the breakdown of each task (None: the whole sample only), ``level_rule`` says in words
+    what the levels are (it goes into every measured row's ``setting``); ``paper_subsets`` maps our
     subsets to the paper's columns for ``beside_paper``. ``why_not_measured`` explains paper rows we
     do not run. Trajectories and run files go under ``out_dir/runs`` (a rerun resumes; with a warm
     completion cache it makes no model call). ``stats``: the statistics settings of every CI and
@@ -199,7 +201,7 @@ def run_study(
     def setting(condition: str, n: float) -> str:
         own = _own_condition(condition, conditions, pairs)
         model = _model_name(own.config, lm)
-        return (f"model {model}; {benchmark}; {_LEVEL_RULE if level is not None else 'no levels'}; "
+        return (f"model {model}; {benchmark}; {level_rule if level is not None else 'no levels'}; "
                 f"n = {int(n)} tasks, R = {runs} run(s), temperature {own.config.temperature:g}")
 
     paper = paper_reported_df()
