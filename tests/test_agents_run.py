@@ -261,11 +261,10 @@ class ListSource:
         return [Passage(str(i), text, 1.0) for i, text in enumerate(self.hits)][:k]
 
 
-def test_expand_gives_word_form_and_synonym_variants():
-    assert expand_query("running tests") == ("running tests", "runn test")
+def test_expand_gives_synonym_variants_and_no_stemmed_non_words():
+    assert expand_query("running tests") == ("running tests",)  # was ("running tests", "runn test")
     variants = expand_query("COVID-19 cases", {"covid-19": ["SARS-CoV-2"]})
-    assert variants[0] == "COVID-19 cases" and "SARS-CoV-2 cases" in variants
-    assert len(set(variants)) == len(variants)
+    assert variants == ("COVID-19 cases", "SARS-CoV-2 cases")
 
 
 def test_multi_source_search_fuses_ranks_and_counts_a_shared_passage_once():
@@ -279,7 +278,8 @@ def test_multi_source_search_fuses_ranks_and_counts_a_shared_passage_once():
 
 def test_agent_search_uses_k_sources_and_the_configured_query_optimisation():
     sources = [ListSource("first", ["doc one"]), ListSource("second", ["doc two"]), ListSource("third", ["doc three"])]
-    task = qa_tasks([Item("hotpotqa", "0", "Where are dogs kept?", "kennels")], sources=sources)[0]
+    task = qa_tasks([Item("hotpotqa", "0", "Where are dogs kept?", "kennels")], sources=sources,
+                    synonyms={"dogs": ["hounds"]})[0]
 
     def policy(inputs):
         if "Result:" not in inputs["memory"]:
@@ -291,7 +291,7 @@ def test_agent_search_uses_k_sources_and_the_configured_query_optimisation():
     trajectory = Agent(config, lm=lm).run(task)
     step = trajectory.rollouts[0].steps[0]
     assert sources[2].queries == []  # only the first k = 2 sources
-    assert sources[0].queries == ["dogs kept rewritten", "dog kept rewritten"]  # REFLECT, then EXPAND
+    assert sources[0].queries == ["dogs kept rewritten", "hounds kept rewritten"]  # REFLECT, then EXPAND
     assert "doc one" in step.observation and "doc two" in step.observation
     assert [c.role for c in step.calls] == ["actor", "query_rewriter"]  # the rewrite is a recorded model call
     missing = {"thought": "", "action": "search", "arguments": "{}", "answer": ""}

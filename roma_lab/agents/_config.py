@@ -75,8 +75,8 @@ class AgentConfig:
     tool state across rollouts, as the official code shares its interpreter.
 
     Search (environments with a corpus): the first ``search_sources`` sources, ``search_k``
-    passages, ``query_optimization`` reflect (model rewrite) and/or expand (word-form and synonym
-    variants). ``reanswer``: one more attempt when the answer is empty or "unable to determine".
+    passages, ``query_optimization`` reflect (model rewrite) and/or expand (synonym variants from the
+    benchmark's thesaurus). ``reanswer``: one more attempt when the answer is empty or "unable to determine".
     ``models`` names a model (``roma_lab.lm.resolve_lm`` name) per role; an unnamed role uses the actor.
     ``temperature`` and ``max_tokens`` apply to every call (the cap bounds a runaway generation;
     replies here are short); with sampling the run index seeds every call. ``thought``: the actor

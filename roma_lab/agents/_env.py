@@ -43,7 +43,7 @@ def describe_tools(tools: Sequence[Tool]) -> str:
 class ToolContext:
     """What the agent's configuration gives an environment when it is made: how many search
     sources and passages to use, the REFLECT query rewrite (a model call; None = off) and whether
-    to EXPAND queries into word-form and synonym variants. Environments without search ignore it."""
+    to EXPAND queries into synonym variants. Environments without search ignore it."""
 
     search_sources: int
     search_k: int

@@ -3,7 +3,7 @@
 Kept thin: the benchmark's own loader and grader (``roma_lab.bench``), BM25 over a local corpus
 through the controller's retriever, the controller's sandbox for code. Search is multi-source (any
 object with ``name`` and ``search(query, k)`` is a source) with the paper's query optimisation:
-REFLECT (a model rewrite, supplied by the agent) then EXPAND (word-form and synonym variants).
+REFLECT (a model rewrite, supplied by the agent) then EXPAND (synonym variants).
 With no corpus the task is closed-book: the agent has no search tool and answers from the model.
 """
 
@@ -49,22 +49,12 @@ class BM25Source:
         return self.retriever.search(query, k=k)
 
 
-_WORD = re.compile(r"[A-Za-z]+")
-_SUFFIXES = ("ies", "ing", "ed", "es", "s")  # longest first
-
-
-def _stem(word: str) -> str:
-    lower = word.lower()
-    for suffix in _SUFFIXES:
-        if lower.endswith(suffix) and len(lower) - len(suffix) >= 3:
-            return lower[: -len(suffix)] + ("y" if suffix == "ies" else "")
-    return lower
-
-
 def expand_query(query: str, synonyms: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
-    """EXPAND: the query, its word-form variant (a light suffix-stripping stemmer) and one variant
-    per synonym of each term found in ``synonyms`` (e.g. {"covid-19": ["sars-cov-2"]}), deduplicated."""
-    variants = [query, _WORD.sub(lambda m: _stem(m.group(0)), query)]
+    """EXPAND: the query and one variant per synonym of each term found in ``synonyms`` (e.g.
+    {"covid-19": ["sars-cov-2"]}; a benchmark supplies its own thesaurus), deduplicated. No
+    word-form variant: a stemmed query ("locat", "runn test") matches nothing in an index of whole
+    words, and a stemmer would have to stem the index too, which changes every search."""
+    variants = [query]
     lowered = query.lower()
     for term, alternatives in (synonyms or {}).items():
         if term.lower() in lowered:

@@ -333,7 +333,7 @@ def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     """Notebook 26 (Tables 3-5): the number of search sources (1, 3, 5 of ``n_sources`` partial
     copies of the generated world's documents, each holding a document with probability
     ``coverage``) and query optimisation (reflection: a model rewrite of each query, then expansion
-    into word-form variants and the world's relation synonyms) on world tasks. The floors' oracle
+    into variants with the world's relation synonyms) on world tasks. The floors' oracle
     searches every source, so its row is the ceiling the sources allow. "Raw data" is the k = 5
     agent, as in the paper (Table 5's Raw data row is Table 4's k = 5 row). Table 3's page readers
     need web pages: not measured."""
