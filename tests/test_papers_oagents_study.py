@@ -165,6 +165,11 @@ def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests
     assert {"pass@1", "pass@1_run_sd", "pass@3", "maj@3", "maj@3_tie_rate", "var_run_to_run",
             "var_task_to_task", "pass@1_diff", "mde"} <= metrics
     assert set(tables.vs_paper["artefact"]) == {"table9"}
+    # issue 24: greedy runs of an in-process model repeat each other, and the table says so
+    measured = tables.vs_paper.dropna(subset=["ours"])
+    greedy = measured["condition"] == "OAgents (temperature 0)"
+    assert greedy.any() and measured.loc[greedy, "setting"].str.contains("0 by construction").all()
+    assert not measured.loc[~greedy, "setting"].str.contains("by construction").any()
 
 
 def test_best_of_n_conditions_reuse_the_baseline_rollouts_through_the_seeds(tmp_path):

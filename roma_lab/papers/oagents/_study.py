@@ -81,6 +81,19 @@ def _model_name(config: AgentConfig, lm: Any) -> str:
     return model_label(actor if actor is not None else "local")
 
 
+def _greedy_repeats(config: AgentConfig, lm: Any) -> bool:
+    """Whether R runs of ``config`` repeat each other: greedy decoding on an in-process model that
+    batches nothing (outputs of llama.cpp's server at several slots depend on the batch)."""
+    from roma_lab.lm import in_process, local_engine_settings
+
+    model = config.models.get("actor", lm)
+    name = model if isinstance(model, str) else str(getattr(model, "model", "") or "")
+    if config.temperature != 0 or not in_process(name):
+        return False
+    engine = local_engine_settings(name) if name.startswith("local") else None
+    return engine is None or engine["engine"] == "llama-cpp-python" or engine["slots"] == 1
+
+
 def _scores(rows: pd.DataFrame, level: Callable[[AgentTask], str] | None,
             tasks: Sequence[AgentTask]) -> pd.DataFrame:
     """Tidy scores for the protocol: every row once in ``ALL`` and once in its level."""
@@ -201,8 +214,10 @@ def run_study(
     def setting(condition: str, n: float) -> str:
         own = _own_condition(condition, conditions, pairs)
         model = _model_name(own.config, lm)
+        repeats = ("; greedy on an in-process model: the R runs repeat each other, so run-to-run variance is 0 "
+                   "by construction" if runs > 1 and _greedy_repeats(own.config, lm) else "")
         return (f"model {model}; {benchmark}; {level_rule if level is not None else 'no levels'}; "
-                f"n = {int(n)} tasks, R = {runs} run(s), temperature {own.config.temperature:g}")
+                f"n = {int(n)} tasks, R = {runs} run(s), temperature {own.config.temperature:g}{repeats}")
 
     paper = paper_reported_df()
     ours = protocol.assign(subset=protocol["subset"].map(lambda s: paper_subsets.get(s, s)))
