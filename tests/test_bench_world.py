@@ -94,8 +94,11 @@ def test_every_observation_the_reader_needs_fits_in_what_agent_memory_shows(worl
     # The agent's memory keeps the first lines of an observation and elides the rest
     # (agents._agent.trim_observation): a ledger longer than that would hide rows an L3 answer needs.
     from roma_lab.agents._agent import _SHOWN_LINES
+    from roma_lab.agents._qa import _PASSAGE_CHARS
 
     assert all(len(f.splitlines()) <= _SHOWN_LINES for f in world.files.values())
+    # and search shows a passage's first characters only: a fact past them would be invisible
+    assert all(len(text) <= _PASSAGE_CHARS for text in world.documents.values())
 
 
 def test_every_document_sentence_reads_back_as_a_fact(world):
