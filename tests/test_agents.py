@@ -42,12 +42,13 @@ ROLE_OF = {ACTOR: "actor", ("thought", *ACTOR): "actor", ("plan",): "planner", (
            ("updated_memory",): "memory", ("critique",): "step_reflector", ("critique", "acceptable"): "answer_reflector",
            ("analysis", "index"): "selector", ("analysis", "score"): "scorer", ("improved_query",): "query_rewriter",
            ("tips",): "tips_miner", ("is_atomic", "task_type"): "atomizer", ("subtasks",): "roma_planner",
-           ("output",): "aggregator"}
+           ("output",): "aggregator", ("answer",): "answerer"}
 DEFAULTS = {"planner": {"plan": "initial plan"}, "reviser": {"revised_plan": "revised plan"},
             "summarizer": {"summary": "a summary"}, "memory": {"updated_memory": "long-term notes"},
             "step_reflector": {"critique": "fine step"}, "answer_reflector": {"critique": "ok", "acceptable": True},
             "selector": {"analysis": "a", "index": 0}, "scorer": {"analysis": "a", "score": 5},
-            "query_rewriter": {"improved_query": "better query"}, "tips_miner": {"tips": ["a tip"]}}
+            "query_rewriter": {"improved_query": "better query"}, "tips_miner": {"tips": ["a tip"]},
+            "answerer": {"answer": ""}}
 
 
 class CounterEnv:
@@ -615,13 +616,29 @@ def test_the_thought_variant_records_the_thought_and_memory_shows_it():
 
 
 def test_the_last_step_tells_the_actor_to_answer_now_and_only_the_last():
-    from roma_lab.agents._agent import LAST_STEP
+    from roma_lab.agents._agent import AT_LIMIT, LAST_STEP
 
     lm, engine = scripted(lambda inputs: act())
     trajectory = Agent(AgentConfig(max_steps=3, reanswer=False), lm=lm).run(toy_task())
     shown = [s.feedback_shown for s in trajectory.rollouts[0].steps]
-    assert [LAST_STEP in f for f in shown] == [False, False, True]
+    assert [LAST_STEP in f for f in shown] == [False, False, True, False] and shown[-1] == AT_LIMIT
     assert LAST_STEP in role_inputs(engine, "actor")[-1]["feedback"]
+
+
+def test_at_the_step_limit_the_answerer_answers_from_memory_with_no_tool():
+    # issue 24's pilot: the 1.5B actor searched at all six steps, the last one included, and no
+    # rollout gave an answer; smolagents (the official code's base) asks for one at the limit
+    lm, engine = scripted(lambda inputs: act(), answerer=lambda inputs: {"answer": "42"})
+    trajectory = Agent(AgentConfig(max_steps=3, reanswer=False), lm=lm).run(toy_task())
+    last = trajectory.rollouts[0].steps[-1]
+    assert trajectory.status == "answered" and trajectory.answer == "42" and len(trajectory.rollouts[0].steps) == 4
+    assert last.action == "final_answer" and last.tool_call is None and [c.role for c in last.calls] == ["answerer"]
+    asked = role_inputs(engine, "answerer")
+    assert len(asked) == 1 and "Step 3" in asked[0]["memory"] and set(asked[0]) == {"task", "memory"}
+    off = Agent(AgentConfig(max_steps=3, reanswer=False, answer_at_limit=False), lm=lm).run(toy_task())
+    assert off.status == "step_limit" and len(off.rollouts[0].steps) == 3 and len(role_inputs(engine, "answerer")) == 1
+    early = Agent(AgentConfig(reanswer=False), lm=scripted(count_then_answer(1))[0]).run(toy_task())
+    assert [c.role for s in early.rollouts[0].steps for c in s.calls] == ["actor", "actor"]  # answered: no answerer
 
 
 def test_long_observations_are_trimmed_in_memory_but_kept_whole_in_the_trajectory():
@@ -697,7 +714,8 @@ def test_model_errors_step_limit_and_timeout_are_statuses_not_crashes():
     assert Agent(AgentConfig(reanswer=False), lm=lm).run(toy_task()).status == "model_error"
     lm, _ = scripted(lambda inputs: act())
     limited = Agent(AgentConfig(reanswer=False, max_steps=4), lm=lm).run(toy_task())
-    assert limited.status == "step_limit" and len(limited.rollouts[0].steps) == 4
+    # four actor steps, then the answerer's (an empty answer leaves the limit the status)
+    assert limited.status == "step_limit" and len(limited.rollouts[0].steps) == 5
     timed = Agent(AgentConfig(max_wall_s=1e-9), lm=lm).run(toy_task())
     assert timed.status == "timeout" and timed.rollouts[0].steps == () and not timed.reanswered
 

@@ -49,6 +49,7 @@ MAX_SUBTASKS = 4          # ROMA plans longer than this are cut (with a warning 
 _SHOWN_CHARS = 400        # observation length in rollout digests for judges
 _SHOWN_LINES = 12         # observation lines a step keeps in memory (the trajectory keeps them all)
 LAST_STEP = "This is your last step: set action to final_answer and give your best answer now."
+AT_LIMIT = "The step limit is reached: answer from the steps above, with no tool."
 # Calls made inside tools (query rewrites) until the step that made them records them: one list per
 # step loop, found through the context, since subtasks running at once share one environment.
 _PENDING: contextvars.ContextVar[list[RoleCall]] = contextvars.ContextVar("roma_lab_agent_pending")
@@ -397,7 +398,28 @@ class Agent:
             if subtask is None and index < max_steps and self._revision_due(index):
                 plans.append(self._revise(ctx, seed, question, tips_text, plans[-1].plan, since_plan, index))
                 since_plan = []
+        if status == "step_limit" and cfg.answer_at_limit and not ctx.timed_out():
+            step = self._answer_at_limit(ctx, seed, question, memory, len(steps) + 1, subtask)
+            steps.append(step)
+            if step.answer:
+                status, error, answer = "answered", None, step.answer
         return _Loop(steps, plans, status, error, answer, memory.long_term)
+
+    def _answer_at_limit(self, ctx: _Context, seed: int | None, question: str, memory: Memory, index: int,
+                         subtask: str | None) -> Step:
+        """The step after the last: the answerer's one call, recorded as a step whose action is the
+        final answer (or whose error is the call's failure)."""
+        memory_shown = memory.render(question)
+        prediction, call = self._call(ctx.t0, "answerer", seed, task=question, memory=memory_shown)
+        answer = str(getattr(prediction, "answer", "") or "").strip() if prediction is not None else ""
+        if prediction is None:
+            kind, error = ("malformed_output" if (call.error or "").startswith("AdapterParseError")
+                           else "model_error"), call.error
+        else:  # an empty reply leaves the rollout at its step limit
+            kind, error = (None, None) if answer else ("step_limit", "the answerer gave no answer at the step limit")
+        return Step(index=index, subtask=subtask, plan_shown="", memory_shown=memory_shown, feedback_shown=AT_LIMIT,
+                    thought="", action=FINAL, answer=answer or None, tool_call=None, observation=None,
+                    error_kind=kind, error=error, summary=None, critique=None, calls=(call,))
 
     def _act(self, ctx: _Context, env: Environment, prediction: Any, act_call: RoleCall) -> tuple:
         """Carry out the actor's reply: (thought, action, arguments, tool call, observation, error

@@ -26,7 +26,7 @@ QUERY_OPTIMIZATION = ("none", "reflect", "expand", "reflect+expand")
 VARIANTS = ("paper", "official")
 #: Model roles. Every role not named in ``AgentConfig.models`` is played by the actor's model.
 ROLES = ("actor", "planner", "reviser", "summarizer", "memory", "step_reflector", "answer_reflector", "selector",
-         "scorer", "query_rewriter", "decomposer")
+         "scorer", "query_rewriter", "decomposer", "answerer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +81,10 @@ class AgentConfig:
     ``temperature`` and ``max_tokens`` apply to every call (the cap bounds a runaway generation;
     replies here are short); with sampling the run index seeds every call. ``thought``: the actor
     writes a free-text thought before each action (ReAct); off by default, for its cost on the
-    embedded model (design/agents.md). The last of ``max_steps`` steps tells the actor to answer now.
+    embedded model (design/agents.md). The last of ``max_steps`` steps tells the actor to answer now;
+    ``answer_at_limit``: when it still calls a tool, one more call (role ``answerer``, the actor's model
+    unless named) asks for the answer from the steps so far, with no tool, as smolagents' agents do
+    at their step limit (``provide_final_answer``, the official code's base).
     """
 
     __pydantic_config__ = ConfigDict(extra="forbid")
@@ -112,6 +115,7 @@ class AgentConfig:
     search_k: int = 3
     query_optimization: str = "none"
     reanswer: bool = True
+    answer_at_limit: bool = True
     models: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -41,6 +41,15 @@ class Act(dspy.Signature):
     answer: str = dspy.OutputField(desc='the final answer when action is "final_answer", otherwise ""')
 
 
+class AnswerAtLimit(dspy.Signature):
+    """The step limit is reached: no more tools. From the task and your earlier steps, give the final
+    answer: only the value the task asks for, written exactly as it should be reported, no extra words."""
+
+    task: str = dspy.InputField()
+    memory: str = dspy.InputField(desc="your earlier steps and what they returned")
+    answer: str = dspy.OutputField(desc="the final answer")
+
+
 # The ReAct variant (``AgentConfig.thought``): a free-text thought before the action.
 ActWithThought = Act.prepend("thought", dspy.OutputField(desc="briefly: what to do next and why"), str)
 
@@ -146,6 +155,7 @@ SIGNATURES = {
     "actor": Act, "actor_thought": ActWithThought, "planner": Plan, "reviser": RevisePlan, "summarizer": SummarizeStep,
     "memory": UpdateLongTermMemory, "step_reflector": ReflectStep, "answer_reflector": ReflectAnswer,
     "selector": SelectAttempt, "scorer": ScoreAttempt, "query_rewriter": RewriteQuery, "tips_miner": MineTips,
+    "answerer": AnswerAtLimit,
 }
 
 
