@@ -118,7 +118,7 @@ def test_the_agent_loop_reaches_the_readers_answers():
     # A scripted actor replays the reader's tool calls through Agent.run and answers as the reader
     # did: the agent's plumbing (arguments, observations, grading) carries the evidence through.
     from roma_lab.bench import solve
-    from roma_lab.bench._world import WorldTask
+    from roma_lab.agents._worldbench import world_task_of
 
     tasks = world_tasks("dev", 9, seed=1)
     scripts = {}
@@ -129,10 +129,7 @@ def test_the_agent_loop_reaches_the_readers_answers():
             calls.append((name, dict(arguments)))
             return env.call(name, arguments)
 
-        meta = task.item.metadata
-        plan = WorldTask(task.item.item_id, meta["level"], meta["template"], task.split, task.item.question,
-                         str(task.item.answer), meta["answer_kind"], meta["plan"])
-        scripts[task.item.question] = (calls, solve(plan, record))
+        scripts[task.item.question] = (calls, solve(world_task_of(task), record))
 
     done_of: dict[str, int] = {}
 

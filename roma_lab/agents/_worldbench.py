@@ -210,13 +210,17 @@ def _spans(task: AgentTask, text: str) -> list[str]:
     return [s.replace(",", " ") if kind == "quarter" else s.replace(",", "") for s in spans]
 
 
+def world_task_of(task: AgentTask) -> WorldTask:
+    """The generated-world task an agent task was made from (its plan is what ``solve`` follows)."""
+    meta = task.item.metadata
+    return WorldTask(task.item.item_id, str(meta["level"]), str(meta["template"]), task.split, task.item.question,
+                     str(task.item.answer), str(meta["answer_kind"]), meta["plan"])
+
+
 def _oracle(task: AgentTask) -> str:
     env = task.environment(_every_source(task))
-    world_task = WorldTask(task.item.item_id, world_level(task), str(task.item.metadata["template"]), task.split,
-                           task.item.question, str(task.item.answer), str(task.item.metadata["answer_kind"]),
-                           task.item.metadata["plan"])
     try:
-        return solve(world_task, env.call)
+        return solve(world_task_of(task), env.call)
     except LookupError:  # partial sources can miss a hop's document: the ceiling is below 100% there
         return ""
 

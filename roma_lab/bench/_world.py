@@ -131,8 +131,12 @@ class World:
     files: Mapping[str, str]
 
     def siblings(self, org: str) -> tuple[str, ...]:
-        word = org.split()[0]
-        return tuple(o for o in self.organisations if o != org and o.split()[0] == word)
+        return _siblings(self.organisations, org)
+
+
+def _siblings(names, org: str) -> tuple[str, ...]:
+    """The organisations sharing ``org``'s name word."""
+    return tuple(o for o in names if o != org and o.split()[0] == org.split()[0])
 
 
 @dataclass(frozen=True, slots=True)
@@ -470,10 +474,7 @@ def generate_world(seed: int = DEFAULT_WORLD_SEED) -> World:
     people = _people(rng, 480, sorted(towns), taken)
     orgs = _organisations(rng, 120, people, sorted(towns), taken)
 
-    def siblings(name: str) -> tuple[str, ...]:
-        return tuple(o for o in orgs if o != name and o.split()[0] == name.split()[0])
-
-    docs = _documents(rng, towns, people, orgs, siblings)
+    docs = _documents(rng, towns, people, orgs, lambda name: _siblings(orgs, name))
     files = {o.ledger: _ledger_csv(o) for o in orgs.values()}
     return World(seed, MappingProxyType(towns), MappingProxyType(people), MappingProxyType(orgs),
                  MappingProxyType(docs), MappingProxyType(files))
