@@ -594,10 +594,10 @@ def _describe(returncode: int, timed_out: bool, timeout_s: float, memory_mb: int
     oom = f"memory limit of {memory_mb} MB exceeded (the jail's cgroup killed a process at its limit)"
     if timed_out:  # a process killed at the limit often leaves the others waiting for it
         return f"{oom}, then timed out after {timeout_s:g} s" if oom_killed else f"timed out after {timeout_s:g} s"
+    if oom_killed:  # even when the main process exits 0: a helper it forked died at the limit
+        return oom if returncode != 0 else f"{oom}; the main process exited 0 without it"
     if returncode == 0:
         return None
-    if oom_killed:
-        return oom
     if limit == "memory":
         return f"memory limit of {memory_mb} MB exceeded"
     if returncode == -signal.SIGXCPU:
