@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roma_lab.bench import GaiaGrader, Grade, Item, exact_key, guarded, prediction_text
+from roma_lab.bench import ExactGrader, GaiaGrader, Item
 from roma_lab.bench._world import (
     DEFAULT_WORLD_SEED,
     LEVELS,
@@ -45,24 +45,6 @@ __all__ = ["FLOORS", "WORLD_BENCHMARK", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGr
 _READ_FILE = Tool("read_file", "read one of the collection's files (e.g. a ledger named in a document) as CSV text",
                   ("name",))
 WORLD_TOOLS = (_SEARCH, _READ_FILE, _PYTHON)
-
-
-@dataclass(frozen=True, slots=True)
-class ExactGrader:
-    """Exact string match after trimming whitespace: the strict variant of the world's grading."""
-
-    name: str = "exact-match"
-
-    def __call__(self, item: Item, prediction: object) -> Grade:
-        def grade() -> Grade:
-            correct = exact_key(prediction_text(prediction)) == exact_key(item.answer)
-            return Grade(label="CORRECT" if correct else "INCORRECT", score=float(correct), grader=self.name)
-
-        return guarded(self.name, grade)
-
-    @staticmethod
-    def answer_key(answer: object) -> str:
-        return exact_key(answer)
 
 
 #: The world's graders by name; the first is the default.

@@ -4,7 +4,9 @@ Every benchmark is one frozen spec in the registry ``BENCHMARKS`` (loader, grade
 metric and unit, and for the paper's tables the artefact and what differs from the paper's set-up).
 Loaders read the copied files under data/benchmarks/ (override with ``$ROMA_LAB_DATA``); graders
 follow each benchmark's published protocol with its official prompt text, and fall back to a
-labelled string match when no judge model is given (design/grading.md); ``run_benchmark`` evaluates
+labelled string match when no judge model is given (design/grading.md); ``grader_named`` picks a
+grader for a researcher's own tasks by name ("exact", "quasi-exact", "numeric", "contains", "judge")
+or wraps a comparison function; ``run_benchmark`` evaluates
 any ``question -> answer`` callable and appends one row per item so interrupted runs resume;
 ``summarize_results`` / ``compare_systems`` turn its rows into the results vocabulary; a graded
 run's saved ROMA traces load back with ``load_item_run`` (the item picker
@@ -36,17 +38,23 @@ from roma_lab.bench._data import (
 from roma_lab.bench._grade import (STRING_MATCH, DSPyJudge, Grade, Grader, Judge, StringMatchGrader, answer_key,
                                    exact_key, guarded, normalize_answer, prediction_text)
 from roma_lab.bench._graders import (
+    GRADER_NAMES,
     AbGenGrader,
     AIMEGrader,
     BrowseCompGrader,
+    CallableGrader,
+    ContainsGrader,
     EQBenchLongformGrader,
+    ExactGrader,
     FramesGrader,
     GaiaGrader,
     HotpotQAGrader,
     LongformStory,
+    NumericGrader,
     PapillonGrader,
     SimpleQAGrader,
     gaia_quasi_exact,
+    grader_named,
 )
 from roma_lab.bench._registry import (BENCHMARKS, LONGFORM_TASK, QUESTION, BenchmarkSpec, GraderSpec, benchmark_spec,
                                       grader_for)
@@ -72,6 +80,7 @@ __all__ = [
     "answer_key",
     "exact_key",
     "gaia_quasi_exact",
+    "grader_named",
     "guarded",
     "normalize_answer",
     "prediction_text",
@@ -82,20 +91,25 @@ __all__ = [
     "QUESTION",
     "BenchmarkSpec",
     "BrowseCompGrader",
+    "CallableGrader",
+    "ContainsGrader",
     "DATA_ENV",
     "DSPyJudge",
     "DataIntegrityError",
     "DataNotFoundError",
     "EQBenchLongformGrader",
+    "ExactGrader",
     "FramesGrader",
     "GaiaGrader",
     "Grade",
     "Grader",
+    "GRADER_NAMES",
     "GraderSpec",
     "HotpotQAGrader",
     "Item",
     "Judge",
     "LongformStory",
+    "NumericGrader",
     "PapillonGrader",
     "RunFileError",
     "STRING_MATCH",

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import re
+import reprlib
 import statistics
 import string
 from collections import Counter
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from roma_lab.bench._data import Item, LongformSpec, load_longform_spec, read_data_text
@@ -18,6 +20,7 @@ from roma_lab.bench._grade import (
     Judge,
     JudgeReplyError,
     PredictionTypeError,
+    exact_key,
     guarded,
     judge_name,
     prediction_text,
@@ -73,8 +76,14 @@ class SimpleQAGrader(_Guarded):
     def name(self) -> str:
         return f"{self.template}-official-template(judge={judge_name(self.judge)})"
 
+    @property
+    def prompt_template(self) -> str:
+        """The template text the judge is sent, before ``{question}``, ``{target}`` and
+        ``{predicted_answer}`` are filled in (print it to see what the judge is asked)."""
+        return read_data_text(_TEMPLATES[self.template])
+
     def _grade(self, item: Item, prediction: Any) -> Grade:
-        prompt = read_data_text(_TEMPLATES[self.template]).format(
+        prompt = self.prompt_template.format(
             question=item.question, target=item.answer, predicted_answer=prediction_text(prediction)
         )
         reply = self.judge(prompt)
@@ -235,10 +244,15 @@ def _as_float(text: str) -> float | None:
         return None
 
 
+def _gaia_value(text: str) -> float | None:
+    """An answer read as a number: ``$``, ``%`` and ``,`` deleted, then Python's float; None when
+    anything else is left (units, words)."""
+    return _as_float(text.translate(_GAIA_CLEAN))
+
+
 def _gaia_number(text: str) -> float:
-    """An answer read as a number: ``$``, ``%`` and ``,`` deleted, then Python's float; anything else
-    left (units, words) makes it +inf, which equals no gold number."""
-    value = _as_float(text.translate(_GAIA_CLEAN))
+    """``_gaia_value``, with no number read as +inf, which equals no gold number (GAIA's rule)."""
+    value = _gaia_value(text)
     return math.inf if value is None else value
 
 
@@ -284,6 +298,186 @@ class GaiaGrader(_Guarded):
         text = str(answer)
         elements = tuple((_gaia_number(e), _gaia_text(e, punctuation=True)) for e in _GAIA_SEPARATORS.split(text))
         return repr((_gaia_number(text), elements, _gaia_text(text, punctuation=False)))
+
+
+# --- Graders by name (a researcher's own tasks) -------------------------------------------------
+
+
+def _verdict(correct: bool, grader: str, raw: str = "") -> Grade:
+    return Grade(label="CORRECT" if correct else "INCORRECT", score=float(correct), grader=grader, raw=raw)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactGrader(_Guarded):
+    """Exact string match after trimming whitespace (``exact_key``): "34122" is not "34,122"."""
+
+    name: str = "exact-match"
+
+    def _grade(self, item: Item, prediction: Any) -> Grade:
+        return _verdict(exact_key(prediction_text(prediction)) == exact_key(item.answer), self.name)
+
+    @staticmethod
+    def answer_key(answer: object) -> str:
+        return exact_key(answer)
+
+
+def _finite_number(text: str) -> float | None:
+    # "inf" and "nan" parse as floats, but no tolerance can place a number near them.
+    value = _gaia_value(text)
+    return value if value is not None and math.isfinite(value) else None
+
+
+@dataclass(frozen=True, slots=True)
+class NumericGrader(_Guarded):
+    """CORRECT when the prediction's number is within ``tolerance`` of the gold's: ``|p - g| <= tol``,
+    or ``<= tol * |g|`` when ``relative`` (so a gold 0 then needs exactly 0).
+
+    Numbers are read as GAIA reads them (``$``, ``%`` and ``,`` deleted, then Python's float), so
+    "1,322.77" is 1322.77 and "17 km" is no number. A gold that is no number is a grader error; a
+    prediction that is none is INCORRECT.
+    """
+
+    tolerance: float = 0.0
+    relative: bool = False
+
+    def __post_init__(self) -> None:
+        tolerance = self.tolerance
+        if isinstance(tolerance, bool) or not isinstance(tolerance, int | float) or not 0 <= tolerance < math.inf:
+            raise ValueError(f"tolerance must be a finite number >= 0, got {self.tolerance!r}")
+        object.__setattr__(self, "tolerance", float(self.tolerance))  # so the name reads 0.0, never 0
+
+    @property
+    def name(self) -> str:
+        return f"numeric(tol={self.tolerance!r}{', relative' if self.relative else ''})"
+
+    def _grade(self, item: Item, prediction: Any) -> Grade:
+        gold = _finite_number(str(item.answer))
+        if gold is None:
+            raise GradingError(f"gold answer {str(item.answer)!r} of item {item.item_id} is not a number")
+        value = _finite_number(prediction_text(prediction))
+        if value is None:
+            return _verdict(False, self.name)
+        bound = self.tolerance * abs(gold) if self.relative else self.tolerance
+        return _verdict(abs(value - gold) <= bound, self.name, raw=repr(value))
+
+    @staticmethod
+    def answer_key(answer: object) -> str:
+        """The number itself (never rounded: two answers within tolerance of each other can still
+        fall either side of a gold), else the trimmed text; the repr of a number always reads back as
+        one, so the two kinds of key never meet."""
+        value = _finite_number(str(answer))
+        return exact_key(answer) if value is None else repr(value)
+
+
+@dataclass(frozen=True, slots=True)
+class ContainsGrader(_Guarded):
+    """CORRECT when the gold text occurs in the prediction, both with whitespace collapsed and
+    (unless ``case_sensitive``) case-folded. A substring test, not whole words: gold "4" is in "42"."""
+
+    case_sensitive: bool = False
+
+    @property
+    def name(self) -> str:
+        return "contains(case-sensitive)" if self.case_sensitive else "contains"
+
+    def _grade(self, item: Item, prediction: Any) -> Grade:
+        gold = self.answer_key(item.answer)
+        if not gold:
+            raise GradingError(f"item {item.item_id} has an empty gold answer; every prediction would contain it")
+        return _verdict(gold in self.answer_key(prediction_text(prediction)), self.name)
+
+    def answer_key(self, answer: object) -> str:
+        """The text the comparison sees: whitespace collapsed, case-folded unless ``case_sensitive``."""
+        text = " ".join(str(answer).split())
+        return text if self.case_sensitive else text.casefold()
+
+
+def _returns_grade(fn: Callable[..., Any]) -> bool:
+    try:
+        annotation = inspect.signature(fn).return_annotation
+    except (TypeError, ValueError):  # some builtins have no signature
+        return False
+    # A string when the defining module has `from __future__ import annotations`.
+    return annotation is Grade or (isinstance(annotation, str) and annotation.rsplit(".", 1)[-1] == "Grade")
+
+
+def _type_name(value: object) -> str:
+    # numpy 2 calls its bool "bool"; the module keeps it apart from Python's
+    kind = type(value)
+    return kind.__qualname__ if kind.__module__ == "builtins" else f"{kind.__module__}.{kind.__qualname__}"
+
+
+@dataclass(frozen=True, slots=True)
+class CallableGrader(_Guarded):
+    """Any comparison as a grader: ``fn(prediction_text, gold_text)`` returning a bool (CORRECT /
+    INCORRECT) or a float in [0, 1] (the score, no label).
+
+    A ``fn(item, prediction)`` annotated ``-> Grade`` is called with the item and the prediction
+    instead; any Grade ``fn`` returns is passed through as it is. Another return, or an exception, is
+    the row's grader error. ``name`` defaults to ``callable:<fn.__qualname__>``.
+    """
+
+    fn: Callable[..., Any]
+    name: str | None = None
+    takes_item: bool = field(init=False)  # fn(item, prediction) -> Grade, read from its annotation
+
+    def __post_init__(self) -> None:
+        if not callable(self.fn):
+            raise TypeError(f"CallableGrader needs a callable, got {_type_name(self.fn)}")
+        if self.name is None:
+            qualname = getattr(self.fn, "__qualname__", type(self.fn).__qualname__)
+            object.__setattr__(self, "name", f"callable:{qualname}")
+        object.__setattr__(self, "takes_item", _returns_grade(self.fn))
+
+    def _grade(self, item: Item, prediction: Any) -> Grade:
+        result = (self.fn(item, prediction) if self.takes_item
+                  else self.fn(prediction_text(prediction), str(item.answer)))
+        if isinstance(result, Grade):
+            return result
+        if isinstance(result, bool):
+            return _verdict(result, self.name)
+        if isinstance(result, float) and 0.0 <= result <= 1.0:
+            return Grade(label=None, score=float(result), grader=self.name)
+        raise GradingError(f"{self.name} returned {_type_name(result)} {reprlib.repr(result)}; "
+                           "expected a bool, a float in [0, 1] or a Grade")
+
+    @staticmethod
+    def answer_key(answer: object) -> str:
+        """The prediction text as it is: an unknown function may tell any two texts apart."""
+        return str(answer)
+
+
+#: The names ``grader_named`` takes ("gaia" is another name for "quasi-exact").
+GRADER_NAMES = ("exact", "quasi-exact", "gaia", "numeric", "contains", "judge")
+
+
+def grader_named(name: str | Callable[..., Any], *, judge: Judge | None = None, tolerance: float = 0.0,
+                 relative: bool = False) -> Any:
+    """A grader picked by name (``GRADER_NAMES``): "exact" ``ExactGrader``, "quasi-exact" / "gaia"
+    ``GaiaGrader``, "numeric" ``NumericGrader(tolerance, relative)``, "contains" ``ContainsGrader``,
+    "judge" ``SimpleQAGrader(judge)`` (simple-evals' template). A grader (callable with a ``name``)
+    is returned as it is; another callable becomes a ``CallableGrader``.
+
+    An option the chosen grader does not take is a ValueError, so it is never silently ignored.
+    """
+    key = name if isinstance(name, str) else None
+    if key is not None and key not in GRADER_NAMES:
+        raise ValueError(f"unknown grader {name!r}; known names: {', '.join(GRADER_NAMES)} (or pass a callable)")
+    if key != "numeric" and (tolerance != 0.0 or relative):
+        raise ValueError(f"tolerance and relative are options of 'numeric' only, not of {name!r}")
+    if key != "judge" and judge is not None:
+        raise ValueError(f"a judge model is an option of 'judge' only, not of {name!r}")
+    if key is None:
+        if isinstance(name, type) or not callable(name):
+            raise TypeError(f"expected a grader name, a grader or a function, got {name!r}")
+        return name if hasattr(name, "name") else CallableGrader(name)
+    if key == "judge":
+        if judge is None:
+            raise ValueError("the 'judge' grader needs a judge model: pass judge=... (e.g. bench.DSPyJudge(lm))")
+        return SimpleQAGrader(judge, template="simpleqa")
+    if key == "numeric":
+        return NumericGrader(tolerance, relative)
+    return {"exact": ExactGrader, "quasi-exact": GaiaGrader, "gaia": GaiaGrader, "contains": ContainsGrader}[key]()
 
 
 # --- EQ-Bench long-form ------------------------------------------------------------------------
