@@ -112,9 +112,10 @@ class _QAEnvironment:
 
 def qa_tasks(items: Sequence[Item], *, sources: Sequence[Source] = (), python: bool = False, judge=None,
              synonyms: Mapping[str, Sequence[str]] | None = None,
-             stratum: Callable[[Item], str] = lambda item: item.benchmark) -> list[AgentTask]:
+             stratum: Callable[[Item], str] = lambda item: item.benchmark, grader=None) -> list[AgentTask]:
     """Benchmark items as agent tasks graded by the benchmark's own grader (``grader_for``; without
-    ``judge``, judge-graded benchmarks use the labelled string-match fallback).
+    ``judge``, judge-graded benchmarks use the labelled string-match fallback), or by ``grader`` when
+    given (items of a researcher's own task set, which no registry knows).
 
     ``sources``: search sources (empty = closed-book); ``python``: offer the sandboxed Python tool
     (for AIME); ``stratum``: the breakdown key (e.g. a GAIA-like level or the BrowseComp topic).
@@ -129,5 +130,5 @@ def qa_tasks(items: Sequence[Item], *, sources: Sequence[Source] = (), python: b
     tasks = []
     for item in items:
         tasks.append(AgentTask(item=item, split="eval", stratum=stratum(item), environment=environment,
-                               grader=grader_for(item.benchmark, judge), private=item.benchmark in PRIVATE_BENCHMARKS))
+                               grader=grader or grader_for(item.benchmark, judge), private=item.benchmark in PRIVATE_BENCHMARKS))
     return tasks

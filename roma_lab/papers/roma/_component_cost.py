@@ -17,7 +17,8 @@ from roma_lab.bench import LONGFORM_TASK, load_eqbench_longform, run_file, sampl
 from roma_lab.lm import in_process, model_label, resolve_lm
 from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df
 from roma_lab.papers.roma._run_config import RunConfig, check_config
-from roma_lab.papers.roma._systems import SYSTEMS, RomaRunError, TaskWording, check_run
+from roma_lab.evaluate import RomaRunError
+from roma_lab.papers.roma._systems import SYSTEMS, TaskWording, check_run
 from roma_lab.papers.roma._tables import RomaTables
 from roma_lab.results import quarantine, write_text_atomic
 

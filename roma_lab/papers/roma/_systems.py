@@ -5,27 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 from roma_lab.bench import QUESTION, DSPyJudge, ScriptedJudge, run_file
+from roma_lab.evaluate import SingleCall, roma_output
 from roma_lab.lm import SCRIPTED, resolve_lm
 from roma_lab.results import write_text_atomic
 
 SYSTEMS = ("roma", "base")
 CLOSED_BOOK = "closed-book (offline, no search backend)"
 SINGLE_CALL = "closed-book (single call)"
-
-
-class RomaRunError(RuntimeError):
-    """ROMA's root task failed; recorded as a system error row (its run JSON is kept)."""
-
-
-class RomaTimeoutError(TimeoutError):
-    """ROMA's run reached its deadline (``timed_out``, its run JSON kept). A TimeoutError, so that
-    ``run_benchmark``'s stall guard counts it: a model that stopped answering stops the run after
-    ``max_consecutive_timeouts`` items instead of spending every item's deadline."""
 
 
 def resolve_judge(judge_lm: Any, model: Any = None, model_name: Any = None):
@@ -78,33 +68,6 @@ def system_setting(system: str, search_backend: str) -> str:
     return f"search: BM25 over {search_backend}" if search_backend else CLOSED_BOOK
 
 
-@cache
-def _direct_signature():
-    import dspy
-
-    class DirectAnswer(dspy.Signature):
-        """Answer the question or carry out the task directly, in one reply."""
-
-        question: str = dspy.InputField()
-        answer: str = dspy.OutputField()
-
-    return DirectAnswer
-
-
-@dataclass(frozen=True, slots=True)
-class BaseSystem:
-    """The base-model row: the same model called once (``dspy.Predict`` question -> answer, JSON adapter)."""
-
-    lm: Any
-    task: Callable[[str], str] = TaskWording()
-
-    def __call__(self, question: str) -> str:
-        import dspy
-
-        with dspy.context(lm=self.lm, adapter=dspy.JSONAdapter()):
-            return dspy.Predict(_direct_signature())(question=self.task(question)).answer
-
-
 @dataclass(frozen=True, slots=True)
 class RomaSystem:
     """ROMA as a benchmark system: runs the controller, saves each item's Run JSON, answers with the
@@ -120,20 +83,16 @@ class RomaSystem:
         run = self.roma.run(self.task(question))
         self.runs_dir.mkdir(parents=True, exist_ok=True)
         write_text_atomic(run_file(self.runs_dir, self.item_ids[question]), run.to_json())
-        if run.status == "timed_out" and run.output is None:
-            raise RomaTimeoutError(f"ROMA run timed_out: {run.root.error}")
-        if run.status == "failed" or run.output is None:
-            raise RomaRunError(f"ROMA run {run.status}: {run.root.error}")
-        return run.output
+        return roma_output(run)
 
 
 def make_system(name: str, model: Any, task: Callable[[str], str], *, runs_dir: Path, item_ids: Mapping[str, str],
                 search_backend: str, max_depth: int, max_concurrency: int,
-                run_timeout_s: float | None = None) -> BaseSystem | RomaSystem:
+                run_timeout_s: float | None = None) -> SingleCall | RomaSystem:
     """The system ``name`` (one of :data:`SYSTEMS`) on ``model``; ROMA saves each item's run in ``runs_dir``
     and stops a run at ``run_timeout_s`` (a ``timed_out`` run, its trace kept)."""
     if name == "base":
-        return BaseSystem(model, task)
+        return SingleCall(model, name, task)
     from roma_lab.controller import Roma
 
     roma = Roma(lm=model, corpus=search_backend or None, max_depth=max_depth, max_concurrency=max_concurrency,

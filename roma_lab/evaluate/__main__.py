@@ -1,0 +1,57 @@
+"""``python -m roma_lab.evaluate TASKS --system single --system roma --lm local --out DIR``: the
+evaluation API from the shell, papermill-free. Prints the summary and the paired table."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from ._evaluate import evaluate
+from ._systems import agent, roma, single_call
+from ._tasks import TaskFileError, tasks_from
+
+_SYSTEMS = {"single": single_call, "roma": roma, "agent": agent}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m roma_lab.evaluate", description=__doc__)
+    parser.add_argument("tasks", help="a .csv/.jsonl/.parquet task file, benchmark:<name> or world:<split>")
+    parser.add_argument("--system", action="append", choices=sorted(_SYSTEMS), required=True,
+                        help="a system to run (repeat for several); the first is the paired table's baseline")
+    parser.add_argument("--lm", default="local", help="model for every system (roma_lab.lm.resolve_lm name)")
+    parser.add_argument("--grader", default=None,
+                        help="exact, quasi-exact, numeric, contains or judge (default: the tasks' own, else quasi-exact)")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--n", type=int, default=None, help="only the first N tasks")
+    parser.add_argument("--corpus", default=None, help="documents for search: a folder or a .jsonl file")
+    parser.add_argument("--max-depth", type=int, default=1, help="ROMA's max_depth")
+    parser.add_argument("--timeout-s", type=float, default=None, help="a system's limit per task")
+    parser.add_argument("--out", required=True, help="results folder (a rerun resumes)")
+    args = parser.parse_args(argv)
+    if len(set(args.system)) != len(args.system):
+        parser.error(f"each --system once, got {args.system}")
+    try:
+        tasks = tasks_from(args.tasks, corpus=args.corpus)
+        if args.n is not None:
+            tasks = tasks.head(args.n)
+    except (TaskFileError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    systems = [roma(args.lm, max_depth=args.max_depth) if name == "roma" else _SYSTEMS[name](lm=args.lm)
+               for name in args.system]
+    result = evaluate(systems, tasks, args.grader, runs=args.runs, out=args.out, timeout_s=args.timeout_s)
+    import pandas as pd
+
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(result.summary()[["condition", "grader", "value", "ci_low", "ci_high", "n", "n_missing", "runs"]]
+              .to_string(index=False))
+        if len(result.systems) > 1:
+            paired = result.paired_all()
+            print(paired[["condition", "value", "ci_low", "ci_high", "n", "wins", "losses", "ties", "sign_test_p",
+                          "sign_test_p_holm", "mde_bound"]].to_string(index=False))
+    print(f"rows, traces and provenance in {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,332 @@
+"""``evaluate(systems, tasks, grader, runs=R, out=DIR)``: every system on every task R times, one
+tidy row per (system, task, run), traces beside the rows, then the results vocabulary's tables.
+
+Built on ``roma_lab.bench.run_benchmark`` (the runner the papers' tables use): rows are appended
+as each item finishes, so a rerun with the same ``out`` resumes (finished rows kept, error rows run
+again), items run concurrently up to each system's model bound (``roma_lab.lm.max_concurrency``),
+and run r of a task is rollout ``r`` (``roma_lab.lm.rollout``), so repeats are asked again, never
+replayed from a cache. ``evaluation.json`` records what the rows were made with; a rerun that
+changes the tasks, the grader or a system's settings under the same label is refused.
+
+Files in ``out``: ``run<r>.csv`` (the runner's rows), ``traces/<system>/r<r>/<task>.json``,
+``rows.csv`` (the tidy rows), ``summary.csv`` (mean with task-bootstrap CI per system),
+``evaluation.json`` and ``provenance.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roma_lab.stats import DEFAULT_STATS, StatsSettings
+
+from ._systems import SingleCallAnswer, as_system, roma_output
+from ._tasks import TaskSet, tasks_from
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from roma_lab.bench import Item
+
+__all__ = ["ROW_COLUMNS", "Evaluation", "EvaluationMismatchError", "evaluate"]
+
+RECORD_FILE = "evaluation.json"
+#: The tidy rows: one per (system, task, run).
+ROW_COLUMNS = ("system", "run", "benchmark", "task_id", "gold", "prediction", "status", "label", "score", "grader",
+               "error", "error_stage", "latency_s", "model_calls", "input_tokens", "output_tokens", "cost", "trace")
+_METRIC = "score"
+
+
+class EvaluationMismatchError(ValueError):
+    """``out`` holds rows made with other tasks, another grader or other settings under a label."""
+
+
+def _safe(name: str) -> str:
+    """A label or task id as a file name, kept distinct from other names after cleaning."""
+    safe = re.sub(r"[^\w.-]", "_", name)
+    return safe if safe == name else f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _tasks_hash(tasks: TaskSet) -> str:
+    text = json.dumps([[it.item_id, it.question, str(it.answer)] for it in tasks.items], ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _grader(grader: Any, tasks: TaskSet):
+    from roma_lab.bench import GaiaGrader, grader_named
+
+    if grader is None:
+        return tasks.grader or GaiaGrader()
+    return grader_named(grader)
+
+
+def _check_record(out: Path, record: dict[str, Any]) -> None:
+    """Refuse to mix rows made under another protocol into ``out``; new systems may join."""
+    path = out / RECORD_FILE
+    if path.is_file():
+        try:
+            old = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise EvaluationMismatchError(f"{path} is not readable ({err}); move the folder aside or pick another out")
+        for key, what in (("tasks_hash", "tasks"), ("grader", "grader")):
+            if old.get(key) != record[key]:
+                raise EvaluationMismatchError(
+                    f"{out} holds rows made with other {what} ({old.get(key)!r}, now {record[key]!r}); "
+                    "use another out folder to compare under a different protocol")
+        for label, settings in record["systems"].items():
+            if label in old.get("systems", {}) and old["systems"][label] != settings:
+                raise EvaluationMismatchError(
+                    f"{out}: system {label!r} was run with {old['systems'][label]}, now {settings}; "
+                    "give the changed system another label")
+        record = {**record, "systems": {**old.get("systems", {}), **record["systems"]}}
+    from roma_lab.results import write_text_atomic
+
+    out.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(record, indent=2, sort_keys=True) + "\n")
+
+
+@dataclass(frozen=True, slots=True)
+class _Answerer:
+    """What ``run_benchmark`` calls for one system and run: the task's answer, its trace saved first."""
+
+    answer: Callable[[Item, int], Any]
+    by_question: Mapping[str, Item]
+    traces: Path
+    run: int
+
+    def __call__(self, question: str) -> Any:
+        from roma_lab.controller import Run
+        from roma_lab.lm import rollout
+        from roma_lab.results import write_text_atomic
+
+        item = self.by_question[question]
+        with rollout(str(self.run)):
+            result = self.answer(item, self.run)
+        if hasattr(result, "to_json"):
+            write_text_atomic(self.traces / f"{_safe(item.item_id)}.json", result.to_json())
+        if isinstance(result, Run):
+            roma_output(result)  # a failed or timed-out run is an error row (its trace is kept)
+        return result
+
+
+def _usage(path: Path) -> dict[str, Any]:
+    """Model calls, tokens and cost of a saved trace (the trace's own total row); unknown is None."""
+    blank = dict.fromkeys(("model_calls", "input_tokens", "output_tokens", "cost"))
+    if not path.is_file():
+        return blank
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    if data.get("kind") == "single_call":
+        return {"model_calls": 1, "input_tokens": data["input_tokens"], "output_tokens": data["output_tokens"],
+                "cost": data["cost"]}
+    if "rollouts" in data:
+        from roma_lab.agents import read_trajectory
+
+        total = read_trajectory(path).usage_df().iloc[-1]
+    else:
+        from roma_lab.controller import Run
+
+        total = Run.from_json(text).usage_df().iloc[-1]
+
+    import pandas as pd
+
+    def known(value: Any, kind: type) -> Any:  # unknown (a sum with an unknown term) stays None, never 0
+        return None if pd.isna(value) else kind(value)
+
+    return {"model_calls": int(total["calls"]), "input_tokens": known(total["input_tokens"], int),
+            "output_tokens": known(total["output_tokens"], int), "cost": known(total["cost"], float)}
+
+
+def _status(row: Mapping[str, Any]) -> str:
+    if row["error_stage"] == "system":
+        return "system_error"
+    if row["error_stage"] == "grader":
+        return "grader_error"
+    label = row["label"]
+    if isinstance(label, str) and label:
+        return label.lower()
+    return "scored"
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """The rows of an evaluation and the tables made from them.
+
+    ``rows``: one per (system, task, run), in system, run and task order (:data:`ROW_COLUMNS`).
+    ``summary()``: mean score per system with the task-bootstrap CI (runs averaged per task first);
+    ``paired(a, b)``: ``a - b`` paired on tasks (bootstrap CI, exact sign test, MDE); ``trace(...)``
+    loads a row's saved trace; ``view(...)`` opens it in the viewer (a ROMA tree, an agent
+    trajectory); ``side_by_side(task_id, a, b)`` two systems' traces for one task."""
+
+    rows: pd.DataFrame
+    out: Path
+    systems: tuple[str, ...]
+    grader: str
+    stats: StatsSettings = DEFAULT_STATS
+
+    def scores(self) -> pd.DataFrame:
+        """Per (system, task, run) scores under the bench NaN policy: a system error scores 0 (no
+        answer), a grader error is NaN (not scored, counted in ``n_missing``)."""
+        import pandas as pd
+
+        score = self.rows["score"].astype(float).mask(self.rows["error_stage"].eq("system"), 0.0)
+        return pd.DataFrame({"condition": self.rows["system"], "subset": self.rows["benchmark"],
+                             "task_id": self.rows["task_id"], "run": self.rows["run"], _METRIC: score})
+
+    def summary(self) -> pd.DataFrame:
+        from roma_lab.results import summarize
+
+        table = summarize(self.scores(), [_METRIC], stats=self.stats)
+        order = {s: i for i, s in enumerate(self.systems)}
+        table = table.sort_values("condition", key=lambda c: c.map(order), kind="stable", ignore_index=True)
+        table.insert(1, "grader", self.grader)
+        return table
+
+    def paired(self, a: str, b: str) -> pd.DataFrame:
+        from roma_lab.results import compare
+
+        for name in (a, b):
+            if name not in self.systems:
+                raise ValueError(f"no system {name!r} in this evaluation; systems: {list(self.systems)}")
+        scores = self.scores().groupby(["condition", "subset", "task_id"], as_index=False)[_METRIC].mean()
+        return compare(scores, a, b, _METRIC, stats=self.stats)
+
+    def paired_all(self) -> pd.DataFrame:
+        """Every system against the first, with Holm's correction over the comparisons."""
+        import pandas as pd
+
+        from roma_lab.stats import holm_adjust
+
+        if len(self.systems) < 2:
+            raise ValueError("a paired table needs two systems or more")
+        table = pd.concat([self.paired(s, self.systems[0]) for s in self.systems[1:]], ignore_index=True)
+        table["sign_test_p_holm"] = holm_adjust(table["sign_test_p"].to_numpy())
+        return table
+
+    def trace_path(self, system: str, task_id: str, run: int = 0) -> Path:
+        return self.out / "traces" / _safe(system) / f"r{run}" / f"{_safe(str(task_id))}.json"
+
+    def trace(self, system: str, task_id: str, run: int = 0) -> Any:
+        """The saved trace of one row: a ROMA ``Run``, an agent ``Trajectory`` or a single call's answer."""
+        path = self.trace_path(system, task_id, run)
+        if not path.is_file():
+            raise FileNotFoundError(f"no trace saved for {system!r} on task {task_id!r}, run {run} ({path})")
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+        if data.get("kind") == "single_call":
+            return SingleCallAnswer(data["output"], data["input_tokens"], data["output_tokens"], data["cost"],
+                                    data["model"])
+        if "rollouts" in data:
+            from roma_lab.agents import read_trajectory
+
+            return read_trajectory(path)
+        from roma_lab.controller import Run
+
+        return Run.from_json(text)
+
+    def view(self, system: str, task_id: str, run: int = 0):
+        """The viewer of one row's trace: a ROMA run's execution tree, an agent's trajectory."""
+        from roma_lab.widgets import ExecutionTreeWidget, TrajectoryWidget
+
+        trace = self.trace(system, task_id, run)
+        if isinstance(trace, SingleCallAnswer):
+            raise ValueError(f"{system!r} is a single model call: its row holds the whole answer, there is no tree")
+        return ExecutionTreeWidget(trace) if hasattr(trace, "nodes") else TrajectoryWidget(trace)
+
+    def side_by_side(self, task_id: str, a: str, b: str, run: int = 0):
+        """Two systems' traces for one task, side by side (``RunComparison``; an agent's trajectory
+        as a run tree when the other is ROMA's; a single call's answer as its text)."""
+        from roma_lab.widgets import RunComparison, TrajectoryComparison
+
+        traces = {name: self.trace(name, task_id, run) for name in (a, b)}
+        single = [name for name, t in traces.items() if isinstance(t, SingleCallAnswer)]
+        if single:
+            raise ValueError(f"{single[0]!r} is a single model call (no tree); compare its row's prediction")
+        if all(hasattr(t, "rollouts") for t in traces.values()):
+            return TrajectoryComparison(traces)
+        return RunComparison({name: t.as_run() if hasattr(t, "rollouts") else t for name, t in traces.items()})
+
+
+def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: int = 1,
+             out: str | os.PathLike[str], timeout_s: float | None = None, progress: bool = True,
+             stats: StatsSettings = DEFAULT_STATS) -> Evaluation:
+    """Run every system on every task ``runs`` times and return the :class:`Evaluation`.
+
+    ``systems``: ``roma_lab.evaluate`` systems (``single_call``, ``roma``, ``agent``, ``function``) or
+    callables ``question -> answer``, distinct labels. ``tasks``: anything ``tasks_from`` reads.
+    ``grader``: a name (``exact``, ``quasi-exact``, ``numeric``, ``contains``, ``judge``), a grader,
+    or a callable ``(prediction, gold) -> bool | float`` (``roma_lab.bench.grader_named``); None:
+    the task set's own grader (a registered benchmark's), else GAIA's quasi-exact match.
+    ``timeout_s``: a system's hard limit per task (an error row). ``stats``: the CIs' settings."""
+    from roma_lab.bench import read_results_df, run_benchmark
+    from roma_lab.lm import max_concurrency
+    from roma_lab.results import write_provenance, write_table
+
+    if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
+        raise ValueError(f"runs must be a positive integer, got {runs!r}")
+    task_set = tasks_from(tasks)
+    chosen = [as_system(s) for s in systems]
+    if not chosen:
+        raise ValueError("evaluate needs at least one system")
+    labels = [s.label for s in chosen]
+    if any(not isinstance(label, str) or not label.strip() for label in labels) or len(set(labels)) != len(labels):
+        raise ValueError(f"systems need distinct, non-empty labels, got {labels}")
+    grading = _grader(grader, task_set)
+    out_dir = Path(out)
+    record = {"tasks": task_set.name, "source": task_set.source, "n_tasks": len(task_set),
+              "tasks_hash": _tasks_hash(task_set), "grader": grading.name,
+              "systems": {s.label: s.describe() for s in chosen}}
+    _check_record(out_dir, record)
+    items = list(task_set.items)
+    by_question = {it.question: it for it in items}
+    for system in chosen:
+        answer = system.bind(task_set)
+        workers = 1 if system.model is None else max_concurrency(system.model)
+        for run in range(runs):
+            traces = out_dir / "traces" / _safe(system.label) / f"r{run}"
+            run_benchmark(items, _Answerer(answer, by_question, traces, run), grading,
+                          out_path=out_dir / f"run{run}.csv", system_name=system.label, timeout_s=timeout_s,
+                          progress=progress, workers=workers)
+    rows = _tidy(out_dir, task_set, labels, runs, read_results_df)
+    evaluation = Evaluation(rows, out_dir, tuple(labels), grading.name, stats)
+    write_table(rows, out_dir, "rows")
+    write_table(evaluation.summary(), out_dir, "summary")
+    models = sorted({d["model"] for d in record["systems"].values() if d.get("model")})
+    write_provenance(out_dir, parameters={"tasks": task_set.name, "source": task_set.source, "runs": runs,
+                                          "systems": labels, "grader": grading.name},
+                     model=", ".join(models) or None, extra={"systems": record["systems"]}, stats=stats)
+    return evaluation
+
+
+def _tidy(out: Path, tasks: TaskSet, labels: Sequence[str], runs: int, read) -> pd.DataFrame:
+    import pandas as pd
+
+    order = {it.item_id: i for i, it in enumerate(tasks.items)}
+    gold = {it.item_id: str(it.answer) for it in tasks.items}
+    frames = []
+    for run in range(runs):
+        table = read(out / f"run{run}.csv")
+        table = table[table["condition"].isin(labels) & table["item_id"].isin(order)
+                      & table["benchmark"].eq(tasks.name)].copy()
+        table["run"] = run
+        frames.append(table)
+    rows = pd.concat(frames, ignore_index=True)
+    rank = {label: i for i, label in enumerate(labels)}
+    rows = rows.iloc[sorted(range(len(rows)), key=lambda i: (rank[rows["condition"].iat[i]], rows["run"].iat[i],
+                                                              order[rows["item_id"].iat[i]]))]
+    records = []
+    for row in rows.to_dict(orient="records"):
+        trace = out / "traces" / _safe(row["condition"]) / f"r{row['run']}" / f"{_safe(row['item_id'])}.json"
+        records.append({
+            "system": row["condition"], "run": row["run"], "benchmark": row["benchmark"], "task_id": row["item_id"],
+            "gold": gold[row["item_id"]], "prediction": row["prediction"], "status": _status(row),
+            "label": row["label"], "score": row["score"], "grader": row["grader"], "error": row["error"],
+            "error_stage": row["error_stage"], "latency_s": row["latency_s"], **_usage(trace),
+            "trace": str(trace.relative_to(out)) if trace.is_file() else None})
+    return pd.DataFrame(records, columns=list(ROW_COLUMNS))

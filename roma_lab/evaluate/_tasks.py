@@ -1,0 +1,287 @@
+"""Tasks from whatever a researcher has: a list of dicts, a DataFrame, a CSV / JSONL / Parquet file,
+a registered benchmark or the generated world. Every source becomes one :class:`TaskSet` of
+``roma_lab.bench.Item`` s, so the papers' benchmarks and a user's 30 questions take one path.
+
+A malformed row is a :class:`TaskFileError` naming the row (and for files the line) and the column.
+Answers keep their text exactly: files are read as text (``"007"`` stays ``"007"``, ``8,383.57``
+stays ``8,383.57``), since the grader decides what counts as the same answer.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from roma_lab.bench import Item
+
+if TYPE_CHECKING:
+    from roma_lab.agents import AgentTask
+    from roma_lab.bench import Grader
+
+__all__ = ["TaskFileError", "TaskSet", "benchmark_tasks", "export_world_tasks", "tasks_from", "world_task_set"]
+
+_FORMATS = (".csv", ".jsonl", ".parquet")
+_RESERVED = ("question", "answer", "id", "metadata")
+
+
+class TaskFileError(ValueError):
+    """A task source cannot be read as tasks; the message names the row, the column and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSet:
+    """Tasks under one name (the ``benchmark`` of their items and of every row).
+
+    ``corpus``: documents the search tools read (strings, a folder of .txt/.md or a .jsonl file; None:
+    closed-book). ``grader``: the set's own grader (a registered benchmark's), used when
+    ``evaluate`` is given none. ``agent_task``: builds the agent's task for an item, tools included
+    (the generated world's search / read_file / python); None: search over ``corpus``.
+    ``source``: where the tasks came from, for provenance."""
+
+    name: str
+    items: tuple[Item, ...]
+    corpus: tuple[str, ...] | str | None = None
+    grader: Grader | None = None
+    agent_task: Callable[[Item], AgentTask] | None = field(default=None, compare=False)
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "items", tuple(self.items))
+        if isinstance(self.corpus, list):
+            object.__setattr__(self, "corpus", tuple(self.corpus))
+        if not self.items:
+            raise TaskFileError(f"task set {self.name!r} has no tasks")
+        ids = [it.item_id for it in self.items]
+        if len(set(ids)) != len(ids):
+            raise TaskFileError(f"task set {self.name!r}: duplicate task ids {sorted({i for i in ids if ids.count(i) > 1})[:5]}")
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def head(self, n: int) -> TaskSet:
+        """The first ``n`` tasks (a smaller run of the same set)."""
+        if not isinstance(n, int) or n < 1:
+            raise ValueError(f"n must be a positive integer, got {n!r}")
+        if n > len(self.items):
+            raise ValueError(f"task set {self.name!r} holds {len(self.items)} tasks; asked for {n}")
+        return TaskSet(self.name, self.items[:n], self.corpus, self.grader, self.agent_task, self.source)
+
+
+def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | str | os.PathLike[str] | None = None,
+               question: str = "question", answer: str = "answer", id: str = "id") -> TaskSet:  # noqa: A002
+    """A :class:`TaskSet` from ``source``:
+
+    - a list of dicts (or any iterable of mappings), a pandas DataFrame;
+    - a path to a ``.csv``, ``.jsonl`` or ``.parquet`` file (``name`` defaults to the file's stem);
+    - ``"benchmark:<name>"`` (a registered benchmark, :func:`benchmark_tasks`) or ``"world:<split>"``
+      (the generated agent benchmark, :func:`world_task_set`);
+    - a TaskSet (returned as is).
+
+    Each row needs a question and an answer (columns named by ``question`` and ``answer``); ``id``
+    is optional (default: the row number from 1). A ``metadata`` column of mappings and any other
+    column go into the item's metadata. ``corpus`` gives the search tools something to read."""
+    if isinstance(source, TaskSet):
+        return source
+    if isinstance(source, str) and ":" in source and not Path(source).exists():
+        kind, _, rest = source.partition(":")
+        if kind == "benchmark":
+            return benchmark_tasks(rest)
+        if kind == "world":
+            return world_task_set(rest or "dev")
+    columns = {"question": question, "answer": answer, "id": id}
+    corpus = _corpus(corpus)
+    if isinstance(source, str | os.PathLike):
+        path = Path(source)
+        records, where = _read_file(path)
+        return TaskSet(name or path.stem, _items(records, where, name or path.stem, columns), corpus, source=str(path))
+    if _is_frame(source):
+        records = source.to_dict(orient="records")
+        return TaskSet(name or "my_tasks", _items(records, _rows, name or "my_tasks", columns), corpus,
+                       source="DataFrame")
+    if isinstance(source, Iterable) and not isinstance(source, str | bytes | Mapping):
+        records = list(source)
+        bad = next((i for i, r in enumerate(records) if not isinstance(r, Mapping)), None)
+        if bad is not None:
+            raise TaskFileError(f"task {bad + 1}: expected a mapping with {question!r} and {answer!r}, "
+                                f"got {type(records[bad]).__name__}")
+        return TaskSet(name or "my_tasks", _items(records, _rows, name or "my_tasks", columns), corpus, source="list")
+    raise TaskFileError(f"cannot read tasks from {type(source).__name__}: give a list of dicts, a DataFrame, a "
+                        f"{'/'.join(_FORMATS)} file, 'benchmark:<name>' or 'world:<split>'")
+
+
+def _corpus(corpus: Any) -> tuple[str, ...] | str | None:
+    if corpus is None or isinstance(corpus, str):
+        return corpus
+    if isinstance(corpus, os.PathLike):
+        return os.fspath(corpus)
+    return tuple(corpus)
+
+
+def _is_frame(source: Any) -> bool:
+    return type(source).__name__ == "DataFrame" and hasattr(source, "to_dict")
+
+
+def _rows(index: int) -> str:
+    return f"task {index + 1}"
+
+
+def _read_file(path: Path) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
+    """The file's records and how to name record ``i`` in an error (row and line)."""
+    suffix = path.suffix.lower()
+    if suffix not in _FORMATS:
+        raise TaskFileError(f"{path}: a task file ends in {', '.join(_FORMATS)}, got {path.name!r}")
+    if not path.is_file():
+        raise TaskFileError(f"{path}: no such task file")
+    if suffix == ".jsonl":
+        records, lines = [], []
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise TaskFileError(f"{path}: line {number} is not JSON ({err.msg} at column {err.colno})") from None
+            if not isinstance(record, dict):
+                raise TaskFileError(f"{path}: line {number} is a JSON {type(record).__name__}, not an object")
+            records.append(record)
+            lines.append(number)
+        return records, lambda i: f"{path}: row {i + 1} (line {lines[i]})"
+    import pandas as pd
+
+    try:
+        if suffix == ".csv":
+            # text as written: no number parsing, no "NA" -> NaN
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
+        else:
+            frame = pd.read_parquet(path)
+    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
+        raise TaskFileError(f"{path}: cannot be read as {suffix[1:].upper()}: {err}") from None
+    # CSV: line 1 is the header (multi-line quoted fields would shift this; the row number stays right)
+    return frame.to_dict(orient="records"), (lambda i: f"{path}: row {i + 1} (line {i + 2})" if suffix == ".csv"
+                                             else f"{path}: row {i + 1}")
+
+
+def _text(value: Any) -> str | int | None:
+    """A question or answer cell as the item holds it; None when empty."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return repr(value) if not value.is_integer() else str(int(value))
+    if isinstance(value, str):
+        return value if value.strip() else None
+    return None
+
+
+def _items(records: list[Mapping[str, Any]], where: Callable[[int], str], name: str,
+           columns: Mapping[str, str]) -> list[Item]:
+    if not records:
+        raise TaskFileError(f"{where(0).split(':')[0] if where is not _rows else name}: no tasks found")
+    first = set(records[0])
+    for key in ("question", "answer"):
+        if columns[key] not in first and all(columns[key] not in r for r in records):
+            raise TaskFileError(f"{where(0)}: no {columns[key]!r} column (found {sorted(map(str, first))}); "
+                                f"name it with {key}=...")
+    items, seen_ids, seen_questions = [], {}, {}
+    for i, record in enumerate(records):
+        question = record.get(columns["question"])
+        if not isinstance(question, str) or not question.strip():
+            raise TaskFileError(f"{where(i)}, column {columns['question']!r}: the question is empty or not text "
+                                f"({question!r})")
+        answer = _text(record.get(columns["answer"]))
+        if answer is None:
+            raise TaskFileError(f"{where(i)}, column {columns['answer']!r}: the answer is empty or not a "
+                                f"number or text ({record.get(columns['answer'])!r})")
+        raw_id = record.get(columns["id"])
+        item_id = str(i + 1) if _text(raw_id) is None else str(_text(raw_id))
+        if item_id in seen_ids:
+            raise TaskFileError(f"{where(i)}, column {columns['id']!r}: id {item_id!r} repeats {where(seen_ids[item_id])}")
+        if question in seen_questions:
+            raise TaskFileError(f"{where(i)}, column {columns['question']!r}: the same question as "
+                                f"{where(seen_questions[question])}")
+        seen_ids[item_id], seen_questions[question] = i, i
+        metadata = record.get("metadata") or {}
+        if isinstance(metadata, str):
+            try:
+                metadata = json.loads(metadata)
+            except json.JSONDecodeError:
+                metadata = None
+        if not isinstance(metadata, Mapping):
+            raise TaskFileError(f"{where(i)}, column 'metadata': expected a JSON object, got {record.get('metadata')!r}")
+        extra = {k: v for k, v in record.items() if k not in (*columns.values(), "metadata")}
+        items.append(Item(benchmark=name, item_id=item_id, question=question, answer=answer,
+                          metadata={**_plain(extra), **_plain(metadata)}))
+    return items
+
+
+def _plain(values: Mapping[str, Any]) -> dict[str, Any]:
+    """Metadata as JSON-able values (a Parquet column may hold numpy scalars)."""
+    out = {}
+    for key, value in values.items():
+        if hasattr(value, "item") and not isinstance(value, str | bytes):
+            value = value.item()
+        if isinstance(value, float) and math.isnan(value):
+            value = None
+        out[str(key)] = value
+    return out
+
+
+def benchmark_tasks(name: str, n: int | None = None, *, seed: int = 0) -> TaskSet:
+    """A registered benchmark (``roma_lab.bench.BENCHMARKS``) as a task set: ``n`` items drawn with
+    ``seed`` (``bench.sample``; None: all), graded by the benchmark's own grader (the labelled
+    string-match fallback where the grader is a judge and none is given)."""
+    from roma_lab.bench import benchmark_spec, sample
+
+    spec = benchmark_spec(name)
+    if spec.user_file:
+        raise TaskFileError(f"{name} needs a file of yours: {spec.user_file}")
+    items = spec.load()
+    if n is not None and n > len(items):
+        raise ValueError(f"{name} holds {len(items)} items; asked for {n}")
+    return TaskSet(name, tuple(sample(items, n, seed)), grader=spec.grader(None), source=f"benchmark:{name}")
+
+
+def world_task_set(split: str = "dev", n: int | None = None, *, seed: int = 0, levels: Sequence[str] | None = None,
+                   grader: str = "gaia") -> TaskSet:
+    """Tasks of the generated agent benchmark (``roma_lab.agents.world_tasks``): its documents as the
+    corpus, its quasi-exact grader, and for an agent the world's own tools (search, read_file, python)."""
+    from roma_lab.agents import world_tasks
+    from roma_lab.bench import LEVELS, generate_world
+
+    tasks = world_tasks(split, n, seed=seed, levels=tuple(levels or LEVELS), grader=grader)
+    by_id = {t.item.item_id: t for t in tasks}
+    documents = tuple(generate_world(tasks[0].item.metadata["world_seed"]).documents.values())
+    return TaskSet(tasks[0].item.benchmark, tuple(t.item for t in tasks), documents, tasks[0].grader,
+                   lambda item: by_id[item.item_id], source=f"world:{split}")
+
+
+def export_world_tasks(folder: str | os.PathLike[str], *, split: str = "dev", n: int = 12,
+                       levels: Sequence[str] = ("L1", "L2"), seed: int = 0) -> tuple[Path, Path]:
+    """Write ``n`` generated-world tasks as a task file of one's own would look (``world_questions.csv``: id,
+    question, answer, level) and the world's documents as a search corpus (``world_corpus.jsonl``: id,
+    text): the example the evaluation notebook ships (``data/tasks/``), made by this code so it
+    can be checked. Levels without a file to read (L1, L2) by default: search alone finds them."""
+    import csv
+
+    world = world_task_set(split, n, seed=seed, levels=levels)
+    from roma_lab.bench import generate_world
+
+    documents = generate_world(world.items[0].metadata["world_seed"]).documents
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    tasks_path, corpus_path = out / "world_questions.csv", out / "world_corpus.jsonl"
+    with tasks_path.open("w", encoding="utf-8", newline="") as f:
+        writer = csv.writer(f, lineterminator="\n")
+        writer.writerow(["id", "question", "answer", "level"])
+        writer.writerows([it.item_id, it.question, it.answer, it.metadata["level"]] for it in world.items)
+    corpus_path.write_text("".join(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n"
+                                   for doc_id, text in documents.items()), encoding="utf-8")
+    return tasks_path, corpus_path

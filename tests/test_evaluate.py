@@ -1,0 +1,280 @@
+"""roma_lab.evaluate: tasks from anything, graders by name, systems side by side, resumable rows,
+the paired table against hand-computed values, the shell command."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from roma_lab.evaluate import (EvaluationMismatchError, TaskFileError, benchmark_tasks, evaluate, export_world_tasks,
+                               function, roma, single_call, tasks_from, world_task_set)
+from roma_lab.evaluate.__main__ import main
+from roma_lab.lm import current_rollout
+
+REPO = Path(__file__).resolve().parents[1]
+TASKS = [{"question": "2+2?", "answer": "4"}, {"question": "Capital of France?", "answer": "Paris"},
+         {"question": "Change?", "answer": "-44.2%"}]
+
+
+# --- tasks from anything ---------------------------------------------------------------------------
+
+
+def test_a_list_of_dicts_gets_row_numbers_as_ids_and_keeps_extra_columns_as_metadata():
+    tasks = tasks_from([{"question": "q1", "answer": "a1", "topic": "x"}, {"question": "q2", "answer": 7}],
+                       name="mine")
+    assert [it.item_id for it in tasks.items] == ["1", "2"]
+    assert tasks.items[0].metadata == {"topic": "x"} and tasks.items[1].answer == 7
+    assert {it.benchmark for it in tasks.items} == {"mine"}
+
+
+def test_a_csv_keeps_answers_as_written(tmp_path):
+    path = tmp_path / "qs.csv"
+    path.write_text('id,question,answer\na,Code?,007\nb,Total?,"8,383.57"\nc,None?,NA\n', encoding="utf-8")
+    tasks = tasks_from(path)
+    assert [it.answer for it in tasks.items] == ["007", "8,383.57", "NA"]  # never parsed as numbers or NaN
+    assert tasks.name == "qs" and [it.item_id for it in tasks.items] == ["a", "b", "c"]
+
+
+def test_jsonl_parquet_and_a_dataframe_give_the_same_items(tmp_path):
+    frame = pd.DataFrame(TASKS)
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(t) + "\n" for t in TASKS), encoding="utf-8")
+    frame.to_parquet(tmp_path / "t.parquet")
+    items = [tasks_from(source, name="t").items for source in (frame, tmp_path / "t.jsonl", tmp_path / "t.parquet", TASKS)]
+    assert items[0] == items[1] == items[2] == items[3]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("question,answer\nq1,a1\nq2,\n", "row 2 (line 3), column 'answer': the answer is empty"),
+    ("question,answer\n,a1\n", "row 1 (line 2), column 'question': the question is empty"),
+    ("question,gold\nq1,a1\n", "no 'answer' column (found ['gold', 'question']); name it with answer=..."),
+    ("id,question,answer\nx,q1,a1\nx,q2,a2\n", "row 2 (line 3), column 'id': id 'x' repeats"),
+    ("question,answer\nq1,a1\nq1,a2\n", "row 2 (line 3), column 'question': the same question as"),
+])
+def test_a_malformed_csv_row_is_named_with_its_line_and_column(tmp_path, text, message):
+    path = tmp_path / "bad.csv"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(TaskFileError) as err:
+        tasks_from(path)
+    assert message in str(err.value) and str(path) in str(err.value)
+
+
+def test_a_malformed_jsonl_line_is_named(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"question": "q1", "answer": "a"}\n\n{"question": "q2", "answer": \n', encoding="utf-8")
+    with pytest.raises(TaskFileError, match=r"line 3 is not JSON"):
+        tasks_from(path)
+    path.write_text('{"question": "q1", "answer": "a"}\n["q2", "a"]\n', encoding="utf-8")
+    with pytest.raises(TaskFileError, match=r"line 2 is a JSON list, not an object"):
+        tasks_from(path)
+    path.write_text('{"question": "q1", "answer": "a"}\n{"question": "q2", "answer": "b", "metadata": 3}\n')
+    with pytest.raises(TaskFileError, match=r"row 2 \(line 2\), column 'metadata': expected a JSON object"):
+        tasks_from(path)
+
+
+def test_other_sources_are_refused_with_what_is_accepted(tmp_path):
+    with pytest.raises(TaskFileError, match="a task file ends in .csv, .jsonl, .parquet"):
+        tasks_from(tmp_path / "tasks.txt")
+    with pytest.raises(TaskFileError, match="no such task file"):
+        tasks_from(tmp_path / "missing.csv")
+    with pytest.raises(TaskFileError, match="task 2: expected a mapping"):
+        tasks_from([{"question": "q", "answer": "a"}, "q2"])
+    with pytest.raises(TaskFileError, match="cannot read tasks from int"):
+        tasks_from(3)
+
+
+def test_registered_benchmarks_and_the_world_are_task_sets_of_the_same_type():
+    aime = benchmark_tasks("aime2025", 3)
+    assert len(aime) == 3 and aime.grader.name and aime.source == "benchmark:aime2025"
+    assert tasks_from("benchmark:aime2025").items[:0] == ()
+    world = world_task_set("dev", 4)
+    assert len(world) == 4 and world.grader.name == "gaia-quasi-exact-match" and len(world.corpus) > 1000
+    assert world.agent_task(world.items[0]).item == world.items[0]
+    with pytest.raises(ValueError, match="holds 30 items; asked for 31"):
+        benchmark_tasks("aime2025", 31)
+
+
+def test_the_shipped_example_files_are_what_the_code_writes(tmp_path):
+    ours = export_world_tasks(tmp_path)
+    for path in ours:
+        assert (REPO / "data" / "tasks" / path.name).read_bytes() == path.read_bytes(), path.name
+    tasks = tasks_from(REPO / "data" / "tasks" / "world_questions.csv", corpus=REPO / "data" / "tasks" / "world_corpus.jsonl")
+    assert len(tasks) == 12 and {it.metadata["level"] for it in tasks.items} == {"L1", "L2"}
+
+
+# --- evaluate ------------------------------------------------------------------------------------
+
+
+def _answers(table: dict[str, str], label: str, calls: list | None = None):
+    def answer(question: str) -> str:
+        if calls is not None:
+            calls.append(question)
+        return table[question]
+
+    return function(answer, label=label)
+
+
+RIGHT = {"2+2?": "4", "Capital of France?": "paris.", "Change?": "-44.2%"}
+
+
+def test_rows_are_one_per_system_task_and_run_in_a_fixed_order(tmp_path):
+    wrong = function(lambda q: "5", label="wrong")
+    result = evaluate([_answers(RIGHT, "right"), wrong], TASKS, runs=2, out=tmp_path, progress=False)
+    rows = result.rows
+    assert len(rows) == 2 * 3 * 2
+    assert list(zip(rows["system"], rows["run"], rows["task_id"]))[:4] == [
+        ("right", 0, "1"), ("right", 0, "2"), ("right", 0, "3"), ("right", 1, "1")]
+    assert rows.loc[rows["system"] == "right", "status"].eq("correct").all()
+    assert set(rows["grader"]) == {"gaia-quasi-exact-match"}  # the default, named on every row
+    assert (tmp_path / "rows.csv").is_file() and (tmp_path / "provenance.json").is_file()
+
+
+def test_the_grader_is_chosen_by_name_and_changes_the_score(tmp_path):
+    quasi = evaluate([_answers(RIGHT, "right")], TASKS, "quasi-exact", out=tmp_path / "q", progress=False)
+    exact = evaluate([_answers(RIGHT, "right")], TASKS, "exact", out=tmp_path / "e", progress=False)
+    assert quasi.rows["score"].tolist() == [1.0, 1.0, 1.0]
+    assert exact.rows["score"].tolist() == [1.0, 0.0, 1.0]  # "paris." is not "Paris" for the exact grader
+    assert set(exact.rows["grader"]) == {"exact-match"}
+    own = evaluate([_answers(RIGHT, "right")], TASKS, lambda prediction, gold: prediction.startswith(gold[:1]),
+                   out=tmp_path / "c", progress=False)
+    assert own.rows["score"].tolist() == [1.0, 0.0, 1.0]
+
+
+def test_the_paired_table_matches_hand_computed_values(tmp_path):
+    tasks = [{"question": f"q{i}", "answer": "yes"} for i in range(6)]
+    a = function(lambda q: "yes" if q in {"q0", "q1", "q2", "q3", "q4"} else "no", label="a")
+    b = function(lambda q: "yes" if q in {"q0"} else "no", label="b")
+    result = evaluate([b, a], tasks, out=tmp_path, progress=False)
+    row = result.paired("a", "b").iloc[0]
+    # a - b per task: 0, 1, 1, 1, 1, 0 -> mean 4/6; 4 wins, 0 losses, 2 ties; sign test p = 2 * 0.5**4
+    assert row["value"] == pytest.approx(4 / 6) and (row["wins"], row["losses"], row["ties"]) == (4, 0, 2)
+    assert row["sign_test_p"] == pytest.approx(0.125)
+    assert row["mean_a"] == pytest.approx(5 / 6) and row["mean_b"] == pytest.approx(1 / 6)
+    summary = result.summary().set_index("condition")
+    assert summary.loc["a", "value"] == pytest.approx(5 / 6) and summary.loc["b", "n"] == 6
+    assert result.paired_all().iloc[0]["condition"] == "a - b"
+
+
+def test_a_rerun_resumes_running_only_what_failed(tmp_path):
+    calls: list[str] = []
+    broken = {"on": True}
+
+    def flaky(question: str) -> str:
+        calls.append(question)
+        if broken["on"] and question == "Capital of France?":
+            raise RuntimeError("model went away")
+        return RIGHT[question]
+
+    first = evaluate([function(flaky, label="s")], TASKS, out=tmp_path, progress=False)
+    assert first.rows["status"].tolist() == ["correct", "system_error", "correct"]
+    assert "model went away" in first.rows["error"].iloc[1]
+    broken["on"] = False
+    calls.clear()
+    second = evaluate([function(flaky, label="s")], TASKS, out=tmp_path, progress=False)
+    assert calls == ["Capital of France?"]  # finished rows are kept, not asked again
+    assert second.rows["status"].tolist() == ["correct", "correct", "correct"]
+    assert second.summary()["value"].iloc[0] == 1.0
+    calls.clear()
+    evaluate([function(flaky, label="s")], TASKS, out=tmp_path, progress=False)
+    assert calls == []
+
+
+def test_a_system_error_scores_zero_in_the_summary(tmp_path):
+    def fails(question: str) -> str:
+        raise RuntimeError("no")
+
+    result = evaluate([function(fails, label="f")], TASKS, out=tmp_path, progress=False)
+    assert result.rows["status"].eq("system_error").all()
+    summary = result.summary().iloc[0]
+    assert summary["value"] == 0.0 and summary["n"] == 3
+
+
+def test_a_rerun_under_another_protocol_is_refused(tmp_path):
+    evaluate([_answers(RIGHT, "right")], TASKS, "exact", out=tmp_path, progress=False)
+    with pytest.raises(EvaluationMismatchError, match="other grader"):
+        evaluate([_answers(RIGHT, "right")], TASKS, "quasi-exact", out=tmp_path, progress=False)
+    with pytest.raises(EvaluationMismatchError, match="other tasks"):
+        evaluate([_answers(RIGHT, "right")], TASKS[:2], "exact", out=tmp_path, progress=False)
+    # a new system joins the folder; the same label with other settings does not
+    evaluate([_answers(RIGHT, "right"), single_call("scripted")], TASKS, "exact", out=tmp_path, progress=False)
+    with pytest.raises(EvaluationMismatchError, match="system 'single' was run with"):
+        evaluate([roma("scripted", label="single")], TASKS, "exact", out=tmp_path, progress=False)
+
+
+def test_each_run_is_its_own_rollout(tmp_path):
+    seen: list[tuple[str, str | None]] = []
+    lock = threading.Lock()
+
+    def record(question: str) -> str:
+        with lock:
+            seen.append((question, current_rollout()))
+        return "4"
+
+    evaluate([function(record, label="r")], TASKS, runs=3, out=tmp_path, progress=False)
+    assert sorted({rollout for _, rollout in seen}) == ["0", "1", "2"] and len(seen) == 9
+
+
+def test_bad_arguments_are_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="distinct, non-empty labels"):
+        evaluate([function(str, label="x"), function(str, label="x")], TASKS, out=tmp_path)
+    with pytest.raises(ValueError, match="runs must be a positive integer"):
+        evaluate([function(str, label="x")], TASKS, runs=0, out=tmp_path)
+    with pytest.raises(ValueError, match="unknown grader"):
+        evaluate([function(str, label="x")], TASKS, "fuzzy", out=tmp_path)
+    with pytest.raises(TypeError, match="unknown settings"):
+        roma("scripted", max_dept=2)
+    assert not (tmp_path / "rows.csv").exists()
+
+
+def test_roma_and_single_call_save_traces_with_usage_and_open_in_the_viewer(tmp_path):
+    from roma_lab.widgets import ExecutionTreeWidget, RunComparison
+
+    result = evaluate([single_call("scripted"), roma("scripted")], TASKS[:2], out=tmp_path, progress=False)
+    rows = result.rows.set_index(["system", "task_id"])
+    assert rows.loc[("single", "1"), "model_calls"] == 1 and rows.loc[("roma", "1"), "model_calls"] >= 1
+    assert rows.loc[("roma", "1"), "cost"] == 0.0  # in-process scripted model
+    assert all((tmp_path / t).is_file() for t in result.rows["trace"])
+    assert isinstance(result.view("roma", "1"), ExecutionTreeWidget)
+    with pytest.raises(ValueError, match="single model call"):
+        result.view("single", "1")
+    assert result.trace("single", "1").output == rows.loc[("single", "1"), "prediction"]
+    assert not isinstance(result.side_by_side("1", "roma", "roma"), type(None))
+    assert isinstance(result.side_by_side("1", "roma", "roma"), RunComparison)
+
+
+def test_an_agent_on_the_world_gets_the_world_tools_and_a_trajectory(tmp_path):
+    from roma_lab.evaluate import agent
+    from roma_lab.widgets import RunComparison, TrajectoryWidget
+
+    tasks = world_task_set("dev", 2)
+    result = evaluate([roma("scripted"), agent(None, "scripted")], tasks, out=tmp_path, progress=False)
+    task_id = tasks.items[0].item_id
+    assert isinstance(result.view("agent", task_id), TrajectoryWidget)
+    trajectory = result.trace("agent", task_id)
+    assert {t.name for t in tasks.agent_task(tasks.items[0]).environment(None).tools} >= {"search", "read_file"}
+    assert trajectory.task_id == task_id
+    assert isinstance(result.side_by_side(task_id, "roma", "agent"), RunComparison)
+
+
+# --- the shell -----------------------------------------------------------------------------------
+
+
+def test_the_shell_command_runs_systems_and_prints_the_tables(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    pd.DataFrame(TASKS).to_csv(path, index=False)
+    code = main([str(path), "--system", "single", "--system", "roma", "--lm", "scripted", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == 0 and "roma - single" in out and "sign_test_p_holm" in out
+    assert len(pd.read_csv(tmp_path / "o" / "rows.csv")) == 6
+
+
+def test_the_shell_command_names_a_bad_row_and_exits_2(tmp_path, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("question,answer\nq1,\n", encoding="utf-8")
+    assert main([str(path), "--system", "single", "--lm", "scripted", "--out", str(tmp_path / "o")]) == 2
+    assert "row 1 (line 2), column 'answer'" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
