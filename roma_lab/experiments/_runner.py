@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import ipaddress
 import json
 import os
 import shutil
 import signal
 import time
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -200,11 +202,38 @@ def _kernel_client_class() -> type:
     return KernelClient
 
 
+# ipykernel (7.x, kernelapp.py init_sockets) logs this in the kernel process, to the stderr it
+# inherits from the runner, whenever the kernel listens on TCP without CurveZMQ keys.
+UNENCRYPTED_TCP = "Kernel is running over TCP without encryption."
+_QUIET_LAUNCHER = ("import logging, runpy; logging.getLogger('IPKernelApp').addFilter("
+                   f"lambda record: not str(record.msg).startswith({UNENCRYPTED_TCP!r})); "
+                   "runpy.run_module('ipykernel_launcher', run_name='__main__', alter_sys=True)")
+
+
+def _loopback(ip: str) -> bool:
+    try:
+        return ipaddress.ip_address(ip).is_loopback
+    except ValueError:  # a host name: not known to stay on this machine, so the warning stays
+        return False
+
+
+def _without_unencrypted_warning(kernel_cmd: list[str]) -> list[str]:
+    """``python -m ipykernel_launcher ARGS`` as ``python -c <launcher> ARGS``, where the launcher
+    adds a filter dropping :data:`UNENCRYPTED_TCP` to ipykernel's application logger, then runs
+    ``ipykernel_launcher`` as ``-m`` would. The warning is logged inside the kernel process, so no
+    ``warnings`` filter of the runner can reach it. Any other kernel command is left as it is."""
+    if list(kernel_cmd[1:3]) != ["-m", "ipykernel_launcher"]:
+        return kernel_cmd
+    return [kernel_cmd[0], "-c", _QUIET_LAUNCHER, *kernel_cmd[3:]]
+
+
 def _kernel_manager_class(out_dir: Path, kernel_env: Mapping[str, str]) -> type:
     """A jupyter kernel manager that starts its kernel with ``kernel_env`` on top of this process's
     environment, records the kernel's pid, process group and start time in
     ``out_dir/.kernel.json`` at launch, so a later run can stop a kernel whose runner was killed,
-    and gives nbclient the client of :func:`_kernel_client_class`."""
+    and gives nbclient the client of :func:`_kernel_client_class`. A kernel listening on loopback
+    TCP starts without its "running over TCP without encryption" warning, which there tells the
+    user nothing (:func:`_without_unencrypted_warning`)."""
     from jupyter_client.manager import AsyncKernelManager
     from traitlets import default
 
@@ -215,6 +244,8 @@ def _kernel_manager_class(out_dir: Path, kernel_env: Mapping[str, str]) -> type:
 
         async def _async_launch_kernel(self, kernel_cmd, **kw):
             kw["env"] = {**kw.get("env", os.environ), **kernel_env}
+            if self.transport == "tcp" and _loopback(self.ip):
+                kernel_cmd = _without_unencrypted_warning(kernel_cmd)
             await super()._async_launch_kernel(kernel_cmd, **kw)
             write_text_atomic(out_dir / KERNEL_FILE, json.dumps(process_identity(self.provisioner.pid)))
 
@@ -390,6 +421,36 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+def sign_notebook(path: Path) -> bool:
+    """Sign the executed notebook at ``path`` with nbformat's notary, as ``jupyter trust`` does, so
+    JupyterLab opens it trusted and shows its live widgets rather than their static fallback. The
+    signature goes to the notary's SQLite database in the Jupyter data dir; the file is not
+    touched. When signing fails (a read-only data dir, say) the notebook stays as written and a
+    UserWarning names it and the reason. Returns whether it was signed."""
+    import nbformat
+    from nbformat.sign import NotebookNotary
+
+    try:
+        nb = nbformat.read(path, as_version=4)  # as JupyterLab reads it: the signature is over this
+        notary = NotebookNotary()
+        try:
+            notary.sign(nb)
+            # nbformat signs into memory, after logging why, when its database cannot be written
+            in_memory = getattr(notary.store, "db_file", None) == ":memory:"
+        finally:
+            notary.store.close()  # (not `with NotebookNotary()`: that needs nbformat 5.11, which nothing pins)
+    except Exception as exc:  # signing is a convenience: it must never cost a run its notebook
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        if not in_memory:
+            return True
+        reason = f"the signature database {notary.db_file} cannot be written"
+    warnings.warn(f"{path} is not signed, so JupyterLab opens it untrusted and shows the widgets' static "
+                  f"fallback ({reason}); `jupyter trust {path}` signs it once the Jupyter data dir is writable",
+                  UserWarning, stacklevel=2)
+    return False
+
+
 def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel_env: Mapping[str, str]) -> None:
     import papermill
 
@@ -519,6 +580,8 @@ def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force
             missing = [name for name in spec.outputs if not (out_dir / name).is_file()]
             if missing:
                 error = f"notebook finished without writing declared outputs: {', '.join(missing)}"
+        if (out_dir / spec.notebook.name).is_file():  # a failed run's copy too: its traceback and outputs so far
+            sign_notebook(out_dir / spec.notebook.name)
     record("failed" if error else "completed", error)
     return error
 

@@ -1,0 +1,94 @@
+"""The runner's executed notebooks: signed so JupyterLab opens them trusted (a signing failure only
+warns), and their kernels started without the loopback "TCP without encryption" warning."""
+
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.sign import NotebookNotary
+
+import roma_lab.experiments._runner as runner
+from roma_lab.experiments import load_spec, run_experiment
+
+FIXTURE = Path(__file__).parent / "fixtures" / "project"
+
+
+@pytest.fixture
+def project(tmp_path):
+    root = tmp_path / "project"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+def trusted(path: Path) -> bool:
+    notary = NotebookNotary()
+    try:
+        return notary.check_signature(nbformat.read(path, as_version=4))
+    finally:
+        notary.store.close()
+
+
+def tiny_notebook(path: Path) -> Path:
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")]), path)
+    return path
+
+
+def test_an_executed_notebook_opens_trusted(project, tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
+    outcome = run_experiment(load_spec(project / "experiments" / "00_fixture.toml"), results_root=tmp_path / "results")
+    assert outcome.status == "completed", outcome.error
+    assert trusted(outcome.out_dir / "00_fixture.ipynb")
+
+
+def test_a_data_dir_that_cannot_be_written_warns_and_keeps_the_notebook(tmp_path, monkeypatch):
+    # a data dir below a regular file: unwritable even for root, whom permission bits do not stop
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "file" / "jupyter"))
+    path = tiny_notebook(tmp_path / "run.ipynb")
+    before = path.read_bytes()
+    with pytest.warns(UserWarning, match=r"run\.ipynb is not signed, .*NotADirectoryError"):
+        assert runner.sign_notebook(path) is False
+    assert path.read_bytes() == before
+
+
+def test_a_signature_nbformat_could_only_keep_in_memory_is_a_failure(tmp_path, monkeypatch):
+    # the database path cannot be opened, nor moved aside: nbformat then signs into memory
+    data = tmp_path / "jupyter"
+    (data / "nbsignatures.db").mkdir(parents=True)
+    (data / "nbsignatures.db.bak" / "taken").mkdir(parents=True)
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
+    path = tiny_notebook(tmp_path / "run.ipynb")
+    with pytest.warns(UserWarning, match=r"run\.ipynb is not signed, .*nbsignatures\.db cannot be written"):
+        assert runner.sign_notebook(path) is False
+
+
+def test_a_loopback_kernel_does_not_warn_of_tcp_without_encryption_but_other_warnings_show(project, tmp_path,
+                                                                                            capfd, monkeypatch):
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
+    nb = nbformat.read(project / "notebooks" / "00_fixture.ipynb", as_version=4)
+    # another warning on the logger ipykernel warns on, written to the stderr the kernel inherits
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        'import logging\nlogging.getLogger("IPKernelApp").warning("another kernel warning")'))
+    nbformat.write(nb, project / "notebooks" / "01_warns.ipynb")
+    spec_text = (project / "experiments" / "00_fixture.toml").read_text()
+    (project / "experiments" / "01_warns.toml").write_text(spec_text.replace("00_fixture", "01_warns"))
+    capfd.readouterr()
+    outcome = run_experiment(load_spec(project / "experiments" / "01_warns.toml"), results_root=tmp_path / "results")
+    assert outcome.status == "completed", outcome.error
+    printed = capfd.readouterr()
+    assert runner.UNENCRYPTED_TCP not in printed.out + printed.err
+    assert "another kernel warning" in printed.err
+
+
+@pytest.mark.parametrize(("ip", "loopback"), [("127.0.0.1", True), ("127.0.1.1", True), ("::1", True),
+                                              ("0.0.0.0", False), ("10.1.2.3", False), ("kernel-host", False)])
+def test_only_loopback_addresses_drop_the_warning(ip, loopback):
+    assert runner._loopback(ip) is loopback
+
+
+def test_a_kernel_command_other_than_ipykernel_launcher_is_left_alone():
+    cmd = ["python", "-m", "other_kernel", "-f", "conn.json"]
+    assert runner._without_unencrypted_warning(cmd) == cmd
+    quiet = runner._without_unencrypted_warning(["python", "-m", "ipykernel_launcher", "-f", "conn.json"])
+    assert quiet[:2] == ["python", "-c"] and quiet[3:] == ["-f", "conn.json"]
