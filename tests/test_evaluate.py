@@ -278,3 +278,21 @@ def test_the_shell_command_names_a_bad_row_and_exits_2(tmp_path, capsys):
     assert "row 1 (line 2), column 'answer'" in capsys.readouterr().err
     assert not (tmp_path / "o").exists()
 
+
+
+def test_systems_by_name_share_one_model_and_refuse_unknown_names():
+    from roma_lab.evaluate import named_systems
+
+    systems = named_systems(["agent", "single"], "scripted", max_depth=2)
+    assert [s.label for s in systems] == ["agent", "single"] and systems[0].model is systems[1].model
+    assert named_systems(["roma"], "scripted", max_depth=2)[0].settings == {"max_depth": 2}
+    for bad in (["single", "single"], ["gpt"], []):
+        with pytest.raises(ValueError, match="distinct names from"):
+            named_systems(bad, "scripted")
+
+
+def test_a_task_set_as_a_table_and_a_head_of_it():
+    tasks = tasks_from(TASKS)
+    assert tasks.to_df()["answer"].tolist() == ["4", "Paris", "-44.2%"] and len(tasks.head(2)) == 2
+    with pytest.raises(ValueError, match="holds 3 tasks; asked for 4"):
+        tasks.head(4)

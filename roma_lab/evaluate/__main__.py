@@ -7,16 +7,14 @@ import argparse
 import sys
 
 from ._evaluate import evaluate
-from ._systems import agent, roma, single_call
+from ._systems import SYSTEM_NAMES, named_systems
 from ._tasks import TaskFileError, tasks_from
-
-_SYSTEMS = {"single": single_call, "roma": roma, "agent": agent}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m roma_lab.evaluate", description=__doc__)
     parser.add_argument("tasks", help="a .csv/.jsonl/.parquet task file, benchmark:<name> or world:<split>")
-    parser.add_argument("--system", action="append", choices=sorted(_SYSTEMS), required=True,
+    parser.add_argument("--system", action="append", choices=SYSTEM_NAMES, required=True,
                         help="a system to run (repeat for several); the first is the paired table's baseline")
     parser.add_argument("--lm", default="local", help="model for every system (roma_lab.lm.resolve_lm name)")
     parser.add_argument("--grader", default=None,
@@ -37,8 +35,7 @@ def main(argv: list[str] | None = None) -> int:
     except (TaskFileError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    systems = [roma(args.lm, max_depth=args.max_depth) if name == "roma" else _SYSTEMS[name](lm=args.lm)
-               for name in args.system]
+    systems = named_systems(args.system, args.lm, max_depth=args.max_depth)
     result = evaluate(systems, tasks, args.grader, runs=args.runs, out=args.out, timeout_s=args.timeout_s)
     import pandas as pd
 

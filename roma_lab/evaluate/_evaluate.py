@@ -239,10 +239,12 @@ class Evaluation:
             raise ValueError(f"{system!r} is a single model call: its row holds the whole answer, there is no tree")
         return ExecutionTreeWidget(trace) if hasattr(trace, "nodes") else TrajectoryWidget(trace)
 
-    def side_by_side(self, task_id: str, a: str, b: str, run: int = 0):
-        """Two systems' traces for one task, side by side (``RunComparison``; an agent's trajectory
-        as a run tree when the other is ROMA's; a single call's answer as its text)."""
+    def side_by_side(self, task_id: str | None, a: str, b: str, run: int = 0):
+        """Two systems' traces for one task (None: the first task), side by side (``RunComparison``;
+        an agent's trajectory as a run tree when the other is ROMA's)."""
         from roma_lab.widgets import RunComparison, TrajectoryComparison
+
+        task_id = self.rows["task_id"].iloc[0] if task_id is None or task_id == "" else task_id
 
         traces = {name: self.trace(name, task_id, run) for name in (a, b)}
         single = [name for name, t in traces.items() if isinstance(t, SingleCallAnswer)]

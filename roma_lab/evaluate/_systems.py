@@ -11,7 +11,7 @@ An answer is a str, or a trace with ``.output`` and ``.to_json()`` (a ROMA ``Run
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from ._tasks import TaskSet
 
 __all__ = ["AgentSystem", "FunctionSystem", "RomaRunError", "RomaSystem", "RomaTimeoutError", "SingleCall",
-           "SingleCallAnswer", "System", "agent", "as_system", "function", "roma", "single_call"]
+           "SYSTEM_NAMES", "SingleCallAnswer", "System", "agent", "as_system", "function", "named_systems", "roma",
+           "roma_output", "single_call"]
 
 
 class RomaRunError(RuntimeError):
@@ -259,3 +260,19 @@ def as_system(value: Any) -> System:
     if callable(value):
         return function(value)
     raise TypeError(f"a system is a roma_lab.evaluate System or a callable, got {type(value).__name__}")
+
+
+#: The systems ``named_systems`` knows, in the order a notebook or the shell lists them.
+SYSTEM_NAMES = ("single", "roma", "agent")
+
+
+def named_systems(names: Sequence[str], lm: Any = "local", **roma_settings: Any) -> list[System]:
+    """Systems by name (:data:`SYSTEM_NAMES`), all on ``lm`` (resolved once, so they share one
+    model and its concurrency bound); ``roma_settings`` go to ROMA. For notebooks and the shell."""
+    unknown = [n for n in names if n not in SYSTEM_NAMES]
+    if unknown or not names or len(set(names)) != len(names):
+        raise ValueError(f"systems are distinct names from {SYSTEM_NAMES}, got {list(names)}")
+    model = _resolved(lm)
+    built = {"single": lambda: single_call(model), "roma": lambda: roma(model, **roma_settings),
+             "agent": lambda: agent(None, model)}
+    return [built[name]() for name in names]

@@ -63,6 +63,13 @@ class TaskSet:
     def __len__(self) -> int:
         return len(self.items)
 
+    def to_df(self):
+        """The tasks as a table: id, question, answer and each metadata key."""
+        import pandas as pd
+
+        return pd.DataFrame([{"task_id": it.item_id, "question": it.question, "answer": it.answer, **it.metadata}
+                             for it in self.items])
+
     def head(self, n: int) -> TaskSet:
         """The first ``n`` tasks (a smaller run of the same set)."""
         if not isinstance(n, int) or n < 1:
