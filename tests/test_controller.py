@@ -268,6 +268,28 @@ def test_max_depth_executes_without_atomizer_and_records_it():
     assert run.root.forced_atomic is False and run.root.is_atomic is False
 
 
+def test_plan_root_plans_the_root_whatever_the_atomizer_would_say():
+    # issue 26: a teacher's multi-part goal the small model's atomizer calls atomic stayed one node
+    roles = ScriptedRoles({"root": (Subtask("a", "think"), Subtask("b", "think", (0,)))})
+    asked = []
+
+    async def atomic(goal, context):
+        asked.append(goal)
+        return SimpleNamespace(is_atomic=True, task_type="think")
+
+    kwargs = roles.role_kwargs() | {"atomizer": atomic}
+    run = run_bounded(Roma(**kwargs, max_depth=2, plan_root=True), "root")
+    assert [n.goal for n in run.children(run.root.id)] == ["a", "b"] and run.output
+    assert sorted(asked) == ["a", "b"]  # below the root the atomizer still decides
+    assert all(c.role != "atomizer" for c in run.root.calls) and run.root.is_atomic is False
+    assert run.settings.plan_root and Run.from_json(run.to_json()).settings.plan_root
+    asked.clear()
+    without = run_bounded(Roma(**kwargs, max_depth=2), "root")
+    assert len(without.nodes) == 1 and asked == ["root"]  # the same atomizer keeps the root one node
+    with pytest.raises(ValueError, match="plan_root needs max_depth >= 1"):
+        Roma(**kwargs, max_depth=0, plan_root=True)
+
+
 # 5. planner output validated inside the loop: repaired or re-asked once, never a crash
 
 def _planner_from(*answers):

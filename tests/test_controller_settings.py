@@ -31,7 +31,8 @@ from roma_lab.optimizer import RomaProgram
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think", (0,)))}
-# Settings in which every field differs from its default.
+# Settings in which every field differs from its default (plan_root aside: it needs max_depth >= 1, which
+# one test lowers to 0; its record is checked on its own below).
 # (artifact_chars is left out: it needs an artifact store; its record is checked on its own below)
 CUSTOM = RomaSettings(max_depth=1, max_concurrency=3, max_subtasks=5, call_timeout_s=30, run_timeout_s=120,
                       max_result_chars=500, ancestor_goals=2, goal_chars=50, verify=True, summary_chars=80,
@@ -108,7 +109,7 @@ def test_run_json_round_trip_keeps_the_typed_settings():
 
 @pytest.mark.parametrize("settings", [RomaSettings(), CUSTOM, RomaSettings(max_result_chars=None, run_timeout_s=0.5),
                                       RomaSettings(artifact_chars=0, summary_chars=1),
-                                      RomaSettings(max_tool_result_chars=None),
+                                      RomaSettings(max_tool_result_chars=None), RomaSettings(plan_root=True),
                                       RomaSettings(models={"planner": "local/x", "executor:code": None})])
 def test_the_record_reads_back_to_the_same_settings(settings):
     assert RomaSettings.from_record(json.loads(json.dumps(settings.record()))) == settings
@@ -223,7 +224,7 @@ def test_keyword_mistakes_are_clear_errors():
     roles = ScriptedRoles(PLAN).role_kwargs()
     with pytest.raises(TypeError, match=r"unknown settings \['max_dept'\]; valid: \['max_depth'") as err:
         Roma(**roles, max_dept=1)
-    assert str(err.value).endswith("'max_tool_result_chars']")  # models are not a setting to choose
+    assert str(err.value).endswith("'max_tool_result_chars', 'plan_root']")  # models are not a setting to choose
     with pytest.raises(TypeError, match="unknown settings"):
         RomaProgram(max_dept=1)
     with pytest.raises(TypeError, match="settings must be a RomaSettings, got dict"):

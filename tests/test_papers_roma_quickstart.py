@@ -6,9 +6,11 @@ from roma_lab.controller import Run
 from roma_lab.lm import script_reply, scripted_lm
 from roma_lab.papers.roma import (
     QUICKSTART_GOALS,
+    QUICKSTART_RULE,
     quickstart_checks,
     quickstart_corpus,
     quickstart_notes,
+    quickstart_rule,
     run_quickstart,
 )
 from roma_lab.results import read_table
@@ -58,10 +60,9 @@ def test_when_the_model_plans_no_goal_the_first_runs_again_with_its_root_planned
     assert list(candidates["root_planned"]) == [False] * n + [True]
     assert list(candidates["kept"]) == [False] * n + [True]
     assert run.goal == QUICKSTART_GOALS[0].goal and len(run.children(run.root.id)) == 2
-    # the model still plans, executes and aggregates; only the root's atomize step made no request
+    # the model still plans, executes and aggregates; only the root's atomizer was not asked
     roles = [c.role for c in run.root.calls]
-    assert roles[0] == "atomizer" and "planner" in roles and "aggregator" in roles
-    assert run.root.calls[0].input_tokens in (0, None)
+    assert "atomizer" not in roles and "planner" in roles and "aggregator" in roles and run.settings.plan_root
     assert list(candidates["facts"]) == [len(g.facts) for g in QUICKSTART_GOALS] + [len(QUICKSTART_GOALS[0].facts)]
     assert not candidates["facts_stated"].any()  # the scripted replies state no figure
     note = quickstart_notes(read_table(tmp_path, "checks"), candidates)
@@ -135,3 +136,24 @@ def test_concurrency_check_counts_overlapping_subtasks(spans):
 def _with(run, nodes):
     return Run(goal=run.goal, status=run.status, output=run.output, nodes=nodes, wall_s=max(run.wall_s, 3.0),
                settings=run.settings)
+
+
+def test_plan_root_plans_a_given_goal_the_model_calls_atomic_and_says_it_is_not_graded(tmp_path):
+    goal = "Find the year the Eiffel Tower was completed and the year the Berlin Wall fell, then compute the gap."
+    run = run_quickstart(goal, tmp_path, lm=lm_for(atomic=(goal,)), plan_root=True)
+    candidates = read_table(tmp_path, "candidates")
+    assert list(candidates["goal"]) == [goal] and list(candidates["atomizer"]) == ["skipped at the root"]
+    assert list(candidates["root_planned"]) == [True] and len(run.children(run.root.id)) == 2
+    note = quickstart_notes(read_table(tmp_path, "checks"), candidates)
+    assert note.startswith("**Not graded**") and "0 of the 0" not in note
+    assert quickstart_rule(goal, True).startswith("the goal as given; the root plans without asking the atomizer")
+    assert quickstart_rule(None, False) == QUICKSTART_RULE
+
+
+def test_plan_root_with_the_default_goal_runs_the_first_goal_once(tmp_path):
+    run = run_quickstart(None, tmp_path, lm=lm_for(atomic=tuple(g.goal for g in QUICKSTART_GOALS)), plan_root=True)
+    candidates = read_table(tmp_path, "candidates")
+    assert list(candidates["goal"]) == [QUICKSTART_GOALS[0].goal] and list(candidates["chosen_by"]) == ["rule"]
+    assert run.goal == QUICKSTART_GOALS[0].goal and len(run.children(run.root.id)) == 2
+    assert "Not graded" not in quickstart_notes(read_table(tmp_path, "checks"), candidates)  # its facts are checked
+

@@ -400,7 +400,7 @@ class Roma:
             ``max_depth``, ``max_concurrency``, ``max_subtasks``, ``call_timeout_s``,
             ``run_timeout_s``, ``max_result_chars``, ``ancestor_goals``, ``goal_chars``, ``verify``,
             ``artifact_chars``, ``summary_chars``, ``tool_timeout_s``, ``mcp_start_timeout_s``,
-            ``max_tool_result_chars``. When ``run_timeout_s`` passes, ``run`` and ``arun`` return a
+            ``max_tool_result_chars``, ``plan_root``. When ``run_timeout_s`` passes, ``run`` and ``arun`` return a
             ``timed_out`` run with the trace so far, even if a role blocks or stops the run's event
             loop, ignores cancellation, or the observer blocks (the tree runs on a loop of its own). A ``verifier`` given turns
             ``verify`` on; ``verify=True`` without one uses the default DSPy ``Verifier``.
@@ -851,6 +851,9 @@ class Roma:
         if node.depth >= self.settings.max_depth:
             state.update(node_id, forced_atomic=True)
             atomic = True
+        elif node.depth == 0 and self.settings.plan_root:  # the run's settings record why no atomizer was asked
+            state.update(node_id, is_atomic=False)
+            atomic = False
         else:
             out = await self._call(state, node_id, "atomizer", self.atomizer, goal=node.goal, context=context)
             atomic = out["is_atomic"]

@@ -48,6 +48,8 @@ class RomaSettings:
         max_tool_result_chars: a tool result (MCP or built-in) longer than this is cut, as a long
             dependency result is, before the model sees it; with an artifact store its whole text
             is kept there and named (``None``: never cut, as before this bound existed).
+        plan_root: the root plans without asking the atomizer, whatever the goal (a multi-part goal
+            a small model's atomizer calls atomic still shows the recursion); needs ``max_depth >= 1``.
         models: role key -> the model name that role called. Written by the run (``Run.settings``);
             a ``Roma`` chooses models with ``lm`` and ``role_lms``, so its own settings leave it empty.
     """
@@ -66,6 +68,7 @@ class RomaSettings:
     tool_timeout_s: float = 30.0
     mcp_start_timeout_s: float = 60.0
     max_tool_result_chars: int | None = 2000  # as max_result_chars: what one observation may add to a prompt
+    plan_root: bool = False
     models: Mapping[str, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -117,6 +120,8 @@ class RomaSettings:
             "tools": {"call_timeout_s": self.tool_timeout_s, "mcp_start_timeout_s": self.mcp_start_timeout_s,
                       **({} if self.max_tool_result_chars is None else {"result_chars": self.max_tool_result_chars})},
             "models": dict(self.models),
+            # only when set: a file without it (older, or never forcing) reads as False
+            **({"plan_root": True} if self.plan_root else {}),
         }
 
     @classmethod
@@ -138,7 +143,7 @@ class RomaSettings:
                    goal_chars=r.context.goal_chars, verify=r.verifier, artifact_chars=r.artifacts.min_chars,
                    summary_chars=r.artifacts.summary_chars, tool_timeout_s=r.tools.call_timeout_s,
                    mcp_start_timeout_s=r.tools.mcp_start_timeout_s, max_tool_result_chars=r.tools.result_chars,
-                   models=r.models)
+                   plan_root=r.plan_root, models=r.models)
 
 
 _FIRST_VERSION = {"run_timeout_s": None, "context": {"ancestor_goals": 3, "goal_chars": 200, "result_chars": None}}
@@ -171,6 +176,10 @@ def _problems(s: RomaSettings) -> list[str]:
             problems.append(f"{name} must be a finite number > 0{' or None' if optional else ''}, got {value!r}")
     if not isinstance(s.verify, bool):
         problems.append(f"verify must be True or False, got {s.verify!r}")
+    if not isinstance(s.plan_root, bool):
+        problems.append(f"plan_root must be True or False, got {s.plan_root!r}")
+    elif s.plan_root and _is_int(s.max_depth) and s.max_depth < 1:
+        problems.append("plan_root needs max_depth >= 1: at depth 0 the root is executed, not planned")
     if not isinstance(s.models, Mapping):
         problems.append(f"models must map role keys to model names, got {type(s.models).__name__}")
     else:
@@ -217,3 +226,4 @@ class _Record(_Strict):
     artifacts: _ArtifactsRecord
     tools: _ToolsRecord
     models: dict[str, str | None]
+    plan_root: bool = False

@@ -22,6 +22,7 @@ from roma_lab.papers.roma._component_cost import measure_component_cost
 from roma_lab.papers.roma._run_config import RunConfigMismatchError
 from roma_lab.papers.roma._studies import (
     QUICKSTART_GOALS,
+    QUICKSTART_PLAN_ROOT,
     QUICKSTART_RULE,
     QuickstartGoal,
     compare_schedules,
@@ -34,6 +35,7 @@ from roma_lab.papers.roma._studies import (
     quickstart_checks,
     quickstart_corpus,
     quickstart_notes,
+    quickstart_rule,
     run_quickstart,
 )
 from roma_lab.evaluate import RomaRunError, RomaTimeoutError
@@ -45,6 +47,7 @@ __getattr__ = lazy_exports(__name__, "._gepa_tables", _GEPA_NAMES)
 
 __all__ = [
     "QUICKSTART_GOALS",
+    "QUICKSTART_PLAN_ROOT",
     "QUICKSTART_RULE",
     "QuickstartGoal",
     "RomaRunError",
@@ -63,6 +66,7 @@ __all__ = [
     "quickstart_checks",
     "quickstart_corpus",
     "quickstart_notes",
+    "quickstart_rule",
     "run_quickstart",
     "run_roma_table",
     *_GEPA_NAMES,

@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import partial
 from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,9 +65,19 @@ QUICKSTART_GOALS = (
 )
 QUICKSTART_RULE = ("the first goal of QUICKSTART_GOALS, in the order written, whose run plans at the root (the "
                    "model's atomizer calls it not atomic); if the model plans none of them, the first goal again "
-                   "with the root's atomize step skipped (the root always plans; the model still writes the plan, "
-                   "runs the subtasks and aggregates). A rule about the tree's structure, never about the answer; "
-                   "candidates.csv lists every run tried and which was kept.")
+                   "with the root's atomize step skipped (RomaSettings.plan_root: the root always plans; the model "
+                   "still writes the plan, runs the subtasks and aggregates). A rule about the tree's structure, "
+                   "never about the answer; candidates.csv lists every run tried and which was kept.")
+QUICKSTART_PLAN_ROOT = ("the root plans without asking the atomizer (RomaSettings.plan_root, recorded in run.json): "
+                        "the model writes the plan, runs the subtasks and aggregates whatever the goal")
+
+
+def quickstart_rule(goal: str | None, plan_root: bool) -> str:
+    """How the quickstart's goal and its root's structure were chosen, for the notebook to print."""
+    chosen = "the goal as given" if goal is not None else "the first goal of QUICKSTART_GOALS"
+    if plan_root:
+        return f"{chosen}; {QUICKSTART_PLAN_ROOT}"
+    return "the goal as given; the model's atomizer decides whether it plans" if goal is not None else QUICKSTART_RULE
 _YEAR_QUESTION = re.compile(r"\b(in what|in which|what|which) year\b", re.IGNORECASE)
 
 
@@ -91,9 +100,12 @@ def run_quickstart(
     max_concurrency: int = 2,
     corpus: Sequence[str] | str | PathLike[str] | None = None,
     on_event: Callable[[NodeEvent], None] | None = None,
+    plan_root: bool = False,
 ) -> Run:
     """Run ROMA's default DSPy roles on ``goal`` as given (None: chosen by QUICKSTART_RULE from
     QUICKSTART_GOALS) with the search executor over ``corpus`` (None: ``quickstart_corpus()``).
+    ``plan_root``: the root plans without asking the atomizer (any goal shows the recursion; with
+    ``goal=None`` the first of QUICKSTART_GOALS, the one run).
 
     Writes ``run.json`` (the run kept: the last one tried), ``usage.csv``, ``calls.csv``,
     ``candidates.csv`` (every run tried, in order, with its atomizer and whether its root was
@@ -107,17 +119,15 @@ def run_quickstart(
     settings = {"lm": lm, "max_depth": max_depth, "max_concurrency": max_concurrency, "corpus": corpus}
     candidates = [QuickstartGoal(goal, ())] if goal is not None else list(QUICKSTART_GOALS)
     tried: list[tuple[QuickstartGoal, str, Run]] = []
-    for candidate in candidates:
-        tried.append((candidate, "model", Roma(**settings).run(candidate.goal, on_event=on_event)))
+    for candidate in candidates[:1] if plan_root else candidates:
+        atomizer = "skipped at the root" if plan_root else "model"
+        tried.append((candidate, atomizer, Roma(plan_root=plan_root, **settings).run(candidate.goal, on_event=on_event)))
         if _planned(tried[-1][2]):
             break
-    if goal is None and not _planned(tried[-1][2]):
+    if goal is None and not plan_root and not _planned(tried[-1][2]):
         # the model planned none: the first again, its root planned without asking the atomizer
-        from roma_lab.controller import Atomizer
-
         tried.append((candidates[0], "skipped at the root",
-                      Roma(atomizer=partial(_plan_root, root=candidates[0].goal, atomizer=Atomizer()), **settings)
-                      .run(candidates[0].goal, on_event=on_event)))
+                      Roma(plan_root=True, **settings).run(candidates[0].goal, on_event=on_event)))
     kept, _, run = tried[-1]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -132,16 +142,6 @@ def run_quickstart(
                               for i, (c, atomizer, r) in enumerate(tried)]), out, "candidates")
     write_table(quickstart_checks(run, kept.facts), out, "checks")
     return run
-
-
-def _plan_root(goal: str, context: str, *, root: str, atomizer):
-    """The atomizer of the fallback run: the root goal plans without a model call (the trace still
-    shows the call); any other goal goes to the model's ``atomizer``."""
-    import dspy
-
-    if goal == root:
-        return dspy.Prediction(is_atomic=False, task_type="think")
-    return atomizer(goal=goal, context=context)
 
 
 def _states(text: str | None, fact: str) -> bool:
@@ -193,7 +193,11 @@ def quickstart_notes(checks: pd.DataFrame, candidates: pd.DataFrame | None = Non
     found = [f for f in facts if value[f"a subtask output states {f}"] == "True"]
     stated = [f for f in facts if value[f"the final answer states {f}"] == "True"]
     lost = [f for f in found if f not in stated]
-    if facts:
+    if not facts:
+        notes.insert(0, "**Not graded**: no expected figures come with this goal, so nothing here checks whether "
+                        "the answer is right; `completed` in the tree means every node finished, not that the "
+                        "answer is correct.")
+    else:
         notes.append(f"Of the figures a correct answer states ({', '.join(facts)}), the final answer states "
                      f"{', '.join(stated) or 'none'}; the subtasks' outputs state {', '.join(found) or 'none'}"
                      + (f", so {', '.join(lost)} got lost on the way to the answer." if lost else "."))
