@@ -92,3 +92,18 @@ def test_a_kernel_command_other_than_ipykernel_launcher_is_left_alone():
     assert runner._without_unencrypted_warning(cmd) == cmd
     quiet = runner._without_unencrypted_warning(["python", "-m", "ipykernel_launcher", "-f", "conn.json"])
     assert quiet[:2] == ["python", "-c"] and quiet[3:] == ["-f", "conn.json"]
+
+
+def test_a_smoke_run_opens_with_a_banner_saying_it_is_not_results(project, tmp_path, monkeypatch):
+    # issue 26: smoke-tier outputs (all zeros, CI 0.0-0.0) looked like results
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
+    spec = load_spec(project / "experiments" / "00_fixture.toml")
+    smoke = run_experiment(spec, results_root=tmp_path / "smoke", smoke=True)
+    assert smoke.status == "completed", smoke.error
+    nb = nbformat.read(smoke.out_dir / "00_fixture.ipynb", as_version=4)
+    assert nb.cells[0].id == runner.SMOKE_BANNER_ID and "Smoke tier: not results" in nb.cells[0].source
+    assert all(f"`{name} = " in nb.cells[0].source for name in spec.smoke)
+    assert trusted(smoke.out_dir / "00_fixture.ipynb")  # signed after the banner went in
+    default = run_experiment(spec, results_root=tmp_path / "default")
+    first = nbformat.read(default.out_dir / "00_fixture.ipynb", as_version=4).cells[0]
+    assert first.get("id") != runner.SMOKE_BANNER_ID and "Smoke tier" not in first.source

@@ -421,6 +421,27 @@ def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
+SMOKE_BANNER_ID = "smoke-banner"
+
+
+def mark_smoke(path: Path, smoke: Mapping[str, Any]) -> None:
+    """Put a banner at the top of a smoke-tier executed notebook: its numbers come from small
+    parameters and usually the scripted test double, and look like results if nothing says so."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    if any(cell.get("id") == SMOKE_BANNER_ID for cell in nb.cells):
+        return
+    settings = ", ".join(f"`{k} = {v!r}`" for k, v in smoke.items()) or "the notebook's defaults"
+    banner = nbformat.v4.new_markdown_cell(
+        "> **Smoke tier: not results.** This copy ran with the smoke tier's small parameters "
+        f"({settings}) to check that the notebook runs; its tables and figures measure nothing. "
+        "The results are in the default run: `python -m roma_lab.experiments run " f"{path.stem}`.",
+        id=SMOKE_BANNER_ID)
+    nb.cells.insert(0, banner)
+    nbformat.write(nb, path)
+
+
 def sign_notebook(path: Path) -> bool:
     """Sign the executed notebook at ``path`` with nbformat's notary, as ``jupyter trust`` does, so
     JupyterLab opens it trusted and shows its live widgets rather than their static fallback. The
@@ -581,6 +602,8 @@ def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force
             if missing:
                 error = f"notebook finished without writing declared outputs: {', '.join(missing)}"
         if (out_dir / spec.notebook.name).is_file():  # a failed run's copy too: its traceback and outputs so far
+            if smoke:
+                mark_smoke(out_dir / spec.notebook.name, {k: key.parameters[k] for k in spec.smoke if k in key.parameters})
             sign_notebook(out_dir / spec.notebook.name)
     record("failed" if error else "completed", error)
     return error
