@@ -3,7 +3,8 @@
 Every experiment writes long-format CSV tables with :func:`write_table` and one
 ``provenance.json`` (a :class:`Provenance`) that says what produced them. Every room summarises
 scores with :func:`summarize` / :func:`compare` and sets them beside the paper's figures with
-:func:`beside_paper` (design/results_vocabulary.md); :func:`summarize_protocol` applies the whole
+:func:`beside_paper` (design/results_vocabulary.md), shown as :func:`compact_beside_paper` and drawn by
+:func:`plot_beside_paper`; :func:`summarize_protocol` applies the whole
 evaluation protocol (design/protocol.md) to tidy per-run scores.
 """
 
@@ -39,11 +40,13 @@ from ._paper import (
     beside_paper,
     read_paper_reported,
 )
+from ._figures import COMPACT_COLUMNS, compact_beside_paper, plot_beside_paper
 from ._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
 from ._summary import CONDITION, as_metrics, compare, summarize, wide
 from ._tables import MeasuredTables, read_table, write_table
 
 __all__ = [
+    "COMPACT_COLUMNS",
     "CONDITION",
     "DIFFERS",
     "MATCHES",
@@ -61,6 +64,8 @@ __all__ = [
     "agreement",
     "as_metrics",
     "beside_paper",
+    "compact_beside_paper",
+    "plot_beside_paper",
     "compare",
     "PROVENANCE_FILE",
     "ProvenanceError",
