@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
 export CMAKE_BUILD_PARALLEL_LEVEL := 2
 
-.PHONY: reproduce test smoke bench venv sandbox-tool browser-tool
+.PHONY: reproduce quickstart test smoke bench venv sandbox-tool browser-tool
 
 # One stamp per set of extras; re-install only when pyproject.toml changes. Never recreate an
 # existing venv (running `venv` over it with another interpreter would break it).
@@ -71,6 +71,11 @@ browser-tool:
 
 reproduce: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
 	$(PY) -m roma_lab.experiments run --all
+
+# Notebook 01 alone, then how to open it: the first thing a newcomer runs (README "Start here").
+quickstart: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
+	$(PY) -m roma_lab.experiments run 01_run_quickstart
+	@echo "open it: $(VENV)/bin/jupyter lab results/01_run_quickstart/01_run_quickstart.ipynb$(if $(filter 0,$(shell id -u)), --allow-root,)"
 
 # pytest exits 5 when it collects nothing: that is a broken suite here, never a pass.
 test: sandbox-tool browser-tool $(VENV)/.installed-$(TEST_EXTRAS)
