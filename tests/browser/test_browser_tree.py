@@ -69,7 +69,7 @@ def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_ca
     root = tree.locator('tr[data-select="0"]')
     root.click()
     detail = tree.locator('[data-detail="0"]')
-    assert detail.is_visible() and "atomizer" in detail.inner_text()
+    assert detail.is_visible() and "planner" in detail.inner_text()  # PLAN_ROOT: the root plans, no atomizer asked
     call = detail.locator("details.rt-call").first
     call.locator("summary").click()  # open the first call: its prompt as sent and the completion
     text = call.inner_text()
@@ -78,7 +78,7 @@ def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_ca
 
     # the same goal again, shown in the same widget: every completion now comes from the cache, and says so
     nb.execute("tree.show_run(run_quickstart(GOAL, OUT_DIR, lm=LM, max_depth=MAX_DEPTH, "
-               "max_concurrency=MAX_CONCURRENCY, on_event=tree.on_event))")
+               "max_concurrency=MAX_CONCURRENCY, on_event=tree.on_event, plan_root=PLAN_ROOT))")
     tree.locator(".rt-cached").first.wait_for()
     calls = sum(len(n["calls"]) for n in run["nodes"])
     assert f"({calls} cached)" in tree.locator(".rt-summary").inner_text()
