@@ -107,3 +107,15 @@ def test_a_smoke_run_opens_with_a_banner_saying_it_is_not_results(project, tmp_p
     default = run_experiment(spec, results_root=tmp_path / "default")
     first = nbformat.read(default.out_dir / "00_fixture.ipynb", as_version=4).cells[0]
     assert first.get("id") != runner.SMOKE_BANNER_ID and "Smoke tier" not in first.source
+
+
+def test_the_runner_says_which_notebook_and_cell_is_running(project, tmp_path, monkeypatch, capfd):
+    # issue 26: the runner showed a 0/1 bar for minutes with no hint of what was running
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
+    outcome = run_experiment(load_spec(project / "experiments" / "00_fixture.toml"), results_root=tmp_path / "r")
+    assert outcome.status == "completed", outcome.error
+    lines = [line for line in capfd.readouterr().err.splitlines() if line.startswith("00_fixture: cell ")]
+    nb = nbformat.read(outcome.out_dir / "00_fixture.ipynb", as_version=4)
+    code = [i for i, cell in enumerate(nb.cells) if cell.cell_type == "code" and cell.source.strip()]
+    assert [int(line.split()[2].split("/")[0]) - 1 for line in lines] == code  # every code cell, in order
+    assert all(line.split()[2].endswith(f"/{len(nb.cells)}:") for line in lines)

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -472,9 +473,24 @@ def sign_notebook(path: Path) -> bool:
     return False
 
 
+def _announce(stem: str, n_cells: int) -> Callable[..., None]:
+    """nbclient's hook before each code cell: one line saying which notebook and cell is running and
+    how it starts, so a notebook that runs for an hour is not a silent ``0/1`` bar."""
+    from tqdm.auto import tqdm
+
+    def hook(cell, cell_index: int, **_: Any) -> None:
+        first = next((line.strip() for line in cell.source.splitlines()
+                      if line.strip() and not line.lstrip().startswith("#")), "")
+        tqdm.write(f"{stem}: cell {cell_index + 1}/{n_cells}: {first[:90]}", file=sys.stderr)
+
+    return hook
+
+
 def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel_env: Mapping[str, str]) -> None:
+    import nbformat
     import papermill
 
+    n_cells = len(nbformat.read(spec.notebook, as_version=4).cells) + 1  # papermill adds the injected parameters
     try:
         papermill.execute_notebook(
             str(spec.notebook),
@@ -485,6 +501,7 @@ def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel
             kernel_name="python3",
             progress_bar=False,
             kernel_manager_class=_kernel_manager_class(out_dir, kernel_env),
+            on_cell_execute=_announce(spec.stem, n_cells),
         )
     finally:
         _stop_kernel(out_dir)  # papermill shuts its kernel down; this only clears the record
