@@ -57,14 +57,17 @@ _PANE_CSS = """
 .roma-view .{p}-call{margin:2px 0 2px 4px}
 .roma-view .{p}-call>div{margin-left:14px}
 .roma-view .{p}-error{color:#e53935}
-.roma-view .{p}-compare{display:flex;gap:14px;align-items:flex-start}
-.roma-view .{p}-pane{flex:1 1 0;min-width:0;overflow-x:auto}
+.roma-view .{p}-compare{display:flex;flex-wrap:wrap;gap:14px;align-items:flex-start}
+.roma-view .{p}-pane{flex:1 1 {pane_width}px;min-width:0;overflow-x:auto}
 """
+# Narrower panes cut every status to "unkn…": below this width side-by-side panes wrap onto a new
+# row (six configurations on a normal page: two per row, not six of 165 px).
+PANE_WIDTH = 420
 
 
 def pane_css(prefix: str, min_width: int) -> str:
     """The shared styles of a table-and-details view whose classes start with ``prefix-``."""
-    return _PANE_CSS.replace("{p}", prefix).replace("{min_width}", str(min_width))
+    return _PANE_CSS.replace("{p}", prefix).replace("{min_width}", str(min_width)).replace("{pane_width}", str(PANE_WIDTH))
 
 
 def esc(value: Any) -> str:
