@@ -197,7 +197,16 @@ def test_a_rerun_under_another_protocol_is_refused(tmp_path):
     with pytest.raises(EvaluationMismatchError, match="other grader"):
         evaluate([_answers(RIGHT, "right")], TASKS, "quasi-exact", out=tmp_path, progress=False)
     with pytest.raises(EvaluationMismatchError, match="other tasks"):
-        evaluate([_answers(RIGHT, "right")], TASKS[:2], "exact", out=tmp_path, progress=False)
+        evaluate([_answers(RIGHT, "right")], tasks_from(TASKS, name="renamed"), "exact", out=tmp_path, progress=False)
+    changed = [dict(TASKS[0], answer="5"), *TASKS[1:]]
+    with pytest.raises(EvaluationMismatchError, match=r"tasks \['1'\] with another question or gold answer"):
+        evaluate([_answers(RIGHT, "right")], changed, "exact", out=tmp_path, progress=False)
+    # fewer or more tasks reuse the rows they share: only the new task is asked
+    assert len(evaluate([_answers(RIGHT, "right")], TASKS[:2], "exact", out=tmp_path, progress=False).rows) == 2
+    calls: list[str] = []
+    more = [*TASKS, {"question": "3+3?", "answer": "6"}]
+    grown = evaluate([_answers(RIGHT | {"3+3?": "6"}, "right", calls)], more, "exact", out=tmp_path, progress=False)
+    assert len(grown.rows) == 4 and calls == ["3+3?"]
     # a new system joins the folder; the same label with other settings does not
     evaluate([_answers(RIGHT, "right"), single_call("scripted")], TASKS, "exact", out=tmp_path, progress=False)
     with pytest.raises(EvaluationMismatchError, match="system 'single' was run with"):

@@ -53,9 +53,10 @@ def _safe(name: str) -> str:
     return safe if safe == name else f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
-def _tasks_hash(tasks: TaskSet) -> str:
-    text = json.dumps([[it.item_id, it.question, str(it.answer)] for it in tasks.items], ensure_ascii=False)
-    return hashlib.sha256(text.encode()).hexdigest()
+def _task_hashes(tasks: TaskSet) -> dict[str, str]:
+    """Per task id, a hash of what its rows depend on (question and gold answer)."""
+    return {it.item_id: hashlib.sha256(json.dumps([it.question, str(it.answer)], ensure_ascii=False).encode())
+            .hexdigest()[:16] for it in tasks.items}
 
 
 def _grader(grader: Any, tasks: TaskSet):
@@ -74,17 +75,24 @@ def _check_record(out: Path, record: dict[str, Any]) -> None:
             old = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as err:
             raise EvaluationMismatchError(f"{path} is not readable ({err}); move the folder aside or pick another out")
-        for key, what in (("tasks_hash", "tasks"), ("grader", "grader")):
+        for key, what in (("tasks", "tasks"), ("grader", "grader")):
             if old.get(key) != record[key]:
                 raise EvaluationMismatchError(
                     f"{out} holds rows made with other {what} ({old.get(key)!r}, now {record[key]!r}); "
                     "use another out folder to compare under a different protocol")
+        # tasks may join (a larger n reuses the rows of a smaller one); a task that changed may not
+        changed = sorted(i for i, h in record["task_hashes"].items() if old.get("task_hashes", {}).get(i, h) != h)
+        if changed:
+            raise EvaluationMismatchError(
+                f"{out} holds rows for tasks {changed[:5]} with another question or gold answer; "
+                "use another out folder (or other ids) for the changed tasks")
         for label, settings in record["systems"].items():
             if label in old.get("systems", {}) and old["systems"][label] != settings:
                 raise EvaluationMismatchError(
                     f"{out}: system {label!r} was run with {old['systems'][label]}, now {settings}; "
                     "give the changed system another label")
-        record = {**record, "systems": {**old.get("systems", {}), **record["systems"]}}
+        record = {**record, "systems": {**old.get("systems", {}), **record["systems"]},
+                  "task_hashes": {**old.get("task_hashes", {}), **record["task_hashes"]}}
     from roma_lab.results import write_text_atomic
 
     out.mkdir(parents=True, exist_ok=True)
@@ -281,8 +289,8 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
         raise ValueError(f"systems need distinct, non-empty labels, got {labels}")
     grading = _grader(grader, task_set)
     out_dir = Path(out)
-    record = {"tasks": task_set.name, "source": task_set.source, "n_tasks": len(task_set),
-              "tasks_hash": _tasks_hash(task_set), "grader": grading.name,
+    record = {"tasks": task_set.name, "source": task_set.source, "task_hashes": _task_hashes(task_set),
+              "grader": grading.name,
               "systems": {s.label: s.describe() for s in chosen}}
     _check_record(out_dir, record)
     items = list(task_set.items)
