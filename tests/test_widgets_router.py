@@ -47,3 +47,15 @@ def test_saved_notebooks_get_static_html_beside_the_widget(study):
 def test_render_route_html_escapes_text(study):
     info = router.inspect_route(study, "test-data_literal-000") | {"prompt": "<script>x</script>"}
     assert "<script>" not in widgets.render_route_html(info)
+
+
+def test_the_static_tau_view_has_the_curves_and_a_tau_table(study):
+    # issue 26: an executed notebook's tau explorer was one line of text without a kernel
+    explorer = widgets.ThresholdExplorer(study, taus=(0.3, 0.4, 0.5, 0.6, 0.7))
+    page = explorer._repr_html_()
+    assert 'src="data:image/png;base64,' in page and "tau = " in page
+    table = explorer.table_html(every=2)
+    assert table.count("<tr>") == 1 + 3  # the header, then tau 0.3, 0.5, 0.7
+    at = explorer.at(0.5)["challenge"]
+    assert "<td>0.50</td>" in table or "<td>0.50 <b>" in table
+    assert f"{at['success']:.3f}" in table and f"{at['mean_cost']:.2f}" in table

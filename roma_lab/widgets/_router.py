@@ -94,26 +94,59 @@ class ThresholdExplorer:
                         for s, v in self.at(tau).items())
         return f"<table><tr><td>tau = {tau:.2f} (selected on dev: {self.study.model.tau:.2f})</td>{cells}</tr></table>"
 
+    def _figure(self, tau: float):
+        import matplotlib.pyplot as plt
+
+        fig, (ax_s, ax_c) = plt.subplots(1, 2, figsize=(9.5, 3.2))
+        for split, curve in self.curves.items():
+            ax_s.plot(curve["tau"], curve["success"], label=split)
+            ax_c.plot(curve["tau"], curve["mean_cost"], label=split)
+        for ax, name in ((ax_s, "success"), (ax_c, "mean route cost")):
+            ax.axvline(tau, color="black", linewidth=1)
+            ax.set_xlabel("tau")
+            ax.set_ylabel(name)
+            ax.legend()
+        fig.tight_layout()
+        return fig
+
     def _draw(self, tau: float) -> None:
         import matplotlib.pyplot as plt
 
         self.readout.value = self._readout_html(tau)
         self.plot.clear_output(wait=True)
         with self.plot:
-            fig, (ax_s, ax_c) = plt.subplots(1, 2, figsize=(9.5, 3.2))
-            for split, curve in self.curves.items():
-                ax_s.plot(curve["tau"], curve["success"], label=split)
-                ax_c.plot(curve["tau"], curve["mean_cost"], label=split)
-            for ax, name in ((ax_s, "success"), (ax_c, "mean route cost")):
-                ax.axvline(tau, color="black", linewidth=1)
-                ax.set_xlabel("tau")
-                ax.set_ylabel(name)
-                ax.legend()
-            fig.tight_layout()
+            self._figure(tau)
             plt.show()
+
+    def table_html(self, every: int = 5) -> str:
+        """Success and mean cost of each split at every ``every``-th tau of the grid: what the slider
+        shows, readable where no kernel moves it."""
+        splits = list(self.curves)
+        first = self.curves[splits[0]]
+        head = "".join(f"<th>{s} success</th><th>{s} cost</th>" for s in splits)
+        rows = []
+        for i in range(0, len(first), every):
+            tau = float(first["tau"].iloc[i])
+            marked = " <b>(selected on dev)</b>" if abs(tau - self.study.model.tau) < 1e-9 else ""
+            cells = "".join(f"<td>{self.curves[s]['success'].iloc[i]:.3f}</td><td>{self.curves[s]['mean_cost'].iloc[i]:.2f}</td>"
+                            for s in splits)
+            rows.append(f"<tr><td>{tau:.2f}{marked}</td>{cells}</tr>")
+        return f"<table><tr><th>tau</th>{head}</tr>{''.join(rows)}</table>"
 
     def _repr_mimebundle_(self, **kwargs):
         return {**self.widget._repr_mimebundle_(**kwargs), "text/html": self._repr_html_()}
 
     def _repr_html_(self) -> str:
-        return self._readout_html(self.slider.value)
+        """The static view: the readout, the curves as a picture and the tau table (no JavaScript)."""
+        import base64
+        import io
+
+        import matplotlib.pyplot as plt
+
+        fig = self._figure(self.slider.value)
+        buffer = io.BytesIO()
+        fig.savefig(buffer, format="png", dpi=80)
+        plt.close(fig)
+        image = base64.b64encode(buffer.getvalue()).decode("ascii")
+        return (self._readout_html(self.slider.value) + f'<img alt="success and cost against tau" '
+                f'src="data:image/png;base64,{image}"/>' + self.table_html())
