@@ -7,6 +7,8 @@ import pytest
 
 from roma_lab import bench
 from roma_lab.bench import Grade, Item
+
+from scripted_judge import Scripted
 from roma_lab.bench._grade import GradingError, JudgeReplyError, normalize_answer
 from roma_lab.bench._graders import (
     extract_abgen_score,
@@ -17,20 +19,6 @@ from roma_lab.bench._graders import (
     rubric_average,
     squad_normalize,
 )
-
-
-class Scripted:
-    """A judge that replays fixed replies and records what it was asked."""
-
-    name = "scripted"
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.calls = []
-
-    def __call__(self, prompt, system=None):
-        self.calls.append((prompt, system))
-        return self.replies.pop(0)
 
 
 def qa(answer="Paris", question="What is the capital of France?", benchmark="simpleqa"):

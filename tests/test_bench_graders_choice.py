@@ -21,19 +21,7 @@ from roma_lab.bench import (
     grader_named,
 )
 
-
-class Scripted:
-    """A judge that replays fixed replies and records what it was asked."""
-
-    name = "scripted"
-
-    def __init__(self, *replies):
-        self.replies = list(replies)
-        self.calls = []
-
-    def __call__(self, prompt, system=None):
-        self.calls.append((prompt, system))
-        return self.replies.pop(0)
+from scripted_judge import Scripted
 
 
 def item(gold, item_id="q1"):
