@@ -177,23 +177,17 @@ MODEL_HOSTS.append(_HOST)
 atexit.register(_HOST.close)
 
 
-class LlamaEngine:
-    """DSPy engine for a local GGUF file. The model loads on the first call, not at construction.
-
-    ``path`` is a zero-argument callable returning the verified model path, so resolving a model
-    name stays cheap and a run whose calls all hit the completion cache never loads the model.
-    ``json_mode`` decides how a JSON request from DSPy's JSONAdapter is honoured:
-    ``"grammar"`` constrains decoding to the schema (bounded strings and arrays; always parses,
-    but grammar checks slow each token on large vocabularies); ``"repair"`` decodes freely and
-    leaves parsing to JSONAdapter's json_repair; ``"auto"`` decodes freely and, only when the
-    text lacks a required key, generates once more under the grammar.
-    """
+class LocalEngine:
+    """What the two embedded engines share (in-process ``LlamaEngine``, llama.cpp's server
+    ``ServerEngine``): the arguments, the DSPy contract, and one completion with JSON handling.
+    A subclass says where a request waits for its turn and what serves it (``_turn``) and how one
+    chat completion is generated there (``_generate``)."""
 
     # Read by DSPy's capability planning: JSONAdapter then sends the signature's JSON schema.
     supports_response_schema = True
     supported_params = SUPPORTED_PARAMS
-    kind = "llama-cpp-python"  # in the completion-cache key with ``slots`` (resolve_lm's settings)
-    slots = 1  # one sequence at a time: the process-wide model behind one lock (_ModelHost)
+    kind: str  # in the completion-cache key with ``slots`` (resolve_lm's settings)
+    slots: int
 
     def __init__(self, path, *, model_id: str, n_ctx: int = 4096, n_threads: int | None = None,
                  json_mode: str = "grammar", default_max_tokens: int = 512):
@@ -206,6 +200,14 @@ class LlamaEngine:
         self.json_mode = json_mode
         self.default_max_tokens = default_max_tokens
 
+    def _turn(self, request):
+        """A context manager: wait for this request's turn, yield what generates it."""
+        raise NotImplementedError
+
+    def _generate(self, backend, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
+        """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
+        raise NotImplementedError
+
     def complete(self, request):
         from dspy.lm15 import Message, Response, TextPart, Usage
 
@@ -216,19 +218,40 @@ class LlamaEngine:
         messages = request_messages(request)
         response_format = request.config.response_format
         constrain = self.json_mode == "grammar" and bool(response_format)
-        with request_slot(request.model, self.slots), _HOST.lock, _machine_turn():
-            llama = _HOST.get(self._path(), self.n_ctx, self.n_threads)
-            start = time.perf_counter()
-            text, finish, n_in, n_out = self._generate(llama, messages, request.config, constrain=constrain)
-            _HOST.generated(time.perf_counter() - start)
+        with self._turn(request) as backend:
+            text, finish, n_in, n_out = self._generate(backend, messages, request.config, constrain=constrain)
             if self.json_mode == "auto" and response_format and not _conforms(text, response_format):
                 # The one bounded retry: the same request under the grammar, which always parses.
-                start = time.perf_counter()
-                text, finish, n_in2, n_out2 = self._generate(llama, messages, request.config, constrain=True)
-                _HOST.generated(time.perf_counter() - start)
+                text, finish, n_in2, n_out2 = self._generate(backend, messages, request.config, constrain=True)
                 n_in, n_out = n_in + n_in2, n_out + n_out2
         return Response(id=None, model=self.model_id, message=Message.assistant([TextPart(text)]), finish_reason=finish,
                         usage=Usage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out))
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+
+class LlamaEngine(LocalEngine):
+    """DSPy engine for a local GGUF file. The model loads on the first call, not at construction.
+
+    ``path`` is a zero-argument callable returning the verified model path, so resolving a model
+    name stays cheap and a run whose calls all hit the completion cache never loads the model.
+    ``json_mode`` decides how a JSON request from DSPy's JSONAdapter is honoured:
+    ``"grammar"`` constrains decoding to the schema (bounded strings and arrays; always parses,
+    but grammar checks slow each token on large vocabularies); ``"repair"`` decodes freely and
+    leaves parsing to JSONAdapter's json_repair; ``"auto"`` decodes freely and, only when the
+    text lacks a required key, generates once more under the grammar.
+    """
+
+    kind = "llama-cpp-python"
+    slots = 1  # one sequence at a time: the process-wide model behind one lock (_ModelHost)
+
+    @contextlib.contextmanager
+    def _turn(self, request):
+        with request_slot(request.model, self.slots), _HOST.lock, _machine_turn():
+            yield _HOST.get(self._path(), self.n_ctx, self.n_threads)
 
     def _generate(self, llama, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
         """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
@@ -249,6 +272,7 @@ class LlamaEngine:
                 from llama_cpp import LlamaGrammar
 
                 kwargs["grammar"] = LlamaGrammar.from_string(grammar, verbose=False)
+        start = time.perf_counter()
         try:
             out = llama.create_chat_completion(messages=messages, **kwargs)
         except ValueError as exc:
@@ -257,14 +281,10 @@ class LlamaEngine:
             from dspy.lm15 import ContextLengthError
 
             raise ContextLengthError(f"{self.model_id}: {exc} (n_ctx={self.n_ctx})") from exc
+        _HOST.generated(time.perf_counter() - start)
         choice, usage = out["choices"][0], out["usage"]
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         return choice["message"]["content"] or "", finish, usage["prompt_tokens"], usage["completion_tokens"]
-
-    def stream(self, request):
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
 
     def close(self) -> None:
         """Nothing to do: the model is shared by the process (see _ModelHost)."""

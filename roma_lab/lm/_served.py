@@ -23,14 +23,11 @@ from pathlib import Path
 from ._engine import (
     _HOST,
     GENERATION_LOCK,
-    JSON_MODES,
+    LocalEngine,
     MODEL_HOSTS,
-    SUPPORTED_PARAMS,
-    _conforms,
     free_other_models,
     free_cores,
     json_grammar,
-    request_messages,
 )
 from ._limits import request_slot
 from ._speed import ModelSpeed, append_speed
@@ -160,48 +157,25 @@ MODEL_HOSTS.append(_SERVERS)
 atexit.register(_SERVERS.close)
 
 
-class ServerEngine:
+class ServerEngine(LocalEngine):
     """DSPy engine for a local GGUF file on the embedded llama.cpp server with ``slots`` slots of
     ``n_ctx`` tokens each. Loads on the first call. ``path`` and ``json_mode`` as for ``LlamaEngine``
     (the same grammar bounds strings and arrays)."""
 
-    supports_response_schema = True
-    supported_params = SUPPORTED_PARAMS
     kind = "llama.cpp-server"  # in the completion-cache key with ``slots``
 
     def __init__(self, path, *, model_id: str, slots: int = DEFAULT_SLOTS, n_ctx: int = 4096,
                  n_threads: int | None = None, json_mode: str = "grammar", default_max_tokens: int = 512):
-        if json_mode not in JSON_MODES:
-            raise ValueError(f"json_mode must be one of {JSON_MODES}, got {json_mode!r}")
         if type(slots) is not int or slots < 1:
             raise ValueError(f"slots must be a whole number >= 1, got {slots!r}")
-        self._path = path
-        self.model_id = model_id
+        super().__init__(path, model_id=model_id, n_ctx=n_ctx, n_threads=n_threads, json_mode=json_mode,
+                         default_max_tokens=default_max_tokens)
         self.slots = slots
-        self.n_ctx = n_ctx
-        self.n_threads = n_threads
-        self.json_mode = json_mode
-        self.default_max_tokens = default_max_tokens
 
-    def complete(self, request):
-        from dspy.lm15 import Message, Response, TextPart, Usage
-
-        if request.tools:
-            from dspy.lm15 import UnsupportedFeatureError
-
-            raise UnsupportedFeatureError(f"{self.model_id}: local models do not support native tool calls")
-        messages = request_messages(request)
-        response_format = request.config.response_format
-        constrain = self.json_mode == "grammar" and bool(response_format)
+    @contextlib.contextmanager
+    def _turn(self, request):
         with request_slot(request.model, self.slots), _TURN.held():
-            server = _SERVERS.get(self._path(), self.slots, self.n_ctx, self.n_threads)
-            text, finish, n_in, n_out = self._generate(server, messages, request.config, constrain=constrain)
-            if self.json_mode == "auto" and response_format and not _conforms(text, response_format):
-                # The one bounded retry: the same request under the grammar, which always parses.
-                text, finish, n_in2, n_out2 = self._generate(server, messages, request.config, constrain=True)
-                n_in, n_out = n_in + n_in2, n_out + n_out2
-        return Response(id=None, model=self.model_id, message=Message.assistant([TextPart(text)]), finish_reason=finish,
-                        usage=Usage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out))
+            yield _SERVERS.get(self._path(), self.slots, self.n_ctx, self.n_threads)
 
     def _generate(self, server, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
         """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
@@ -237,11 +211,6 @@ class ServerEngine:
         choice, usage = out["choices"][0], out["usage"]
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         return choice["message"].get("content") or "", finish, usage["prompt_tokens"], usage["completion_tokens"]
-
-    def stream(self, request):
-        from dspy.lm15 import response_to_events
-
-        return response_to_events(self.complete(request))
 
     def close(self) -> None:
         """Nothing to do: the server is shared by the process (see _ServerHost)."""
