@@ -65,6 +65,20 @@ def test_interrupted_run_resumes_without_loss_or_repeat(tmp_path, suffix):
     assert third.calls == []
 
 
+def test_on_row_sees_each_row_this_call_writes_once_it_is_on_disk(tmp_path):
+    out = tmp_path / "run.csv"
+    grader = bench.StringMatchGrader()
+    bench.run_benchmark(items(3), Echo(), grader, out_path=out, system_name="echo", progress=False)
+    seen = []
+
+    def on_row(row):
+        assert row["item_id"] in set(bench.read_results_df(out)["item_id"])  # written before the call
+        seen.append(row["item_id"])
+
+    bench.run_benchmark(items(5), Echo(), grader, out_path=out, system_name="echo", progress=False, on_row=on_row)
+    assert seen == ["3", "4"]  # rows found on disk are not written again, nor reported
+
+
 def test_system_errors_and_timeouts_are_rows_and_the_run_goes_on(tmp_path):
     out = tmp_path / "run.csv"
     release = threading.Event()

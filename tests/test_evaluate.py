@@ -305,3 +305,13 @@ def test_a_task_set_as_a_table_and_a_head_of_it():
     assert tasks.to_df()["answer"].tolist() == ["4", "Paris", "-44.2%"] and len(tasks.head(2)) == 2
     with pytest.raises(ValueError, match="holds 3 tasks; asked for 4"):
         tasks.head(4)
+
+
+def test_one_progress_bar_counts_every_system_run_and_task(tmp_path, capsys):
+    systems = [_answers(RIGHT, "a"), _answers(RIGHT, "b")]
+    evaluate(systems[:1], TASKS, out=tmp_path, runs=2)  # 6 rows on disk before the bar below
+    capsys.readouterr()
+    evaluate(systems, TASKS, out=tmp_path, runs=2)
+    err = capsys.readouterr().err
+    assert err.count("evaluate:") >= 1 and "12/12" in err and "/6" not in err
+

@@ -346,6 +346,7 @@ def run_benchmark(
     cluster: Any = None,
     redacted: bool = False,
     workers: int = 1,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
 ):
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
@@ -380,6 +381,8 @@ def run_benchmark(
     once each, as each item finishes (in completion order), by the calling thread; the returned
     rows are in item order. Several calls may share ``out_path`` from threads of one process (as
     ``run_agent``'s (task, run) pairs do): reading the file and appending a row hold a lock per file.
+    ``on_row``: called with each row this call writes, once it is on disk (a caller's own progress
+    bar over several calls, as ``roma_lab.evaluate`` keeps).
     """
     from tqdm.auto import tqdm
 
@@ -424,6 +427,8 @@ def run_benchmark(
             with _file_lock(path):
                 _append(path, _serialize(row, fmt))
             bar.update(1)
+            if on_row is not None:
+                on_row(row)
             timeouts_in_a_row = timeouts_in_a_row + 1 if timed_out else 0
             if timeouts_in_a_row >= max_consecutive_timeouts:
                 raise SystemStalledError(

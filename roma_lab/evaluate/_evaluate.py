@@ -293,16 +293,23 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
               "grader": grading.name,
               "systems": {s.label: s.describe() for s in chosen}}
     _check_record(out_dir, record)
+    from tqdm.auto import tqdm
+
     items = list(task_set.items)
     by_question = {it.question: it for it in items}
-    for system in chosen:
-        answer = system.bind(task_set)
-        workers = 1 if system.model is None else max_concurrency(system.model)
-        for run in range(runs):
-            traces = out_dir / "traces" / _safe(system.label) / f"r{run}"
-            run_benchmark(items, _Answerer(answer, by_question, traces, run), grading,
-                          out_path=out_dir / f"run{run}.csv", system_name=system.label, timeout_s=timeout_s,
-                          progress=progress, workers=workers)
+    # one bar over every (system, run, task); rows found on disk count as done
+    with tqdm(total=len(chosen) * runs * len(items), desc="evaluate", disable=not progress) as bar:
+        for system in chosen:
+            answer = system.bind(task_set)
+            workers = 1 if system.model is None else max_concurrency(system.model)
+            for run in range(runs):
+                bar.set_postfix_str(f"{system.label}, run {run}")
+                before = bar.n
+                traces = out_dir / "traces" / _safe(system.label) / f"r{run}"
+                run_benchmark(items, _Answerer(answer, by_question, traces, run), grading,
+                              out_path=out_dir / f"run{run}.csv", system_name=system.label, timeout_s=timeout_s,
+                              progress=False, workers=workers, on_row=lambda row: bar.update(1))
+                bar.update(len(items) - (bar.n - before))
     rows = _tidy(out_dir, task_set, labels, runs, read_results_df)
     evaluation = Evaluation(rows, out_dir, tuple(labels), grading.name, stats)
     write_table(rows, out_dir, "rows")
