@@ -17,6 +17,8 @@ The paper's own figures are data beside the code: ``paper_reported_roma.csv`` (T
 """
 
 from roma_lab._lazy import lazy_exports
+from roma_lab.papers.roma._atomizer import (ATOMIZER_SPLITS, AtomizerGoal, atomizer_goals, atomizer_summary,
+                                           score_atomizer)
 from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df, run_roma_table
 from roma_lab.papers.roma._component_cost import measure_component_cost
 from roma_lab.papers.roma._run_config import RunConfigMismatchError
@@ -46,6 +48,11 @@ __getattr__ = lazy_exports(__name__, "._gepa_tables", _GEPA_NAMES)
 
 
 __all__ = [
+    "ATOMIZER_SPLITS",
+    "AtomizerGoal",
+    "atomizer_goals",
+    "atomizer_summary",
+    "score_atomizer",
     "QUICKSTART_GOALS",
     "QUICKSTART_PLAN_ROOT",
     "QUICKSTART_RULE",
