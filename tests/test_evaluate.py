@@ -4,6 +4,9 @@ the paired table against hand-computed values, the shell command."""
 from __future__ import annotations
 
 import json
+import os
+import re
+import shutil
 import threading
 from pathlib import Path
 
@@ -73,6 +76,19 @@ def test_a_malformed_jsonl_line_is_named(tmp_path):
     path.write_text('{"question": "q1", "answer": "a"}\n{"question": "q2", "answer": "b", "metadata": 3}\n')
     with pytest.raises(TaskFileError, match=r"row 2 \(line 2\), column 'metadata': expected a JSON object"):
         tasks_from(path)
+
+
+def test_a_source_without_tasks_is_named_whole(tmp_path):
+    folder = tmp_path / "run:2"  # a ':' in the path must not cut the name short
+    folder.mkdir()
+    for path, text in ((folder / "qs.csv", "question,answer\n"), (folder / "qs.jsonl", "\n\n")):
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(TaskFileError, match=f"^{re.escape(str(path))}: no tasks found$"):
+            tasks_from(path)
+    with pytest.raises(TaskFileError, match="^mine: no tasks found$"):
+        tasks_from(pd.DataFrame(columns=["question", "answer"]), name="mine")
+    with pytest.raises(TaskFileError, match="^my_tasks: no tasks found$"):
+        tasks_from(pd.DataFrame(columns=["question", "answer"]))
 
 
 def test_other_sources_are_refused_with_what_is_accepted(tmp_path):
@@ -254,6 +270,60 @@ def test_roma_and_single_call_save_traces_with_usage_and_open_in_the_viewer(tmp_
     assert isinstance(result.side_by_side("1", "roma", "roma"), RunComparison)
 
 
+USAGE = ["model_calls", "input_tokens", "output_tokens", "cost"]
+
+
+def test_usage_is_counted_once_and_a_resumed_evaluation_keeps_it(tmp_path, monkeypatch):
+    import roma_lab.evaluate._evaluate as module
+
+    reads: list[Path] = []
+    load = module._load_trace
+    monkeypatch.setattr(module, "_load_trace", lambda path: reads.append(path) or load(path))
+
+    def run():
+        return evaluate([single_call("scripted"), roma("scripted")], TASKS[:2], out=tmp_path, progress=False).rows
+
+    first = run()
+    assert reads == [] and first["model_calls"].notna().all()  # counted from the answers in hand
+    resumed = run()  # every row was written by the first call: nothing is asked, no trace is read
+    assert reads == []
+    pd.testing.assert_frame_equal(resumed[USAGE], first[USAGE])
+    # a folder from before usage was recorded: each trace is read once, and its usage recorded
+    shutil.rmtree(tmp_path / "usage")
+    pd.testing.assert_frame_equal(run()[USAGE], first[USAGE])
+    assert sorted(reads) == sorted(tmp_path / t for t in first["trace"])
+    run()
+    assert len(reads) == 4
+    # a record older than its trace (saving stopped between the two), or damaged: the trace counts
+    trace, record = tmp_path / first["trace"].iloc[2], tmp_path / "usage" / "roma" / "r0" / "1.json"
+    record.write_text(json.dumps(dict.fromkeys(USAGE, 99)))
+    old = trace.stat().st_mtime_ns - 10**9
+    os.utime(record, ns=(old, old))
+    pd.testing.assert_frame_equal(run()[USAGE], first[USAGE])
+    for damaged in ("{", '{"cost": 1}'):
+        record.write_text(damaged)
+        pd.testing.assert_frame_equal(run()[USAGE], first[USAGE])
+    assert reads[4:] == [trace, trace, trace]
+
+
+def test_the_summary_and_paired_tables_name_each_systems_model(tmp_path):
+    import dspy
+
+    other = function(lambda q: RIGHT[q], label="other", model=dspy.LM("openai/other-model", api_key="unused"))
+    systems = [single_call("scripted"), single_call("scripted", label="again"), other, _answers(RIGHT, "f")]
+    result = evaluate(systems, TASKS, out=tmp_path, progress=False)
+    scripted = result.models["single"]
+    assert scripted.startswith("scripted") and result.models == {"single": scripted, "again": scripted,
+                                                                  "other": "openai/other-model", "f": None}
+    named = {"single": scripted, "again": scripted, "other": "openai/other-model", "f": ""}  # f: no model named
+    assert result.summary().set_index("condition")["model"].to_dict() == named
+    written = pd.read_csv(tmp_path / "summary.csv", keep_default_na=False)
+    assert written.set_index("condition")["model"].to_dict() == named
+    assert result.paired("again", "single")["model"].tolist() == [scripted]  # one model: named once
+    assert result.paired("other", "single")["model"].tolist() == [f"openai/other-model, {scripted}"]
+    assert result.paired_all()["model"].tolist() == [scripted, f"openai/other-model, {scripted}", scripted]
+
+
 def test_an_agent_on_the_world_gets_the_world_tools_and_a_trajectory(tmp_path):
     from roma_lab.evaluate import agent
     from roma_lab.widgets import RunComparison, TrajectoryWidget
@@ -277,6 +347,7 @@ def test_the_shell_command_runs_systems_and_prints_the_tables(tmp_path, capsys):
     code = main([str(path), "--system", "single", "--system", "roma", "--lm", "scripted", "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out
     assert code == 0 and "roma - single" in out and "sign_test_p_holm" in out
+    assert out.splitlines()[0].split()[:3] == ["condition", "model", "grader"] and "scripted (test double" in out
     assert len(pd.read_csv(tmp_path / "o" / "rows.csv")) == 6
 
 

@@ -48,7 +48,7 @@ def test_a_data_dir_that_cannot_be_written_warns_and_keeps_the_notebook(tmp_path
     path = tiny_notebook(tmp_path / "run.ipynb")
     before = path.read_bytes()
     with pytest.warns(UserWarning, match=r"run\.ipynb is not signed, .*NotADirectoryError"):
-        assert runner.sign_notebook(path) is False
+        assert runner.finish_notebook(path) is False
     assert path.read_bytes() == before
 
 
@@ -60,7 +60,7 @@ def test_a_signature_nbformat_could_only_keep_in_memory_is_a_failure(tmp_path, m
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
     path = tiny_notebook(tmp_path / "run.ipynb")
     with pytest.warns(UserWarning, match=r"run\.ipynb is not signed, .*nbsignatures\.db cannot be written"):
-        assert runner.sign_notebook(path) is False
+        assert runner.finish_notebook(path) is False
 
 
 def test_a_loopback_kernel_does_not_warn_of_tcp_without_encryption_but_other_warnings_show(project, tmp_path,
@@ -107,6 +107,26 @@ def test_a_smoke_run_opens_with_a_banner_saying_it_is_not_results(project, tmp_p
     default = run_experiment(spec, results_root=tmp_path / "default")
     first = nbformat.read(default.out_dir / "00_fixture.ipynb", as_version=4).cells[0]
     assert first.get("id") != runner.SMOKE_BANNER_ID and "Smoke tier" not in first.source
+
+
+def test_a_smoke_notebook_is_read_once_written_once_and_signed_with_its_banner(tmp_path, monkeypatch):
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
+    path = tiny_notebook(tmp_path / "run.ipynb")
+    reads, writes = [], []
+    read, write = nbformat.read, runner.write_text_atomic
+    monkeypatch.setattr(nbformat, "read", lambda *a, **kw: reads.append(a) or read(*a, **kw))
+    monkeypatch.setattr(runner, "write_text_atomic", lambda *a: writes.append(a) or write(*a))
+    assert runner.finish_notebook(path, {"N": 2}) is True
+    assert (len(reads), len(writes)) == (1, 1)
+    monkeypatch.undo()
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
+    nb = nbformat.read(path, as_version=4)
+    assert nb.cells[0].id == runner.SMOKE_BANNER_ID and "`N = 2`" in nb.cells[0].source
+    assert trusted(path)  # the signature is over the file with its banner
+    before = path.read_bytes()
+    assert runner.finish_notebook(path, {"N": 2}) is True and path.read_bytes() == before  # one banner, no rewrite
+    assert runner.finish_notebook(tiny_notebook(tmp_path / "default.ipynb")) is True
+    assert trusted(tmp_path / "default.ipynb")
 
 
 def test_the_runner_says_which_notebook_and_cell_is_running(project, tmp_path, monkeypatch, capfd):

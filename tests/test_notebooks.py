@@ -2,6 +2,7 @@
 numbered notebook through the runner with its spec's [smoke] overrides."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -14,6 +15,58 @@ from roma_lab.results import read_provenance
 REPO = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "project"
 SPECS = sorted((REPO / "experiments").glob("*.toml"))
+
+_ROUTER = "routing: a router fitted in the notebook on the generated suite, no language model"
+#: Displayed tables with no model column (notebook stem, cell id) -> why none is needed (issue 26:
+#: every other table names the model its figures came from, so smoke output reads as smoke).
+NO_MODEL_TABLES: dict[tuple[str, str], str] = {
+    ("02_measure_structure", "60cdc0eb"): "scheduler timings of scripted fixed-latency roles: no model",
+    ("02_measure_structure", "refs-table"): "context sizes of scripted fixed-latency roles: no model",
+    ("08_compare_abgen", "c05"): "the data file's status, read before any model runs",
+    ("09_repair_failed_subtrees", "measure"): "repair on scripted fixed-latency roles: no model",
+    ("09_repair_failed_subtrees", "nodes"): "repair on scripted fixed-latency roles: no model",
+    ("10_build_suite", "5b1b6f7b"): "the generated suite's families and split sizes: no model",
+    ("10_build_suite", "ff003613"): "the split rule's violations in the generated suite: no model",
+    **{(stem, cell): _ROUTER for stem, cells in {
+        "11_compare_policies_test": ("cd0ae095", "8ae35594", "ae76f49c"),
+        "12_compare_policies_challenge": ("7c8b113a", "321c7ca2"),
+        "13_ablate_router": ("d27f6542",),
+        "14_sweep_threshold": ("2bba8527",),
+        "15_analyse_failures": ("72d028c4", "74e1ed63"),
+        "16_evaluate_hybrid": ("5ebc0d0c", "e65e5b93", "aa7488e7", "b7d1e7fe", "ac1001ef", "bf7228b4"),
+        "17_compare_semantic_router": ("90bf3653", "e0b32295"),
+    }.items() for cell in cells},
+    **{("20_audit_paper_numbers", cell): "the audit of the paper's own numbers: no model runs"
+       for cell in ("c20-05", "c20-07", "c20-10", "c20-12", "c20-14", "c20-16")},
+    ("29_evaluate_browsecomp_table8", "c29-05"): "the paper's counts as notebook 20's audit infers them: no model",
+    ("40_evaluate_your_tasks", "c04"): "the task file, read before any model runs",
+    **{("40_evaluate_your_tasks", cell): "one row per (system, task, run): the system column; the summary names its model"
+       for cell in ("c11", "c15")},
+}
+_TABLE = re.compile(r'<table[^>]*class="dataframe".*?</thead>', re.S)
+
+
+def tables_without_model(notebook: Path) -> list[tuple[str, list[str]]]:
+    """(cell id, header) of each DataFrame an executed notebook shows without a ``model`` column."""
+    missing = []
+    for cell in json.loads(notebook.read_text())["cells"]:
+        for output in cell.get("outputs", []):
+            html = output.get("data", {}).get("text/html", "")
+            for head in _TABLE.findall(html if isinstance(html, str) else "".join(html)):
+                names = [re.sub(r"<[^>]+>", "", h).strip() for h in re.findall(r"<th[^>]*>(.*?)</th>", head, re.S)]
+                if "model" not in names:
+                    missing.append((cell.get("id", ""), names))
+    return missing
+
+
+def test_tables_without_model_finds_each_table(tmp_path):
+    named = '<table border="1" class="dataframe"><thead><tr><th></th><th>model</th></tr></thead></table>'
+    bare = '<table border="1" class="dataframe"><thead><tr><th></th><th>value</th></tr></thead></table>'
+    cell = {"cell_type": "code", "id": "x", "source": [], "metadata": {}, "execution_count": 1,
+            "outputs": [{"output_type": "execute_result", "data": {"text/html": [named, bare]}}]}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps({"cells": [cell]}))
+    assert tables_without_model(path) == [("x", ["", "value"])]
 
 
 def test_repository_notebooks_meet_the_contract():
@@ -66,3 +119,6 @@ def test_smoke_tier(spec_path, tmp_path):
     record = read_provenance(outcome.out_dir)
     assert record.status == "completed" and record.extra["smoke"] is True
     assert set(spec.outputs) <= set(record.outputs)
+    unnamed = [(cell, header) for cell, header in tables_without_model(outcome.out_dir / spec.notebook.name)
+               if (spec_path.stem, cell) not in NO_MODEL_TABLES]
+    assert not unnamed, f"tables shown without a model column (or add them to NO_MODEL_TABLES with why): {unnamed}"

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 
@@ -277,3 +278,20 @@ def test_write_text_atomic_replaces_whole_and_leaves_no_temporary(tmp_path):
     write_text_atomic(target, "second")
     assert target.read_text() == "second"
     assert [p.name for p in target.parent.iterdir()] == ["run.json"]
+
+
+def test_read_jsonl_gives_each_object_with_its_line_and_names_a_bad_line(tmp_path):
+    from roma_lab.results._files import JsonlLineError, read_jsonl
+
+    path = tmp_path / "rows.jsonl"
+    # a blank line is skipped but counted; a raw U+2028 inside a string does not end the line
+    path.write_text('{"a": 1}\n\n{"b": "x\u2028y"}\r\n', encoding="utf-8")
+    assert list(read_jsonl(path)) == [(1, {"a": 1}), (3, {"b": "x\u2028y"})]
+    for text, problem in [(b'{"a": 1}\n{"a": \n', "is not JSON (Expecting value at column 7)"),
+                          (b'{"a": 1}\n[1, 2]\n', "is a JSON list, not an object"),
+                          (b'{"a": 1}\n{"a": "\xff"}\n', "is not UTF-8 (at byte 8)"),
+                          (b'{"a": 1}\n' + b"[" * 100_000 + b"\n", "is nested too deep to read")]:
+        path.write_bytes(text)
+        with pytest.raises(JsonlLineError, match=f"^{re.escape(f'{path}: line 2 {problem}')}$") as err:
+            list(read_jsonl(path))
+        assert (err.value.path, err.value.line) == (path, 2)

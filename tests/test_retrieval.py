@@ -5,6 +5,7 @@ import json
 import pytest
 
 from roma_lab.controller._retrieval import BM25Retriever, EmptyCorpusError, Passage
+from roma_lab.results._files import JsonlLineError
 
 DOCS = [
     "The cat sat on the mat.",
@@ -71,6 +72,9 @@ def test_bad_inputs(tmp_path):
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{"body": "no text"}\n')
     with pytest.raises(ValueError, match="bad.jsonl:2"):
+        BM25Retriever(bad)
+    bad.write_text('{"text": "ok"}\n{"text": \n')  # the shared JSONL reader names the line
+    with pytest.raises(JsonlLineError, match=r"bad\.jsonl: line 2 is not JSON"):
         BM25Retriever(bad)
     with pytest.raises(TypeError):
         BM25Retriever(["fine", 3])

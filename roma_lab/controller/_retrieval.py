@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from roma_lab.results._files import read_jsonl
 
 __all__ = ["BM25Retriever", "EmptyCorpusError", "Passage"]
 
@@ -91,16 +92,9 @@ def _load_path(path: Path, text_field: str, id_field: str) -> tuple[list[str], l
     if path.suffix != ".jsonl":
         raise ValueError(f"corpus file {path} must be a .jsonl file (or pass a folder of .txt/.md files)")
     ids, texts = [], []
-    with path.open(encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg})") from exc
-            if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
-                raise ValueError(f"{path}:{line_no}: expected an object with a string field {text_field!r}")
-            ids.append(str(record.get(id_field, line_no)))
-            texts.append(record[text_field])
+    for line_no, record in read_jsonl(path):  # a line that is not a JSON object: JsonlLineError, a ValueError
+        if not isinstance(record.get(text_field), str):
+            raise ValueError(f"{path}:{line_no}: expected an object with a string field {text_field!r}")
+        ids.append(str(record.get(id_field, line_no)))
+        texts.append(record[text_field])
     return ids, texts

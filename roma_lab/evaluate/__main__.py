@@ -40,12 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(result.summary()[["condition", "grader", "value", "ci_low", "ci_high", "n", "n_missing", "runs"]]
-              .to_string(index=False))
+        print(result.summary()[["condition", "model", "grader", "value", "ci_low", "ci_high", "n", "n_missing",
+                                "runs"]].to_string(index=False))
         if len(result.systems) > 1:
             paired = result.paired_all()
-            print(paired[["condition", "value", "ci_low", "ci_high", "n", "wins", "losses", "ties", "sign_test_p",
-                          "sign_test_p_holm", "mde_bound"]].to_string(index=False))
+            print(paired[["condition", "model", "value", "ci_low", "ci_high", "n", "wins", "losses", "ties",
+                          "sign_test_p", "sign_test_p_holm", "mde_bound"]].to_string(index=False))
     print(f"rows, traces and provenance in {args.out}")
     return 0
 

@@ -9,6 +9,7 @@ replayed from a cache. ``evaluation.json`` records what the rows were made with;
 changes the tasks, the grader or a system's settings under the same label is refused.
 
 Files in ``out``: ``run<r>.csv`` (the runner's rows), ``traces/<system>/r<r>/<task>.json``,
+``usage/<system>/r<r>/<task>.json`` (a trace's model calls, tokens and cost, recorded as it is saved),
 ``rows.csv`` (the tidy rows), ``summary.csv`` (mean with task-bootstrap CI per system),
 ``evaluation.json`` and ``provenance.json``.
 """
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from roma_lab.results import MODEL
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 from ._systems import SingleCallAnswer, as_system, roma_output
@@ -40,6 +42,7 @@ RECORD_FILE = "evaluation.json"
 #: The tidy rows: one per (system, task, run).
 ROW_COLUMNS = ("system", "run", "benchmark", "task_id", "gold", "prediction", "status", "label", "score", "grader",
                "error", "error_stage", "latency_s", "model_calls", "input_tokens", "output_tokens", "cost", "trace")
+_USAGE_COLUMNS = ("model_calls", "input_tokens", "output_tokens", "cost")
 _METRIC = "score"
 
 
@@ -106,6 +109,7 @@ class _Answerer:
     answer: Callable[[Item, int], Any]
     by_question: Mapping[str, Item]
     traces: Path
+    usage: Path
     run: int
 
     def __call__(self, question: str) -> Any:
@@ -118,37 +122,66 @@ class _Answerer:
             result = self.answer(item, self.run)
         if hasattr(result, "to_json"):
             write_text_atomic(self.traces / f"{_safe(item.item_id)}.json", result.to_json())
+            # counted from the answer in hand, after the trace: the tables never reread a trace for it
+            write_text_atomic(self.usage / f"{_safe(item.item_id)}.json", json.dumps(_usage(result)))
         if isinstance(result, Run):
             roma_output(result)  # a failed or timed-out run is an error row (its trace is kept)
         return result
 
 
-def _usage(path: Path) -> dict[str, Any]:
-    """Model calls, tokens and cost of a saved trace (the trace's own total row); unknown is None."""
-    blank = dict.fromkeys(("model_calls", "input_tokens", "output_tokens", "cost"))
-    if not path.is_file():
-        return blank
+def _load_trace(path: Path) -> Any:
+    """The trace saved at ``path``: a ROMA ``Run``, an agent ``Trajectory`` or a :class:`SingleCallAnswer`."""
     text = path.read_text(encoding="utf-8")
     data = json.loads(text)
     if data.get("kind") == "single_call":
-        return {"model_calls": 1, "input_tokens": data["input_tokens"], "output_tokens": data["output_tokens"],
-                "cost": data["cost"]}
+        return SingleCallAnswer(data["output"], data["input_tokens"], data["output_tokens"], data["cost"],
+                                data["model"])
     if "rollouts" in data:
         from roma_lab.agents import read_trajectory
 
-        total = read_trajectory(path).usage_df().iloc[-1]
-    else:
-        from roma_lab.controller import Run
+        return read_trajectory(path)
+    from roma_lab.controller import Run
 
-        total = Run.from_json(text).usage_df().iloc[-1]
+    return Run.from_json(text)
 
+
+def _usage(trace: Any) -> dict[str, Any]:
+    """Model calls, tokens and cost of a trace: a single call's own, a run's or trajectory's total
+    row; unknown is None (all of it for a trace that counts no usage)."""
+    if isinstance(trace, SingleCallAnswer):
+        return {"model_calls": 1, "input_tokens": trace.input_tokens, "output_tokens": trace.output_tokens,
+                "cost": trace.cost}
+    if not hasattr(trace, "usage_df"):
+        return dict.fromkeys(_USAGE_COLUMNS)
     import pandas as pd
+
+    total = trace.usage_df().iloc[-1]
 
     def known(value: Any, kind: type) -> Any:  # unknown (a sum with an unknown term) stays None, never 0
         return None if pd.isna(value) else kind(value)
 
     return {"model_calls": int(total["calls"]), "input_tokens": known(total["input_tokens"], int),
             "output_tokens": known(total["output_tokens"], int), "cost": known(total["cost"], float)}
+
+
+def _recorded_usage(trace: Path, usage: Path) -> dict[str, Any]:
+    """A row's usage columns: as recorded when its trace was saved (None without a trace). A trace with
+    no record, or a newer one than its record (the old attempt's, when saving stopped in between),
+    is read once and its usage recorded; an unreadable record is made again from the trace."""
+    from roma_lab.results import write_text_atomic
+
+    if not trace.is_file():
+        return dict.fromkeys(_USAGE_COLUMNS)
+    try:
+        if usage.stat().st_mtime_ns >= trace.stat().st_mtime_ns:
+            recorded = json.loads(usage.read_text(encoding="utf-8"))
+            if isinstance(recorded, dict) and tuple(recorded) == _USAGE_COLUMNS:
+                return recorded
+    except (OSError, ValueError):  # no record yet, or a damaged one: the trace says it again
+        pass
+    counted = _usage(_load_trace(trace))
+    write_text_atomic(usage, json.dumps(counted))
+    return counted
 
 
 def _status(row: Mapping[str, Any]) -> str:
@@ -168,7 +201,8 @@ class Evaluation:
 
     ``rows``: one per (system, task, run), in system, run and task order (:data:`ROW_COLUMNS`).
     ``summary()``: mean score per system with the task-bootstrap CI (runs averaged per task first);
-    ``paired(a, b)``: ``a - b`` paired on tasks (bootstrap CI, exact sign test, MDE); ``trace(...)``
+    ``paired(a, b)``: ``a - b`` paired on tasks (bootstrap CI, exact sign test, MDE); each names its
+    systems' models (``models``) in the results vocabulary's ``model`` column; ``trace(...)``
     loads a row's saved trace; ``view(...)`` opens it in the viewer (a ROMA tree, an agent
     trajectory); ``side_by_side(task_id, a, b)`` two systems' traces for one task."""
 
@@ -176,16 +210,18 @@ class Evaluation:
     out: Path
     systems: tuple[str, ...]
     grader: str
+    models: Mapping[str, str | None]  # per system, the model it called (None: not known)
     stats: StatsSettings = DEFAULT_STATS
 
     def scores(self) -> pd.DataFrame:
         """Per (system, task, run) scores under the bench NaN policy: a system error scores 0 (no
-        answer), a grader error is NaN (not scored, counted in ``n_missing``)."""
+        answer), a grader error is NaN (not scored, counted in ``n_missing``); ``model``: the system's."""
         import pandas as pd
 
         score = self.rows["score"].astype(float).mask(self.rows["error_stage"].eq("system"), 0.0)
-        return pd.DataFrame({"condition": self.rows["system"], "subset": self.rows["benchmark"],
-                             "task_id": self.rows["task_id"], "run": self.rows["run"], _METRIC: score})
+        return pd.DataFrame({"condition": self.rows["system"], MODEL: self.rows["system"].map(self.models),
+                             "subset": self.rows["benchmark"], "task_id": self.rows["task_id"],
+                             "run": self.rows["run"], _METRIC: score})
 
     def summary(self) -> pd.DataFrame:
         from roma_lab.results import summarize
@@ -203,6 +239,7 @@ class Evaluation:
             if name not in self.systems:
                 raise ValueError(f"no system {name!r} in this evaluation; systems: {list(self.systems)}")
         scores = self.scores().groupby(["condition", "subset", "task_id"], as_index=False)[_METRIC].mean()
+        scores[MODEL] = scores["condition"].map(self.models)
         return compare(scores, a, b, _METRIC, stats=self.stats)
 
     def paired_all(self) -> pd.DataFrame:
@@ -225,18 +262,7 @@ class Evaluation:
         path = self.trace_path(system, task_id, run)
         if not path.is_file():
             raise FileNotFoundError(f"no trace saved for {system!r} on task {task_id!r}, run {run} ({path})")
-        text = path.read_text(encoding="utf-8")
-        data = json.loads(text)
-        if data.get("kind") == "single_call":
-            return SingleCallAnswer(data["output"], data["input_tokens"], data["output_tokens"], data["cost"],
-                                    data["model"])
-        if "rollouts" in data:
-            from roma_lab.agents import read_trajectory
-
-            return read_trajectory(path)
-        from roma_lab.controller import Run
-
-        return Run.from_json(text)
+        return _load_trace(path)
 
     def view(self, system: str, task_id: str, run: int = 0):
         """The viewer of one row's trace: a ROMA run's execution tree, an agent's trajectory."""
@@ -305,16 +331,18 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
             for run in range(runs):
                 bar.set_postfix_str(f"{system.label}, run {run}")
                 before = bar.n
-                traces = out_dir / "traces" / _safe(system.label) / f"r{run}"
-                run_benchmark(items, _Answerer(answer, by_question, traces, run), grading,
+                where = Path(_safe(system.label)) / f"r{run}"
+                run_benchmark(items, _Answerer(answer, by_question, out_dir / "traces" / where,
+                                               out_dir / "usage" / where, run), grading,
                               out_path=out_dir / f"run{run}.csv", system_name=system.label, timeout_s=timeout_s,
                               progress=False, workers=workers, on_row=lambda row: bar.update(1))
                 bar.update(len(items) - (bar.n - before))
     rows = _tidy(out_dir, task_set, labels, runs, read_results_df)
-    evaluation = Evaluation(rows, out_dir, tuple(labels), grading.name, stats)
+    evaluation = Evaluation(rows, out_dir, tuple(labels), grading.name,
+                            {label: d.get("model") for label, d in record["systems"].items()}, stats)
     write_table(rows, out_dir, "rows")
     write_table(evaluation.summary(), out_dir, "summary")
-    models = sorted({d["model"] for d in record["systems"].values() if d.get("model")})
+    models = sorted({m for m in evaluation.models.values() if m})
     write_provenance(out_dir, parameters={"tasks": task_set.name, "source": task_set.source, "runs": runs,
                                           "systems": labels, "grader": grading.name},
                      model=", ".join(models) or None, extra={"systems": record["systems"]}, stats=stats)
@@ -339,11 +367,13 @@ def _tidy(out: Path, tasks: TaskSet, labels: Sequence[str], runs: int, read) -> 
                                                               order[rows["item_id"].iat[i]]))]
     records = []
     for row in rows.to_dict(orient="records"):
-        trace = out / "traces" / _safe(row["condition"]) / f"r{row['run']}" / f"{_safe(row['item_id'])}.json"
+        where = Path(_safe(row["condition"])) / f"r{row['run']}" / f"{_safe(row['item_id'])}.json"
+        trace = out / "traces" / where
         records.append({
             "system": row["condition"], "run": row["run"], "benchmark": row["benchmark"], "task_id": row["item_id"],
             "gold": gold[row["item_id"]], "prediction": row["prediction"], "status": _status(row),
             "label": row["label"], "score": row["score"], "grader": row["grader"], "error": row["error"],
-            "error_stage": row["error_stage"], "latency_s": row["latency_s"], **_usage(trace),
+            "error_stage": row["error_stage"], "latency_s": row["latency_s"],
+            **_recorded_usage(trace, out / "usage" / where),
             "trace": str(trace.relative_to(out)) if trace.is_file() else None})
     return pd.DataFrame(records, columns=list(ROW_COLUMNS))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roma_lab.bench import Item
+from roma_lab.results._files import JsonlLineError, read_jsonl
 
 if TYPE_CHECKING:
     from roma_lab.agents import AgentTask
@@ -105,18 +106,19 @@ def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | 
     if isinstance(source, str | os.PathLike):
         path = Path(source)
         records, where = _read_file(path)
-        return TaskSet(name or path.stem, _items(records, where, name or path.stem, columns), corpus, source=str(path))
+        return TaskSet(name or path.stem, _items(records, where, str(path), name or path.stem, columns), corpus,
+                       source=str(path))
+    name = name or "my_tasks"  # in memory: the set's name is the source an error names
     if _is_frame(source):
         records = source.to_dict(orient="records")
-        return TaskSet(name or "my_tasks", _items(records, _rows, name or "my_tasks", columns), corpus,
-                       source="DataFrame")
+        return TaskSet(name, _items(records, _rows, name, name, columns), corpus, source="DataFrame")
     if isinstance(source, Iterable) and not isinstance(source, str | bytes | Mapping):
         records = list(source)
         bad = next((i for i, r in enumerate(records) if not isinstance(r, Mapping)), None)
         if bad is not None:
             raise TaskFileError(f"task {bad + 1}: expected a mapping with {question!r} and {answer!r}, "
                                 f"got {type(records[bad]).__name__}")
-        return TaskSet(name or "my_tasks", _items(records, _rows, name or "my_tasks", columns), corpus, source="list")
+        return TaskSet(name, _items(records, _rows, name, name, columns), corpus, source="list")
     raise TaskFileError(f"cannot read tasks from {type(source).__name__}: give a list of dicts, a DataFrame, a "
                         f"{'/'.join(_FORMATS)} file, 'benchmark:<name>' or 'world:<split>'")
 
@@ -145,19 +147,11 @@ def _read_file(path: Path) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
     if not path.is_file():
         raise TaskFileError(f"{path}: no such task file")
     if suffix == ".jsonl":
-        records, lines = [], []
-        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise TaskFileError(f"{path}: line {number} is not JSON ({err.msg} at column {err.colno})") from None
-            if not isinstance(record, dict):
-                raise TaskFileError(f"{path}: line {number} is a JSON {type(record).__name__}, not an object")
-            records.append(record)
-            lines.append(number)
-        return records, lambda i: f"{path}: row {i + 1} (line {lines[i]})"
+        try:
+            numbered = list(read_jsonl(path))
+        except JsonlLineError as err:
+            raise TaskFileError(str(err)) from None
+        return [record for _, record in numbered], lambda i: f"{path}: row {i + 1} (line {numbered[i][0]})"
     import pandas as pd
 
     try:
@@ -188,10 +182,12 @@ def _text(value: Any) -> str | int | None:
     return None
 
 
-def _items(records: list[Mapping[str, Any]], where: Callable[[int], str], name: str,
+def _items(records: list[Mapping[str, Any]], where: Callable[[int], str], source: str, name: str,
            columns: Mapping[str, str]) -> list[Item]:
+    """The items of ``records`` under the benchmark ``name``; ``where(i)`` names record ``i`` in an
+    error and ``source`` names the whole source (a file's path, else the set's name)."""
     if not records:
-        raise TaskFileError(f"{where(0).split(':')[0] if where is not _rows else name}: no tasks found")
+        raise TaskFileError(f"{source}: no tasks found")
     first = set(records[0])
     for key in ("question", "answer"):
         if columns[key] not in first and all(columns[key] not in r for r in records):

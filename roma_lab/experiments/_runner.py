@@ -425,35 +425,25 @@ def _describe(exc: Exception) -> str:
 SMOKE_BANNER_ID = "smoke-banner"
 
 
-def mark_smoke(path: Path, smoke: Mapping[str, Any]) -> None:
-    """Put a banner at the top of a smoke-tier executed notebook: its numbers come from small
-    parameters and usually the scripted test double, and look like results if nothing says so."""
-    import nbformat
+def finish_notebook(path: Path, smoke: Mapping[str, Any] | None = None) -> bool:
+    """Make the executed notebook at ``path`` final in one read and at most one write.
 
-    nb = nbformat.read(path, as_version=4)
-    if any(cell.get("id") == SMOKE_BANNER_ID for cell in nb.cells):
-        return
-    settings = ", ".join(f"`{k} = {v!r}`" for k, v in smoke.items()) or "the notebook's defaults"
-    banner = nbformat.v4.new_markdown_cell(
-        "> **Smoke tier: not results.** This copy ran with the smoke tier's small parameters "
-        f"({settings}) to check that the notebook runs; its tables and figures measure nothing. "
-        "The results are in the default run: `python -m roma_lab.experiments run " f"{path.stem}`.",
-        id=SMOKE_BANNER_ID)
-    nb.cells.insert(0, banner)
-    nbformat.write(nb, path)
-
-
-def sign_notebook(path: Path) -> bool:
-    """Sign the executed notebook at ``path`` with nbformat's notary, as ``jupyter trust`` does, so
-    JupyterLab opens it trusted and shows its live widgets rather than their static fallback. The
-    signature goes to the notary's SQLite database in the Jupyter data dir; the file is not
-    touched. When signing fails (a read-only data dir, say) the notebook stays as written and a
-    UserWarning names it and the reason. Returns whether it was signed."""
+    A smoke-tier run's (``smoke``: its smoke parameters; None: not a smoke run) gets a banner at the
+    top: its numbers come from small parameters and usually the scripted test double, and look like
+    results if nothing says so. Then it is signed with nbformat's notary, as ``jupyter trust`` does,
+    so JupyterLab opens it trusted and shows its live widgets rather than their static fallback. The
+    signature goes to the notary's SQLite database in the Jupyter data dir, over the notebook as the
+    file now holds it. When signing fails (a read-only data dir, say) the notebook stays as written
+    and a UserWarning names it and the reason. Returns whether it was signed."""
     import nbformat
     from nbformat.sign import NotebookNotary
 
+    nb = nbformat.read(path, as_version=4)  # as JupyterLab reads it
+    if smoke is not None and not any(cell.get("id") == SMOKE_BANNER_ID for cell in nb.cells):
+        nb.cells.insert(0, _smoke_banner(smoke, path.stem))
+        text = nbformat.writes(nb)  # signed below as written, as Jupyter's server signs a notebook it saves
+        write_text_atomic(path, text if text.endswith("\n") else text + "\n")
     try:
-        nb = nbformat.read(path, as_version=4)  # as JupyterLab reads it: the signature is over this
         notary = NotebookNotary()
         try:
             notary.sign(nb)
@@ -471,6 +461,17 @@ def sign_notebook(path: Path) -> bool:
                   f"fallback ({reason}); `jupyter trust {path}` signs it once the Jupyter data dir is writable",
                   UserWarning, stacklevel=2)
     return False
+
+
+def _smoke_banner(smoke: Mapping[str, Any], stem: str):
+    import nbformat
+
+    settings = ", ".join(f"`{k} = {v!r}`" for k, v in smoke.items()) or "the notebook's defaults"
+    return nbformat.v4.new_markdown_cell(
+        "> **Smoke tier: not results.** This copy ran with the smoke tier's small parameters "
+        f"({settings}) to check that the notebook runs; its tables and figures measure nothing. "
+        "The results are in the default run: `python -m roma_lab.experiments run " f"{stem}`.",
+        id=SMOKE_BANNER_ID)
 
 
 def _announce(stem: str, n_cells: int) -> Callable[..., None]:
@@ -619,9 +620,8 @@ def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force
             if missing:
                 error = f"notebook finished without writing declared outputs: {', '.join(missing)}"
         if (out_dir / spec.notebook.name).is_file():  # a failed run's copy too: its traceback and outputs so far
-            if smoke:
-                mark_smoke(out_dir / spec.notebook.name, {k: key.parameters[k] for k in spec.smoke if k in key.parameters})
-            sign_notebook(out_dir / spec.notebook.name)
+            finish_notebook(out_dir / spec.notebook.name,
+                            {k: key.parameters[k] for k in spec.smoke if k in key.parameters} if smoke else None)
     record("failed" if error else "completed", error)
     return error
 

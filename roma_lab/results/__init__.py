@@ -42,12 +42,13 @@ from ._paper import (
 )
 from ._figures import COMPACT_COLUMNS, compact_beside_paper, plot_beside_paper
 from ._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
-from ._summary import CONDITION, as_metrics, compare, summarize, wide
+from ._summary import CONDITION, MODEL, as_metrics, compare, models_of, summarize, wide
 from ._tables import MeasuredTables, read_table, write_table
 
 __all__ = [
     "COMPACT_COLUMNS",
     "CONDITION",
+    "MODEL",
     "DIFFERS",
     "MATCHES",
     "MeasuredTables",
@@ -67,6 +68,7 @@ __all__ = [
     "compact_beside_paper",
     "plot_beside_paper",
     "compare",
+    "models_of",
     "PROVENANCE_FILE",
     "ProvenanceError",
     "STATS_FILE",

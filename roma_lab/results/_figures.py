@@ -1,9 +1,9 @@
 """Paper beside ours, for a reader who would rather look than read: the compact table and the figure.
 
-Both take a :func:`beside_paper` table. The compact view keeps what a reader compares (condition,
-paper, ours with its CI, agreement, reason) and counts the rest; the figure draws, per metric, our
-value with its 95% CI bar and the paper's point beside it, so a difference and its uncertainty show
-at a glance. The full table stays on disk.
+Both take a :func:`beside_paper` table. The compact view keeps what a reader compares (the model
+ours was measured on, condition, paper, ours with its CI, agreement, reason) and counts the rest;
+the figure draws, per metric, our value with its 95% CI bar and the paper's point beside it, so a
+difference and its uncertainty show at a glance. The full table stays on disk.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ if TYPE_CHECKING:
 
 __all__ = ["compact_beside_paper", "plot_beside_paper"]
 
-COMPACT_COLUMNS = ("artefact", "condition", "subset", "metric", "paper", "ours [95% CI]", "n", "agreement", "why")
+#: ``model`` comes second, on screen: a figure measured on the scripted test double says so beside it.
+COMPACT_COLUMNS = ("artefact", "model", "condition", "subset", "metric", "paper", "ours [95% CI]", "n", "agreement",
+                   "why")
 
 
 def _interval(value: float, low: float, high: float) -> str:
@@ -33,13 +35,17 @@ def _interval(value: float, low: float, high: float) -> str:
 def compact_beside_paper(table: pd.DataFrame, *, include_not_in_paper: bool = False) -> pd.DataFrame:
     """The rows that stand beside a paper figure (measured or not), in the reader's columns
     (:data:`COMPACT_COLUMNS`); our conditions the paper does not have are left out unless
-    ``include_not_in_paper``, and the frame's ``attrs["left_out"]`` says how many were."""
+    ``include_not_in_paper``, and the frame's ``attrs["left_out"]`` says how many were. A table
+    without a ``model`` column (written before it had one) is refused: it cannot say what ours ran on."""
     import pandas as pd
 
+    if "model" not in table.columns:
+        raise ValueError("the table has no model column, so it cannot say which model our figures come from; "
+                         "rebuild it with beside_paper")
     kept = table if include_not_in_paper else table[table["agreement"] != NOT_IN_PAPER]
     out = pd.DataFrame({
-        "artefact": kept["artefact"], "condition": kept["condition"], "subset": kept["subset"],
-        "metric": kept["metric"], "paper": kept["paper"],
+        "artefact": kept["artefact"], "model": kept["model"], "condition": kept["condition"],
+        "subset": kept["subset"], "metric": kept["metric"], "paper": kept["paper"],
         "ours [95% CI]": [_interval(v, lo, hi) for v, lo, hi in
                           zip(kept["ours"], kept["ours_ci_low"], kept["ours_ci_high"], strict=True)],
         "n": kept["n"], "agreement": kept["agreement"], "why": kept["why"]}, columns=list(COMPACT_COLUMNS))

@@ -1,14 +1,18 @@
 """Atomic file writes and quarantine: a reader, or a rerun after an interruption, never sees half a
-file, and a damaged file is moved aside (never deleted) so the work it held can be redone."""
+file, and a damaged file is moved aside (never deleted) so the work it held can be redone. Reading:
+a regular file's bytes, a JSONL file's objects."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
 import warnings
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 
 QUARANTINED = ".quarantined-"  # marks a kept damaged file: evidence, not a result
@@ -27,6 +31,37 @@ def read_regular_bytes(path: str | os.PathLike[str]) -> bytes:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise ValueError(f"{path} is not a regular file")
         return f.read()
+
+
+class JsonlLineError(ValueError):
+    """A line of a JSONL file is not a JSON object; the message names the file and the line."""
+
+    def __init__(self, path: str | os.PathLike[str], line: int, problem: str) -> None:
+        super().__init__(f"{path}: line {line} {problem}")
+        self.path, self.line = Path(path), line
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(line number from 1, object) for each non-blank line of the UTF-8 JSONL file at ``path``
+    (read as :func:`read_regular_bytes` reads it); a line that is not UTF-8, not JSON (or nested too
+    deep to read) or not an object raises :class:`JsonlLineError` naming the file and the line."""
+    # split on "\n" alone, not splitlines(): a JSON string may hold a raw U+2028 and the like
+    for number, raw in enumerate(read_regular_bytes(path).split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            raise JsonlLineError(path, number, f"is not UTF-8 (at byte {err.start + 1})") from None
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise JsonlLineError(path, number, f"is not JSON ({err.msg} at column {err.colno})") from None
+        except RecursionError:  # nested deeper than json can read
+            raise JsonlLineError(path, number, "is nested too deep to read") from None
+        if not isinstance(record, dict):
+            raise JsonlLineError(path, number, f"is a JSON {type(record).__name__}, not an object")
+        yield number, record
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

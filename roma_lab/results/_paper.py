@@ -127,7 +127,7 @@ def beside_paper(
     """Every paper figure of ``artefact`` beside ours: an outer join on (condition, subset, metric).
 
     ``ours``: tidy measured rows (:data:`MEASURED_COLUMNS`, optionally ``unit``, ``ci_low``,
-    ``ci_high``, ``n``, ``setting``, ``comparable``); rows for metrics the paper does not report for
+    ``ci_high``, ``n``, ``setting``, ``comparable``, ``model``); rows for metrics the paper does not report for
     ``artefact`` are left out. A paper figure we did not measure stays as ``not measured``; a measured condition the
     paper does not have is ``not in paper``. ``why`` explains differences (one text, a mapping metric
     -> text with optional ``"*"``, or a function of the row); every ``differs`` row needs a reason, so
@@ -136,7 +136,8 @@ def beside_paper(
     the paper's figure: it reads ``not comparable`` whatever its value (the value is still shown),
     with a required reason (``why_not_comparable``). ``setting`` says what differs from the paper's set-up (model, data, n, R)
     and goes on every measured row that has no ``setting`` of its own. ``paper_in_ci`` says whether
-    the paper's figure lies inside our confidence interval.
+    the paper's figure lies inside our confidence interval. ``model`` (the last column) names the
+    model our figure was measured on, from our rows ("" where we measured nothing).
     """
     import numpy as np
     import pandas as pd
@@ -155,6 +156,8 @@ def beside_paper(
         mine["comparable"] = True
     elif not mine["comparable"].map(lambda v: isinstance(v, bool | np.bool_)).all():
         raise ValueError(f"{artefact}: the comparable column must hold True or False only")
+    if "model" not in mine:
+        mine["model"] = ""
     if "setting" not in mine:
         mine["setting"] = setting or ""
     elif setting is not None:
@@ -195,6 +198,7 @@ def beside_paper(
             "setting": row["setting"] if isinstance(row["setting"], str) else "",
             "why": "", "paper_source": row["source"] if isinstance(row["source"], str) else "",
             "paper_note": row["note"] if isinstance(row["note"], str) else "",
+            "model": row["model"] if isinstance(row["model"], str) else "",
         }
         figure = f"{row['condition']}/{row['subset']}/{row['metric']}"
         if verdict == DIFFERS:
@@ -206,5 +210,5 @@ def beside_paper(
         rows.append(out)
     columns = ["artefact", "condition", "subset", "metric", "unit", "paper", "paper_derived", "ours", "ours_ci_low",
                "ours_ci_high", "n", "difference", "agreement", "paper_in_ci", "setting", "why", "paper_source",
-               "paper_note"]
+               "paper_note", "model"]
     return pd.DataFrame(rows, columns=columns)

@@ -63,8 +63,9 @@ def summarize_protocol(
 
     Scores must be 0, 1 or NaN; every group must have the same runs; (condition, by, task, run)
     must be unique (``ValueError`` otherwise). NaN scores are left out (vocabulary NaN policy).
+    A ``model`` column in ``scores`` comes through last (``roma_lab.results.summarize``'s rule).
     """
-    from ._summary import summarize
+    from ._summary import MODEL, models_of, summarize
 
     by = list(by)
     keys = [condition, *by]
@@ -92,9 +93,10 @@ def summarize_protocol(
 
     import pandas as pd
 
+    model = [MODEL] if MODEL in scores.columns and MODEL not in keys else []
     per_task, extra = [], []
     for key, group in scores.groupby(keys, sort=False):
-        labels = dict(zip(keys, key))
+        labels = dict(zip(keys, key)) | ({MODEL: models_of(group[MODEL])} if model else {})
         frame, rows = _group_statistics(group, task=task, run=run, metric=metric, answer=answer, runs=runs, ks=ks)
         per_task.append(frame.assign(**labels))
         extra += [labels | row for row in rows]
@@ -122,7 +124,7 @@ def summarize_protocol(
             table[column] = math.nan
     table["ci_method"] = table["ci_method"].fillna("")
     table["unit"] = table["metric"].map(_UNITS).fillna("fraction")
-    return table[[*keys, *PROTOCOL_COLUMNS]]
+    return table[[*keys, *PROTOCOL_COLUMNS, *model]]
 
 
 def _group_statistics(group, *, task, run, metric, answer, runs, ks):
@@ -182,7 +184,7 @@ def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, s
     """Every other condition against ``baseline`` per group, as long rows (diff, p, Holm p, MDE)."""
     import pandas as pd
 
-    from ._summary import compare
+    from ._summary import MODEL, compare
 
     paired = scores.rename(columns={metric: "pass@1"})
     tables = []
@@ -200,7 +202,8 @@ def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, s
     diffs["family"] = p.transform("count") if by else diffs["sign_test_p"].count()
     rows = []
     for r in diffs.to_dict("records"):
-        common = {condition: r["condition"], **{column: r[column] for column in by}, "n": r["n"], "runs": n_runs}
+        common = {condition: r["condition"], **{column: r[column] for column in by}, "n": r["n"], "runs": n_runs,
+                  **({MODEL: r[MODEL]} if MODEL in r else {})}
         rows += [
             common | {"metric": "pass@1_diff", "value": r["value"], "ci_low": r["ci_low"], "ci_high": r["ci_high"],
                       "ci_method": r["ci_method"], "wins": r["wins"], "losses": r["losses"], "ties": r["ties"],

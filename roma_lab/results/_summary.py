@@ -22,9 +22,22 @@ if TYPE_CHECKING:
 
 #: The name of the condition column in every room (a policy, system, method or configuration).
 CONDITION = "condition"
+#: The column that names the model a row was measured on, in ``roma_lab.lm.model_label``'s words
+#: (so a scripted test double says it is one). Summaries and comparisons carry it from their input
+#: rows, as their last column, so every table built from named rows names its model too.
+MODEL = "model"
 SUMMARY_COLUMNS: tuple[str, ...] = ("metric", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs")
 COMPARE_COLUMNS: tuple[str, ...] = ("condition", "metric", "value", "ci_low", "ci_high", "ci_method", "n",
                                     "mean_a", "mean_b", "wins", "losses", "ties", "sign_test_p", "mde", "mde_bound")
+
+
+def _carries_model(scores: pd.DataFrame, keys: Sequence[str]) -> bool:
+    return MODEL in scores.columns and MODEL not in keys
+
+
+def models_of(models: pd.Series) -> str:
+    """The models named in a model column, each once, in order of appearance ("" for none)."""
+    return ", ".join(dict.fromkeys(m for m in models.dropna().astype(str) if m))
 
 
 def _per_task(group: pd.DataFrame, metric: str, task: str) -> pd.Series:
@@ -48,7 +61,8 @@ def summarize(
 
     Returns one row per group x metric: the ``by`` columns, then :data:`SUMMARY_COLUMNS` (``n`` =
     scored tasks; ``runs`` = distinct runs, 1 when there is no ``run`` column). Fewer than two scored
-    tasks give no CI, and ``ci_method`` says so.
+    tasks give no CI, and ``ci_method`` says so. A :data:`MODEL` column in ``scores`` (not among
+    ``by``) comes through last: the models of each group's rows.
     """
     import pandas as pd
 
@@ -59,16 +73,19 @@ def summarize(
     unknown = with_ci - set(metrics)
     if unknown:
         raise ValueError(f"ci names metrics that are not summarised: {sorted(unknown)}")
+    model = [MODEL] if _carries_model(scores, by) else []
     rows = []
     for key, group in scores.groupby(list(by), sort=False):
         key = key if isinstance(key, tuple) else (key,)
         runs = group[run].nunique() if run is not None and run in group else 1
+        named = {MODEL: models_of(group[MODEL])} if model else {}
         for metric in metrics:
             per_task = _per_task(group, metric, task)
             scored = per_task.dropna().to_numpy(dtype=float)
             row = dict(zip(by, key)) | {"metric": metric, "value": float(scored.mean()) if scored.size else math.nan,
                                         "ci_low": math.nan, "ci_high": math.nan, "ci_method": "",
-                                        "n": int(scored.size), "n_missing": int(per_task.isna().sum()), "runs": runs}
+                                        "n": int(scored.size), "n_missing": int(per_task.isna().sum()), "runs": runs
+                                        } | named
             if metric in with_ci:
                 if scored.size >= 2:
                     interval = bootstrap_ci(scored, n_resamples=stats.n_resamples, level=stats.level, seed=stats.seed)
@@ -76,7 +93,7 @@ def summarize(
                 else:
                     row["ci_method"] = "no CI: fewer than 2 scored tasks"
             rows.append(row)
-    return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS])
+    return pd.DataFrame(rows, columns=[*by, *SUMMARY_COLUMNS, *model])
 
 
 def compare(
@@ -103,13 +120,15 @@ def compare(
     the observed sd of the per-task differences (NaN when every difference is the same: no spread
     to estimate from), and ``mde_bound`` from the largest sd scores in [0, 1] allow (1), so it
     depends on ``n`` alone and holds whatever the true spread (NaN when a score lies outside [0, 1]);
-    the plug-in ``mde`` can exceed it on tiny samples (the sample sd can exceed 1).
+    the plug-in ``mde`` can exceed it on tiny samples (the sample sd can exceed 1). A :data:`MODEL`
+    column in ``scores`` comes through last: the models of ``a``'s rows, then of ``b``'s.
     """
     import pandas as pd
 
     from roma_lab.stats import paired_bootstrap_ci, sign_test
 
     _check_columns(scores, [*by, condition, task, metric])
+    model = [MODEL] if _carries_model(scores, [*by, condition]) else []
     rows = []
     groups = scores.groupby(list(by), sort=False) if by else [((), scores)]
     for key, group in groups:
@@ -125,6 +144,8 @@ def compare(
                                     "ci_low": math.nan, "ci_high": math.nan, "ci_method": "", "n": len(common),
                                     "mean_a": math.nan, "mean_b": math.nan, "wins": 0, "losses": 0, "ties": 0,
                                     "sign_test_p": math.nan, "mde": math.nan, "mde_bound": math.nan}
+        if model:
+            row[MODEL] = models_of(pd.concat([group.loc[group[condition] == name, MODEL] for name in (a, b)]))
         if len(common) >= 2:
             interval = paired_bootstrap_ci(va, vb, n_resamples=stats.n_resamples, level=stats.level,
                                            seed=stats.seed)
@@ -136,7 +157,7 @@ def compare(
         else:
             row["ci_method"] = "no comparison: fewer than 2 tasks scored by both"
         rows.append(row)
-    return pd.DataFrame(rows, columns=[*by, *COMPARE_COLUMNS])
+    return pd.DataFrame(rows, columns=[*by, *COMPARE_COLUMNS, *model])
 
 
 def as_metrics(table: pd.DataFrame, columns: Sequence[str], *, by: Sequence[str] = (CONDITION, "subset")) -> pd.DataFrame:
@@ -155,8 +176,9 @@ def as_metrics(table: pd.DataFrame, columns: Sequence[str], *, by: Sequence[str]
 def wide(table: pd.DataFrame, *, by: Sequence[str] = (CONDITION, "subset")) -> pd.DataFrame:
     """A long summary as a paper-style table for display: one row per group, one column per metric
     (its ``value``) in order of first appearance, and ``<metric>_ci_low`` / ``<metric>_ci_high``
-    beside each metric that has a CI. Groups without a metric get NaN. The long table stays the
-    source of truth; this is a view of it."""
+    beside each metric that has a CI. Groups without a metric get NaN. A :data:`MODEL` column comes
+    right after the ``by`` columns (the models of the group's rows), where a reader sees it first.
+    The long table stays the source of truth; this is a view of it."""
     import pandas as pd
 
     keys = list(by)
@@ -170,7 +192,11 @@ def wide(table: pd.DataFrame, *, by: Sequence[str] = (CONDITION, "subset")) -> p
         if "ci_low" in rows and rows["ci_low"].notna().any():
             columns[f"{metric}_ci_low"], columns[f"{metric}_ci_high"] = rows["ci_low"], rows["ci_high"]
     groups = table[keys].drop_duplicates().set_index(keys).index
-    return pd.DataFrame(columns).reindex(groups).reset_index()
+    out = pd.DataFrame(columns).reindex(groups).reset_index()
+    if _carries_model(table, keys):
+        named = table.groupby(keys, sort=False, dropna=False)[MODEL].agg(models_of).reset_index()
+        out.insert(len(keys), MODEL, out[keys].merge(named, on=keys, how="left")[MODEL].to_numpy())
+    return out
 
 
 def _detectable(va, vb, *, alpha: float, power: float) -> dict[str, float]:

@@ -18,7 +18,7 @@ from typing import Any
 from roma_lab.agents import AgentConfig, AgentTask, world_level, world_tasks
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-from ._study import Condition, OAgentsTables, run_study
+from ._study import Condition, OAgentsTables, _model_name, run_study
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
            "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
@@ -58,6 +58,8 @@ def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefi
     scored = closed.assign(floor="closed-book model", level=closed["stratum"], score=closed["correct"].astype(float))
     floors = floors_table(pd.concat([floors_df(tasks, world_tasks("train", world_seed=seed)), scored],
                                     ignore_index=True)).reset_index()
+    floors["model"] = floors["floor"].map({"closed-book model": _model_name(first, study.get("lm"))}).fillna(
+        "none (a fixed script)")
     write_table(floors, out_dir, f"{prefix}_floors")
     return replace(tables, extra={**tables.extra, "floors": floors})
 
@@ -216,7 +218,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     import pandas as pd
 
     from roma_lab.bench import LEVELS, WORLD_BENCHMARK, GaiaGrader, exact_key
-    from roma_lab.results import beside_paper, record_stats, sha256_file, summarize_protocol, write_table
+    from roma_lab.results import beside_paper, models_of, record_stats, sha256_file, summarize_protocol, write_table
 
     from ._audit import paper_reported_df
     from ._study import _LEVEL_RULE, ALL, GAIA_SUBSETS, _route_lengths
@@ -233,7 +235,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
             continue
         rows = pd.read_csv(files[0], dtype={"task_id": str, "answer": str})
         listed.append({"source": stem, "status": "read", "rows_file": files[0].name, "sha256": sha256_file(files[0]),
-                       "note": f"{len(rows)} rows"})
+                       "note": f"{len(rows)} rows", "model": models_of(rows["model"]) if "model" in rows else ""})
         frames.append(rows.assign(source=stem))
     if not frames:
         raise FileNotFoundError(f"no saved runs under {root} for {list(sources)}: run notebooks "
@@ -281,7 +283,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
                             why=lambda row: f"a different model, benchmark and size ({row['setting']})",
                             why_not_measured="a system or model this lab does not run offline").assign(
                                 artefact="table9")
-    sources_table = pd.DataFrame(listed, columns=["source", "status", "rows_file", "sha256", "note"])
+    sources_table = pd.DataFrame(listed, columns=["source", "status", "rows_file", "sha256", "note", "model"])
     tables = {"rows": rows, "protocol": protocol, "sources": sources_table, "vs_paper": vs_paper}
     for name, table in tables.items():
         write_table(table, out_dir, f"pass_at_k_{name}")

@@ -136,10 +136,12 @@ def _mirrored(ours: pd.DataFrame, pairs: Mapping[str, str], wanted: set[str]) ->
 
 def comparisons_df(protocol: pd.DataFrame) -> pd.DataFrame:
     """The comparison rows of a protocol table, one row per condition x subset: the difference
-    with its CI and sign-test counts, p, Holm's p and the MDE (a pure view of ``_protocol.csv``)."""
+    with its CI and sign-test counts, p, Holm's p and the MDE (a pure view of ``_protocol.csv``),
+    and the model the protocol names (when it names one)."""
     diff = protocol[protocol["metric"] == "pass@1_diff"]
-    table = diff[["condition", "subset", "value", "ci_low", "ci_high", "wins", "losses", "ties", "n", "runs"]].rename(
-        columns={"value": "pass@1_diff"})
+    model = ["model"] if "model" in protocol.columns else []
+    table = diff[["condition", "subset", "value", "ci_low", "ci_high", "wins", "losses", "ties", "n", "runs",
+                  *model]].rename(columns={"value": "pass@1_diff"})
     for metric in ("sign_test_p", "sign_test_p_holm", "mde"):
         values = protocol[protocol["metric"] == metric].set_index(["condition", "subset"])["value"]
         table = table.join(values.rename(metric), on=["condition", "subset"])

@@ -239,10 +239,12 @@ def run_roma_table(
     graders = dict(zip(summary["condition"], summary["grader"]))
     measured = {name: _Measured(name, config.model, graders[name], settings[name], len(items), len(all_items), seed)
                 for name in systems}
-    tables[f"{benchmark}_results"] = results.reset_index(drop=True)
+    # the run file keeps its columns; the model is the run's (check_config holds one per folder)
+    tables[f"{benchmark}_results"] = results.reset_index(drop=True).assign(model=config.model)
     tables[f"{benchmark}_summary"] = summary
     if set(SYSTEMS) <= set(systems):
-        tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "base", stats=stats)
+        tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "base", stats=stats).assign(
+            model=config.model)
     tables[f"{benchmark}_vs_paper"] = _beside_paper(spec, summary, measured,
                                                     f"not run: this call's systems were {list(systems)}")
     for name, df in tables.items():

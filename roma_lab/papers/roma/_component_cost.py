@@ -81,6 +81,7 @@ def _beside_paper(components: pd.DataFrame, model: Any, task: TaskWording) -> pd
     ours = ours.rename(columns={"component": "subset", "n_stories": "n"}).assign(
         condition=PAPER_NAME, unit=ours["metric"].map(_UNITS))
     n = int(components["n_stories"].max())
+    ours["model"] = label
     ours["setting"] = (f"roma on {label}, depth 1; {n} stories of {task.n_chapters} chapters of about "
                        f"{task.chapter_words} words, one task each; per chapter = a run's usage / {task.n_chapters}")
     differs = (f"our roma runs on {label}, not as the paper's {PAPER_NAME}; our stories are {task.n_chapters} chapters "
@@ -155,12 +156,12 @@ def measure_component_cost(
         "n_calls": sum(len(n.calls) for n in run.nodes), "planned_subtasks": len(run.children("0")),
         "chapters_requested": n_chapters, "output_chars": len(run.output or ""), "averaged": item_id in completed,
     } for item_id, run in runs.items()]
-    story_runs = pd.DataFrame(story_rows)
+    story_runs = pd.DataFrame(story_rows).assign(model=model_label(model))
     if not completed:
         write_table(story_runs, out, "table5_runs")
         raise RomaRunError(f"no story completed ({len(runs)} tried): their statuses are in "
                            f"{out / 'table5_runs.csv'}, their traces in {runs_dir}")
-    components = component_cost_df(completed, n_chapters)
+    components = component_cost_df(completed, n_chapters).assign(model=model_label(model))
     tables = {"table5_components": components, "table5_runs": story_runs,
               "table5_vs_paper": _beside_paper(components, model, task)}
     for name, df in tables.items():

@@ -149,12 +149,14 @@ class _SearchLog:
         return {key: _search_status(statuses) for key, statuses in by.items()}
 
 
-def _annotate(summary: pd.DataFrame, statuses: dict[tuple[str, str], str], described: dict[str, str]) -> pd.DataFrame:
-    """Every summary row says what produced it (``setting``: benchmark, models, sizes, budget) and
-    whether its searches ever proposed anything (a search that did not returns the starting program)."""
+def _annotate(summary: pd.DataFrame, statuses: dict[tuple[str, str], str], described: dict[str, str],
+              model: str) -> pd.DataFrame:
+    """Every summary row says what produced it (``setting``: benchmark, models, sizes, budget; ``model``:
+    the task model) and whether its searches ever proposed anything (a search that did not returns
+    the starting program)."""
     keys = list(zip(summary["condition"], summary["subset"], strict=True))
     return summary.assign(setting=summary["subset"].map(described),
-                          search_status=[statuses.get(key, NO_SEARCH) for key in keys])
+                          search_status=[statuses.get(key, NO_SEARCH) for key in keys], model=model)
 
 
 def _vs_paper(ours: pd.DataFrame, artefact: str) -> pd.DataFrame:
@@ -235,16 +237,19 @@ def table7_gepa(
 
     items_df = pd.DataFrame(items, columns=ITEM_COLUMNS)
     scores = summarize(items_df, ["score"], stats=stats)
-    summary = _annotate(pd.concat([scores, _error_counts(items_df)], ignore_index=True), log.statuses(), described)
+    model = roma_lab.lm.model_label(task_lm)
+    summary = _annotate(pd.concat([scores, _error_counts(items_df)], ignore_index=True), log.statuses(), described,
+                        model)
     # the paper calls the mean held-out score accuracy and states it in percent
     accuracy = summary[summary["metric"] == "score"].assign(metric="accuracy", unit="fraction")
     tables = {
         "table7_items": items_df,
         "table7_summary": summary,
-        "table7_paired": compare(items_df, "gepa+", "gepa", "score", stats=stats),
+        "table7_paired": compare(items_df, "gepa+", "gepa", "score", stats=stats).assign(model=model),
         "table7_vs_paper": _vs_paper(accuracy, "table7"),
         **log.tables("table7"),
     }
+    tables["table7_runs"] = tables["table7_runs"].assign(model=model)
     for name, df in tables.items():
         write_table(df, out_dir, name)
     record_stats(out_dir, stats)
@@ -297,7 +302,8 @@ def _ratios(summary: pd.DataFrame) -> pd.DataFrame:
         bad = [f"{m}: {status[m]}" for m in METHODS if status[m] != "completed"]
         rows += [{"condition": RATIO, "subset": subset, "metric": metric,
                   "value": _ratio(value["gepa+", metric], value["gepa", metric]),
-                  "setting": group["setting"].iloc[0], "search_status": "; ".join(bad) or "completed"}
+                  "setting": group["setting"].iloc[0], "search_status": "; ".join(bad) or "completed",
+                  "model": group["model"].iloc[0]}
                  for metric in _RATIO_METRICS]
     return pd.DataFrame(rows)
 
@@ -359,7 +365,8 @@ def table8_convergence(
     runs = convergence_summary(searched["table8_curves"], tolerance=tolerance).merge(
         searched["table8_runs"].drop(columns=["seed_val_score", "best_val_score"]), on=KEYS)
     means = summarize(runs, TABLE8_METRICS, task="run", ci=False)
-    means = _annotate(means, log.statuses(), {benchmark: f"{task.setting}; {settings.describe()}"})
+    means = _annotate(means, log.statuses(), {benchmark: f"{task.setting}; {settings.describe()}"},
+                      roma_lab.lm.model_label(task_lm))
     summary = pd.concat([means, _ratios(means)], ignore_index=True)
     tables = {
         "table8_curves": searched["table8_curves"],

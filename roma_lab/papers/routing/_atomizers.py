@@ -15,7 +15,7 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from ...lm import resolve_lm
+from ...lm import model_label, resolve_lm
 from ...results import compare, record_stats, summarize, write_table, write_text_atomic
 from ...stats import DEFAULT_STATS, StatsSettings
 from ._tables import RoutingTables
@@ -91,13 +91,12 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
         score = 0.0 if r.error_stage == "system" else r.score
         rows.append({"condition": r.condition, "subset": benchmark, "task_id": r.item_id, "score": score,
                      "error": r.error, **figures})
-    runs = pd.DataFrame(rows).reindex(columns=["condition", "subset", "task_id", "error", *RUN_METRICS])
+    runs = pd.DataFrame(rows).reindex(columns=["condition", "subset", "task_id", "error", *RUN_METRICS]).assign(
+        model=model_label(engine))  # summarize and compare carry it to their rows
     summary = summarize(runs, list(RUN_METRICS), ci=list(RUN_METRICS), run=None, stats=stats)
     paired = pd.concat([compare(runs, "router_atomizer", "lm_atomizer", m, stats=stats)
                         for m in RUN_METRICS if m != "root_atomic"], ignore_index=True)
-    model_name = str(getattr(engine, "model", type(engine).__name__))
-    tables = {"atomizer_runs": runs, "atomizer_summary": summary.assign(model=model_name),
-              "atomizer_paired": paired.assign(model=model_name)}
+    tables = {"atomizer_runs": runs, "atomizer_summary": summary, "atomizer_paired": paired}
     for name, df in tables.items():
         write_table(df, out, name)
     record_stats(out, stats)

@@ -139,6 +139,9 @@ WHY: Mapping[str, str] = {
           "recalls, and so routes, costs and failures, depend on their wording"),
 }
 NOT_MEASURED = "this suite has no such row"
+#: What our routing figures were measured on, in the vs-paper tables' model column: no language
+#: model, the lexical router fitted here (a semantic table's rows name their encoder instead).
+LEXICAL_ROUTER = "lexical router fitted on our suite (no language model)"
 
 
 def _vs_paper(ours: pd.DataFrame, artefact: str, study: RouterStudy, *, why=WHY,
@@ -149,6 +152,8 @@ def _vs_paper(ours: pd.DataFrame, artefact: str, study: RouterStudy, *, why=WHY,
     setting = f"our suite ({seed}) built to the paper's specification; its templates are not public"
     if stats is not None:
         setting += f"; {stats.n_resamples} bootstrap resamples"
+    if "model" not in ours:
+        ours = ours.assign(model=LEXICAL_ROUTER)
     return beside_paper(ours, _paper_reported(), artefact, why=why, why_not_measured=NOT_MEASURED,
                         setting=setting).assign(suite_hash=study.suite_hash)
 
@@ -381,6 +386,12 @@ def hybrid_table(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS, mo
 
 
 # --------------------------------------------------------------------------- issue 12: semantic variants
+def _semantic_models(sem: SemanticStudy) -> dict[str, str]:
+    """Each router variant's model column: the encoder it embeds with (the lexical router has none)."""
+    return {v: LEXICAL_ROUTER if v == "lexical" else f"{v} router on the {sem.encoder} encoder, fitted on our suite"
+            for v in sem.models} | {"static": "none (the static route)"}
+
+
 def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, natural_path=None):
     """The router variants (lexical, semantic, lexical+semantic) and static routing on test and
     challenge, paired against the lexical router and against static routing; their coverage of the
@@ -388,7 +399,9 @@ def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, 
     Every variant was fitted and chosen on train and dev (`semantic_selection`)."""
     study = sem.study
     policies = [with_name(m, v) for v, m in sem.models.items()] + [StaticWorkload()]
+    models = _semantic_models(sem)
     scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
+    scores["model"] = scores["condition"].map(models)
     summary = summarize_routes(scores, stats=stats)
     groups = summary[["condition", "subset"]].drop_duplicates()
     groups = groups[groups["condition"].isin(list(sem.models))]
@@ -400,6 +413,7 @@ def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, 
                        + [_paired(scores, "lexical", ("static",), stats=stats)],
                        ignore_index=True)
     natural = route_natural(sem.models, natural_prompts(natural_path))
+    natural["model"] = natural["condition"].map(models)
     natural_summary = summarize(natural, ["coverage", "exact_route", "cost"], ci=["coverage"], run=None, stats=stats)
     natural_paired = pd.concat([compare(natural, v, "lexical", m, stats=stats)
                                 for v in others for m in ("coverage", "cost")], ignore_index=True)
@@ -516,12 +530,11 @@ def semantic_and_atomizer_summary(tables: Mapping[str, pd.DataFrame],
     rows = []
     for r in summary[summary["condition"].isin(natural.index) & (summary["subset"] == "challenge")].itertuples():
         n = natural.loc[r.condition]
-        rows.append({"what": f"router: {r.condition}",
+        rows.append({"what": f"router: {r.condition}", "model": r.model,
                      "challenge_success": f"{r.success:.3f} [{r.success_ci_low:.3f}, {r.success_ci_high:.3f}]",
                      "natural_coverage": f"{n['coverage']:.3f} [{n['coverage_ci_low']:.3f}, {n['coverage_ci_high']:.3f}]",
                      "route_ms_per_task": f"{r.latency_ms:.4f} (route + execute, features cached)"})
-    model = atomizer["atomizer_summary"]["model"].iloc[0]
     for r in wide(atomizer["atomizer_summary"]).itertuples():
-        rows.append({"what": f"ROMA: {r.condition} ({model})", "role_calls": r.role_calls, "lm_calls": r.lm_calls,
-                     "tokens": r.tokens, "wall_s": r.wall_s, "score": r.score})
+        rows.append({"what": f"ROMA: {r.condition}", "model": r.model, "role_calls": r.role_calls,
+                     "lm_calls": r.lm_calls, "tokens": r.tokens, "wall_s": r.wall_s, "score": r.score})
     return pd.DataFrame(rows)
