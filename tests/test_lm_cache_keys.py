@@ -223,6 +223,8 @@ EDITS = {
     "token counts edited": lambda d: d.update(output_tokens=d["output_tokens"] + 1),
     "recorded without a digest": lambda d: d.pop("digest", None),  # as the code before digests wrote it
     "request edited, digest recomputed": lambda d: _redigest(d["request"]["messages"][-1].update(content="8 x 6?"), d),
+    "recorded latency edited": lambda d: d.update(latency_s=d["latency_s"] + 1),
+    "recorded latency removed, digest kept": lambda d: d.pop("latency_s"),
 }
 
 
@@ -263,6 +265,43 @@ def test_an_edited_entry_is_regenerated_by_caching_and_named_by_replay(name, tmp
     assert again == "42" and len(fresh.requests) == 1
     assert [p.read_bytes() for p in entry.parent.glob(f"{entry.name}.quarantined-*")] == [edited]
     assert replay(tmp_path) == "42"  # the regenerated entry verifies
+
+
+def _old_digest(data: dict) -> str:
+    """The digest as the code before recorded latencies computed it (every field but the digest)."""
+    import hashlib
+
+    fields = {k: v for k, v in data.items() if k != "digest"}
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def served(directory: Path) -> dict:
+    """The provider data of the replayed reply to the recorded question."""
+    lm = dspy.LM("local/fake", engine=ReplayEngine(model_id="fake", directory=directory), cache=False)
+    assert ask(lm, "Six times seven?") == "42"
+    return lm.history[-1]["response"].provider_data
+
+
+def test_an_entry_records_its_generation_time_and_a_replay_serves_it(tmp_path):
+    slow = ScriptedEngine(lambda r: {"answer": "42"}, latency_s=0.2)
+    lm = dspy.LM("local/fake", engine=CachingEngine(slow, model_id="fake", directory=tmp_path), cache=False)
+    assert ask(lm, "Six times seven?") == "42"
+    (entry,) = tmp_path.rglob("*.json")
+    latency = json.loads(entry.read_text())["latency_s"]
+    assert 0.2 <= latency < 1.0  # measured around the model's call
+    assert served(tmp_path) == {"cache_hit": True, "latency_s": latency}
+
+
+def test_an_entry_written_before_latencies_were_recorded_still_replays_with_its_latency_unknown(tmp_path):
+    entry = recorded(tmp_path)
+
+    def as_written_before(data: dict) -> None:
+        del data["latency_s"]
+        data["digest"] = _old_digest(data)
+
+    edit(entry, as_written_before)
+    assert served(tmp_path) == {"cache_hit": True, "latency_s": None}  # before: damaged, as it has no latency
+    assert json.loads(entry.read_text()).get("latency_s") is None  # a replay never changes the recording
 
 
 def _fifo(path: Path) -> None:

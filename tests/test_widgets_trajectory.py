@@ -16,7 +16,15 @@ from pathlib import Path
 import dspy
 import pytest
 from trajectory_fixtures import CONFIGS, run_one, scripted_lm, study_trajectories, tasks
-from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, parameterized, rows, text
+from view_pages import (
+    assert_loads_nothing_from_a_network,
+    detail,
+    execute_notebook,
+    expandable,
+    parameterized,
+    rows,
+    text,
+)
 
 from roma_lab.agents import (
     ROLLOUT_STATUSES,
@@ -276,7 +284,7 @@ class MarkupEnv:
         return "<script>alert('x')</script> & <b>bold</b>"
 
 
-def test_static_html_escapes_and_links_every_row_to_its_detail():
+def test_static_html_escapes_and_every_row_opens_its_detail_without_javascript():
     def respond(request):
         memory = request.inputs.get("memory", "")
         if "Step 1:" not in memory:
@@ -294,9 +302,10 @@ def test_static_html_escapes_and_links_every_row_to_its_detail():
     assert "<answer" not in page and "<echo>" not in page
     assert "<b>thought</b><pre>&lt;i&gt;</pre>" in detail(page, "r0.1")  # the model's text is never markup
     assert set(rows(page)) == set(view_ids(view))
-    for item_id in view_ids(view):
-        anchor = re.search(r'href="#([^"]+)"', rows(page)[item_id]).group(1)
-        assert f'id="{anchor}"' in detail(page, item_id)  # without JavaScript a row jumps to its detail
+    # issue 26: each row is the summary of its own detail, in page order, and no detail is copied
+    assert expandable(page) == [(i, i) for i in view_ids(view)]
+    assert all(page.count(f'data-detail="{i}"') == 1 for i in view_ids(view))
+    assert 'href="#' not in page and "click a rollout or a step to see it whole" in page
 
 
 def test_rows_carry_filter_attributes_and_a_rollout_row_the_union_of_its_steps(study):
@@ -371,6 +380,9 @@ def test_comparison_shows_one_id_in_every_trajectory(study):
     page = comparison._html
     assert page.index("<h4 style='margin:4px 0'>vote</h4>") < page.index("<h4 style='margin:4px 0'>plan</h4>")
     assert page.count('<select data-filter="status">') == 1  # one set of filters for every pane
+    pairs = expandable(page)  # without JavaScript each pane's rows open their own details
+    assert len(pairs) == sum(len(view_ids(v)) for v in comparison.views) and all(r == b for r, b in pairs)
+    assert '<span class="rv-static-only"><i>click a rollout or a step to see it whole</i></span>' in page
     assert comparison._repr_mimebundle_()[0]["text/html"] == page
     assert TrajectoryComparison([study[PLAN, TASK]]).labels == ["trajectory 1"]
     with pytest.raises(ValueError, match="at least one trajectory"):

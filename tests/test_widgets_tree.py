@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import dspy
 import pytest
 from schedules import scheduled_run
-from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, rows
+from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, expandable, rows
 
 from roma_lab.controller import (
     LMExchange,
@@ -151,11 +151,41 @@ def test_static_html_escapes_and_shows_every_node_with_a_row_and_a_detail():
     page = render_tree_html(run)
     assert "fetch &lt;data&gt;" in page and "<data>" not in page
     assert set(rows(page)) == {n.id for n in run.nodes}
-    for node in run.nodes:
-        anchor = re.search(rf'data-detail="{re.escape(node.id)}" id="([^"]+)"', page).group(1)
-        assert f'href="#{anchor}"' in rows(page)[node.id]  # without JavaScript a click jumps to the detail
     assert "ValueError: boom" in detail(page, "0.1") and "after 0.1" in detail(page, "0.2")
     assert "<script" not in page  # nothing that a sanitiser or an offline page would drop
+
+
+def test_without_javascript_each_row_opens_its_own_detail_and_no_detail_is_copied():
+    """Issue 26: in an exported page or an untrusted notebook a click on a row opens its role calls."""
+    run = failing_run()
+    page = render_tree_html(run)
+    order = ["0", "0.0", "0.1", "0.2"]  # depth first, as the tree reads
+    assert expandable(page) == [(i, i) for i in order]
+    for node in run.nodes:
+        assert page.count(f'data-detail="{node.id}"') == 1
+    calls = [c for n in run.nodes for c in n.calls]
+    assert page.count('<details class="rt-call"') == len(calls)  # each role call once, in its node's row
+    assert "<details class=\"rv-row\" open" not in page and 'href="#' not in page  # closed; the row is the toggle
+    assert "click a row to see its role calls" in page
+
+
+def test_in_side_by_side_runs_each_pane_opens_its_own_node():
+    page = compare_html([trace_to_tree(scheduled_run(1)), trace_to_tree(scheduled_run(8))], ["one", "eight"])
+    one, eight = page.split("<h4")[1:]
+    for pane in (one, eight):
+        pairs = expandable(pane)
+        assert len(pairs) == 13 and all(row == block for row, block in pairs)
+
+
+def test_the_item_pickers_static_view_is_its_trees_with_rows_that_open(tmp_path):
+    from roma_lab.widgets import ItemRunPicker
+
+    (tmp_path / "toy_runs").mkdir()
+    (tmp_path / "toy_runs" / "a.json").write_text(failing_run().to_json())
+    picker = ItemRunPicker(tmp_path, "toy")
+    static = picker._repr_mimebundle_()["text/html"]
+    assert static == "<p>item <code>a</code></p>" + picker.tree._html
+    assert [row for row, _ in expandable(static)] == ["0", "0.0", "0.1", "0.2"]
 
 
 def test_role_inputs_and_outputs_are_shown_escaped():
@@ -363,3 +393,29 @@ def test_a_cached_exchange_reads_back_from_json():
                 calls=(call,), created_s=0.0, started_s=0.0, ended_s=0.01)
     run = Run(goal="g", status="completed", output="x", nodes=(root,), wall_s=0.01)
     assert Run.from_json(run.to_json()) == run and trace_to_tree(run)["nodes"]["0"]["cached_calls"] == 1
+
+
+def test_a_cache_replay_is_drawn_with_its_recorded_timings_and_says_so(tmp_path):
+    from replayed_runs import SLOW, record, replay
+
+    from roma_lab.controller import replayed_schedule
+
+    live = trace_to_tree(record(tmp_path))
+    assert not live["replayed"] and live["timing_note"] is None
+    assert not any(s["replayed"] for n in live["nodes"].values() for s in n["segments"])
+    run = replay(tmp_path)
+    schedule = replayed_schedule(run)
+    tree = trace_to_tree(run)
+    assert tree["replayed"] and tree["timing_note"] == "replayed from cache: recorded timings"
+    assert tree["span_s"] == round(schedule.wall_s, 6) > run.wall_s  # the axis spans the recorded times
+    a, b, c = (next(n for n in tree["nodes"].values() if n["goal"] == goal) for goal in "ABC")
+    calls = {goal: next(s for s in n["segments"] if s["kind"] == "call") for goal, n in zip("ABC", (a, b, c))}
+    assert calls["A"]["end_s"] - calls["A"]["start_s"] >= SLOW["A"]  # not the lookup time
+    assert calls["A"]["start_s"] < calls["B"]["end_s"] and calls["B"]["start_s"] < calls["A"]["end_s"]
+    assert calls["C"]["start_s"] >= calls["A"]["end_s"] and c["started_s"] == schedule.nodes[c["id"]].started_s
+    waited = next(s for s in c["segments"] if s["kind"] == "waiting")  # C waits on A at A's recorded time
+    assert waited["end_s"] == calls["A"]["end_s"]
+    assert all(s["replayed"] for n in tree["nodes"].values() for s in n["segments"])
+    page = render_tree_html(run)
+    assert 'data-replayed="true"' in page and "(replayed from cache: recorded timings)" in page
+    assert 'data-replayed="true"' not in render_tree_html(record(tmp_path / "again"))

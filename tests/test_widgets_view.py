@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import pytest
+from view_pages import expandable
 
 from roma_lab.controller import RoleCall
 from roma_lab.widgets import RunComparison, TrajectoryComparison
 from roma_lab.widgets._view import (
     call_data,
     call_html,
+    ASSETS,
     detail_section,
+    expandable_row,
     known_sum,
     labelled,
     pane_css,
+    row_hint,
     select_row,
     table_head,
 )
@@ -45,22 +49,54 @@ def test_rows_and_details_escape_what_they_carry():
     row = select_row('a"<b', {"state": "x y", "tool": "&"}, "<td>c</td>", css_class="k")
     assert row == '<tr class="k" data-select="a&quot;&lt;b" data-state="x y" data-tool="&amp;"><td>c</td></tr>'
     assert select_row("1", {}, "") == '<tr data-select="1"></tr>'
-    assert detail_section("d", "0.1", 'u-0.1"', "body") == \
-        '<section class="d" data-detail="0.1" id="u-0.1&quot;">body</section>'
+    assert detail_section("d", 'a"<b', "body") == '<section class="d" data-detail="a&quot;&lt;b">body</section>'
 
 
-def test_table_head_widths_and_classes_line_up():
-    assert table_head([("a", 60, ""), ("<b>n</b>", 40, "num")]) == (
-        '<colgroup><col style="width:60%"><col style="width:40%"></colgroup>'
-        '<thead><tr><th>a</th><th class="num"><b>n</b></th></tr></thead>')
+def test_a_row_is_the_summary_of_a_details_that_holds_its_detail_once():
+    """What lets a row open without JavaScript (exported pages, untrusted notebooks): no script, no
+    link, no style needed; the detail is not copied elsewhere, and the row starts closed."""
+    row = select_row("0.1", {"state": "done"}, "<td>c</td>")
+    page = expandable_row(row, detail_section("zz-detail", "0.1", "the calls"), "zz-table")
+    assert page == ('<details class="rv-row"><summary><table class="zz-table"><tr data-select="0.1" data-state="done">'
+                    '<td>c</td></tr></table></summary><section class="zz-detail" data-detail="0.1">the calls</section>'
+                    "</details>")
+    assert expandable(page) == [("0.1", "0.1")]
+
+
+def test_view_js_opens_and_filters_the_rows_python_renders():
+    """view.js finds a detail's row, and hides a filtered row, by the class expandable_row gives it."""
+    script = (ASSETS / "view.js").read_text()
+    assert 'closest("details.rv-row").open' in script and 'closest("details.rv-row").classList' in script
+    assert expandable_row("", "", "t").startswith('<details class="rv-row">')
+
+
+def test_a_hint_differs_live_and_static_only_when_asked():
+    assert row_hint("click <it>") == "<span><i>click &lt;it&gt;</i></span>"
+    assert row_hint("live", "static") == ('<span class="rv-live-only"><i>live</i></span>'
+                                          '<span class="rv-static-only"><i>static</i></span>')
+
+
+def test_table_head_is_a_table_of_its_own_with_header_classes():
+    assert table_head("t", [("a", ""), ("<b>n</b>", "num")]) == (
+        '<table class="t"><thead><tr><th>a</th><th class="num"><b>n</b></th></tr></thead></table>')
 
 
 def test_pane_css_fills_in_prefix_and_width_everywhere():
-    css = pane_css("zz", 333)
+    css = pane_css("zz", 333, (60, 40))
     assert "{" + "p}" not in css and "min_width" not in css and "min-width:333px" in css
     assert {".roma-view table.zz-table", ".roma-view .zz-detail", ".roma-view .zz-call", ".roma-view .zz-error",
             ".roma-view .zz-compare", ".roma-view .zz-pane", ".roma-view .zz-num"} <= \
            {line.split("{")[0] for line in css.splitlines()}
+
+
+def test_the_head_and_every_row_get_the_same_column_widths():
+    """The head and each row are tables of their own: their columns line up by these widths alone."""
+    css = pane_css("zz", 333, (60, 40))
+    # border-box: the tree's indent of a deeper row must not widen its first column
+    assert ".roma-view .zz-table>*>tr>:nth-child(1){width:60%;box-sizing:border-box}" in css
+    assert ".roma-view .zz-table>*>tr>:nth-child(2){width:40%;box-sizing:border-box}" in css
+    assert ":nth-child(3)" not in css
+    assert "table-layout:fixed" in css.split(".roma-view table.zz-table{")[1].split("}")[0]
 
 
 ROLE_CALL = RoleCall(role="executor:think", inputs={"context": "g<1>"}, outputs={"answer": "42"}, context_chars=5,

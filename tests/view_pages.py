@@ -23,6 +23,16 @@ def rows(page: str) -> dict[str, str]:
     return found
 
 
+_ROW = re.compile(r'<details class="rv-row"><summary><table class="\w+-table"><tr\b[^>]*?data-select="([^"]+)"'
+                  r'[^>]*>.*?</tr></table></summary><section class="\w+-detail" data-detail="([^"]+)"', re.DOTALL)
+
+
+def expandable(page: str) -> list[tuple[str, str]]:
+    """Per row that opens without JavaScript, in page order: its data-select id, and the data-detail id
+    of the block its ``<details>`` holds right after the row's ``<summary>``."""
+    return _ROW.findall(page)
+
+
 def detail(page: str, item_id: str) -> str:
     """The detail block of ``item_id`` (the first, in side-by-side panes)."""
     return re.search(rf'<section class="\w+-detail" data-detail="{re.escape(item_id)}".*?</section>', page,

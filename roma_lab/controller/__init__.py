@@ -19,6 +19,7 @@ from ._artifacts import (
 )
 from ._plan import PlanCheck, Subtask, validate_plan
 from ._repair import RepairPlan, plan_repair
+from ._replay import ReplayedCall, ReplayedNode, ReplayedSchedule, replayed_schedule
 from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from ._roma import Roma, RoleError
 from ._router_atomizer import RouterAtomizer
@@ -88,6 +89,9 @@ __all__ = [
     "PlanCheck",
     "RepairPlan",
     "RepairRecord",
+    "ReplayedCall",
+    "ReplayedNode",
+    "ReplayedSchedule",
     "RoleCall",
     "RoleError",
     "Roma",
@@ -111,6 +115,7 @@ __all__ = [
     "fixed_latency_roles",
     "plan_repair",
     "read_artifact",
+    "replayed_schedule",
     "run_python",
     "run_status",
     "jsonable",

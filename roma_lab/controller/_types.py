@@ -60,11 +60,14 @@ def run_status(nodes: tuple[Node, ...]) -> RunStatus:
 class LMExchange:
     """One request a role call sent to its model: the messages as sent and the completions that came
     back. ``cached``: served from a completion cache, so no model ran and the call's latency is a
-    lookup time."""
+    lookup time. ``recorded_latency_s``: how long generating the completion took when it was
+    recorded, as roma_lab's completion cache stores it (None: a live request, or an entry or cache
+    that recorded no time)."""
 
     messages: tuple[dict[str, Any], ...]
     completions: tuple[Any, ...]  # text, or a provider's structured output
     cached: bool
+    recorded_latency_s: float | None = None
 
     @classmethod
     def from_history(cls, history: Sequence[Mapping[str, Any]]) -> tuple[LMExchange, ...]:
@@ -75,9 +78,13 @@ class LMExchange:
         exchanges = []
         for h in history:
             messages = h.get("messages") or ([{"role": "user", "content": h["prompt"]}] if h.get("prompt") else [])
+            cached = served_from_cache(h)
+            marks = getattr(h.get("response"), "provider_data", None)  # lm/_cache.py's mark
+            recorded = marks.get("latency_s") if cached and isinstance(marks, Mapping) else None
+            recorded = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else None
             exchanges.append(cls(messages=tuple(jsonable(list(messages))),
                                  completions=tuple(jsonable(list(h.get("outputs") or []))),
-                                 cached=served_from_cache(h)))
+                                 cached=cached, recorded_latency_s=recorded))
         return tuple(exchanges)
 
 
@@ -422,6 +429,8 @@ def _problems(run: Run) -> list[str]:
                     and _finite(c.queued_s, -math.inf)
                     and all(t is None or t >= 0 for t in (c.input_tokens, c.output_tokens)) and c.context_chars >= 0):
                 problems.append(f"node {n.id}: call {c.role} has a negative or non-finite number")
+            if not all(_finite(e.recorded_latency_s) for e in c.exchanges):
+                problems.append(f"node {n.id}: call {c.role} has a negative or non-finite recorded latency")
             if c.queued_s is not None and c.queued_s > c.started_s:
                 problems.append(f"node {n.id}: call {c.role} started before it was queued")
             problems.extend(_tool_problems(n, c))
@@ -539,7 +548,7 @@ def _file_model(cls: type, nested: Mapping[type, type[BaseModel]], *, later: tup
     return create_model(f"_{cls.__name__}Model", __base__=_Strict, __module__=__name__, **spec)
 
 
-_LMExchangeModel = _file_model(LMExchange, {})
+_LMExchangeModel = _file_model(LMExchange, {}, later=("recorded_latency_s",))
 _ToolCallModel = _file_model(ToolCall, {}, later=("shown_chars", "artifact"))
 _ArtifactRefModel = _file_model(ArtifactRef, {})
 _RepairRecordModel = _file_model(RepairRecord, {})

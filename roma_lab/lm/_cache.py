@@ -4,8 +4,11 @@ A completion is stored under the SHA-256 of the canonical request (model id, sys
 messages, generation settings, the engine's kind and slot count, the rollout it belongs to), so
 re-running a notebook repeats no model call, and a replay engine can serve recorded completions to
 tests, failing loudly on anything not recorded. Each entry is checked against what it stores before it is
-served: its key is recomputed from its request and a digest covers request and reply, so an edited
-entry is damaged, never served.
+served: its key is recomputed from its request and a digest covers request, reply and the
+generation's wall time, so an edited entry is damaged, never served. A served reply says it was
+looked up (``cache_hit``) and how long the recorded generation took (``latency_s``, None for entries
+written before it was recorded), so a replayed run can be drawn with the timings it was recorded
+with (controller.replayed_schedule).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import json
 import logging
 import os
 import stat
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -49,7 +53,10 @@ class CorruptCacheEntryError(CacheMissError):
 class CachedCompletion(BaseModel):
     """What one cache file holds (written and read back, hence pydantic). ``digest`` is the SHA-256
     of every other field (``entry_digest``): entries recorded before it existed are damaged and
-    regenerated, as an entry whose text was edited would be indistinguishable from them."""
+    regenerated, as an entry whose text was edited would be indistinguishable from them.
+    ``latency_s`` is the wall time of the wrapped engine's call that generated the reply (any wait
+    for one of its request slots included); entries written before it was recorded have none (None)
+    and stay valid: their digest was taken without it (``_LATER``)."""
 
     model_config = ConfigDict(extra="forbid")
     key: str
@@ -60,6 +67,12 @@ class CachedCompletion(BaseModel):
     input_tokens: int
     output_tokens: int
     digest: str
+    latency_s: float | None = None
+
+
+# Fields added after entries were first written: left out of the digest when absent (None), so older
+# entries still verify; once present they are covered like any other field.
+_LATER = ("latency_s",)
 
 
 def _canonical_json(value) -> str:
@@ -88,8 +101,10 @@ def _sha256(text: str) -> str:
 
 
 def entry_digest(fields: dict) -> str:
-    """SHA-256 over an entry's fields other than ``digest`` (its request and its reply)."""
-    return _sha256(_canonical_json({k: v for k, v in fields.items() if k != "digest"}))
+    """SHA-256 over an entry's fields other than ``digest`` (its request, its reply and the time it
+    took), a later field (``_LATER``) only when it is recorded."""
+    return _sha256(_canonical_json({k: v for k, v in fields.items()
+                                    if k != "digest" and not (k in _LATER and v is None)}))
 
 
 def _entry_path(directory: Path, model_id: str, key: str) -> Path:
@@ -100,12 +115,13 @@ def _to_response(entry: CachedCompletion):
     from dspy.lm15 import Message, Response, TextPart, Usage
 
     # Usage is that of the recorded call, so usage tables are identical when a run is replayed. The
-    # mark lets a trace say the completion was looked up, not generated (the controller reads it).
+    # mark lets a trace say the completion was looked up, not generated, and how long generating it
+    # took (the controller reads both: LMExchange.from_history).
     return Response(id=None, model=entry.model_id, message=Message.assistant([TextPart(entry.text)]),
                     finish_reason=entry.finish_reason,
                     usage=Usage(input_tokens=entry.input_tokens, output_tokens=entry.output_tokens,
                                 total_tokens=entry.input_tokens + entry.output_tokens),
-                    provider_data={"cache_hit": True})
+                    provider_data={"cache_hit": True, "latency_s": entry.latency_s})
 
 
 def _read_regular(path: Path) -> bytes | None:
@@ -178,14 +194,17 @@ class CachingEngine:
             except FileNotFoundError:  # another process moved it aside first
                 pass
         if entry is None:
+            started = time.monotonic()
             response = self.inner.complete(request)
+            latency = time.monotonic() - started
             usage = response.usage
             # The request as JSON data, so the key recomputes from the stored copy exactly.
             fields = {"key": key, "model_id": self.model_id,
                       "request": json.loads(_canonical_json(canonical_request(self.model_id, request, self.settings,
                                                                               rollout))),
                       "text": response.text or "", "finish_reason": response.finish_reason,
-                      "input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0}
+                      "input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0,
+                      "latency_s": latency}
             entry = CachedCompletion(**fields, digest=entry_digest(fields))
             write_text_atomic(path, entry.model_dump_json(indent=1))  # an interrupted run leaves no half entry
         else:

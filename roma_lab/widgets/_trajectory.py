@@ -9,9 +9,10 @@ execution tree shows a role call (``_view.call_data``: role, outputs, tokens, co
 the call recorded them, the requests as sent, the completions and whether a cache served them). Usage
 per role and in total is read from the trajectory's run (``Trajectory.as_run``), the one usage count.
 ``trajectory_html`` and ``compare_trajectories_html`` render the dict (one table of steps grouped by
-rollout above one detail block per rollout and per step); the widgets (``_view.SingleView`` and
-``LabelledComparison``, as for runs) keep it in a trait and send the HTML to the browser, and the same
-HTML is the static view of saved and exported notebooks. See design/viewer.md.
+rollout, each row of a rollout or a step opening its detail block below it, with or without
+JavaScript); the widgets (``_view.SingleView`` and ``LabelledComparison``, as for runs) keep it in a
+trait and send the HTML to the browser, and the same HTML is the static view of saved and exported
+notebooks. See design/viewer.md.
 """
 
 from __future__ import annotations
@@ -230,7 +231,8 @@ def find_in_view(view: Mapping[str, Any], item_id: str) -> dict[str, Any] | None
 
 # --- HTML: one renderer for the widget and the static view ---
 
-TRAJECTORY_CSS = _view.pane_css("tj", 520) + """\
+_WIDTHS = (17, 11, 20, 30, 12, 10)  # step, status, action, observation, plan, calls (percent)
+TRAJECTORY_CSS = _view.pane_css("tj", 520, _WIDTHS) + """\
 .roma-view .tj-badge{color:#fff;border-radius:3px;padding:0 4px;font-size:12px;white-space:nowrap}
 .roma-view .tj-mark{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
 .roma-view .tj-head{margin:2px 0}
@@ -323,18 +325,18 @@ def _ballot(r: Mapping[str, Any], method: str) -> str:
     return ""
 
 
-def _rollout_row(r: Mapping[str, Any], anchor: str, method: str) -> str:
+def _rollout_row(r: Mapping[str, Any], method: str) -> str:
     statuses = " ".join(sorted({s["status"] for s in r["steps"]} | {r["status"]}))
     tools = " ".join(sorted({s["tool"] for s in r["steps"]}))
     chosen = ' <span class="tj-mark">chosen</span>' if r["chosen"] else ""
     answer = "no answer" if r["answer"] is None else f"<code>{esc(r['answer'])}</code>"
     seed = "" if r["seed"] is None else f", seed {r['seed']}"
-    cells = (f'<td colspan="6"><a href="#{anchor}">rollout {r["index"]}</a> '
+    cells = (f'<td colspan="6">rollout {r["index"]} '
              f"({esc(r['kind'])}{seed}) {_badge(r['status'])} &middot; {answer}{_ballot(r, method)}{chosen}</td>")
     return _view.select_row(r["id"], {"rollout": r["id"], "status": statuses, "tool": tools}, cells, css_class="tj-rollout")
 
 
-def _step_row(s: Mapping[str, Any], anchor: str, plan_labels: Mapping[str, str]) -> str:
+def _step_row(s: Mapping[str, Any], plan_labels: Mapping[str, str]) -> str:
     if s["observation"] is not None:
         result = _short(s["observation"])
     elif s["answer"] is not None:
@@ -348,7 +350,7 @@ def _step_row(s: Mapping[str, Any], anchor: str, plan_labels: Mapping[str, str])
     plan_cell = f'<td title="{esc(plan)}">{esc(_plan_short(plan))}</td>'
     n_in = known_sum(c["input_tokens"] for c in s["calls"])
     n_out = known_sum(c["output_tokens"] for c in s["calls"])
-    cells = (f'<td><a href="#{anchor}">step {s["index"]}</a>{where}</td>'
+    cells = (f'<td>step {s["index"]}{where}</td>'
              f'<td>{_badge(s["status"])}</td><td title="{esc(action)}">{esc(action)}</td>'
              f'<td title="{esc(result)}">{esc(result)}</td>{plan_cell}'
              f'<td class="tj-num">{len(s["calls"])} &middot; {tokens(n_in)}/{tokens(n_out)}</td>')
@@ -450,40 +452,39 @@ def _roles_html(view: Mapping[str, Any]) -> str:
             f"<th>latency s</th><th>cached</th></tr></thead><tbody>{rows}</tbody></table>")
 
 
-def _filters_html(views: Sequence[Mapping[str, Any]], hint: str) -> str:
+def _filters_html(views: Sequence[Mapping[str, Any]], hint: str, static: str | None = None) -> str:
     rollouts = sorted({r["id"] for v in views for r in v["rollouts"]}, key=lambda i: int(i[1:]))
     statuses = sorted({s["status"] for v in views for r in v["rollouts"] for s in r["steps"]})
     tools = sorted({s["tool"] for v in views for r in v["rollouts"] for s in r["steps"]})
     return (f"<div>{_view.filter_select('rollout', 'rollout', rollouts)}{_view.filter_select('status', 'status', statuses)}"
-            f"{_view.filter_select('tool', 'tool', tools)}<span class='rv-live-only'><i>{esc(hint)}</i></span>"
-            "<span class='rv-static-only'><i>click a rollout or step to jump to its details</i></span></div>")
+            f"{_view.filter_select('tool', 'tool', tools)}{_view.row_hint(hint, static)}</div>")
+
+
+_CLICK = "click a rollout or a step to see it whole"
 
 
 def _pane_html(view: Mapping[str, Any], *, label: str = "", filters: str = "") -> str:
     title = _view.pane_title(label)
-    uid = _view.pane_uid("tj", label, view)
     plan_labels = {p["id"]: p["label"] for r in view["rollouts"] for p in r["plans"]}
-    head = _view.table_head([("step", 17, ""), ("status", 11, ""), ("action", 20, ""), ("observation / answer / error", 30, ""),
-                       ("plan shown", 12, ""), ("calls · tokens", 10, "tj-num")])
-    rows, details = [], []
+    head = _view.table_head("tj-table", [("step", ""), ("status", ""), ("action", ""),
+                                         ("observation / answer / error", ""), ("plan shown", ""),
+                                         ("calls · tokens", "tj-num")])
+    method = view["selection"]["method"]
+    rows = []
     for r in view["rollouts"]:
-        rows.append(_rollout_row(r, f"{uid}-{r['id']}", view["selection"]["method"]))
-        details.append(_view.detail_section("tj-detail", r["id"], f"{uid}-{r['id']}",
-                                      rollout_detail_html(r, view["selection"]["method"], key=label)))
-        for s in r["steps"]:
-            rows.append(_step_row(s, f"{uid}-{s['id']}", plan_labels))
-            details.append(_view.detail_section("tj-detail", s["id"], f"{uid}-{s['id']}",
-                                          step_detail_html(s, plan_labels, key=label)))
-    return (f"{title}{_summary_html(view)}{_selection_html(view, label)}{filters}"
-            f'<table class="tj-table">{head}<tbody>{"".join(rows)}</tbody></table>'
-            f"<details data-key='{esc(label)}/roles'><summary>model calls per role</summary>{_roles_html(view)}</details>"
-            f"<div>{''.join(details)}</div>")
+        rows.append(_view.expandable_row(_rollout_row(r, method), _view.detail_section(
+            "tj-detail", r["id"], rollout_detail_html(r, method, key=label)), "tj-table"))
+        rows += [_view.expandable_row(_step_row(s, plan_labels), _view.detail_section(
+            "tj-detail", s["id"], step_detail_html(s, plan_labels, key=label)), "tj-table") for s in r["steps"]]
+    return (f"{title}{_summary_html(view)}{_selection_html(view, label)}{filters}{head}<div>{''.join(rows)}</div>"
+            f"<details data-key='{esc(label)}/roles'><summary>model calls per role</summary>{_roles_html(view)}"
+            "</details>")
 
 
 def trajectory_html(view: Mapping[str, Any]) -> str:
     """A trajectory as self-contained HTML: task and outcome, selection, filters (live only), the steps
-    grouped by rollout, per-role model calls, and one detail block per rollout and per step."""
-    filters = _filters_html([view], "click a rollout or a step to see it whole")
+    grouped by rollout, each row of a rollout or a step opening its detail block, per-role model calls."""
+    filters = _filters_html([view], _CLICK)
     return _view.view_html(_pane_html(view, filters=filters), TRAJECTORY_CSS, data_view="trajectory")
 
 
@@ -491,7 +492,7 @@ def compare_trajectories_html(views: Sequence[Mapping[str, Any]], labels: Sequen
     """Trajectories side by side with one set of filters; a click selects that id in every pane."""
     if len(views) != len(labels):
         raise ValueError(f"{len(views)} trajectories but {len(labels)} labels")
-    filters = _filters_html(views, "click a rollout or a step: the same one is shown in every trajectory")
+    filters = _filters_html(views, "click a rollout or a step: the same one is shown in every trajectory", _CLICK)
     panes = "".join(f'<div class="tj-pane">{_pane_html(v, label=label)}</div>' for v, label in zip(views, labels))
     return _view.view_html(f'{filters}<div class="tj-compare">{panes}</div>', TRAJECTORY_CSS,
                      data_view="trajectory-comparison")

@@ -5,7 +5,8 @@ JSON-able dict: per node its state read from the trace (waiting on dependencies,
 concurrency slot, in a role call, waiting on its subtasks, or its final status), its timeline
 segments, its role calls with full prompts and completions, usage and cached marks. ``tree_html``
 and ``compare_html`` render that dict as a waterfall (one row per node: state, calls, latency,
-tokens and its timeline on the run's clock) above one detail block per node (warnings collapsed).
+tokens and its timeline on the run's clock), each row opening its node's detail block below it
+(warnings collapsed), with or without JavaScript.
 The widgets keep the dict in a trait and send the HTML to the browser (see ``_view.py``); the same
 HTML is the static view of saved and exported notebooks. See design/viewer.md.
 """
@@ -19,7 +20,7 @@ from typing import Any
 
 import traitlets
 
-from roma_lab.controller import Node, NodeEvent, Run
+from roma_lab.controller import Node, NodeEvent, ReplayedSchedule, Run, replayed_schedule
 
 from ._view import (
     LabelledComparison,
@@ -29,11 +30,12 @@ from ._view import (
     call_html,
     detail_section,
     esc,
+    expandable_row,
     filter_select,
     known_sum,
     pane_css,
     pane_title,
-    pane_uid,
+    row_hint,
     select_row,
     table_head,
     tokens,
@@ -51,6 +53,8 @@ LIVE_STATES = {"pending": "created, not started yet", "waiting": "waiting on dep
 ROLE_COLORS = {"atomizer": "#7e57c2", "planner": "#00897b", "executor": "#1e88e5", "aggregator": "#2e7d32",
                "verifier": "#f4511e"}
 _GOAL_CHARS = 90  # goals in a row; the detail block shows them whole
+REPLAYED_NOTE = "replayed from cache: recorded timings"  # a cache replay's timeline (trace_to_tree)
+_WIDTHS = (28, 12, 12, 8, 11, 29)  # node, state, calls, latency, tokens, timeline (percent)
 
 
 def _component(role: str) -> str:
@@ -86,25 +90,37 @@ def _latest(nodes: Sequence[Node]) -> float:
     return max(times)
 
 
-def _segments(node: Node, kids: Sequence[Node], now: float) -> list[dict[str, Any]]:
+def _segments(node: Node, kids: Sequence[Node], now: float,
+              schedule: ReplayedSchedule | None = None) -> list[dict[str, Any]]:
     """The node's timeline: ``waiting`` on dependencies, ``subtasks`` it waits for, and per role
-    call the time ``queued`` for a slot and the ``call`` itself (one still in flight ends at ``now``)."""
+    call the time ``queued`` for a slot and the ``call`` itself (one still in flight ends at ``now``).
+    With a ``schedule`` (a replay, :func:`roma_lab.controller.replayed_schedule`) the times are the
+    schedule's, the run's recorded model timings, and every segment says ``replayed``."""
     segments: list[dict[str, Any]] = []
+    replayed = schedule is not None
 
     def add(kind: str, start: float | None, end: float | None, role: str | None = None,
             cached: bool | None = None) -> None:
         if start is None or end is None or end < start or (kind != "call" and end == start):
             return  # not recorded, or nothing to draw (a call of no duration is still drawn)
         segments.append({"kind": kind, "start_s": round(start, 6), "end_s": round(end, 6), "role": role,
-                         "cached": cached})
+                         "cached": cached, "replayed": replayed})
 
-    if node.depends_on and node.created_s is not None:
-        add("waiting", node.created_s, next((t for t in (node.started_s, node.ended_s) if t is not None), now))
-    if kids and all(k.created_s is not None for k in kids):
-        add("subtasks", min(k.created_s for k in kids), max(now if k.ended_s is None else k.ended_s for k in kids))
-    for c in node.calls:
-        add("queued", c.queued_s, c.started_s, c.role)
-        add("call", c.started_s, c.started_s + c.latency_s, c.role, c.cached)
+    def times(n: Node) -> tuple[float | None, float | None, float | None]:
+        t = n if schedule is None else schedule.nodes[n.id]
+        return t.created_s, t.started_s, t.ended_s
+
+    created, started, ended = times(node)
+    if node.depends_on and created is not None:
+        add("waiting", created, next((t for t in (started, ended) if t is not None), now))
+    kid_times = [times(k) for k in kids]
+    if kids and all(c is not None for c, _, _ in kid_times):
+        add("subtasks", min(c for c, _, _ in kid_times), max(now if e is None else e for _, _, e in kid_times))
+    calls = ([(c.queued_s, c.started_s, c.started_s + c.latency_s) for c in node.calls] if schedule is None
+             else [(t.queued_s, t.started_s, t.ended_s) for t in schedule.nodes[node.id].calls])
+    for c, (queued, start, end) in zip(node.calls, calls, strict=True):
+        add("queued", queued, start, c.role)
+        add("call", start, end, c.role, c.cached)
     flight = node.in_flight
     if flight is not None:
         add("queued", flight.queued_s, now if flight.started_s is None else flight.started_s, flight.role)
@@ -113,9 +129,11 @@ def _segments(node: Node, kids: Sequence[Node], now: float) -> list[dict[str, An
 
 
 def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str | None = None,
-                  wall_s: float | None = None) -> dict[str, Any]:
+                  wall_s: float | None = None, schedule: ReplayedSchedule | None = None) -> dict[str, Any]:
     """The tree dict for any set of node snapshots (a finished run or one in progress).
-    ``wall_s``: the run's length; for a run in progress, the latest time its trace records."""
+    ``wall_s``: the run's length; for a run in progress, the latest time its trace records.
+    ``schedule``: the run is a cache replay drawn at its recorded timings (its nodes' times and
+    timeline are the schedule's; the tree says ``replayed`` and why in ``timing_note``)."""
     nodes = list(nodes)
     by_id = {n.id: n for n in nodes}
     children: dict[str, list[str]] = {n.id: [] for n in nodes}
@@ -126,20 +144,21 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
     tree_nodes = {}
     for n in nodes:
         state = node_state(n, by_id, children=children[n.id])
+        times = n if schedule is None else schedule.nodes[n.id]
         roles = {_component(c.role) for c in n.calls} | ({_component(n.in_flight.role)} if n.in_flight else set())
         tree_nodes[n.id] = {
             "id": n.id, "parent_id": n.parent_id, "depth": n.depth, "goal": n.goal, "task_type": n.task_type,
             "status": n.status, "state": state, "color": STATUS_COLORS[state], "output": n.output,
             "error": n.error, "warnings": list(n.warnings), "forced_atomic": n.forced_atomic,
             "is_atomic": n.is_atomic, "depends_on": list(n.depends_on), "children": children[n.id],
-            "created_s": n.created_s, "started_s": n.started_s, "ended_s": n.ended_s,
+            "created_s": times.created_s, "started_s": times.started_s, "ended_s": times.ended_s,
             "in_flight": None if n.in_flight is None else asdict(n.in_flight),
             "roles": sorted(roles), "calls": [call_data(c) for c in n.calls],
             "cached_calls": sum(c.cached is True for c in n.calls),
             "input_tokens": known_sum(c.input_tokens for c in n.calls),
             "output_tokens": known_sum(c.output_tokens for c in n.calls),
             "latency_s": round(sum(c.latency_s for c in n.calls), 6),
-            "segments": _segments(n, [by_id[k] for k in children[n.id]], now),
+            "segments": _segments(n, [by_id[k] for k in children[n.id]], now, schedule),
         }
     calls = [c for n in nodes for c in n.calls]
     return {
@@ -148,6 +167,8 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
         "root": nodes[0].id if nodes else None,
         "span_s": round(now, 6),
         "timed": any(n.created_s is not None for n in nodes),
+        "replayed": schedule is not None,
+        "timing_note": None if schedule is None else REPLAYED_NOTE,
         "nodes": tree_nodes,
         "edges": [{"source": d, "target": n.id} for n in nodes for d in n.depends_on],
         "totals": {"nodes": len(nodes), "calls": len(calls), "cached_calls": sum(c.cached is True for c in calls),
@@ -160,13 +181,17 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
 
 def trace_to_tree(run: Run) -> dict[str, Any]:
     """The whole execution tree of a finished run as one JSON-able dict (nodes by id with state,
-    timeline, role calls and totals; dependency edges between siblings)."""
-    return nodes_to_tree(run.nodes, status=run.status, output=run.output, wall_s=run.wall_s)
+    timeline, role calls and totals; dependency edges between siblings). A run replayed from the
+    completion cache with recorded latencies is drawn at those timings (``replayed``), not at the
+    lookup times its own clock measured."""
+    schedule = replayed_schedule(run)
+    return nodes_to_tree(run.nodes, status=run.status, output=run.output,
+                         wall_s=run.wall_s if schedule is None else schedule.wall_s, schedule=schedule)
 
 
 # --- HTML: one renderer for the widget and the static view ---
 
-TREE_CSS = pane_css("rt", 560) + """\
+TREE_CSS = pane_css("rt", 560, _WIDTHS) + """\
 .roma-view .rt-summary{margin:2px 0}
 .roma-view .rt-badge{color:#fff;border-radius:3px;padding:0 4px;font-size:12px;white-space:nowrap}
 .roma-view .rt-cached{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
@@ -227,22 +252,23 @@ def _lane_html(node: dict[str, Any], span: float) -> str:
         left, width = 100 * s["start_s"] / span, 100 * (s["end_s"] - s["start_s"]) / span
         color = f"background-color:{ROLE_COLORS.get(_component(s['role']), '#757575')};" if s["kind"] == "call" else ""
         what = s["kind"] if s["role"] is None else f"{s['kind']} {s['role']}"
-        cached = " (cached)" if s["cached"] else ""
+        cached = f" ({REPLAYED_NOTE})" if s["replayed"] else " (cached)" if s["cached"] else ""
         parts.append(
             f'<div class="rt-seg" data-kind="{s["kind"]}" data-role="{esc(s["role"] or "")}" '
-            f'data-cached="{str(bool(s["cached"])).lower()}" data-start="{s["start_s"]}" data-end="{s["end_s"]}" '
+            f'data-cached="{str(bool(s["cached"])).lower()}" data-replayed="{str(s["replayed"]).lower()}" '
+            f'data-start="{s["start_s"]}" data-end="{s["end_s"]}" '
             f'style="left:{left:.3f}%;width:{width:.3f}%;{color}" '
             f'title="{esc(what)}{cached}: {s["start_s"]:.3f}–{s["end_s"]:.3f} s"></div>')
     return f'<td class="rt-lane">{"".join(parts)}</td>'
 
 
-def _row_html(n: dict[str, Any], anchor: str, span: float) -> str:
+def _row_html(n: dict[str, Any], span: float) -> str:
     goal = n["goal"] if len(n["goal"]) <= _GOAL_CHARS else n["goal"][:_GOAL_CHARS] + "…"
     doing = f' <small>{esc(n["in_flight"]["role"])}</small>' if n["in_flight"] else ""
     cached = (f' <span class="rt-cached" title="{n["cached_calls"]} of {len(n["calls"])} calls were served from '
               f'a completion cache">{n["cached_calls"]} cached</span>' if n["cached_calls"] else "")
     cells = (f'<td style="padding-left:{4 + 14 * n["depth"]}px" title="{esc(n["goal"])}">'
-             f'<a href="#{anchor}">{esc(n["id"])}</a> <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
+             f'{esc(n["id"])} <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
              f'<td>{_badge(n["state"])}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
              f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
              f'<td class="rt-num">{tokens(n["input_tokens"])} / {tokens(n["output_tokens"])}</td>{_lane_html(n, span)}')
@@ -302,11 +328,13 @@ def node_detail_html(tree: dict[str, Any], node_id: str, *, key: str = "") -> st
     return "".join(parts)
 
 
+_CLICK = "click a row to see its role calls"
+
+
 def _pane_html(tree: dict[str, Any], *, span: float, label: str = "", controls: bool = True) -> str:
     title = pane_title(label)
     if tree["root"] is None:
         return f"{title}<div><i>no run yet</i></div>"
-    uid = pane_uid("rt", label, tree)
     order = _order(tree)
     nodes = tree["nodes"]
     filters = ""
@@ -314,21 +342,20 @@ def _pane_html(tree: dict[str, Any], *, span: float, label: str = "", controls: 
         states = sorted({nodes[i]["state"] for i in order})
         roles = sorted({r for i in order for r in nodes[i]["roles"]})
         filters = (f"<div>{filter_select('state', 'state', states)}{filter_select('roles', 'role', roles)}"
-                   f'<span class="rv-live-only"><i>click a row to see its role calls</i></span>'
-                   f'<span class="rv-static-only"><i>click a node id to jump to its role calls</i></span></div>')
+                   f"{row_hint(_CLICK)}</div>")
     axis = (f'<span style="left:0">0</span><span style="left:45%">{span / 2:.2f}</span>'
             f'<span style="right:0">{span:.2f} s</span>')
-    head = table_head([("node", 28, ""), ("state", 12, ""), ("calls", 12, "rt-num"), ("latency s", 8, "rt-num"),
-                       ("tokens in/out", 11, "rt-num"), (axis, 29, "rt-axis")])
-    rows = "".join(_row_html(nodes[i], f"{uid}-{i}", span) for i in order)
-    details = "".join(detail_section("rt-detail", i, f"{uid}-{i}", node_detail_html(tree, i, key=label)) for i in order)
-    return (f'{title}{_summary_html(tree)}{filters}<table class="rt-table">{head}<tbody>{rows}</tbody></table>'
-            f"<div>{details}</div>")
+    head = table_head("rt-table", [("node", ""), ("state", ""), ("calls", "rt-num"), ("latency s", "rt-num"),
+                                   ("tokens in/out", "rt-num"), (axis, "rt-axis")])
+    rows = "".join(expandable_row(_row_html(nodes[i], span),
+                                  detail_section("rt-detail", i, node_detail_html(tree, i, key=label)), "rt-table")
+                   for i in order)
+    return f"{title}{_summary_html(tree)}{filters}{head}<div>{rows}</div>"
 
 
 def tree_html(tree: dict[str, Any]) -> str:
     """The execution tree as self-contained HTML: summary, filters (live only), the waterfall of
-    nodes with their timelines, and one detail block per node."""
+    nodes with their timelines, each row opening its node's detail block."""
     span = max(tree.get("span_s") or 0.0, 1e-9)
     return view_html(_LEGEND + _pane_html(tree, span=span), TREE_CSS, data_view="execution-tree")
 
@@ -341,7 +368,7 @@ def compare_html(trees: Sequence[dict[str, Any]], labels: Sequence[str]) -> str:
     states = sorted({n["state"] for t in trees for n in t["nodes"].values()})
     roles = sorted({r for t in trees for n in t["nodes"].values() for r in n["roles"]})
     controls = (f"<div>{filter_select('state', 'state', states)}{filter_select('roles', 'role', roles)}"
-                '<span class="rv-live-only"><i>click a row: the node with that id is shown in every run</i></span></div>')
+                f'{row_hint("click a row: the node with that id is shown in every run", _CLICK)}</div>')
     panes = "".join(f'<div class="rt-pane">{_pane_html(t, span=span, label=label, controls=False)}</div>'
                     for t, label in zip(trees, labels, strict=True))
     return view_html(f'{_LEGEND}{controls}<div class="rt-compare">{panes}</div>', TREE_CSS, data_view="run-comparison")

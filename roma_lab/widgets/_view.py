@@ -2,17 +2,18 @@
 
 A view's HTML is built by pure functions from plain data, so it is tested without a browser, and the
 same HTML is the static view that executed and exported notebooks show (no JavaScript, no network).
-:class:`HTMLView` syncs that HTML and a ``selected_id`` with the browser; ``_assets/view.js`` makes
-``[data-select]`` rows clickable, shows the ``[data-detail]`` block of the selected id, and applies
-``<select data-filter>`` filters. A view of one item (:class:`SingleView`) and a labelled comparison
-of several (:class:`LabelledComparison`) follow one :class:`ViewKind` (how an item becomes plain data,
-its ids, its page), so the execution tree and the trajectory views select and compare alike; a model
-call is rendered by one pair, :func:`call_data` and :func:`call_html`. See design/viewer.md.
+Each row is the ``<summary>`` of a ``<details>`` holding its detail block (:func:`expandable_row`), so
+without JavaScript a click on a row opens its detail in place. :class:`HTMLView` syncs that HTML and a
+``selected_id`` with the browser; ``_assets/view.js`` makes a click on a ``[data-select]`` row select
+it, keeps open only the row of the selected id, and applies ``<select data-filter>`` filters. A view
+of one item (:class:`SingleView`) and a labelled comparison of several (:class:`LabelledComparison`)
+follow one :class:`ViewKind` (how an item becomes plain data, its ids, its page), so the execution
+tree and the trajectory views select and compare alike; a model call is rendered by one pair,
+:func:`call_data` and :func:`call_html`. See design/viewer.md.
 """
 
 from __future__ import annotations
 
-import hashlib
 import html
 import json
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
@@ -29,15 +30,18 @@ if TYPE_CHECKING:
 ASSETS = Path(__file__).with_name("_assets")
 T = TypeVar("T")
 
-# Behaviour classes used by view.js; without JavaScript every detail block is shown, in order.
+# Behaviour classes used by view.js. A row's own marker (▸, ▾ once open) replaces the summary's, which
+# would stand on a line of its own above the row's table.
 BASE_CSS = """
 .roma-view{font-family:system-ui,sans-serif;font-size:13px;line-height:1.35}
 .roma-view pre{white-space:pre-wrap;word-break:break-word;margin:2px 0 6px;padding:4px;background:rgba(127,127,127,.08)}
 .roma-view .rv-live-only{display:none}
 .roma-view.rv-live .rv-live-only{display:inline-block}
 .roma-view.rv-live .rv-static-only{display:none}
-.roma-view.rv-live [data-detail]{display:none}
-.roma-view.rv-live [data-detail].rv-shown{display:block}
+.roma-view details.rv-row>summary{display:block;list-style:none}
+.roma-view details.rv-row>summary::-webkit-details-marker{display:none}
+.roma-view details.rv-row>summary td:first-child::before{content:"▸ ";opacity:.6}
+.roma-view details.rv-row[open]>summary td:first-child::before{content:"▾ "}
 .roma-view [data-select]{cursor:pointer}
 .roma-view [data-select]:hover{background:rgba(127,127,127,.08)}
 .roma-view .rv-selected,.roma-view .rv-selected:hover{background:rgba(30,136,229,.16)}
@@ -45,14 +49,15 @@ BASE_CSS = """
 """
 
 # The table-and-details views (execution tree ``rt``, trajectory ``tj``) share their table, detail
-# and side-by-side styles; ``{p}`` is the view's class prefix.
+# and side-by-side styles; ``{p}`` is the view's class prefix. The head and each row are tables of
+# their own (a row is a <summary>): the fixed layout and the column widths line their columns up.
 _PANE_CSS = """
-.roma-view table.{p}-table{border-collapse:collapse;width:100%;min-width:{min_width}px;table-layout:fixed;margin-top:4px}
+.roma-view table.{p}-table{border-collapse:collapse;width:100%;min-width:{min_width}px;table-layout:fixed}
 .roma-view .{p}-table th{text-align:left;font-weight:600;border-bottom:1px solid #bbb;font-size:12px;padding:1px 4px}
 .roma-view .{p}-table td{border-bottom:1px solid rgba(127,127,127,.15);padding:1px 4px;white-space:nowrap;
   overflow:hidden;text-overflow:ellipsis}
 .roma-view .{p}-num{text-align:right}
-.roma-view .{p}-detail{border-top:2px solid rgba(127,127,127,.3);margin-top:8px;padding-top:4px}
+.roma-view .{p}-detail{border-left:3px solid rgba(30,136,229,.35);margin:2px 0 8px 4px;padding:2px 0 2px 8px}
 .roma-view .{p}-detail h5{margin:6px 0 2px;font-size:12px}
 .roma-view .{p}-call{margin:2px 0 2px 4px}
 .roma-view .{p}-call>div{margin-left:14px}
@@ -65,9 +70,14 @@ _PANE_CSS = """
 PANE_WIDTH = 420
 
 
-def pane_css(prefix: str, min_width: int) -> str:
-    """The shared styles of a table-and-details view whose classes start with ``prefix-``."""
-    return _PANE_CSS.replace("{p}", prefix).replace("{min_width}", str(min_width)).replace("{pane_width}", str(PANE_WIDTH))
+def pane_css(prefix: str, min_width: int, widths: Sequence[int]) -> str:
+    """The shared styles of a table-and-details view whose classes start with ``prefix-``; ``widths``:
+    its columns' widths in percent, in order (the head's and every row's)."""
+    # border-box: a row's indent (the tree's depth) must not widen its first column
+    columns = "".join(f".roma-view .{prefix}-table>*>tr>:nth-child({i}){{width:{width}%;box-sizing:border-box}}\n"
+                      for i, width in enumerate(widths, 1))
+    return (_PANE_CSS.replace("{p}", prefix).replace("{min_width}", str(min_width))
+            .replace("{pane_width}", str(PANE_WIDTH)) + columns)
 
 
 def esc(value: Any) -> str:
@@ -139,20 +149,16 @@ def call_html(c: Mapping[str, Any], key: str, *, prefix: str, mark: str, empty: 
             f"<div>{shown}<b>outputs</b>{json_pre(c['outputs'])}{exchanges_html(c['exchanges'], empty)}</div></details>")
 
 
-def pane_uid(prefix: str, label: str, data: Any) -> str:
-    """The anchor prefix of one pane: from its label and content, so panes of one page never share one."""
-    return prefix + hashlib.sha1(json.dumps([label, data], sort_keys=True, default=str).encode()).hexdigest()[:8]
-
-
 def pane_title(label: str) -> str:
     return f"<h4 style='margin:4px 0'>{esc(label)}</h4>" if label else ""
 
 
-def table_head(columns: Sequence[tuple[str, int, str]]) -> str:
-    """A fixed-layout table's head: per column its header (HTML), width in percent and class ("" for none)."""
-    widths = "".join(f'<col style="width:{width}%">' for _, width, _ in columns)
-    cells = "".join(f'<th class="{cls}">{header}</th>' if cls else f"<th>{header}</th>" for header, _, cls in columns)
-    return f"<colgroup>{widths}</colgroup><thead><tr>{cells}</tr></thead>"
+def table_head(table_class: str, columns: Sequence[tuple[str, str]]) -> str:
+    """The head of a table-and-details view, a table of its own: per column its header (HTML) and
+    class ("" for none); the widths are the view's :func:`pane_css`."""
+    cells = "".join(f'<th class="{cls}">{header}</th>' if cls else f"<th>{header}</th>" for header, cls in columns)
+    return f'<table class="{table_class}"><thead><tr>{cells}</tr></thead></table>'
+
 
 
 def select_row(item_id: str, data: Mapping[str, str], cells: str, *, css_class: str = "") -> str:
@@ -162,9 +168,27 @@ def select_row(item_id: str, data: Mapping[str, str], cells: str, *, css_class: 
     return f'<tr{cls} data-select="{esc(item_id)}"{words}>{cells}</tr>'
 
 
-def detail_section(css_class: str, item_id: str, anchor: str, body: str) -> str:
-    """The detail block of ``item_id`` (view.js shows the selected one; ``anchor`` is its row's link target)."""
-    return f'<section class="{css_class}" data-detail="{esc(item_id)}" id="{esc(anchor)}">{body}</section>'
+def detail_section(css_class: str, item_id: str, body: str) -> str:
+    """The detail block of ``item_id``, for :func:`expandable_row`."""
+    return f'<section class="{css_class}" data-detail="{esc(item_id)}">{body}</section>'
+
+
+def expandable_row(row: str, detail: str, table_class: str) -> str:
+    """A row (:func:`select_row`) that opens its detail (:func:`detail_section`) below it, with or
+    without JavaScript: the row, in a table of its own, is the ``<summary>`` of a ``<details>`` that
+    holds the detail, once. Without view.js a click (or Enter on the focused row) opens or closes it,
+    even where a sanitiser drops styles and data attributes (untrusted JupyterLab); view.js opens the
+    row of the selected id instead."""
+    return f'<details class="rv-row"><summary><table class="{table_class}">{row}</table></summary>{detail}</details>'
+
+
+def row_hint(live: str, static: str | None = None) -> str:
+    """What a click on a row does: ``live`` where view.js runs, ``static`` in the page without it
+    (None: the same)."""
+    if static is None:
+        return f"<span><i>{esc(live)}</i></span>"
+    return (f'<span class="rv-live-only"><i>{esc(live)}</i></span>'
+            f'<span class="rv-static-only"><i>{esc(static)}</i></span>')
 
 
 def labelled(items: Mapping[str, T] | Iterable[T], noun: str, owner: str) -> dict[str, T]:

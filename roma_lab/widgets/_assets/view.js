@@ -1,9 +1,12 @@
 // Behaviour of an HTMLView (roma_lab/widgets/_view.py). Python renders all the HTML, which is also
-// the static view of saved and exported notebooks; this script only adds what needs a browser:
-//   - a click on an element with data-select="<id>" sets the synced selected_id;
-//   - elements with data-detail="<id>" are shown only while <id> is selected;
-//   - <select data-filter="<attr>"> hides [data-select] rows whose data-<attr> (space-separated
-//     words) does not contain the chosen value ("" shows all);
+// the static view of saved and exported notebooks: there each row is the <summary> of a
+// <details class="rv-row"> holding its [data-detail] block, and opens by itself. This script adds
+// what needs a browser and a kernel:
+//   - a click on a row with data-select="<id>" (or on the <summary> around it: Enter on the focused
+//     row) sets the synced selected_id instead of opening or closing that row;
+//   - the row holding data-detail="<id>" is open only while <id> is selected (in every pane);
+//   - <select data-filter="<attr>"> hides the rows whose data-<attr> (space-separated words) does
+//     not contain the chosen value ("" shows all);
 //   - <details data-key> keep their open/closed state when Python sends new HTML.
 // Filters and open details are view state: they stay in the browser.
 
@@ -16,8 +19,8 @@ function render({ model, el }) {
     for (const row of el.querySelectorAll("[data-select]")) {
       row.classList.toggle("rv-selected", row.dataset.select === id);
     }
-    for (const pane of el.querySelectorAll("[data-detail]")) {
-      pane.classList.toggle("rv-shown", pane.dataset.detail === id);
+    for (const detail of el.querySelectorAll("[data-detail]")) {
+      detail.closest("details.rv-row").open = detail.dataset.detail === id;
     }
   }
 
@@ -25,7 +28,7 @@ function render({ model, el }) {
     for (const row of el.querySelectorAll("[data-select]")) {
       const hidden = Object.entries(filters).some(
         ([attr, value]) => value !== "" && !(row.dataset[attr] || "").split(" ").includes(value));
-      row.classList.toggle("rv-hidden", hidden);
+      row.closest("details.rv-row").classList.toggle("rv-hidden", hidden);
     }
   }
 
@@ -52,9 +55,10 @@ function render({ model, el }) {
   }
 
   function onClick(event) {
-    const row = event.target.closest("[data-select]");
+    const row = event.target.closest("[data-select]")
+      ?? event.target.closest("summary")?.querySelector("[data-select]");
     if (!row || !el.contains(row)) return;
-    event.preventDefault(); // rows link to their detail for the static view; here we select instead
+    event.preventDefault(); // the row's <details> would open or close itself; here the selection decides
     model.set("selected_id", row.dataset.select);
     model.save_changes();
   }
