@@ -5,6 +5,9 @@
   and repair of failed subtrees (``measure_repair``).
 - Tables 1-4 and 6 (``_benchmark_tables.py``: ``run_roma_table``) and Table 5
   (``_component_cost.py``: ``measure_component_cost``), on ``roma_lab.bench`` (design/roma_tables.md).
+- The atomizer on multi-part goals (``_atomizer.py``: the fixed goals and their score;
+  ``_atomizer_study.py``: ``atomizer_study``, before / GEPA+ on train / after on held-out,
+  design/atomizer.md), notebook 32.
 - Tables 7 and 8 (``_gepa_tables.py``: ``table7_gepa``, ``table8_convergence``, ``plot_convergence``),
   on ``roma_lab.optimizer`` (design/gepa_tables.md); loaded on first access (PEP 562) because they
   import DSPy, which takes seconds.
@@ -16,9 +19,9 @@ The paper's own figures are data beside the code: ``paper_reported_roma.csv`` (T
 ``paper_reported_gepa.csv`` (Tables 7-8).
 """
 
-from roma_lab._lazy import lazy_exports
+from roma_lab._lazy import lazy_exports_from
 from roma_lab.papers.roma._atomizer import (ATOMIZER_SPLITS, AtomizerGoal, atomizer_goals, atomizer_summary,
-                                           score_atomizer)
+                                           plot_atomizer, score_atomizer)
 from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df, run_roma_table
 from roma_lab.papers.roma._component_cost import measure_component_cost
 from roma_lab.papers.roma._run_config import RunConfigMismatchError
@@ -44,7 +47,8 @@ from roma_lab.evaluate import RomaRunError, RomaTimeoutError
 from roma_lab.papers.roma._tables import RomaTables
 
 _GEPA_NAMES = ("plot_convergence", "table7_gepa", "table8_convergence")
-__getattr__ = lazy_exports(__name__, "._gepa_tables", _GEPA_NAMES)
+_ATOMIZER_STUDY_NAMES = ("atomizer_metric", "atomizer_study", "search_halves")
+__getattr__ = lazy_exports_from(__name__, {"._gepa_tables": _GEPA_NAMES, "._atomizer_study": _ATOMIZER_STUDY_NAMES})
 
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "AtomizerGoal",
     "atomizer_goals",
     "atomizer_summary",
+    "plot_atomizer",
     "score_atomizer",
     "QUICKSTART_GOALS",
     "QUICKSTART_PLAN_ROOT",
@@ -77,4 +82,5 @@ __all__ = [
     "run_quickstart",
     "run_roma_table",
     *_GEPA_NAMES,
+    *_ATOMIZER_STUDY_NAMES,
 ]
