@@ -6,9 +6,13 @@ network off."""
 from __future__ import annotations
 
 import json
+import secrets
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from schedules import most_at_once
 
@@ -85,15 +89,38 @@ def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_ca
     assert tree.locator('.rt-seg[data-cached="true"]').count() == calls
 
 
-def test_an_exported_notebook_shows_its_tree_with_the_network_off(offline_page, tmp_path):
-    results = tmp_path / "results"
+@pytest.fixture(scope="module")
+def executed_quickstart(tmp_path_factory) -> Path:
+    """Notebook 01's executed copy as the runner leaves it (smoke tier), beside its run.json."""
+    results = tmp_path_factory.mktemp("results")
     subprocess.run([sys.executable, "-m", "roma_lab.experiments", "--root", str(REPO), "run", "01_run_quickstart",
                     "--smoke", "--results", str(results)], check=True, timeout=900)
-    executed = results / "01_run_quickstart" / "01_run_quickstart.ipynb"
+    return results / "01_run_quickstart" / "01_run_quickstart.ipynb"
+
+
+def test_the_runners_executed_quickstart_opens_in_lab_with_its_live_tree(lab, page, executed_quickstart):
+    # a newcomer opens the executed copy as it is, without `jupyter trust`: the runner signed it, so
+    # JupyterLab renders the live widget (view.js, from the stored widget state) and not the sanitised fallback
+    copy = lab.root / f"executed_{secrets.token_hex(4)}.ipynb"
+    shutil.copyfile(executed_quickstart, copy)
+    page.goto(f"{lab.url}/lab/workspaces/{secrets.token_hex(4)}/tree/{copy.name}?token={lab.token}")
+    page.wait_for_function("name => window.jupyterapp?.shell?.currentWidget?.context?.path === name",
+                           arg=copy.name)
+    tree = page.locator(TREE).last  # .rv-live: drawn by the widget's JavaScript, absent from the fallback
+    tree.wait_for()
+    run = json.loads((executed_quickstart.parent / "run.json").read_text())
+    assert tree.locator("tr[data-select]").count() == len(run["nodes"])
+    calls = tree.locator('.rt-seg[data-kind="call"]')
+    assert calls.count() == sum(len(n["calls"]) for n in run["nodes"])
+    assert max(calls.nth(i).bounding_box()["width"] for i in range(calls.count())) > 0  # the timeline is drawn
+
+
+def test_an_exported_notebook_shows_its_tree_with_the_network_off(offline_page, tmp_path, executed_quickstart):
+    executed = executed_quickstart
     assert "widgets" in json.loads(executed.read_text())["metadata"]  # the case nbconvert drew blank
     subprocess.run([sys.executable, "-m", "roma_lab.widgets", "export", str(executed), "-o",
                     str(tmp_path / "quickstart.html")], check=True, timeout=300)
-    run = json.loads((results / "01_run_quickstart" / "run.json").read_text())
+    run = json.loads((executed.parent / "run.json").read_text())
     page, asked = offline_page(tmp_path / "quickstart.html")
     trees = page.locator('.roma-view[data-view="execution-tree"]')
     final = trees.last
