@@ -186,7 +186,8 @@ def full_run() -> Run:
     tool = ToolCall("search", "srv", {"q": "x"}, "error", None, 0.5, 1.25, error="boom")
     cut = ToolCall("fetch", "srv", {}, "ok", 5000, 0.5, 1.5, shown_chars=2100, artifact=f"sha256:{'c' * 64}")
     call = RoleCall("executor:think", {"context": "c"}, {"output": "o"}, 11, 3, 4, 0.01, 0.75, 1.0, model="m",
-                    error="late", queued_s=0.5, exchanges=(LMExchange(({"role": "user", "content": "u"},), ("o",), True),),
+                    error="late", queued_s=0.5,
+                    exchanges=(LMExchange(({"role": "user", "content": "u"},), ("o",), True, recorded_latency_s=2.5),),
                     tools=(tool, cut))
     root = Node("0", None, 0, "g", "think", "completed", "done", error="note", warnings=("w",), forced_atomic=True,
                 is_atomic=False, calls=(call,), created_s=0.0, started_s=0.25, ended_s=3.0)
