@@ -113,6 +113,7 @@ def run_quickstart(
     run's trace shows: see ``quickstart_checks``)."""
     import pandas as pd
 
+    from roma_lab.lm import model_label
     from roma_lab.results import write_table, write_text_atomic
 
     corpus = quickstart_corpus() if corpus is None else corpus
@@ -132,15 +133,16 @@ def run_quickstart(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "run.json", run.to_json())
-    write_table(run.usage_df(), out, "usage")
+    model = model_label(lm)  # every table names its model, so a smoke run's tables read as smoke
+    write_table(run.usage_df().assign(model=model), out, "usage")
     write_table(run.calls_df(), out, "calls")
     write_table(pd.DataFrame([{"order": i, "goal": c.goal, "chosen_by": "given" if goal is not None else "rule",
                                "atomizer": atomizer, "root_planned": _planned(r), "status": r.status,
                                "calls": len(r.calls_df()), "wall_s": r.wall_s, "facts": len(c.facts),
                                "facts_stated": sum(_states(r.output, f) for f in c.facts),
                                "kept": i == len(tried) - 1}
-                              for i, (c, atomizer, r) in enumerate(tried)]), out, "candidates")
-    write_table(quickstart_checks(run, kept.facts), out, "checks")
+                              for i, (c, atomizer, r) in enumerate(tried)]).assign(model=model), out, "candidates")
+    write_table(quickstart_checks(run, kept.facts).assign(model=model), out, "checks")
     return run
 
 
