@@ -15,6 +15,7 @@ from typing import Any
 import dspy
 
 from roma_lab.controller import TASK_TYPES, Atomizer
+from roma_lab.lm import model_label
 from roma_lab.optimizer import Contract, SearchSettings, compile
 from roma_lab.papers.roma._atomizer import AtomizerGoal, atomizer_goals, atomizer_summary, score_atomizer
 from roma_lab.papers.roma._gepa_tables import _models, _SearchLog
@@ -101,10 +102,12 @@ def atomizer_study(out_dir: str | Path, *, goals_per_kind: int | None = None, **
     log = _SearchLog(settings)
     log.add(SUBSET, AFTER, 0, result)
     searched = log.tables("atomizer")
+    model = model_label(task_lm)  # the tables a notebook shows name their model
+    searched["atomizer_runs"] = searched["atomizer_runs"].assign(model=model)
     instructions = pd.DataFrame([
         {"condition": BEFORE, "instruction": seed_program.predict.signature.instructions},
         {"condition": AFTER, "instruction": result.program.predict.signature.instructions,
-         "search_status": result.status, "best_val_score": result.best_val_score}])
+         "search_status": result.status, "best_val_score": result.best_val_score}]).assign(model=model)
     tables = {"atomizer_scores": scores, "atomizer_summary": summary, "atomizer_paired": paired,
               "atomizer_instructions": instructions, **searched}
     tables = {name: tables[name] for name in ("atomizer_scores", "atomizer_summary", "atomizer_paired",
