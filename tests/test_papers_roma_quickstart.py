@@ -144,6 +144,8 @@ def test_plan_root_plans_a_given_goal_the_model_calls_atomic_and_says_it_is_not_
     candidates = read_table(tmp_path, "candidates")
     assert list(candidates["goal"]) == [goal] and list(candidates["atomizer"]) == ["skipped at the root"]
     assert list(candidates["root_planned"]) == [True] and len(run.children(run.root.id)) == 2
+    named = {m for stem in ("usage", "candidates", "checks") for m in read_table(tmp_path, stem)["model"]}
+    assert len(named) == 1 and "test double, not a measurement" in named.pop()  # each table names its model
     note = quickstart_notes(read_table(tmp_path, "checks"), candidates)
     assert note.startswith("**Not graded**") and "0 of the 0" not in note
     assert quickstart_rule(goal, True).startswith("the goal as given; the root plans without asking the atomizer")
