@@ -81,6 +81,8 @@ def test_rows_protocol_and_comparison_match_a_hand_count(tmp_path):
     row = c.loc[("r.p. Static workflow - OAgents", "all")]
     assert row["pass@1_diff"] == 1.0 and (row["wins"], row["losses"], row["ties"]) == (6, 0, 0)
     assert row["sign_test_p"] == pytest.approx(2 * 0.5 ** 6) and math.isnan(row["mde"])  # no spread: nothing to estimate from
+    # ... but the table still says what n can detect: the bound at the largest spread 0/1 scores allow
+    assert row["mde_bound"] == pytest.approx(2.801585 / math.sqrt(6), abs=1e-5)
     for name in ("rows", "protocol", "comparisons", "vs_paper"):
         assert (tmp_path / f"planning_{name}.csv").stat().st_size > 0
 
@@ -163,7 +165,7 @@ def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests
     assert set(tables.rows.loc[tables.rows["condition"] == "OAgents", "seed"]) == {0, 1, 2}
     metrics = set(tables.protocol["metric"])
     assert {"pass@1", "pass@1_run_sd", "pass@3", "maj@3", "maj@3_tie_rate", "var_run_to_run",
-            "var_task_to_task", "pass@1_diff", "mde"} <= metrics
+            "var_task_to_task", "pass@1_diff", "mde", "mde_bound"} <= metrics
     assert set(tables.vs_paper["artefact"]) == {"table9"}
     # issue 24: greedy runs of an in-process model repeat each other, and the table says so
     measured = tables.vs_paper.dropna(subset=["ours"])

@@ -33,7 +33,7 @@ ALL = "all"
 #: Our subsets as the paper's GAIA columns name them, for ``beside_paper``; every measured row's
 #: ``setting`` says that ours are levels of the meta-routing suite, not of GAIA.
 GAIA_SUBSETS = {ALL: "GAIA avg", "L1": "GAIA L1", "L2": "GAIA L2", "L3": "GAIA L3"}
-_COMPARISON_METRICS = ("pass@1_diff", "sign_test_p", "sign_test_p_holm", "mde")
+_COMPARISON_METRICS = ("pass@1_diff", "sign_test_p", "sign_test_p_holm", "mde", "mde_bound")
 _LEVEL_RULE = ("levels of the meta-routing suite by the length of a family's minimum tool route "
                "(L1: answer only or one tool, L2: two, L3: three), not GAIA's levels")
 
@@ -136,13 +136,14 @@ def _mirrored(ours: pd.DataFrame, pairs: Mapping[str, str], wanted: set[str]) ->
 
 def comparisons_df(protocol: pd.DataFrame) -> pd.DataFrame:
     """The comparison rows of a protocol table, one row per condition x subset: the difference
-    with its CI and sign-test counts, p, Holm's p and the MDE (a pure view of ``_protocol.csv``),
-    and the model the protocol names (when it names one)."""
+    with its CI and sign-test counts, p, Holm's p, the MDE and its bound (the bound is defined where
+    the MDE is not: every task's difference the same), a pure view of ``_protocol.csv``, and the
+    model the protocol names (when it names one)."""
     diff = protocol[protocol["metric"] == "pass@1_diff"]
     model = ["model"] if "model" in protocol.columns else []
     table = diff[["condition", "subset", "value", "ci_low", "ci_high", "wins", "losses", "ties", "n", "runs",
                   *model]].rename(columns={"value": "pass@1_diff"})
-    for metric in ("sign_test_p", "sign_test_p_holm", "mde"):
+    for metric in _COMPARISON_METRICS[1:]:
         values = protocol[protocol["metric"] == metric].set_index(["condition", "subset"])["value"]
         table = table.join(values.rename(metric), on=["condition", "subset"])
     return table.reset_index(drop=True)
