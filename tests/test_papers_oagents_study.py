@@ -409,3 +409,58 @@ def test_maj_at_r_votes_on_the_grader_s_key_not_a_lossier_one():
     p = summarize_protocol(scores, metric="success", answer="answer_key", ks=(3,),
                            stats=StatsSettings(n_resamples=50)).set_index(["metric"])["value"]
     assert p["pass@1"] == pytest.approx(2 / 3) and p["maj@3"] == 1.0
+
+
+# --- difficulty by level on the generated world (notebook 27) ------------------------------------
+
+def gold_lm(answered_levels):
+    """An actor that answers the gold at once on the levels named and "unknown" elsewhere."""
+    from roma_lab.agents import world_tasks
+
+    gold = {t.item.question: (t.item.metadata["level"], str(t.item.answer)) for t in world_tasks("test")}
+
+    def respond(request):
+        if request.outputs != ACTOR:
+            return {name: "ok" for name in request.outputs}
+        level, answer = gold.get(request.inputs["task"], ("", ""))
+        return final(answer if level in answered_levels else "unknown")
+
+    return dspy.LM("scripted/gold", engine=ScriptedEngine(respond), cache=False)
+
+
+def test_the_levels_study_counts_each_level_and_tests_the_easiest_against_the_hardest(tmp_path):
+    from roma_lab.papers.oagents import measure_levels
+
+    tables = measure_levels(tmp_path, lm=gold_lm({"L1"}), n_tasks=15, stats=StatsSettings(n_resamples=50))
+    rows = tables.rows
+    assert rows.groupby("stratum").size().to_dict() == {"L1": 5, "L2": 5, "L3": 5}
+    assert len(rows) == 15 and (rows["run"] == 0).all() and (rows["temperature"] == 0).all()
+    trend = tables.extra["trend"].set_index("level")
+    assert trend.loc[["L1", "L2", "L3"], "correct"].tolist() == [5, 0, 0]
+    assert trend.loc["L1", "pass@1"] == 1.0 and trend.loc["L3", "pass@1"] == 0.0
+    assert trend.loc["L1", "ci_low"] == 1.0  # five of five: every resample is 1
+    test = trend.loc["L1 vs L3"]
+    assert test["p_value"] == pytest.approx(1 / 252)  # one arrangement of ten in C(10, 5)
+    assert test["verdict"].startswith("difficulty rises with level")
+    assert set(trend["model"]) == {"scripted/gold (test double, not a measurement)"}
+    assert pd.read_csv(tmp_path / "levels_trend.csv")["p_value"].iloc[-1] == pytest.approx(1 / 252)
+    # beside the paper: Table 1's OAgents row only (its sixteen other systems are not run here)
+    vs = tables.vs_paper
+    assert set(vs["condition"]) == {"OAgents"} and set(vs["artefact"]) == {"table1"}
+    measured = vs.dropna(subset=["ours"]).set_index("subset")
+    assert measured.loc["GAIA L1", "ours"] == 100.0 and measured.loc["GAIA L3", "ours"] == 0.0
+    assert measured["setting"].str.contains("generated world").all()
+    floors = tables.extra["floors"].set_index("floor")
+    assert floors.loc["oracle", "all"] == 1.0 and floors.loc["do_nothing", "n"] == 15
+
+
+def test_a_level_answered_as_well_as_the_first_is_not_shown_to_be_harder(tmp_path):
+    from roma_lab.papers.oagents import measure_levels
+
+    every = measure_levels(tmp_path / "every", lm=gold_lm({"L1", "L2", "L3"}), n_tasks=6,
+                           stats=StatsSettings(n_resamples=20)).extra["trend"].set_index("level")
+    assert every.loc["L1 vs L3", "p_value"] == pytest.approx(1.0)
+    assert every.loc["L1 vs L3", "verdict"].startswith("not shown at this n (rates never rise")
+    upside = measure_levels(tmp_path / "upside", lm=gold_lm({"L3"}), n_tasks=6,
+                            stats=StatsSettings(n_resamples=20)).extra["trend"].set_index("level")
+    assert upside.loc["L1 vs L3", "verdict"].startswith("not shown at this n (a later level scores higher")

@@ -4,7 +4,7 @@ Task-bootstrap confidence intervals (one-sample and paired), the exact sign test
 pairs, the unbiased pass@k estimator and plurality voting, family-stratified sampling, Holm's
 adjustment, the run-to-run vs task-to-task variance decomposition, the minimum detectable effect
 of a paired comparison (``roma_lab.results.summarize_protocol`` applies all of them to tidy
-per-run scores). ``StatsSettings`` (``DEFAULT_STATS``) holds the one set of defaults
+per-run scores), and whether success falls over ordered difficulty levels (``level_trend``). ``StatsSettings`` (``DEFAULT_STATS``) holds the one set of defaults
 (resamples, seed, level, alpha, power). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
 touched. See ``design/bootstrap.md`` and ``design/protocol.md``.
 """
@@ -16,11 +16,13 @@ from roma_lab.stats._sampling import Vote, majority_vote, pass_at_k, vote
 from roma_lab.stats._settings import DEFAULT_STATS, StatsSettings
 from roma_lab.stats._sign import SignTest, sign_test
 from roma_lab.stats._stratified import SampleSizeError, check_sample_size, stratified_sample
+from roma_lab.stats._trend import LevelTrend, level_trend
 from roma_lab.stats._variance import VarianceComponents, variance_components
 
 __all__ = [
     "CI",
     "DEFAULT_STATS",
+    "LevelTrend",
     "MDE",
     "SampleSizeError",
     "SignTest",
@@ -30,6 +32,7 @@ __all__ = [
     "bootstrap_ci",
     "check_sample_size",
     "holm_adjust",
+    "level_trend",
     "majority_vote",
     "max_discordance",
     "min_detectable_effect",

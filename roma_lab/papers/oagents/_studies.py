@@ -21,7 +21,8 @@ from roma_lab.stats import DEFAULT_STATS, StatsSettings
 from ._study import Condition, OAgentsTables, _model_name, run_study
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
-           "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_protocol"]
+           "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_levels",
+           "measure_protocol"]
 
 #: The split every study scores (train: tips and floor priors only; dev: development only).
 STUDY_SPLIT = "test"
@@ -76,6 +77,57 @@ def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     return _study(out_dir, prefix="protocol", artefacts=("table9",), conditions=conditions, split=split,
                   tasks=_tasks(split, n_tasks, seed), baseline="OAgents (temperature 0)", runs=runs, lm=lm,
                   why_not_measured=_OFFLINE, stats=stats)
+
+
+def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 15, split: str = STUDY_SPLIT,
+                   seed: int = 0, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+    """Notebook 27 (Table 1's levels): whether the generated world gets harder with its level for a
+    model, as GAIA does for the paper's agents. The default agent (``AgentConfig()``: no planning,
+    current memory, an answer at the step limit; temperature 0, R = 1) on ``n_tasks`` tasks spread
+    evenly over the levels, the floors and the oracle on the same tasks, and ``levels_trend.csv``:
+    per level the tasks answered, n and pass@1 with its CI, and ``stats.level_trend``'s one-sided
+    Fisher test of the easiest level against the hardest with its verdict. Beside the paper: Table
+    1's OAgents row by GAIA level. Fixed before it was scored: design/world_benchmark.md."""
+    from roma_lab.results import write_table
+
+    condition = Condition("OAgents", AgentConfig())
+    tables = _study(out_dir, prefix="levels", artefacts=("table1",), paper_conditions=("OAgents",),
+                    conditions=[condition], split=split, tasks=_tasks(split, n_tasks, seed), baseline=None, runs=1,
+                    lm=lm, why_not_measured=_OFFLINE, stats=stats)
+    trend = _trend_df(tables.rows, tables.protocol, stats)
+    write_table(trend, out_dir, "levels_trend")
+    return replace(tables, extra={**tables.extra, "trend": trend})
+
+
+def _trend_df(rows, protocol, stats: StatsSettings):
+    """One row per level present (L1 first): correct, n, pass@1 and its CI from the protocol table;
+    then one row for the test of the first level against the last, with the verdict."""
+    import pandas as pd
+
+    from roma_lab.bench import LEVELS
+    from roma_lab.stats import level_trend
+
+    present = [level for level in LEVELS if (rows["stratum"] == level).any()]
+    # a task its grader could not score is left out of its level, as the protocol leaves out NaN
+    outcomes = {level: rows.loc[rows["stratum"] == level, "correct"].dropna().astype(float).tolist()
+                for level in present}
+    trend = level_trend(outcomes, alpha=stats.alpha)
+    model = rows["model"].iloc[0]
+    pass1 = protocol[protocol["metric"] == "pass@1"].set_index("subset")
+    table = [{"level": level, "correct": s, "n": n, "pass@1": s / n, "ci_low": pass1.loc[level, "ci_low"],
+              "ci_high": pass1.loc[level, "ci_high"], "test": "", "p_value": float("nan"), "verdict": "",
+              "model": model}
+             for level, s, n in zip(trend.levels, trend.successes, trend.n, strict=True)]
+    first, last = trend.levels[0], trend.levels[-1]
+    verdict = (f"difficulty rises with level: {first} >= ... >= {last}, {first} > {last} at p < {trend.alpha:g}"
+               if trend.falls else
+               f"not shown at this n ({'rates never rise' if trend.monotone else 'a later level scores higher'}; "
+               f"{first} > {last} needs p < {trend.alpha:g})")
+    table.append({"level": f"{first} vs {last}", "correct": sum(trend.successes), "n": sum(trend.n),
+                  "pass@1": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+                  "test": f"Fisher's exact, one-sided ({first} > {last})", "p_value": trend.p_value,
+                  "verdict": verdict, "model": model})
+    return pd.DataFrame(table)
 
 
 def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 4, n_train: int = 4,

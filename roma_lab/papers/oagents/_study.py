@@ -163,6 +163,7 @@ def run_study(
     level: Callable[[AgentTask], str] | None = suite_level,
     level_rule: str = _LEVEL_RULE,
     paper_subsets: Mapping[str, str] = GAIA_SUBSETS,
+    paper_conditions: Sequence[str] | None = None,
     why_not_measured: str | Callable[[Mapping[str, Any]], str] = "",
     ks: Sequence[int] | None = None,
     stats: StatsSettings = DEFAULT_STATS,
@@ -177,8 +178,9 @@ def run_study(
     tasks are (it goes into every measured row's ``setting`` with the model, n, R and temperature).
     ``level``: the breakdown of each task (None: the whole sample only), ``level_rule`` says in words
     what the levels are (it goes into every measured row's ``setting``); ``paper_subsets`` maps our
-    subsets to the paper's columns for ``beside_paper``. ``why_not_measured`` explains paper rows we
-    do not run. Trajectories and run files go under ``out_dir/runs`` (a rerun resumes; with a warm
+    subsets to the paper's columns for ``beside_paper``; ``paper_conditions`` keeps only those rows
+    of the artefacts (None: all; Table 1 lists seventeen systems, a levels study compares with one).
+    ``why_not_measured`` explains paper rows we do not run. Trajectories and run files go under ``out_dir/runs`` (a rerun resumes; with a warm
     completion cache it makes no model call). ``stats``: the statistics settings of every CI and
     test; they are recorded in the returned tables' ``stats`` and the folder's provenance.
     """
@@ -223,12 +225,14 @@ def run_study(
                 f"n = {int(n)} tasks, R = {runs} run(s), temperature {own.config.temperature:g}{repeats}")
 
     paper = paper_reported_df()
+    if paper_conditions is not None:
+        paper = paper[paper["condition"].isin(paper_conditions)]
     ours = protocol.assign(subset=protocol["subset"].map(lambda s: paper_subsets.get(s, s)))
     ours = ours.assign(setting=[setting(c, n) for c, n in zip(ours["condition"], ours["n"])])
 
     def why(row: Mapping[str, Any]) -> str:
-        return (f"a different model, benchmark and size ({row['setting']}); the paper runs GPT-4.1-class "
-                "models on GAIA once per configuration")
+        return (f"a different model, benchmark and size ({row['setting']}); the paper runs GPT-4.1 "
+                "(Claude-3.7 for its Table 1 and 9 rows) on GAIA once per configuration")
 
     def not_measured(row: Mapping[str, Any]) -> str:
         if row["condition"] in names or row["condition"] in {f"{c} - {b}" for c, b in pairs.items()}:
@@ -236,8 +240,8 @@ def run_study(
         return why_not_measured(row) if callable(why_not_measured) else (
             why_not_measured or "a configuration or model this study does not run offline")
 
-    paper_conditions = set(paper.loc[paper["artefact"].isin(artefacts), "condition"])
-    ours = pd.concat([ours, _mirrored(ours, pairs, paper_conditions)], ignore_index=True)
+    stated = set(paper.loc[paper["artefact"].isin(artefacts), "condition"])
+    ours = pd.concat([ours, _mirrored(ours, pairs, stated)], ignore_index=True)
     vs_paper = pd.concat([beside_paper(ours, paper, a, why=why, why_not_measured=not_measured).assign(artefact=a)
                           for a in artefacts], ignore_index=True)
     tables = {"rows": rows, "protocol": protocol, "comparisons": comparisons, "vs_paper": vs_paper}
