@@ -431,10 +431,12 @@ def gold_lm(answered_levels):
 def test_the_levels_study_counts_each_level_and_tests_the_easiest_against_the_hardest(tmp_path):
     from roma_lab.papers.oagents import measure_levels
 
-    tables = measure_levels(tmp_path, lm=gold_lm({"L1"}), n_tasks=15, stats=StatsSettings(n_resamples=50))
+    tables = measure_levels(tmp_path, lm=gold_lm({"L1"}), n_tasks=15, systems=(),
+                            stats=StatsSettings(n_resamples=50))
     rows = tables.rows
     assert rows.groupby("stratum").size().to_dict() == {"L1": 5, "L2": 5, "L3": 5}
     assert len(rows) == 15 and (rows["run"] == 0).all() and (rows["temperature"] == 0).all()
+    assert set(tables.extra["trend"]["condition"]) == {"OAgents"}
     trend = tables.extra["trend"].set_index("level")
     assert trend.loc[["L1", "L2", "L3"], "correct"].tolist() == [5, 0, 0]
     assert trend.loc["L1", "pass@1"] == 1.0 and trend.loc["L3", "pass@1"] == 0.0
@@ -457,10 +459,38 @@ def test_the_levels_study_counts_each_level_and_tests_the_easiest_against_the_ha
 def test_a_level_answered_as_well_as_the_first_is_not_shown_to_be_harder(tmp_path):
     from roma_lab.papers.oagents import measure_levels
 
-    every = measure_levels(tmp_path / "every", lm=gold_lm({"L1", "L2", "L3"}), n_tasks=6,
+    every = measure_levels(tmp_path / "every", lm=gold_lm({"L1", "L2", "L3"}), n_tasks=6, systems=(),
                            stats=StatsSettings(n_resamples=20)).extra["trend"].set_index("level")
     assert every.loc["L1 vs L3", "p_value"] == pytest.approx(1.0)
     assert every.loc["L1 vs L3", "verdict"].startswith("not shown at this n (rates never rise")
-    upside = measure_levels(tmp_path / "upside", lm=gold_lm({"L3"}), n_tasks=6,
+    upside = measure_levels(tmp_path / "upside", lm=gold_lm({"L3"}), n_tasks=6, systems=(),
                             stats=StatsSettings(n_resamples=20)).extra["trend"].set_index("level")
     assert upside.loc["L1 vs L3", "verdict"].startswith("not shown at this n (a later level scores higher")
+
+
+def test_a_single_call_and_roma_run_on_the_same_tasks_and_are_counted_level_by_level(tmp_path):
+    from roma_lab.papers.oagents import measure_levels
+
+    tables = measure_levels(tmp_path, lm="scripted", n_tasks=6, stats=StatsSettings(n_resamples=30))
+    systems = tables.extra["systems"]
+    assert list(dict.fromkeys(systems["system"])) == ["single", "roma"]
+    for name, group in systems.groupby("system"):  # the agent's tasks, each once
+        assert sorted(group["task_id"]) == sorted(tables.rows["task_id"]), name
+    assert (tmp_path / "systems" / "rows.csv").exists() and (tmp_path / "systems" / "provenance.json").exists()
+    trend = tables.extra["trend"]
+    assert list(dict.fromkeys(trend["condition"])) == ["OAgents", "single", "roma"]
+    levels = {t: lvl for t, lvl in zip(tables.rows["task_id"], tables.rows["stratum"])}
+    for name, group in systems.groupby("system"):
+        scored = group.assign(level=group["task_id"].map(levels),
+                              score=group["score"].astype(float).mask(group["error_stage"].eq("system"), 0.0))
+        counts = scored.groupby("level")["score"].agg(["sum", "size"])
+        mine = trend[(trend["condition"] == name) & trend["level"].isin(counts.index)].set_index("level")
+        assert mine["correct"].to_dict() == counts["sum"].astype(int).to_dict(), name
+        assert mine["n"].to_dict() == counts["size"].to_dict(), name
+        assert (trend.loc[trend["condition"] == name, "model"] == "scripted (test double, not a measurement)").all()
+    # one path for every CI: the agent's per-level intervals are its protocol table's
+    agent = trend[(trend["condition"] == "OAgents") & trend["level"].str.fullmatch(r"L\d")].set_index("level")
+    protocol = tables.protocol[tables.protocol["metric"] == "pass@1"].set_index("subset")
+    for level, row in agent.iterrows():
+        assert (row["ci_low"], row["ci_high"]) == (protocol.loc[level, "ci_low"], protocol.loc[level, "ci_high"])
+    assert len(trend[trend["test"] != ""]) == 3  # one test per system

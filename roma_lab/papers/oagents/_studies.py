@@ -79,54 +79,83 @@ def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
                   why_not_measured=_OFFLINE, stats=stats)
 
 
-def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 15, split: str = STUDY_SPLIT,
-                   seed: int = 0, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 15,
+                   systems: Sequence[str] = ("single", "roma"), max_depth: int = 1, plan_root: bool = True,
+                   item_timeout_s: float | None = 900, split: str = STUDY_SPLIT, seed: int = 0,
+                   stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 27 (Table 1's levels): whether the generated world gets harder with its level for a
     model, as GAIA does for the paper's agents. The default agent (``AgentConfig()``: no planning,
     current memory, an answer at the step limit; temperature 0, R = 1) on ``n_tasks`` tasks spread
-    evenly over the levels, the floors and the oracle on the same tasks, and ``levels_trend.csv``:
-    per level the tasks answered, n and pass@1 with its CI, and ``stats.level_trend``'s one-sided
-    Fisher test of the easiest level against the hardest with its verdict. Beside the paper: Table
-    1's OAgents row by GAIA level. Fixed before it was scored: design/world_benchmark.md."""
+    evenly over the levels, the floors and the oracle on the same tasks, and ``systems`` of
+    ``roma_lab.evaluate`` (``single``: one closed-book call; ``roma``: ROMA at ``max_depth`` over the
+    world's documents, the root planning when ``plan_root``) on the same tasks, ``item_timeout_s``
+    each (their rows, traces and provenance under ``systems/``). ``levels_trend.csv``: per system
+    and level the tasks answered, n and pass@1 with its task-bootstrap CI, and per system
+    ``stats.level_trend``'s one-sided Fisher test of the easiest level against the hardest with its
+    verdict. Beside the paper: Table 1's OAgents row by GAIA level (the agent). Fixed before it was
+    scored: design/world_benchmark.md."""
+    import pandas as pd
+
     from roma_lab.results import write_table
 
     condition = Condition("OAgents", AgentConfig())
+    tasks = _tasks(split, n_tasks, seed)
     tables = _study(out_dir, prefix="levels", artefacts=("table1",), paper_conditions=("OAgents",),
-                    conditions=[condition], split=split, tasks=_tasks(split, n_tasks, seed), baseline=None, runs=1,
+                    conditions=[condition], split=split, tasks=tasks, baseline=None, runs=1,
                     lm=lm, why_not_measured=_OFFLINE, stats=stats)
-    trend = _trend_df(tables.rows, tables.protocol, stats)
+    rows = tables.rows
+    level_of = {t.item.item_id: world_level(t) for t in tasks}
+    # a task its grader could not score is left out, as the protocol leaves out NaN
+    scores = [pd.DataFrame({"condition": rows["condition"], "model": rows["model"], "task_id": rows["task_id"],
+                            "run": rows["run"], "success": rows["correct"].map(
+                                lambda c: float("nan") if c is None or c != c else float(bool(c)))})]
+    extra = dict(tables.extra)
+    if systems:
+        from roma_lab.evaluate import evaluate, named_systems, world_task_set
+
+        evaluation = evaluate(named_systems(systems, lm, max_depth=max_depth, plan_root=plan_root),
+                              world_task_set(split, n_tasks, seed=seed), runs=1, out=Path(out_dir) / "systems",
+                              timeout_s=item_timeout_s, progress=False, stats=stats)
+        scores.append(evaluation.scores().drop(columns="subset").rename(columns={"score": "success"}))
+        extra["systems"] = evaluation.rows.assign(model=evaluation.rows["system"].map(evaluation.models))
+    scores = pd.concat(scores, ignore_index=True)
+    trend = _trend_df(scores.assign(subset=scores["task_id"].map(level_of)), stats)
     write_table(trend, out_dir, "levels_trend")
-    return replace(tables, extra={**tables.extra, "trend": trend})
+    return replace(tables, extra={**extra, "trend": trend})
 
 
-def _trend_df(rows, protocol, stats: StatsSettings):
-    """One row per level present (L1 first): correct, n, pass@1 and its CI from the protocol table;
-    then one row for the test of the first level against the last, with the verdict."""
+def _trend_df(scores, stats: StatsSettings):
+    """Per condition: one row per level present (L1 first) with correct, n, pass@1 and its CI
+    (``results.summarize``), then one row for the test of the first level against the last."""
     import pandas as pd
 
     from roma_lab.bench import LEVELS
+    from roma_lab.results import summarize
     from roma_lab.stats import level_trend
 
-    present = [level for level in LEVELS if (rows["stratum"] == level).any()]
-    # a task its grader could not score is left out of its level, as the protocol leaves out NaN
-    outcomes = {level: rows.loc[rows["stratum"] == level, "correct"].dropna().astype(float).tolist()
-                for level in present}
-    trend = level_trend(outcomes, alpha=stats.alpha)
-    model = rows["model"].iloc[0]
-    pass1 = protocol[protocol["metric"] == "pass@1"].set_index("subset")
-    table = [{"level": level, "correct": s, "n": n, "pass@1": s / n, "ci_low": pass1.loc[level, "ci_low"],
-              "ci_high": pass1.loc[level, "ci_high"], "test": "", "p_value": float("nan"), "verdict": "",
-              "model": model}
-             for level, s, n in zip(trend.levels, trend.successes, trend.n, strict=True)]
-    first, last = trend.levels[0], trend.levels[-1]
-    verdict = (f"difficulty rises with level: {first} >= ... >= {last}, {first} > {last} at p < {trend.alpha:g}"
-               if trend.falls else
-               f"not shown at this n ({'rates never rise' if trend.monotone else 'a later level scores higher'}; "
-               f"{first} > {last} needs p < {trend.alpha:g})")
-    table.append({"level": f"{first} vs {last}", "correct": sum(trend.successes), "n": sum(trend.n),
-                  "pass@1": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
-                  "test": f"Fisher's exact, one-sided ({first} > {last})", "p_value": trend.p_value,
-                  "verdict": verdict, "model": model})
+    summary = summarize(scores, ["success"], by=("condition", "subset"), stats=stats).set_index(
+        ["condition", "subset"])
+    table = []
+    for condition, group in scores.groupby("condition", sort=False):
+        scored = group.dropna(subset=["success"])
+        present = [level for level in LEVELS if (scored["subset"] == level).any()]
+        trend = level_trend({level: scored.loc[scored["subset"] == level, "success"].tolist() for level in present},
+                            alpha=stats.alpha)
+        model = summary.loc[condition, "model"].iloc[0]
+        for level, correct, n in zip(trend.levels, trend.successes, trend.n, strict=True):
+            cell = summary.loc[(condition, level)]
+            table.append({"condition": condition, "level": level, "correct": correct, "n": n,
+                          "pass@1": cell["value"], "ci_low": cell["ci_low"], "ci_high": cell["ci_high"], "test": "",
+                          "p_value": float("nan"), "verdict": "", "model": model})
+        first, last = trend.levels[0], trend.levels[-1]
+        verdict = (f"difficulty rises with level: {' >= '.join(trend.levels)}, {first} > {last} at p < {trend.alpha:g}"
+                   if trend.falls else
+                   f"not shown at this n ({'rates never rise' if trend.monotone else 'a later level scores higher'}; "
+                   f"{first} > {last} needs p < {trend.alpha:g})")
+        table.append({"condition": condition, "level": f"{first} vs {last}", "correct": sum(trend.successes),
+                      "n": sum(trend.n), "pass@1": float("nan"), "ci_low": float("nan"), "ci_high": float("nan"),
+                      "test": f"Fisher's exact, one-sided ({first} > {last})", "p_value": trend.p_value,
+                      "verdict": verdict, "model": model})
     return pd.DataFrame(table)
 
 
