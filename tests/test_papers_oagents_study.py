@@ -488,9 +488,22 @@ def test_a_single_call_and_roma_run_on_the_same_tasks_and_are_counted_level_by_l
         assert mine["correct"].to_dict() == counts["sum"].astype(int).to_dict(), name
         assert mine["n"].to_dict() == counts["size"].to_dict(), name
         assert (trend.loc[trend["condition"] == name, "model"] == "scripted (test double, not a measurement)").all()
+    assert set(systems["model"]) == set(tables.rows["model"])  # one label for the one model
     # one path for every CI: the agent's per-level intervals are its protocol table's
     agent = trend[(trend["condition"] == "OAgents") & trend["level"].str.fullmatch(r"L\d")].set_index("level")
     protocol = tables.protocol[tables.protocol["metric"] == "pass@1"].set_index("subset")
     for level, row in agent.iterrows():
         assert (row["ci_low"], row["ci_high"]) == (protocol.loc[level, "ci_low"], protocol.loc[level, "ci_high"])
     assert len(trend[trend["test"] != ""]) == 3  # one test per system
+
+
+def test_every_system_on_the_one_model_carries_the_agent_s_label_for_it(tmp_path, monkeypatch):
+    import roma_lab.evaluate._systems as systems
+    from roma_lab.papers.oagents import measure_levels
+
+    # as "local" resolves to "local/qwen2.5-coder-1.5b@<sha>": evaluate would name the resolved
+    # model, the studies the name as written
+    monkeypatch.setattr(systems, "_resolved", lambda lm: gold_lm({"L1"}) if isinstance(lm, str) else lm)
+    tables = measure_levels(tmp_path, lm="scripted", n_tasks=3, systems=("single",),
+                            stats=StatsSettings(n_resamples=20))
+    assert set(tables.extra["systems"]["model"]) == set(tables.rows["model"]) == set(tables.extra["trend"]["model"])

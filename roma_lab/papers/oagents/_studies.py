@@ -116,8 +116,11 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
         evaluation = evaluate(named_systems(systems, lm, max_depth=max_depth, plan_root=plan_root),
                               world_task_set(split, n_tasks, seed=seed), runs=1, out=Path(out_dir) / "systems",
                               timeout_s=item_timeout_s, progress=False, stats=stats)
-        scores.append(evaluation.scores().drop(columns="subset").rename(columns={"score": "success"}))
-        extra["systems"] = evaluation.rows.assign(model=evaluation.rows["system"].map(evaluation.models))
+        # every system runs on ``lm``: one label for it in every table, the agent's
+        model = _model_name(condition.config, lm)
+        scores.append(evaluation.scores().drop(columns="subset").rename(columns={"score": "success"}).assign(
+            model=model))
+        extra["systems"] = evaluation.rows.assign(model=model)
     scores = pd.concat(scores, ignore_index=True)
     trend = _trend_df(scores.assign(subset=scores["task_id"].map(level_of)), stats)
     write_table(trend, out_dir, "levels_trend")
