@@ -4,8 +4,9 @@ Task-bootstrap confidence intervals (one-sample and paired), the exact sign test
 pairs, the unbiased pass@k estimator and plurality voting, family-stratified sampling, Holm's
 adjustment, the run-to-run vs task-to-task variance decomposition, the minimum detectable effect
 of a paired comparison (``roma_lab.results.summarize_protocol`` applies all of them to tidy
-per-run scores), and whether success falls over ordered difficulty levels (``level_trend``). ``StatsSettings`` (``DEFAULT_STATS``) holds the one set of defaults
-(resamples, seed, level, alpha, power). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
+per-run scores), and whether success falls over ordered difficulty levels (``level_trend``).
+``StatsSettings`` (``DEFAULT_STATS``) holds the one set of defaults (resamples, seed, level, alpha,
+power). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
 touched. See ``design/bootstrap.md`` and ``design/protocol.md``.
 """
 

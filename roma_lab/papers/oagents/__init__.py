@@ -2,8 +2,8 @@
 (notebook 20) and its design-choice studies on our own runs (notebooks 21-29).
 
 ``audit_paper_numbers`` checks the paper's own figures (``paper_reported.csv``) and returns a
-``PaperAudit``; each study function (``measure_protocol``, ``measure_levels``, ``compare_planning``, ``compare_memory``,
-``compare_tts``, ``compare_backbones``, ``compare_search``, ``compare_saved_runs``,
+``PaperAudit``; each study function (``measure_protocol``, ``measure_levels``, ``compare_planning``,
+``compare_memory``, ``compare_tts``, ``compare_backbones``, ``compare_search``, ``compare_saved_runs``,
 ``evaluate_browsecomp``) runs its conditions through ``run_study`` and returns an ``OAgentsTables``.
 The agent itself, its tool benchmarks and its runner are the mechanism room ``roma_lab.agents``.
 See design/agents.md and design/protocol.md.

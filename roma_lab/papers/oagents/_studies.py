@@ -18,7 +18,7 @@ from typing import Any
 from roma_lab.agents import AgentConfig, AgentTask, world_level, world_tasks
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-from ._study import Condition, OAgentsTables, _model_name, run_study
+from ._study import Condition, OAgentsTables, _model_name, _scores, run_study
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
            "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_levels",
@@ -103,12 +103,9 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     tables = _study(out_dir, prefix="levels", artefacts=("table1",), paper_conditions=("OAgents",),
                     conditions=[condition], split=split, tasks=tasks, baseline=None, runs=1,
                     lm=lm, why_not_measured=_OFFLINE, stats=stats)
-    rows = tables.rows
     level_of = {t.item.item_id: world_level(t) for t in tasks}
-    # a task its grader could not score is left out, as the protocol leaves out NaN
-    scores = [pd.DataFrame({"condition": rows["condition"], "model": rows["model"], "task_id": rows["task_id"],
-                            "run": rows["run"], "success": rows["correct"].map(
-                                lambda c: float("nan") if c is None or c != c else float(bool(c)))})]
+    # the protocol's own 0/1/NaN scores (NaN: not scored, left out of its level)
+    scores = [_scores(tables.rows, None, tasks)[["condition", "model", "task_id", "run", "success"]]]
     extra = dict(tables.extra)
     if systems:
         from roma_lab.evaluate import evaluate, named_systems, world_task_set

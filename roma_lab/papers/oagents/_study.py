@@ -180,8 +180,8 @@ def run_study(
     what the levels are (it goes into every measured row's ``setting``); ``paper_subsets`` maps our
     subsets to the paper's columns for ``beside_paper``; ``paper_conditions`` keeps only those rows
     of the artefacts (None: all; Table 1 lists seventeen systems, a levels study compares with one).
-    ``why_not_measured`` explains paper rows we do not run. Trajectories and run files go under ``out_dir/runs`` (a rerun resumes; with a warm
-    completion cache it makes no model call). ``stats``: the statistics settings of every CI and
+    ``why_not_measured`` explains paper rows we do not run. Trajectories and run files go under
+    ``out_dir/runs`` (a rerun resumes; with a warm completion cache it makes no model call). ``stats``: the statistics settings of every CI and
     test; they are recorded in the returned tables' ``stats`` and the folder's provenance.
     """
     import pandas as pd
