@@ -15,7 +15,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from roma_lab.controller import Roma, fixed_latency_roles, schedule_bounds
+from roma_lab.trace import schedule_bounds
+from roma_lab.controller import Roma, fixed_latency_roles
 
 
 def main() -> None:

@@ -16,9 +16,9 @@ import statistics
 import time
 import warnings
 
-from roma_lab.controller import check_sandbox, run_python
-from roma_lab.controller._cgroup import Cgroup
-from roma_lab.controller._sandbox import _seccomp_program
+from roma_lab.tools import check_sandbox, run_python
+from roma_lab.tools._cgroup import Cgroup
+from roma_lab.tools._sandbox import _seccomp_program
 
 CODE = "print(sum(range(1000)))"
 

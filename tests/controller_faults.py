@@ -38,7 +38,8 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from roma_lab.controller import Roma, Run, ScriptedRoles, Subtask
+from roma_lab.trace import Run
+from roma_lab.controller import Roma, ScriptedRoles, Subtask
 
 CALL_TIMEOUT_S = 0.3
 RUN_TIMEOUT_S = 1.5

@@ -69,7 +69,7 @@ def build(fault: str | None) -> Server:
 
     def search(query: str) -> list[str]:
         if not retrievers:
-            from roma_lab.controller import BM25Retriever
+            from roma_lab.tools import BM25Retriever
 
             retrievers.append(BM25Retriever(PASSAGES))
         return [p.text for p in retrievers[0].search(query, k=2)]

@@ -9,7 +9,8 @@ import time
 
 import dspy
 
-from roma_lab.controller import Roma, Run
+from roma_lab.trace import Run
+from roma_lab.controller import Roma
 from roma_lab.lm import CachingEngine, ReplayEngine, ScriptedEngine
 
 # Executor times by goal; the atomizer, planner and aggregator take SHORT each.

@@ -3,7 +3,8 @@ tests and the execution-tree view's tests (in Python and in the browser)."""
 
 from __future__ import annotations
 
-from roma_lab.controller import Roma, Run, fixed_latency_roles
+from roma_lab.trace import Run
+from roma_lab.controller import Roma, fixed_latency_roles
 
 
 def scheduled_run(max_concurrency: int, on_event=None) -> Run:

@@ -30,12 +30,12 @@ from roma_lab.agents import (
     is_non_answer,
     mine_tips,
     pick_best_score,
-    rollout_seed,
+    sampling_seed,
     run_agent,
 )
 from roma_lab.agents._select import vote_selection as vote
 from roma_lab.bench import Item, StringMatchGrader, normalize_answer
-from roma_lab.controller import RoleCall, Run, ToolCall
+from roma_lab.trace import RoleCall, Run, ToolCall
 
 ACTOR = ("action", "arguments", "answer")
 ROLE_OF = {ACTOR: "actor", ("thought", *ACTOR): "actor", ("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer",
@@ -395,7 +395,7 @@ def best_of_n(answers, selection="vote", isolation="paper", gate=lambda role: No
             return act("final_answer", engine_box["engine"].answer_of_seed[engine_box["engine"].current.seed])
         return roles[role](inputs) if role in roles else DEFAULTS[role]
 
-    engine = BonEngine(respond, {rollout_seed(0, i): a for i, a in enumerate(answers)})
+    engine = BonEngine(respond, {sampling_seed(0, i): a for i, a in enumerate(answers)})
     engine_box["engine"] = engine
     lm = dspy.LM("scripted/bon", engine=engine, cache=False)
     config = AgentConfig(tts="best_of_n", n_rollouts=len(answers), temperature=0.8, selection=selection,

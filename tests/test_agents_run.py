@@ -28,7 +28,7 @@ from roma_lab.agents import (
 )
 from roma_lab.bench import Item
 from roma_lab.results import summarize
-from roma_lab.controller import Passage
+from roma_lab.tools import Passage
 from roma_lab.stats import StatsSettings
 
 ACTOR = ("action", "arguments", "answer")

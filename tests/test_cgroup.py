@@ -1,4 +1,4 @@
-"""The cgroup helper (roma_lab/controller/_cgroup.py): limits that hold for a whole process tree,
+"""The cgroup helper (roma_lab/tools/_cgroup.py): limits that hold for a whole process tree,
 a kill that leaves nothing, an honest OOM report, nothing left behind. Real cgroups (root)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from roma_lab.controller import _cgroup
-from roma_lab.controller._cgroup import Cgroup, CgroupUnavailableError, cgroup_problem
+from roma_lab.tools import _cgroup
+from roma_lab.tools._cgroup import Cgroup, CgroupUnavailableError, cgroup_problem
 
 pytestmark = pytest.mark.skipif(cgroup_problem() is not None, reason=f"no cgroup here: {cgroup_problem()}")
 
@@ -119,7 +119,7 @@ def test_join_argv_refuses_an_empty_command_and_names_the_usage():
     with Cgroup.create("test") as group:
         with pytest.raises(ValueError, match="empty argv"):
             group.join_argv([])
-        out = subprocess.run([sys.executable, "-m", "roma_lab.controller._cgroup", "exec", *group.paths],
+        out = subprocess.run([sys.executable, "-m", "roma_lab.tools._cgroup", "exec", *group.paths],
                              capture_output=True, text=True, timeout=60)
     assert out.returncode != 0 and "usage:" in out.stderr
 
@@ -146,7 +146,7 @@ def test_without_root_no_cgroup_and_the_error_says_why(monkeypatch):
 
 def test_groups_left_by_a_killed_process_are_swept():
     # A creator killed with -9 never removes its group: the next process to set up removes it.
-    creator = subprocess.run([sys.executable, "-c", "import os\nfrom roma_lab.controller._cgroup import Cgroup\n"
+    creator = subprocess.run([sys.executable, "-c", "import os\nfrom roma_lab.tools._cgroup import Cgroup\n"
                               "g = Cgroup.create('test')\nprint(*g.paths)\nos._exit(0)"],
                              capture_output=True, text=True, timeout=60, check=True)
     left = creator.stdout.split()

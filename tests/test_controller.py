@@ -9,14 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from roma_lab.controller import (
-    Roma,
-    Run,
-    ScriptedRoles,
-    Subtask,
-    fixed_latency_roles,
-    schedule_bounds,
-)
+from roma_lab.trace import Run, schedule_bounds
+from roma_lab.controller import Roma, ScriptedRoles, Subtask, fixed_latency_roles
 
 
 def run_bounded(roma: Roma, goal: str, **kwargs) -> Run:

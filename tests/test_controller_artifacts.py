@@ -14,18 +14,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from roma_lab.controller import (
-    ArtifactCorruptedError,
-    ArtifactError,
-    ArtifactMissingError,
-    ArtifactRef,
-    ArtifactStore,
-    InvalidRunError,
-    Node,
-    Roma,
-    Run,
-    read_artifact,
-)
+from roma_lab.tools import ArtifactCorruptedError, ArtifactError, ArtifactMissingError, ArtifactStore, read_artifact
+from roma_lab.trace import ArtifactRef, InvalidRunError, Node, Run
+from roma_lab.controller import Roma
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 NOTE = 600  # characters of every executor output: well over the artifact threshold below
@@ -273,9 +264,9 @@ def test_the_read_artifact_tool_returns_a_long_artifact_in_bounded_parts(tmp_pat
     each part is at most max_tool_result_chars and says where the next one starts."""
     import re
 
-    from roma_lab.controller._artifacts import _RUN_STORE
+    from roma_lab.tools._artifacts import _RUN_STORE
     from roma_lab.controller._roles import ToolExecutor
-    from roma_lab.controller._tools import _TOOL_LOG, ToolLog
+    from roma_lab.tools._calls import _TOOL_LOG, ToolLog
 
     store = ArtifactStore(tmp_path / "store")
     whole = "".join(f"{i:05d}" for i in range(50))  # 250 characters
@@ -303,7 +294,7 @@ def test_the_read_artifact_tool_returns_a_long_artifact_in_bounded_parts(tmp_pat
 
 
 def test_the_read_artifact_tool_returns_a_short_artifact_whole(tmp_path):
-    from roma_lab.controller._artifacts import _RUN_STORE
+    from roma_lab.tools._artifacts import _RUN_STORE
     from roma_lab.controller._roles import ToolExecutor
 
     store = ArtifactStore(tmp_path / "store")

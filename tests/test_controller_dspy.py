@@ -8,7 +8,8 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from roma_lab.controller import Roma, Run
+from roma_lab.trace import Run
+from roma_lab.controller import Roma
 from roma_lab.lm import ScriptedEngine
 
 

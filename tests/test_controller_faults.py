@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from controller_faults import FAULTS, Fault, classify, execute
 
-from roma_lab.controller import Run
+from roma_lab.trace import Run
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.name)

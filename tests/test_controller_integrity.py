@@ -21,24 +21,11 @@ import pytest
 
 from roma_lab.bench import RunFileError, load_item_run
 from roma_lab.bench._run_files import saved_run
-from roma_lab.controller import (
-    ArtifactError,
-    ArtifactRef,
-    ArtifactStore,
-    InvalidRunError,
-    LMExchange,
-    Node,
-    RoleCall,
-    Roma,
-    Run,
-    ScriptedRoles,
-    ToolCall,
-    UntrustedStoreError,
-    plan_repair,
-    tree_plans,
-)
-from roma_lab.controller._tools import traced_sync
-from roma_lab.controller._values import MAX_VALUE_DEPTH, TRUNCATED
+from roma_lab.tools import ArtifactError, ArtifactStore, UntrustedStoreError
+from roma_lab.trace import ArtifactRef, InvalidRunError, LMExchange, Node, RoleCall, Run, ToolCall
+from roma_lab.controller import Roma, ScriptedRoles, plan_repair, tree_plans
+from roma_lab.tools._calls import traced_sync
+from roma_lab.trace._values import MAX_VALUE_DEPTH, TRUNCATED
 
 PLANS = tree_plans((2, 2))
 

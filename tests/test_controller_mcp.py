@@ -23,14 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from roma_lab.controller import (
-    McpServer,
-    Roma,
-    Run,
-    ToolTimeoutError,
-    run_tools,
-)
-from roma_lab.controller._tools import ToolLog, _TOOL_LOG, traced_call
+from roma_lab.tools import McpServer, ToolTimeoutError, run_tools
+from roma_lab.trace import Run
+from roma_lab.controller import Roma
+from roma_lab.tools._calls import ToolLog, _TOOL_LOG, traced_call
 from roma_lab.lm import ScriptedRequest, script_reply, scripted_lm
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -254,7 +250,7 @@ def blocks_after_the_tool(reached: threading.Event, release: threading.Event):
 @pytest.mark.parametrize("how", ["ends normally", "dies during the call", "wrapped by a launcher", "run times out"])
 def test_every_process_of_a_stdio_server_ends_with_the_run(how, cgroup, tmp_path, monkeypatch):
     try:
-        from roma_lab.controller import _cgroup
+        from roma_lab.tools import _cgroup
     except ImportError:  # code from before cgroups (measuring it): it runs as it did
         _cgroup = None
     if _cgroup is not None and cgroup and _cgroup.cgroup_problem() is not None:
@@ -299,7 +295,7 @@ def check_gone(folder: Path, cgroup: bool) -> None:
 def test_a_huge_tool_result_is_cut_in_prompt_and_trace_and_kept_as_an_artifact(store, tmp_path):
     from mcp_server import BIG_CHARS
 
-    from roma_lab.controller import ArtifactStore
+    from roma_lab.tools import ArtifactStore
 
     artifacts = ArtifactStore(tmp_path / "store") if store else None
     run = run_with([server("--fault", "big")], "What is 6 * 7?", max_depth=0, artifacts=artifacts)

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roma_lab.controller import TASK_TYPES, Subtask, validate_plan
-from roma_lab.controller._plan import show
+from roma_lab.trace import show
 
 
 def check(raw, max_subtasks=8):

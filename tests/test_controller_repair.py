@@ -13,18 +13,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from roma_lab.controller import (
-    ArtifactCorruptedError,
-    ArtifactMissingError,
-    ArtifactStore,
-    InvalidRunError,
-    RepairRecord,
-    Roma,
-    Run,
-    ScriptedRoles,
-    plan_repair,
-    tree_plans,
-)
+from roma_lab.tools import ArtifactCorruptedError, ArtifactMissingError, ArtifactStore
+from roma_lab.trace import InvalidRunError, RepairRecord, Run
+from roma_lab.controller import Roma, ScriptedRoles, plan_repair, tree_plans
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 PLANS = tree_plans((4, 3))  # 1 -> 4 -> (4 x 3): 17 nodes, 27 role calls when nothing fails

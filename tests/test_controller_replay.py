@@ -9,7 +9,7 @@ import json
 import pytest
 from replayed_runs import SHORT, SLOW, old_digest, record, replay
 
-from roma_lab.controller import Run, replayed_schedule
+from roma_lab.trace import Run, replayed_schedule
 
 EPS = 1e-9
 

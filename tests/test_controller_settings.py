@@ -26,7 +26,8 @@ import dspy
 import pytest
 from dspy.utils import DummyLM
 
-from roma_lab.controller import InvalidRunError, Node, Roma, RomaSettings, Run, ScriptedRoles, Subtask
+from roma_lab.trace import InvalidRunError, Node, Run
+from roma_lab.controller import Roma, RomaSettings, ScriptedRoles, Subtask
 from roma_lab.optimizer import RomaProgram
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"

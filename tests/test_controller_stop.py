@@ -13,7 +13,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from roma_lab.controller import Roma, Run, ScriptedRoles, Subtask
+from roma_lab.trace import Run
+from roma_lab.controller import Roma, ScriptedRoles, Subtask
 
 PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think"), Subtask("c", "think", (1,)))}
 

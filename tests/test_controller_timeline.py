@@ -14,7 +14,8 @@ import dspy
 import pytest
 from schedules import most_at_once, scheduled_run
 
-from roma_lab.controller import InvalidRunError, Roma, Run, ScriptedRoles, Subtask
+from roma_lab.trace import InvalidRunError, Run
+from roma_lab.controller import Roma, ScriptedRoles, Subtask
 from roma_lab.lm import CachingEngine
 from roma_lab.lm import ScriptedEngine
 
@@ -160,7 +161,7 @@ def test_a_file_with_impossible_times_is_refused(corrupt, message):
 def test_a_run_built_with_a_call_still_in_flight_is_refused():
     from dataclasses import replace
 
-    from roma_lab.controller import CallInFlight
+    from roma_lab.trace import CallInFlight
 
     run = scheduled_run(2)
     stuck = replace(run.nodes[1], in_flight=CallInFlight("executor:think", queued_s=0.1))

@@ -12,20 +12,9 @@ from typing import Any, get_args, get_type_hints
 import pytest
 from pydantic import BaseModel
 
-from roma_lab.controller import (
-    ArtifactRef,
-    InvalidRunError,
-    LMExchange,
-    Node,
-    RepairRecord,
-    RoleCall,
-    Roma,
-    Run,
-    ScriptedRoles,
-    Subtask,
-    ToolCall,
-)
-from roma_lab.controller._types import _RunModel
+from roma_lab.trace import ArtifactRef, InvalidRunError, LMExchange, Node, RepairRecord, RoleCall, Run, ToolCall
+from roma_lab.controller import Roma, ScriptedRoles, Subtask
+from roma_lab.trace._types import _RunModel
 from roma_lab.results import write_text_atomic
 
 PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think"), Subtask("c", "think", (1,)))}
@@ -148,6 +137,7 @@ def test_a_run_built_in_memory_is_checked_too():
 
 NOT_IN_FILES = {(Node, "in_flight")}  # live state: a finished run has none
 OTHER_FORM = {(Run, "settings")}  # written as RomaSettings.record()
+FILE_ONLY = {(Run, "kind")}  # what kind of trace the file holds: the file's, not the record's
 
 
 def _inside(annotation: Any, kind) -> list[type]:
@@ -162,7 +152,7 @@ def _record_forms(record: type, model: type[BaseModel]):
     yield record, model
     hints = get_type_hints(record)
     for name, field in model.model_fields.items():
-        if (record, name) in OTHER_FORM:
+        if (record, name) in OTHER_FORM | FILE_ONLY:
             continue
         records = _inside(hints[name], is_dataclass)
         models = _inside(field.annotation, lambda t: issubclass(t, BaseModel))
@@ -176,7 +166,8 @@ def test_every_field_of_every_record_is_in_the_file_in_the_same_order():
     seen = set()
     for record, model in _record_forms(Run, _RunModel):
         seen.add(record)
-        assert list(model.model_fields) == [f.name for f in fields(record) if (record, f.name) not in NOT_IN_FILES]
+        in_file = [name for name in model.model_fields if (record, name) not in FILE_ONLY]
+        assert in_file == [f.name for f in fields(record) if (record, f.name) not in NOT_IN_FILES]
         assert model.model_config.get("extra") == "forbid"  # an unknown key in a file is an error
     assert seen == {Run, Node, RoleCall, LMExchange, ToolCall, ArtifactRef, RepairRecord}
 
@@ -213,3 +204,13 @@ def test_every_field_of_every_record_survives_the_file():
                 assert any(getattr(v, f.name) != f.default for v, kind in values if kind is record), \
                     f"full_run() leaves {record.__name__}.{f.name} at its default"
     assert Run.from_json(run.to_json()) == run
+
+
+def test_a_saved_run_names_its_kind_first_and_older_files_without_it_still_read():
+    run = Roma(**ScriptedRoles({}).role_kwargs()).run("goal")
+    data = json.loads(run.to_json())
+    assert next(iter(data)) == "kind" and data["kind"] == "run"
+    del data["kind"]  # a file written before traces named their kind
+    assert Run.from_json(json.dumps(data)) == run
+    with pytest.raises(InvalidRunError):
+        Run.from_json(json.dumps({**data, "kind": "trajectory"}))

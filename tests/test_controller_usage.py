@@ -13,7 +13,8 @@ import dspy
 import pandas as pd
 import pytest
 
-from roma_lab.controller import Node, RoleCall, Roma, Run, ScriptedRoles, Subtask
+from roma_lab.trace import Node, RoleCall, Run
+from roma_lab.controller import Roma, ScriptedRoles, Subtask
 from roma_lab.lm import ScriptedEngine
 
 PLAN = {"root": (Subtask("a", "think"), Subtask("b", "think"), Subtask("c", "think", (1,)))}

@@ -2,7 +2,7 @@
 
 import pytest
 
-from roma_lab.controller import Run
+from roma_lab.trace import Run
 from roma_lab.lm import script_reply, scripted_lm
 from roma_lab.papers.roma import (
     QUICKSTART_GOALS,

@@ -14,7 +14,8 @@ from probe_integrity import RUN_FILE_CASES
 
 from roma_lab import bench
 from roma_lab.bench import LONGFORM_TASK, STRING_MATCH, ScriptedJudge, compare_systems, scores_df, summarize_results
-from roma_lab.controller import Node, RoleCall, RomaSettings, Run
+from roma_lab.trace import Node, RoleCall, Run
+from roma_lab.controller import RomaSettings
 from roma_lab.lm import ScriptedEngine, model_label, script_reply, scripted_lm
 from roma_lab.papers import roma
 from roma_lab.papers.roma._benchmark_tables import OTHER_SYSTEM
@@ -608,7 +609,7 @@ def test_table5_runs_stopped_and_damaged_stories_again(tmp_path):
 
 
 def test_table5_writes_again_exactly_the_runs_the_controller_stopped():
-    from roma_lab.controller._types import STOPPED_RUN_STATUSES
+    from roma_lab.trace._types import STOPPED_RUN_STATUSES
     from roma_lab.papers.roma._component_cost import _STOPPED
 
     assert set(_STOPPED) == set(STOPPED_RUN_STATUSES)  # every other run status is where a story ended

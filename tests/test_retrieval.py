@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from roma_lab.controller._retrieval import BM25Retriever, EmptyCorpusError, Passage
+from roma_lab.tools._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from roma_lab.results._files import JsonlLineError
 
 DOCS = [

@@ -16,8 +16,9 @@ import pytest
 from dspy.utils import DummyLM
 
 import roma_lab
-from roma_lab.controller import CodeExecutor, Roma, _sandbox
-from roma_lab.controller._sandbox import SandboxResult, SandboxUnavailableError, check_sandbox, run_python
+from roma_lab.controller import CodeExecutor, Roma
+from roma_lab.tools import _sandbox
+from roma_lab.tools._sandbox import SandboxResult, SandboxUnavailableError, check_sandbox, run_python
 
 
 def test_stdout_captured_and_clean_exit():
@@ -216,7 +217,7 @@ def test_jail_view_is_the_same_for_a_clone_anywhere(layout, scratch):
         python = clone / ".venv" / "bin" / "python"
     else:
         python = _venv(scratch(f"/{layout}")) / "bin" / "python"
-    driver = ("import json, sys\nfrom roma_lab.controller._sandbox import run_python\n"
+    driver = ("import json, sys\nfrom roma_lab.tools._sandbox import run_python\n"
               f"r = run_python({_LIST_ROOT!r})\nprint(json.dumps([r.stdout, r.error]))")
     out = subprocess.run([python, "-c", driver], capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr[-2000:]

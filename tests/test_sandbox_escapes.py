@@ -30,7 +30,7 @@ from string import Template
 import pytest
 
 import roma_lab
-from roma_lab.controller._sandbox import SandboxResult
+from roma_lab.tools._sandbox import SandboxResult
 
 SECRET = "sk-secret-probe"
 SECRET_VARS = ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "AWS_SECRET_ACCESS_KEY")
@@ -288,7 +288,7 @@ def _code(probe: Probe, t: Target) -> str:
 
 _DRIVER = """
 import dataclasses, json, pathlib, sys
-from roma_lab.controller._sandbox import run_python
+from roma_lab.tools._sandbox import run_python
 result = run_python(sys.stdin.read(), timeout_s=float(sys.argv[1]), memory_mb=int(sys.argv[3]),
                     max_processes=int(sys.argv[4]))
 # which of the probe's processes are still alive the moment run_python returns
@@ -390,7 +390,7 @@ def test_jail_dies_with_a_killed_parent(target):
 _KEYRING_DRIVER = """
 import ctypes, json, os, sys
 import pyseccomp
-from roma_lab.controller._sandbox import run_python
+from roma_lab.tools._sandbox import run_python
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
 KEYCTL, ADD_KEY = (pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, n) for n in ("keyctl", "add_key"))
@@ -480,7 +480,7 @@ REFUSED_SYSCALLS = (
 
 
 def test_refused_system_calls_fail_with_eperm():
-    from roma_lab.controller._sandbox import run_python
+    from roma_lab.tools._sandbox import run_python
 
     numbers = {name: _native(name) for name in REFUSED_SYSCALLS if _native(name) >= 0}
     assert {"keyctl", "add_key", "request_key", "unshare", "setns", "mount", "ptrace", "bpf"} <= set(numbers)
@@ -498,7 +498,7 @@ def test_refused_system_calls_fail_with_eperm():
 
 
 def test_clone_into_new_namespaces_is_refused_clone3_falls_back_and_fork_works():
-    from roma_lab.controller._sandbox import run_python
+    from roma_lab.tools._sandbox import run_python
 
     code = (_LIBC + "import json\nlibc.syscall.restype = ctypes.c_long\nout = {}\n"
             f"for name, flag in (('user', 0x10000000), ('pid', 0x20000000), ('net', 0x40000000), ('mount', 0x20000)):\n"
@@ -519,7 +519,7 @@ def test_clone_into_new_namespaces_is_refused_clone3_falls_back_and_fork_works()
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="the other ABIs probed are x86's (i386, x32)")
 @pytest.mark.parametrize("abi", ["i386_int80", "x32"])
 def test_system_calls_of_another_abi_kill_the_process(abi):
-    from roma_lab.controller._sandbox import run_python
+    from roma_lab.tools._sandbox import run_python
 
     if abi == "x32":  # the x32 bit on the native getpid
         call = "rc = libc.syscall(ctypes.c_long(0x40000000 | 39))\n"

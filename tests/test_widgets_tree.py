@@ -15,15 +15,8 @@ import pytest
 from schedules import scheduled_run
 from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, expandable, rows
 
-from roma_lab.controller import (
-    LMExchange,
-    Node,
-    RoleCall,
-    Roma,
-    Run,
-    ScriptedRoles,
-    Subtask,
-)
+from roma_lab.trace import LMExchange, Node, RoleCall, Run
+from roma_lab.controller import Roma, ScriptedRoles, Subtask
 from roma_lab.lm import CachingEngine
 from roma_lab.widgets import (
     ExecutionTreeWidget,
@@ -95,7 +88,7 @@ def test_live_states_come_from_the_trace_and_never_show_more_running_than_slots(
 
 
 def test_node_state_reads_the_node_and_its_dependencies():
-    from roma_lab.controller import CallInFlight
+    from roma_lab.trace import CallInFlight
     from roma_lab.widgets import node_state
 
     a = Node(id="0.0", parent_id="0", depth=1, goal="a", task_type="think", status="running",
@@ -133,7 +126,7 @@ def test_timelines_are_the_recorded_schedule():
 
 
 def test_a_call_in_flight_is_drawn_up_to_the_latest_moment_of_the_trace():
-    from roma_lab.controller import CallInFlight
+    from roma_lab.trace import CallInFlight
 
     root = Node(id="0", parent_id=None, depth=0, goal="g", task_type="think", status="running", created_s=0.0,
                 started_s=0.1, in_flight=CallInFlight("atomizer", queued_s=0.1, started_s=0.4))
@@ -241,7 +234,7 @@ def test_prompts_and_completions_are_shown_whole_and_cached_calls_are_marked(tmp
 
 
 def test_every_status_has_a_colour_and_a_badge():
-    from roma_lab.controller import NODE_STATUSES, RUN_STATUSES
+    from roma_lab.trace import NODE_STATUSES, RUN_STATUSES
 
     assert set(NODE_STATUSES) | set(RUN_STATUSES) <= set(STATUS_COLORS)
     run = every_status_run()
@@ -398,7 +391,7 @@ def test_a_cached_exchange_reads_back_from_json():
 def test_a_cache_replay_is_drawn_with_its_recorded_timings_and_says_so(tmp_path):
     from replayed_runs import SLOW, record, replay
 
-    from roma_lab.controller import replayed_schedule
+    from roma_lab.trace import replayed_schedule
 
     live = trace_to_tree(record(tmp_path))
     assert not live["replayed"] and live["timing_note"] is None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from view_pages import expandable
 
-from roma_lab.controller import RoleCall
+from roma_lab.trace import RoleCall
 from roma_lab.widgets import RunComparison, TrajectoryComparison
 from roma_lab.widgets._view import (
     call_data,

@@ -11,7 +11,7 @@ showing what fixed scripts score on it). The OAgents paper's
 studies and its numbers' audit (notebooks 20-29) are ``roma_lab.papers.oagents``. See design/agents.md.
 """
 
-from ._agent import STATIC_WORKFLOW, Agent, rollout_seed
+from ._agent import STATIC_WORKFLOW, Agent, sampling_seed
 from ._config import MEMORY, PLANNING, QUERY_OPTIMIZATION, ROLES, SELECTION, TTS, AgentConfig, PlanTips, config_hash
 from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
 from ._qa import BM25Source, Source, expand_query, qa_tasks, search_passages
@@ -31,7 +31,7 @@ __all__ = [
     "PlanTips", "RecordedGrade", "Rollout", "Selection", "Source", "SplitLeakError", "Step",
     "SuiteGrader", "Tool", "ToolContext", "ToolError", "ToolUnavailable", "Trajectory", "TrajectoryFormatError",
     "config_hash", "describe_tools", "expand_query", "is_non_answer", "mine_tips", "pick_best_score", "qa_tasks",
-    "read_trajectories", "read_trajectory", "rollout_seed", "run_agent", "run_label", "sample_suite_tasks", "search_passages",
+    "read_trajectories", "read_trajectory", "run_agent", "run_label", "sampling_seed", "sample_suite_tasks", "search_passages",
     "suite_tasks", "trajectory_rows_df", "FLOORS", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "closed_book", "floor_answers",
     "floors_df", "floors_table", "world_level", "world_tasks",
 ]

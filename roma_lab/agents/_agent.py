@@ -12,7 +12,6 @@ which applies the temperature and seed and records the call in the controller's 
 
 from __future__ import annotations
 
-import contextlib
 import contextvars
 import json
 import re
@@ -24,7 +23,7 @@ from typing import Any
 
 from roma_lab._concurrent import concurrent_map
 from roma_lab.bench import answer_key
-from roma_lab.controller import LMExchange, RoleCall, ToolCall, jsonable
+from roma_lab.trace import LMExchange, RoleCall, ToolCall, context_chars, jsonable
 
 from ._config import ROLES, AgentConfig, config_hash
 from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
@@ -32,7 +31,7 @@ from ._memory import Memory
 from ._select import is_non_answer, pick_best_score, vote_selection
 from ._types import PlanRevision, Rollout, Selection, Step, Trajectory
 
-__all__ = ["STATIC_WORKFLOW", "Agent", "rollout_seed"]
+__all__ = ["STATIC_WORKFLOW", "Agent", "sampling_seed"]
 
 #: The one manual workflow every task follows under ``planning="static"``.
 STATIC_WORKFLOW = (
@@ -55,13 +54,8 @@ AT_LIMIT = "The step limit is reached: answer from the steps above, with no tool
 _PENDING: contextvars.ContextVar[list[RoleCall]] = contextvars.ContextVar("roma_lab_agent_pending")
 
 
-def _context_chars(inputs: Mapping[str, Any]) -> int:
-    """The size of everything a role was shown (as the controller measures a role call's context)."""
-    return sum(len(v) if isinstance(v, str) else len(json.dumps(v, ensure_ascii=False)) for v in inputs.values())
-
-
-def rollout_seed(run: int, index: int) -> int:
-    """Seed of rollout ``index`` in run ``run``: the run index for the first rollout, distinct for
+def sampling_seed(run: int, index: int) -> int:
+    """The sampling seed of rollout ``index`` in run ``run``: the run index for the first rollout, distinct for
     every (run, rollout) pair while runs < 1000."""
     return run + 1000 * index
 
@@ -160,15 +154,12 @@ class Agent:
         self._modules = {role: self._role_overrides.get(role) or default_module(self._signature[role])
                          for role in ROLES if role != "decomposer"}
 
-    def _lm_for(self, role: str, seed: int | None) -> Any:
-        """The role's model with this run's sampling settings (part of every completion-cache key)."""
-        lm = self._lms[role]
-        if not hasattr(lm, "copy"):
-            return lm
+    def _lm_for(self, role: str, seed: int | None) -> tuple[Any, dict[str, Any]]:
+        """The role's model and this run's sampling settings for it (part of every completion-cache key)."""
         settings: dict[str, Any] = {"temperature": self.config.temperature, "max_tokens": self.config.max_tokens}
         if seed is not None:
             settings["seed"] = seed
-        return lm.copy(**settings)
+        return self._lms[role], settings
 
     def _workers(self, role: str) -> int:
         """How many independent pieces of work calling ``role`` run at once: its model's bound."""
@@ -178,37 +169,30 @@ class Agent:
 
     def _seed(self, run: int, index: int) -> int | None:
         # Greedy decoding ignores the seed, so none is sent; the rollout id (``run``) keeps runs apart.
-        return rollout_seed(run, index) if self.config.temperature > 0 else None
+        return sampling_seed(run, index) if self.config.temperature > 0 else None
 
     def _call(self, t0: float, role: str, seed: int | None, **inputs: Any) -> tuple[Any, RoleCall]:
         """Call one role; never raises. Returns (prediction or None, the recorded call). ``t0``: when
         the run started. Usage is read from the call's own tracker and LM copy, as the controller reads
         a role call's, and so are the requests as sent (``exchanges``)."""
-        import dspy
-        from dspy.utils.usage_tracker import track_usage
-
-        from roma_lab.lm import call_usage
+        from roma_lab.lm import metered_call
 
         from ._signatures import output_fields
 
-        lm = self._lm_for(role, seed)
+        lm, settings = self._lm_for(role, seed)
         started = time.monotonic()
         prediction, outputs, error = None, {}, None
-        with contextlib.ExitStack() as stack:
-            stack.enter_context(dspy.context(lm=lm))
-            tracker = stack.enter_context(track_usage())
+        with metered_call(lm, settings=settings) as meter:
             try:
                 prediction = self._modules[role](**inputs)
                 outputs = {name: jsonable(getattr(prediction, name)) for name in output_fields(self._signature[role])}
             except Exception as exc:  # noqa: BLE001 - a role's failure is recorded, and typed by the caller
                 prediction, error = None, f"{type(exc).__name__}: {exc}"
-            # an LM that cannot be copied is shared by every call: its history is not this call's
-            history = [] if lm is self._lms[role] else list(getattr(lm, "history", []))
-            usage = call_usage(tracker.get_total_tokens(), history)
-        call = RoleCall(role=role, inputs=jsonable(inputs), outputs=outputs, context_chars=_context_chars(inputs),
+            usage, history = meter.usage(), meter.history()
+        call = RoleCall(role=role, inputs=jsonable(inputs), outputs=outputs, context_chars=context_chars(inputs),
                         input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
                         latency_s=time.monotonic() - started, started_s=started - t0,
-                        model=usage.model or getattr(lm, "model", None), error=error,
+                        model=usage.model or getattr(meter.lm, "model", None), error=error,
                         exchanges=LMExchange.from_history(history))
         return prediction, call
 
@@ -535,7 +519,9 @@ class Agent:
                 raise RuntimeError(f"subtask ended without an answer ({loop.status}: {loop.error})")
             return dspy.Prediction(output=loop.answer)
 
-        roma = Roma(executors={t: solve for t in TASK_TYPES}, lm=self._lm_for("decomposer", seed), max_depth=1,
+        lm, settings = self._lm_for("decomposer", seed)
+        roma = Roma(executors={t: solve for t in TASK_TYPES}, lm=lm.copy(**settings) if hasattr(lm, "copy") else lm,
+                    max_depth=1,
                     max_concurrency=workers, max_subtasks=MAX_SUBTASKS)
         result = roma.run(question)
         text = result.output if result.output is not None else f"failed ({result.root.error})"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from roma_lab.controller import BM25Retriever, EmptyCorpusError
+from roma_lab.tools import BM25Retriever, EmptyCorpusError
 
 __all__ = ["Memory"]
 

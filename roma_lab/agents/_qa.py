@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from roma_lab.bench import PRIVATE_BENCHMARKS, Item, grader_for
-from roma_lab.controller import BM25Retriever, Passage, run_python
+from roma_lab.tools import BM25Retriever, Passage, run_python
 
 from ._env import AgentTask, Tool, ToolContext, ToolError
 
@@ -35,7 +35,7 @@ class Source(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class BM25Source:
-    """A BM25 index (``roma_lab.controller.BM25Retriever``) over one local corpus, as a search source."""
+    """A BM25 index (``roma_lab.tools.BM25Retriever``) over one local corpus, as a search source."""
 
     name: str
     retriever: BM25Retriever

@@ -44,7 +44,9 @@ def run_label(config: AgentConfig) -> str:
 
 
 def _file_name(item: Item) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]", "_", f"{item.benchmark}__{item.item_id}") + ".json"
+    from roma_lab.results import safe_name
+
+    return safe_name(f"{item.benchmark}__{item.item_id}") + ".json"
 
 
 def _recorded(grade: Grade) -> RecordedGrade:

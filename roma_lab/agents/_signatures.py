@@ -12,7 +12,7 @@ import dspy
 from pydantic import Field
 from typing_extensions import TypeAliasType
 
-from roma_lab.controller import JSONRole
+from roma_lab.lm import JSONRole
 
 MAX_TIPS = 5
 

@@ -3,8 +3,8 @@
 A :class:`Trajectory` holds every attempt (rollout) the agent made, the steps of each (what the
 actor was shown, what it chose, the tool call and its observation), plan revisions, memory
 contents, and how the final answer was chosen among rollouts. Calls are recorded in the trace
-vocabulary of a ROMA run: every model call is a ``controller.RoleCall`` and every tool call a
-``controller.ToolCall``, and :meth:`Trajectory.as_run` gives the trajectory as a ``controller.Run``
+vocabulary of a ROMA run: every model call is a ``trace.RoleCall`` and every tool call a
+``trace.ToolCall``, and :meth:`Trajectory.as_run` gives the trajectory as a ``trace.Run``
 whose nodes are the task, its rollouts and their steps, so one usage count and one set of tables
 (``calls_df``, ``usage_df``, ``tools_df``) serve both. See design/agents.md.
 """
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from roma_lab.controller import Node, RoleCall, Run, ToolCall, run_status
+from roma_lab.trace import Node, RoleCall, Run, ToolCall, run_status
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,7 +38,7 @@ _ROOT = "task"  # the id of a trajectory's root node in :meth:`Trajectory.as_run
 
 class TrajectoryFormatError(ValueError):
     """A saved trajectory is not in the current format (e.g. written before agents recorded their
-    calls as ``controller.RoleCall`` / ``ToolCall``) or is not a trajectory at all. Names the file."""
+    calls as ``trace.RoleCall`` / ``ToolCall``) or is not a trajectory at all. Names the file."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,21 +215,30 @@ class Trajectory:
         return self.as_run().tools_df()
 
     def to_json(self) -> str:
-        return _ADAPTER.dump_json(self, indent=1).decode()
+        text = _ADAPTER.dump_json(self, indent=1).decode()
+        return f'{{\n "kind": "{TRAJECTORY_KIND}",{text[1:]}'  # the kind first, as every saved trace names it
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Trajectory:
         """Read :meth:`to_json` text back; text in an older format (or not a trajectory) is a
         :class:`TrajectoryFormatError`."""
         try:
+            data = json.loads(text)
+            if isinstance(data, dict) and data.get("kind") == TRAJECTORY_KIND:
+                del data["kind"]  # absent from files written before traces named their kind
+                text = json.dumps(data)
             return _ADAPTER.validate_json(text)
-        except ValidationError as err:
+        except ValueError as err:
+            if not isinstance(err, ValidationError):
+                raise TrajectoryFormatError(f"not a trajectory: not JSON ({err})") from err
             raise TrajectoryFormatError(f"not a trajectory in the current format ({err.error_count()} problems, "
                                         f"first: {_first_problem(err)}); trajectories written before agents "
-                                        "recorded controller.RoleCall/ToolCall must be re-run") from err
+                                        "recorded trace.RoleCall/ToolCall must be re-run") from err
 
 
 _ADAPTER = TypeAdapter(Trajectory)
+#: The ``kind`` a saved trajectory names first (``roma_lab.trace``'s runs name "run").
+TRAJECTORY_KIND = "trajectory"
 
 
 def _first_problem(err: ValidationError) -> str:

@@ -87,7 +87,7 @@ class _IdRetriever:
     """BM25 over the world's documents, keeping their ids (``doc_id`` in each passage)."""
 
     def __init__(self, documents: Mapping[str, str]) -> None:
-        from roma_lab.controller import BM25Retriever, Passage
+        from roma_lab.tools import BM25Retriever, Passage
 
         self._ids = list(documents)
         self._index = BM25Retriever(list(documents.values()))

@@ -238,7 +238,7 @@ class SystemStalledError(RuntimeError):
     """A system timed out on too many items in a row; the run stopped, finished rows kept."""
 
 
-def _call_with_timeout(fn: Callable[[str], Any], arg: str, timeout_s: float | None) -> Any:
+def _call_with_timeout(fn: Callable[[Any], Any], arg: Any, timeout_s: float | None) -> Any:
     if timeout_s is None:
         return fn(arg)
     box: dict[str, Any] = {}
@@ -293,7 +293,8 @@ def _attempt(system: Callable[[str], Any], grader: Grader, system_name: str, tim
     this process or on a cluster worker; either way only the caller writes the row."""
     start = time.perf_counter()
     try:
-        result = _call_with_timeout(system, item.question, timeout_s)
+        # a system that takes the item (``takes_item``) gets it whole, never a question text to look up again
+        result = _call_with_timeout(system, item if getattr(system, "takes_item", False) else item.question, timeout_s)
     except Exception as exc:  # noqa: BLE001 - recorded as an error row, the run goes on
         return (_row(item, system_name, "", None, f"{type(exc).__name__}: {exc}", "system", time.perf_counter() - start),
                 isinstance(exc, TimeoutError))
@@ -351,7 +352,9 @@ def run_benchmark(
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
     ``system(question)`` returns a str or an object with ``.output`` (or what the grader needs,
-    e.g. a ``LongformStory``); its rows name it ``system_name`` in the ``condition`` column. Rows
+    e.g. a ``LongformStory``); a system with a true ``takes_item`` attribute is called with the
+    ``Item`` itself instead (``roma_lab.evaluate``'s systems, which key traces by the item's id). Its
+    rows name it ``system_name`` in the ``condition`` column. Rows
     are flushed as each item finishes; rerunning with the same ``out_path`` and ``system_name``
     skips items already recorded without error (with ``retry_errors=False``, skips every recorded
     item); item ids in ``redo`` run again regardless (e.g. when a trace saved beside the row was

@@ -4,24 +4,21 @@ A damaged file raises ``RunFileError`` naming it (design/integrity.md)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from roma_lab.bench._run import RunFileError, read_results_df
 
 if TYPE_CHECKING:
-    from roma_lab.controller import Run
+    from roma_lab.trace import Run
 
 
 def run_file(runs_dir: Path, item_id: str) -> Path:
     """Where the ROMA run of ``item_id`` is saved: its id made file-safe (and kept distinct)."""
-    safe = re.sub(r"[^\w.-]", "_", item_id)
-    if safe != item_id:  # keep distinct ids distinct after cleaning
-        safe += "-" + hashlib.sha256(item_id.encode()).hexdigest()[:8]
-    return runs_dir / f"{safe}.json"
+    from roma_lab.results import safe_name
+
+    return runs_dir / f"{safe_name(item_id)}.json"
 
 
 def load_item_run(out_dir: str | os.PathLike[str], benchmark: str, item_id: str | None = None) -> Run:
@@ -56,7 +53,7 @@ def saved_run(path: Path) -> Run | None:
 def _read_run(path: Path) -> Run:
     """The Run saved at ``path``; a damaged file (bad bytes, bad JSON, nested too deep, a broken
     invariant) is an ``InvalidRunError``, a ``ValueError``."""
-    from roma_lab.controller import Run
+    from roma_lab.trace import Run
 
     return Run.from_json(path.read_bytes())  # bytes: invalid UTF-8 is a validation error too
 

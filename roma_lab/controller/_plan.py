@@ -8,14 +8,11 @@ so the scheduler only ever sees a valid DAG; only a plan with no usable subtask 
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_SHOW = reprlib.Repr()  # warnings quote model output, never all of it
-_SHOW.maxstring = _SHOW.maxother = 60
-
+from roma_lab.trace import show
 
 @dataclass(frozen=True, slots=True)
 class Subtask:
@@ -30,20 +27,6 @@ class PlanCheck:
 
     subtasks: tuple[Subtask, ...]
     warnings: tuple[str, ...]
-
-
-_SHOW_CHARS = 200  # reprlib bounds each level, not the whole: deep nesting can still run long
-
-
-def show(value: Any) -> str:
-    """A short repr that never raises, for messages quoting whatever a model returned."""
-    if isinstance(value, int) and value.bit_length() > 64:  # repr() refuses ints over 4,300 digits
-        return f"<int of {value.bit_length()} bits>"
-    try:
-        text = _SHOW.repr(value)
-    except Exception:  # an object whose __repr__ raises
-        return f"<unprintable {type(value).__name__}>"
-    return text if len(text) <= _SHOW_CHARS else f"{text[:_SHOW_CHARS - 3]}..."
 
 
 def _field(item: Any, name: str) -> Any:

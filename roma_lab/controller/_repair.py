@@ -17,9 +17,11 @@ from dataclasses import dataclass
 from os import PathLike
 from typing import Literal
 
-from ._artifacts import ArtifactStore, UntrustedStoreError
+from roma_lab.tools import ArtifactStore, UntrustedStoreError
+from roma_lab.trace import Node, Run
+from roma_lab.trace._types import NO_OUTPUT_STATUSES
+
 from ._plan import Subtask
-from ._types import NO_OUTPUT_STATUSES, Node, Run
 
 Action = Literal["reuse", "fresh", "kept_plan"]
 # Statuses a repair may also redo on request; nodes without an output are always redone.

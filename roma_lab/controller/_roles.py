@@ -17,9 +17,10 @@ import dspy
 from pydantic import BaseModel, Field
 from typing_extensions import TypeAliasType
 
-from ._sandbox import check_sandbox, run_python
-from ._settings import TASK_TYPES
-from ._tools import read_artifact, run_tools, tool_result_limit, traced_call
+from roma_lab.lm import JSONRole
+from roma_lab.tools import check_sandbox, read_artifact, run_python, run_tools
+from roma_lab.tools._calls import tool_result_limit, traced_call
+from roma_lab.trace import TASK_TYPES
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
 
@@ -137,18 +138,6 @@ class VerifierSignature(dspy.Signature):
     feedback: str = dspy.OutputField(desc="what to fix, if anything")
 
 
-class JSONRole(dspy.Module):
-    """One predictor run with the JSON adapter (set per call, so a user's global adapter is untouched)."""
-
-    def __init__(self, signature: type[dspy.Signature]):
-        super().__init__()
-        self.predict = dspy.Predict(signature)
-
-    def forward(self, **inputs):
-        with dspy.context(adapter=dspy.JSONAdapter()):
-            return self.predict(**inputs)
-
-
 class Atomizer(JSONRole):
     def __init__(self):
         super().__init__(AtomizerSignature)
@@ -236,7 +225,7 @@ class ToolExecutor:
 
     def tools(self) -> list[dspy.Tool]:
         """The tools of one call: the built-in ones, then the run's MCP tools."""
-        from ._artifacts import _RUN_STORE
+        from roma_lab.tools._artifacts import _RUN_STORE
 
         builtin = [dspy.Tool(self.run_python, name="run_python")]
         if self.retriever is not None:
@@ -334,7 +323,7 @@ def default_executors(corpus: Sequence[str] | str | PathLike[str] | None = None,
     MCP tools) and write stays direct composition."""
     retriever = None
     if corpus is not None:
-        from ._retrieval import BM25Retriever
+        from roma_lab.tools import BM25Retriever
 
         retriever = BM25Retriever(corpus)
     if tools:

@@ -16,7 +16,6 @@ import contextlib
 import contextvars
 import hashlib
 import inspect
-import json
 import queue
 import threading
 import time
@@ -26,24 +25,33 @@ from dataclasses import dataclass, field, replace
 from os import PathLike
 from typing import Any
 
-from ._artifacts import _RUN_STORE, ArtifactError, ArtifactMissingError, ArtifactRef, ArtifactStore
-from ._plan import Subtask, show, validate_plan
-from ._repair import RepairPlan, plan_repair, repair_stores
-from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
-from ._tools import _RUN_TOOLS, _TOOL_LOG, McpConnections, McpServer, McpServerError, ToolLog
-from ._values import clip, jsonable, reference
-from ._types import (
+from roma_lab.tools import ArtifactError, ArtifactMissingError, ArtifactStore, McpServer, McpServerError
+from roma_lab.tools._artifacts import _RUN_STORE
+from roma_lab.tools._calls import _RUN_TOOLS, _TOOL_LOG, McpConnections, ToolLog
+from roma_lab.trace import (
     OUTPUT_STATUSES,
+    TASK_TYPES,
+    ArtifactRef,
     CallInFlight,
     LMExchange,
     Node,
     NodeEvent,
     RepairRecord,
     RoleCall,
+    RomaSettings,
     Run,
-    RunStatus,
+    clip,
+    context_chars,
+    jsonable,
+    reference,
     run_status,
+    show,
 )
+from roma_lab.trace._settings import MODEL_KEYS
+from roma_lab.trace._types import RunStatus
+
+from ._plan import Subtask, validate_plan
+from ._repair import RepairPlan, plan_repair, repair_stores
 
 # Output contract per role: field -> required type (None: any value).
 _CONTRACT: dict[str, dict[str, type | None]] = {
@@ -91,10 +99,6 @@ class _Outcome:
     history: list
 
 
-def _context_chars(inputs: Mapping[str, Any]) -> int:
-    return sum(len(v) if isinstance(v, str) else len(json.dumps(v, ensure_ascii=False)) for v in inputs.values())
-
-
 def _result_text(node: Node, limit: int | None) -> str:
     """A dependency result as a context shows it: the output cut to ``limit``, or for an artifact
     its summary and reference."""
@@ -125,18 +129,14 @@ def _is_async(fn: Any) -> bool:
 
 @contextlib.contextmanager
 def _call_setting(lm: Any, tools: ToolLog) -> Iterator[Callable[[Any, BaseException | None], _Outcome]]:
-    """One role call's own DSPy usage tracker, LM copy and tool log (so concurrent calls never mix).
-    Yields the function that makes the call's outcome from what it returned or raised; usage is
-    read either way: a failed call still consumed tokens."""
-    import dspy
-    from dspy.utils.usage_tracker import track_usage
+    """One role call's metered model call (``lm.metered_call``: its own LM copy and usage tracker) and
+    its own tool log, so concurrent calls never mix. Yields the function that makes the call's
+    outcome from what it returned or raised."""
+    from roma_lab.lm import metered_call
 
     _TOOL_LOG.set(tools)  # the call's thread or task runs in a copy of the run's context: the setting stays there
-    call_lm = lm.copy() if lm is not None else None
-    overrides = {"lm": call_lm} if call_lm is not None else {}
-    with dspy.context(**overrides), track_usage() as tracker:
-        yield lambda result, error: _Outcome(result, error, tracker.get_total_tokens(),
-                                             list(getattr(call_lm, "history", [])))
+    with metered_call(lm) as meter:
+        yield lambda result, error: _Outcome(result, error, meter.tokens(), meter.history())
 
 
 def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
@@ -722,7 +722,7 @@ class Roma:
                 raise
             latency = time.monotonic() - started
         record = {"role": role, "inputs": jsonable({k: v for k, v in inputs.items() if k != "goal"}),
-                  "context_chars": _context_chars(inputs), "latency_s": latency, "started_s": started - state.t0,
+                  "context_chars": context_chars(inputs), "latency_s": latency, "started_s": started - state.t0,
                   "queued_s": waiting.queued_s}
         if not done:
             error = f"timed out after {self.settings.call_timeout_s:g} s"

@@ -19,16 +19,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from roma_lab.results import MODEL
+from roma_lab.results import MODEL, safe_name
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-from ._systems import SingleCallAnswer, as_system, roma_output
+from ._systems import SINGLE_CALL_KIND, SingleCallAnswer, as_system, roma_output
 from ._tasks import TaskSet, tasks_from
 
 if TYPE_CHECKING:
@@ -48,12 +47,6 @@ _METRIC = "score"
 
 class EvaluationMismatchError(ValueError):
     """``out`` holds rows made with other tasks, another grader or other settings under a label."""
-
-
-def _safe(name: str) -> str:
-    """A label or task id as a file name, kept distinct from other names after cleaning."""
-    safe = re.sub(r"[^\w.-]", "_", name)
-    return safe if safe == name else f"{safe}-{hashlib.sha256(name.encode()).hexdigest()[:8]}"
 
 
 def _task_hashes(tasks: TaskSet) -> dict[str, str]:
@@ -104,43 +97,45 @@ def _check_record(out: Path, record: dict[str, Any]) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Answerer:
-    """What ``run_benchmark`` calls for one system and run: the task's answer, its trace saved first."""
+    """What ``run_benchmark`` calls for one system and run: the task's answer, its trace saved first.
+    It takes the item itself (``takes_item``), never its question text to look the task up again."""
 
     answer: Callable[[Item, int], Any]
-    by_question: Mapping[str, Item]
     traces: Path
     usage: Path
     run: int
+    takes_item: ClassVar[bool] = True
 
-    def __call__(self, question: str) -> Any:
-        from roma_lab.controller import Run
+    def __call__(self, item: Item) -> Any:
         from roma_lab.lm import rollout
         from roma_lab.results import write_text_atomic
+        from roma_lab.trace import Run
 
-        item = self.by_question[question]
         with rollout(str(self.run)):
             result = self.answer(item, self.run)
         if hasattr(result, "to_json"):
-            write_text_atomic(self.traces / f"{_safe(item.item_id)}.json", result.to_json())
+            write_text_atomic(self.traces / f"{safe_name(item.item_id)}.json", result.to_json())
             # counted from the answer in hand, after the trace: the tables never reread a trace for it
-            write_text_atomic(self.usage / f"{_safe(item.item_id)}.json", json.dumps(_usage(result)))
+            write_text_atomic(self.usage / f"{safe_name(item.item_id)}.json", json.dumps(_usage(result)))
         if isinstance(result, Run):
             roma_output(result)  # a failed or timed-out run is an error row (its trace is kept)
         return result
 
 
 def _load_trace(path: Path) -> Any:
-    """The trace saved at ``path``: a ROMA ``Run``, an agent ``Trajectory`` or a :class:`SingleCallAnswer`."""
+    """The trace saved at ``path``, by the ``kind`` it names: a ``roma_lab.trace.Run``, an agent
+    ``Trajectory`` or a :class:`SingleCallAnswer`."""
     text = path.read_text(encoding="utf-8")
     data = json.loads(text)
-    if data.get("kind") == "single_call":
+    kind = data.get("kind") if isinstance(data, dict) else None
+    if kind == SINGLE_CALL_KIND:
         return SingleCallAnswer(data["output"], data["input_tokens"], data["output_tokens"], data["cost"],
                                 data["model"])
-    if "rollouts" in data:
+    if kind == "trajectory" or (kind is None and "rollouts" in data):  # no kind: written before traces named it
         from roma_lab.agents import read_trajectory
 
         return read_trajectory(path)
-    from roma_lab.controller import Run
+    from roma_lab.trace import Run
 
     return Run.from_json(text)
 
@@ -255,7 +250,7 @@ class Evaluation:
         return table
 
     def trace_path(self, system: str, task_id: str, run: int = 0) -> Path:
-        return self.out / "traces" / _safe(system) / f"r{run}" / f"{_safe(str(task_id))}.json"
+        return self.out / "traces" / safe_name(system) / f"r{run}" / f"{safe_name(str(task_id))}.json"
 
     def trace(self, system: str, task_id: str, run: int = 0) -> Any:
         """The saved trace of one row: a ROMA ``Run``, an agent ``Trajectory`` or a single call's answer."""
@@ -322,7 +317,6 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
     from tqdm.auto import tqdm
 
     items = list(task_set.items)
-    by_question = {it.question: it for it in items}
     # one bar over every (system, run, task); rows found on disk count as done
     with tqdm(total=len(chosen) * runs * len(items), desc="evaluate", disable=not progress) as bar:
         for system in chosen:
@@ -331,8 +325,8 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
             for run in range(runs):
                 bar.set_postfix_str(f"{system.label}, run {run}")
                 before = bar.n
-                where = Path(_safe(system.label)) / f"r{run}"
-                run_benchmark(items, _Answerer(answer, by_question, out_dir / "traces" / where,
+                where = Path(safe_name(system.label)) / f"r{run}"
+                run_benchmark(items, _Answerer(answer, out_dir / "traces" / where,
                                                out_dir / "usage" / where, run), grading,
                               out_path=out_dir / f"run{run}.csv", system_name=system.label, timeout_s=timeout_s,
                               progress=False, workers=workers, on_row=lambda row: bar.update(1))
@@ -367,7 +361,7 @@ def _tidy(out: Path, tasks: TaskSet, labels: Sequence[str], runs: int, read) -> 
                                                               order[rows["item_id"].iat[i]]))]
     records = []
     for row in rows.to_dict(orient="records"):
-        where = Path(_safe(row["condition"])) / f"r{row['run']}" / f"{_safe(row['item_id'])}.json"
+        where = Path(safe_name(row["condition"])) / f"r{row['run']}" / f"{safe_name(row['item_id'])}.json"
         trace = out / "traces" / where
         records.append({
             "system": row["condition"], "run": row["run"], "benchmark": row["benchmark"], "task_id": row["item_id"],

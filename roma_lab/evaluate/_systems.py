@@ -26,6 +26,10 @@ __all__ = ["AgentSystem", "FunctionSystem", "RomaRunError", "RomaSystem", "RomaT
            "roma_output", "single_call"]
 
 
+#: The ``kind`` a single call's saved answer names (a run's is "run", an agent trajectory's "trajectory").
+SINGLE_CALL_KIND = "single_call"
+
+
 class RomaRunError(RuntimeError):
     """ROMA's root task failed; recorded as a system error row (its run JSON is kept)."""
 
@@ -89,7 +93,7 @@ class SingleCallAnswer:
     model: str | None
 
     def to_json(self) -> str:
-        return json.dumps({"kind": "single_call", "output": self.output, "input_tokens": self.input_tokens,
+        return json.dumps({"kind": SINGLE_CALL_KIND, "output": self.output, "input_tokens": self.input_tokens,
                            "output_tokens": self.output_tokens, "cost": self.cost, "model": self.model})
 
 
@@ -107,24 +111,21 @@ class SingleCall(System):
         return self.lm
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "single_call", "model": _model_name(self.lm)}
+        return {"kind": SINGLE_CALL_KIND, "model": _model_name(self.lm)}
 
     def __call__(self, question: str) -> str:
         return self.answer(question).output
 
     def answer(self, question: str) -> SingleCallAnswer:
         import dspy
-        from dspy.utils.usage_tracker import track_usage
 
-        from roma_lab.lm import call_usage
+        from roma_lab.lm import metered_call
 
-        lm = self.lm.copy() if hasattr(self.lm, "copy") else self.lm  # its own history: this call's usage
-        with dspy.context(lm=lm, adapter=dspy.JSONAdapter()), track_usage() as tracker:
+        with metered_call(self.lm, adapter=dspy.JSONAdapter()) as meter:
             output = dspy.Predict(_direct_signature())(question=self.task(question)).answer
-            history = [] if lm is self.lm else list(getattr(lm, "history", []))
-            usage = call_usage(tracker.get_total_tokens(), history)
+            usage = meter.usage()
         return SingleCallAnswer(output, usage.input_tokens, usage.output_tokens, usage.cost,
-                                usage.model or getattr(lm, "model", None))
+                                usage.model or getattr(meter.lm, "model", None))
 
     def bind(self, tasks: TaskSet) -> Callable[[Item, int], SingleCallAnswer]:
         return lambda item, run: self.answer(item.question)

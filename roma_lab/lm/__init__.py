@@ -15,6 +15,7 @@ request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that
 (``_rollout.py``). See design/local_model.md and design/online.md.
 """
 
+from .._lazy import lazy_exports
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
 from ._engine import AsyncEngine, LlamaEngine, free_cores
 from ._limits import DEFAULT_REMOTE_CONCURRENCY, LIMIT_ENV, max_concurrency, set_max_concurrency
@@ -47,6 +48,10 @@ from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
 from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
 from ._usage import CallUsage, call_usage
+
+# DSPy-backed helpers, loaded on first use (importing DSPy takes seconds).
+_CALL_NAMES = ("JSONRole", "Meter", "metered_call")
+__getattr__ = lazy_exports(__name__, "._calls", _CALL_NAMES)
 
 __all__ = [
     "DEFAULT_REMOTE_CONCURRENCY",
@@ -99,4 +104,5 @@ __all__ = [
     "scripted_lm",
     "served_from_cache",
     "set_max_concurrency",
+    *_CALL_NAMES,
 ]

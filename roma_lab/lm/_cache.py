@@ -8,7 +8,7 @@ served: its key is recomputed from its request and a digest covers request, repl
 generation's wall time, so an edited entry is damaged, never served. A served reply says it was
 looked up (``cache_hit``) and how long the recorded generation took (``latency_s``, None for entries
 written before it was recorded), so a replayed run can be drawn with the timings it was recorded
-with (controller.replayed_schedule).
+with (trace.replayed_schedule).
 """
 
 from __future__ import annotations

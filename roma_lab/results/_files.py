@@ -4,8 +4,10 @@ a regular file's bytes, a JSONL file's objects."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import stat
 import threading
 import warnings
@@ -15,11 +17,29 @@ from pathlib import Path
 from typing import Any
 
 
+#: The longest file name ``safe_name`` gives, in UTF-8 bytes: under every common file system's 255,
+#: with room for a suffix (``.json``, ``.quarantined-<time>``) and a folder's own prefix.
+MAX_NAME_BYTES = 120
+_UNSAFE = re.compile(r"[^\w.-]")
+
 QUARANTINED = ".quarantined-"  # marks a kept damaged file: evidence, not a result
 
 
 class QuarantineWarning(UserWarning):
     """A damaged file (or part of one) was moved aside; the work it held is redone."""
+
+
+def safe_name(name: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
+    """``name`` (a task id, a label) as one file name: the one rule of every room that writes a file
+    from a name. A name that is already safe and short is kept as it is; any other is cleaned
+    (characters outside ``[\\w.-]`` become ``_``), cut to fit ``max_bytes`` and given the first 8 hex
+    of its SHA-256, so two names never share a file (``q/1`` and ``q_1``) and none is too long."""
+    clean = _UNSAFE.sub("_", name)
+    if clean == name and clean not in ("", ".", "..") and len(clean.encode()) <= max_bytes:
+        return name
+    tail = "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    cut = clean.encode()[: max_bytes - len(tail)].decode("utf-8", "ignore")  # never half a character
+    return f"{cut}{tail}"
 
 
 def read_regular_bytes(path: str | os.PathLike[str]) -> bytes:

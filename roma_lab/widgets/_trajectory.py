@@ -26,7 +26,7 @@ import traitlets
 
 from roma_lab.agents import Rollout, Selection, Step, Trajectory, is_non_answer, read_trajectories
 from roma_lab.bench import normalize_answer
-from roma_lab.controller import Run
+from roma_lab.trace import Run
 
 from . import _view
 from ._view import (

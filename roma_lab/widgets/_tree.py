@@ -20,7 +20,7 @@ from typing import Any
 
 import traitlets
 
-from roma_lab.controller import Node, NodeEvent, ReplayedSchedule, Run, replayed_schedule
+from roma_lab.trace import Node, NodeEvent, ReplayedSchedule, Run, replayed_schedule
 
 from ._view import (
     LabelledComparison,
@@ -94,7 +94,7 @@ def _segments(node: Node, kids: Sequence[Node], now: float,
               schedule: ReplayedSchedule | None = None) -> list[dict[str, Any]]:
     """The node's timeline: ``waiting`` on dependencies, ``subtasks`` it waits for, and per role
     call the time ``queued`` for a slot and the ``call`` itself (one still in flight ends at ``now``).
-    With a ``schedule`` (a replay, :func:`roma_lab.controller.replayed_schedule`) the times are the
+    With a ``schedule`` (a replay, :func:`roma_lab.trace.replayed_schedule`) the times are the
     schedule's, the run's recorded model timings, and every segment says ``replayed``."""
     segments: list[dict[str, Any]] = []
     replayed = schedule is not None

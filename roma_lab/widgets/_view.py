@@ -25,7 +25,7 @@ import anywidget
 import traitlets
 
 if TYPE_CHECKING:
-    from roma_lab.controller import RoleCall
+    from roma_lab.trace import RoleCall
 
 ASSETS = Path(__file__).with_name("_assets")
 T = TypeVar("T")
@@ -105,7 +105,7 @@ def known_sum(values: Iterable[int | None]) -> int | None:
 
 
 def exchanges_data(exchanges: Iterable[Any]) -> list[dict[str, Any]]:
-    """A call's recorded model requests (``roma_lab.controller.LMExchange``) as plain data."""
+    """A call's recorded model requests (``roma_lab.trace.LMExchange``) as plain data."""
     return [{"messages": list(e.messages), "completions": list(e.completions), "cached": e.cached} for e in exchanges]
 
 
@@ -121,7 +121,7 @@ def exchanges_html(exchanges: list[Mapping[str, Any]], empty: str) -> str:
 
 
 def call_data(call: RoleCall) -> dict[str, Any]:
-    """A model call (a ROMA role call or an agent's call: both are ``controller.RoleCall``) as plain data."""
+    """A model call (a ROMA role call or an agent's call: both are ``trace.RoleCall``) as plain data."""
     wait = None if call.queued_s is None else round(call.started_s - call.queued_s, 6)
     return {"role": call.role, "component": call.role.split(":")[0], "model": call.model,
             "input_tokens": call.input_tokens, "output_tokens": call.output_tokens, "cost": call.cost,

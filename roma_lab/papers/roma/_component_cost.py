@@ -25,7 +25,7 @@ from roma_lab.results import quarantine, write_text_atomic
 if TYPE_CHECKING:
     import pandas as pd
 
-    from roma_lab.controller import Run
+    from roma_lab.trace import Run
 
 ARTEFACT = "table5"
 PAPER_NAME = "ROMA (DeepSeek-V3.1)"  # the paper's row our ROMA stands beside

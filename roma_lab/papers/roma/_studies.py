@@ -10,14 +10,15 @@ from os import PathLike
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roma_lab.controller import Roma, Run, ScriptedRoles, fixed_latency_roles, schedule_bounds, tree_plans
+from roma_lab.trace import Run, schedule_bounds
+from roma_lab.controller import Roma, ScriptedRoles, fixed_latency_roles, tree_plans
 from roma_lab.papers.roma._tables import RomaTables
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-    from roma_lab.controller import NodeEvent
+    from roma_lab.trace import NodeEvent
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,7 +66,8 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
     LM atomizer, paired CI and exact sign test, under `stats`); returns them as `RoutingTables`.
     `seed` draws the items."""
     from ... import bench
-    from ...controller import Roma, RouterAtomizer, Run
+    from ...trace import Run
+    from ...controller import Roma, RouterAtomizer
 
     if n_items < 1 or max_depth < 0:
         raise ValueError(f"need n_items >= 1 and max_depth >= 0, got {n_items}, {max_depth}")

@@ -4,13 +4,17 @@ long text (``clip``) and of an artifact's summary (``reference``) that contexts 
 
 from __future__ import annotations
 
+import json
 import math
+import reprlib
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from typing import Any
 
-from ._artifacts import ArtifactRef
-from ._plan import show
+from ._artifact_ref import ArtifactRef
+
+_SHOW = reprlib.Repr()  # warnings quote model output, never all of it
+_SHOW.maxstring = _SHOW.maxother = 60
 
 # How many levels of containers (dicts, lists) a recorded value may nest: a tool call's arguments, a
 # role call's inputs and each of its outputs, an exchange's messages and completions. Deeper parts
@@ -20,7 +24,21 @@ from ._plan import show
 MAX_VALUE_DEPTH = 100
 TRUNCATED = "<truncated: "  # how a recorded value that was cut begins
 
-__all__ = ["clip", "jsonable", "reference"]
+__all__ = ["clip", "context_chars", "jsonable", "reference", "show"]
+
+
+_SHOW_CHARS = 200  # reprlib bounds each level, not the whole: deep nesting can still run long
+
+
+def show(value: Any) -> str:
+    """A short repr that never raises, for messages quoting whatever a model returned."""
+    if isinstance(value, int) and value.bit_length() > 64:  # repr() refuses ints over 4,300 digits
+        return f"<int of {value.bit_length()} bits>"
+    try:
+        text = _SHOW.repr(value)
+    except Exception:  # an object whose __repr__ raises
+        return f"<unprintable {type(value).__name__}>"
+    return text if len(text) <= _SHOW_CHARS else f"{text[:_SHOW_CHARS - 3]}..."
 
 
 def jsonable(value: Any) -> Any:
@@ -70,3 +88,8 @@ def clip(text: str, limit: int | None) -> str:
 def reference(ref: ArtifactRef) -> str:
     """How a context names an artifact whose summary it shows."""
     return f"(summary; the full result is artifact {ref.id}, {ref.size:,} bytes: read it with read_artifact)"
+
+
+def context_chars(inputs: Mapping[str, Any]) -> int:
+    """The size of everything a role was shown (``RoleCall.context_chars``), the same for every writer."""
+    return sum(len(v) if isinstance(v, str) else len(json.dumps(v, ensure_ascii=False)) for v in inputs.values())

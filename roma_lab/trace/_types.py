@@ -17,12 +17,16 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from ._artifacts import _SHA256, ArtifactRef
+from ._artifact_ref import _SHA256, ArtifactRef
 from ._settings import RomaSettings
 from ._values import MAX_VALUE_DEPTH, jsonable
 
 if TYPE_CHECKING:
     import pandas as pd
+
+#: The ``kind`` a saved run names first: every saved trace names its kind (an agent's is "trajectory", a
+#: single call's "single_call"), so a reader never tells traces apart by their keys.
+RUN_KIND = "run"
 
 ROLES: tuple[str, ...] = ("atomizer", "planner", "executor", "aggregator", "verifier")
 
@@ -329,10 +333,11 @@ class Run:
         """The run as JSON text that any run can be saved as: the goal is stored once (on the root),
         non-finite floats are refused by the invariants, and lone surrogates are written as escapes."""
         data = _RunModel.model_validate({
-            "status": self.status, "output": self.output, "nodes": [_node_record(n) for n in self.nodes],
+            "kind": RUN_KIND, "status": self.status, "output": self.output, "nodes": [_node_record(n) for n in self.nodes],
             "wall_s": self.wall_s, "settings": {} if self.settings is None else self.settings.record(),
             "artifact_store": self.artifact_store, "repair": None if self.repair is None else asdict(self.repair),
         }).model_dump(mode="json", exclude={"goal"})
+        data = {"kind": data.pop("kind"), **data}  # first, so a reader tells the trace's kind at a glance
         text = json.dumps(data, ensure_ascii=False, indent=1, allow_nan=False)
         # json.dumps keeps a lone surrogate (e.g. from a model's broken UTF-16) as a raw code point,
         # which UTF-8 cannot encode; its JSON escape reads back to the same string.
@@ -364,7 +369,7 @@ class Run:
         if m.goal is not None and m.goal != nodes[0].goal:  # files written before the goal was stored once
             raise InvalidRunError("invalid run: its goal differs from the root node's goal")
         repair = None if m.repair is None else RepairRecord(**m.repair.model_dump())
-        return cls(**{**m.model_dump(exclude={"nodes", "goal", "settings", "repair"}), "goal": nodes[0].goal,
+        return cls(**{**m.model_dump(exclude={"kind", "nodes", "goal", "settings", "repair"}), "goal": nodes[0].goal,
                       "nodes": nodes, "settings": settings, "repair": repair})
 
 
@@ -545,6 +550,7 @@ def _file_model(cls: type, nested: Mapping[type, type[BaseModel]], *, later: tup
         if f.name in later and f.default is MISSING:
             raise TypeError(f"{cls.__name__}.{f.name} is read from older files without it, so it needs a default")
         spec[f.name] = replaced.get(f.name, (_file_type(hints[f.name], nested), f.default if f.name in later else ...))
+    spec.update((name, field) for name, field in replaced.items() if name not in spec)  # in the file only
     return create_model(f"_{cls.__name__}Model", __base__=_Strict, __module__=__name__, **spec)
 
 
@@ -561,4 +567,5 @@ _RunModel = _file_model(
     Run, {Node: _NodeModel, RepairRecord: _RepairRecordModel}, later=("artifact_store", "repair"),
     goal=(str | None, None),  # written once, on the root node; accepted here from older files
     settings=(dict[str, Any], ...),  # RomaSettings.record(); read back by RomaSettings.from_record
+    kind=(Literal["run"] | None, None),  # RUN_KIND; None: a file written before traces named their kind
 )

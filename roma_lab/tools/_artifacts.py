@@ -24,10 +24,11 @@ import os
 import re
 import secrets
 import stat
-from dataclasses import dataclass
 from os import PathLike
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+from roma_lab.trace import ArtifactRef
+from roma_lab.trace._artifact_ref import _SHA256
+
 _ID = re.compile(r"^sha256:([0-9a-f]{64})\Z")
 # A store's folders and files as this module writes them: a link or a FIFO there was planted.
 _NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
@@ -49,20 +50,6 @@ class ArtifactCorruptedError(ArtifactError):
 class UntrustedStoreError(ArtifactError):
     """A run file names an artifact store the caller did not name: it is never opened, since a run
     file can name any URL (another machine, a server that records what it is sent)."""
-
-
-@dataclass(frozen=True, slots=True)
-class ArtifactRef:
-    """A stored artifact: the SHA-256 of its bytes (its key), its size in bytes and its media type."""
-
-    sha256: str
-    size: int
-    media_type: str = "text/plain"
-
-    @property
-    def id(self) -> str:
-        """How prompts and tools name it: ``sha256:<hex>``."""
-        return f"sha256:{self.sha256}"
 
 
 def artifact_sha256(ref: ArtifactRef | str) -> str:

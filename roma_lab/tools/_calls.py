@@ -25,9 +25,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ._artifacts import _RUN_STORE, ArtifactError, ArtifactRef
-from ._settings import RomaSettings
-from ._types import ToolCall, ToolStatus
-from ._values import clip, jsonable, reference
+from roma_lab.trace import RomaSettings, ToolCall, clip, jsonable, reference
+from roma_lab.trace._types import ToolStatus
 
 if TYPE_CHECKING:
     import dspy
