@@ -23,7 +23,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from roma_lab import dask as roma_dask  # the real dask is imported as dask
+from roma_lab import cluster as roma_cluster
 from roma_lab.bench import Item, StringMatchGrader, run_benchmark
 from roma_lab.lm import resolve_lm
 
@@ -90,7 +90,7 @@ def main() -> None:
     parser.add_argument("--delay", type=float, default=0.5, help="seconds the stand-in provider takes per reply")
     args = parser.parse_args()
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # inherited by the workers too
-    os.environ.pop(roma_dask.ENV_VAR, None)
+    os.environ.pop(roma_cluster.ENV_VAR, None)
     load_before = os.getloadavg()
     server = serve(args.delay)
     api_base = f"http://127.0.0.1:{server.server_address[1]}/v1"
@@ -103,13 +103,13 @@ def main() -> None:
         name = f"local:{n}" if n else "in-process"
         if n:
             start = time.perf_counter()
-            roma_dask.session(name).client.run(_import_models)  # every worker, before the clock
+            roma_cluster.session(name).client.run(_import_models)  # every worker, before the clock
             startup[name] = f"{time.perf_counter() - start:.2f}"
         # first calls (LiteLLM's HTTP client, DSPy's settings) in each process: not part of the sweep
         warm = [Item(benchmark="warm-up", item_id=str(i), question=f"warm {i}", answer="ok") for i in range(2 * max(n, 1))]
         sweep(warm, system, work / f"warm-{n}.csv", name)
         seconds[name] = sweep(items, system, work / f"{n}.csv", name)
-        roma_dask.shutdown()
+        roma_cluster.shutdown()
     server.shutdown()
 
     print(f"{args.items} items, one call each, stand-in provider answering after {args.delay:g} s "

@@ -1,11 +1,14 @@
 """roma_lab: run, inspect, ablate and reproduce recursive multi-agent systems.
 
-Subpackages, one per role (import the one you need; `import roma_lab` stays light):
-``controller`` (ROMA loop), ``agents`` (the tool-using agent), ``optimizer`` (GEPA+), ``router``
-(compositional meta-routing), ``stats`` (bootstrap statistics), ``lm`` (model naming and the embedded
-default), ``bench`` (benchmark data and graders), ``widgets`` (Jupyter views), ``experiments``
-(papermill batch runner), ``dask`` (runs on a cluster), ``results`` (tidy tables and provenance).
-Above them, ``papers`` holds one wing per reproduced paper (``roma``, ``routing``, ``oagents``).
+Subpackages, one per role (import the one you need; `import roma_lab` stays light), from the ground up:
+``stats`` (bootstrap statistics), ``results`` (tidy tables, provenance, file names), ``lm`` (model
+naming, the embedded default, the metered call), ``trace`` (the one trace vocabulary: runs, nodes,
+model and tool calls), ``tools`` (the code jail, retrieval, MCP, the artifact store), ``router``
+(compositional meta-routing), ``controller`` (the ROMA loop), ``cluster`` (runs on a Dask cluster),
+``bench`` (benchmark data, graders and the item runner), ``experiments`` (papermill batch runner),
+``agents`` (the tool-using agent), ``optimizer`` (GEPA+), ``widgets`` (Jupyter views) and
+``evaluate`` (any systems on any tasks, one tidy row per task and run). Above them, ``papers``
+holds one wing per reproduced paper (``roma``, ``routing``, ``oagents``).
 """
 
 __version__ = "0.1.0"

@@ -738,7 +738,7 @@ def test_bad_timeout_keys_raise_naming_the_file(project, keys, message):
 
 def test_the_cluster_is_checked_for_the_models_a_set_names(project, monkeypatch):
     """Workers must load the weights of every model the run names, a judge given with --set included."""
-    from roma_lab import dask
+    from roma_lab import cluster as batch
 
     seen = {}
 
@@ -748,11 +748,11 @@ def test_the_cluster_is_checked_for_the_models_a_set_names(project, monkeypatch)
         def workers(self):
             return {}
 
-    monkeypatch.setattr(dask, "session", lambda how: Session())
-    monkeypatch.setattr(dask, "expected_environment", lambda models: seen.setdefault("models", models))
-    monkeypatch.setattr(dask, "check_workers", lambda client, expected: {})
+    monkeypatch.setattr(batch, "session", lambda how: Session())
+    monkeypatch.setattr(batch, "expected_environment", lambda models: seen.setdefault("models", models))
+    monkeypatch.setattr(batch, "check_workers", lambda client, expected: {})
     (fixture,) = load_specs(project)
     spec = replace(fixture, declared={**fixture.declared, "JUDGE_LM": '""'}, defaults={**fixture.defaults, "JUDGE_LM": ""})
-    runner._cluster_record(dask.resolve_cluster("local:2"), [spec], smoke=False, lm=None, per="item",
+    runner._cluster_record(batch.resolve_cluster("local:2"), [spec], smoke=False, lm=None, per="item",
                            overrides={"JUDGE_LM": "local:judge"})
     assert seen["models"] == ["local", "local:judge"]

@@ -310,11 +310,11 @@ def _on_cluster(todo: Sequence[Item], shared: tuple, how, path: Path, system_nam
     ``<file stem>.cluster.jsonl`` beside the run file says where each item ran and on what."""
     from datetime import UTC, datetime
 
-    from roma_lab import dask
+    from roma_lab import cluster as batch
 
     started, status, by_worker = datetime.now(UTC), "interrupted", {}
     try:
-        for done in dask.dispatch(_attempt, todo, how=how, shared=shared, label=f"item-{system_name}"):
+        for done in batch.dispatch(_attempt, todo, how=how, shared=shared, label=f"item-{system_name}"):
             item = todo[done.index]
             if done.error is not None:  # no worker could finish it (e.g. each one died running it): an error row
                 yield _row(item, system_name, "", None, f"{type(done.error).__name__}: {done.error}", "system", 0.0), False
@@ -322,12 +322,12 @@ def _on_cluster(todo: Sequence[Item], shared: tuple, how, path: Path, system_nam
             by_worker.setdefault(done.worker, []).append(item.item_id)
             yield done.value
         status = "completed"
-    except dask.WorkerEnvironmentError:
+    except batch.WorkerEnvironmentError:
         status = "refused: a worker's environment differs"
         raise
     finally:
         record = {"condition": system_name, "status": status, "started_at": started.isoformat(),
-                  "finished_at": datetime.now(UTC).isoformat(), **dask.describe(how, by_worker)}
+                  "finished_at": datetime.now(UTC).isoformat(), **batch.describe(how, by_worker)}
         with path.with_name(f"{path.stem}.cluster.jsonl").open("a", encoding="utf-8") as f:
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
@@ -366,7 +366,7 @@ def run_benchmark(
     disk. KeyboardInterrupt stops the run likewise. Returns this system's latest row per item for
     ``items`` as a DataFrame (see ``read_results_df``).
 
-    ``cluster``: where items run: a cluster name or a ``roma_lab.dask.Dispatch`` (which also names
+    ``cluster``: where items run: a cluster name or a ``roma_lab.cluster.Dispatch`` (which also names
     the model, for the workers' weights check and a cluster-wide concurrency limit); None =
     $ROMA_LAB_CLUSTER, else in this process (``workers`` at a time). On a cluster, the system and the
     grader are sent to the workers (they must pickle), each item runs on a worker, and this process
@@ -374,7 +374,7 @@ def run_benchmark(
     and a worker that dies mid-item has the item run again elsewhere (an item whose every attempt
     killed its worker gets a ``KilledWorker`` error row). Where each item ran is appended to
     ``<out_path stem>.cluster.jsonl``. A worker whose environment differs from this process's raises
-    ``roma_lab.dask.WorkerEnvironmentError`` before it computes anything. Items of a benchmark in
+    ``roma_lab.cluster.WorkerEnvironmentError`` before it computes anything. Items of a benchmark in
     ``PRIVATE_BENCHMARKS`` (BrowseComp) raise ``PrivateItemsError`` before anything is written, unless
     ``redacted``: the caller's system returns (and saves) only redacted questions and answers, as
     ``roma_lab.agents.run_agent`` does.
@@ -389,7 +389,7 @@ def run_benchmark(
     """
     from tqdm.auto import tqdm
 
-    from roma_lab import dask
+    from roma_lab import cluster as batch
 
     private = sorted({it.benchmark for it in items} & PRIVATE_BENCHMARKS)
     if private and not redacted:
@@ -398,7 +398,7 @@ def run_benchmark(
             f"{', '.join(private)} items must not be written to disk in the clear, and run files and traces hold "
             "questions and answers; run them through roma_lab.papers.oagents.evaluate_browsecomp (notebook 29), which "
             "redacts them and keeps them out of every completion cache")
-    how = dask.Dispatch.of(cluster)
+    how = batch.Dispatch.of(cluster)
     path = Path(out_path)
     fmt = _format(path)
     keys = [(it.benchmark, it.item_id) for it in items]
@@ -420,7 +420,7 @@ def run_benchmark(
     shared = (system, grader, system_name, timeout_s)
     on_cluster = not how.in_process and bool(todo)
     if on_cluster:  # connect (printing the dashboard link) before the bar, which then counts the whole sweep
-        where = dask.session(how.cluster).spec.name
+        where = batch.session(how.cluster).spec.name
     with tqdm(total=len(items), initial=len(items) - len(todo), disable=not progress,
               desc=f"{system_name} on {where}" if on_cluster else system_name) as bar:
         timeouts_in_a_row = 0

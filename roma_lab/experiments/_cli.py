@@ -8,7 +8,7 @@ import os
 import sys
 from pathlib import Path
 
-from roma_lab.dask import ClusterConnectError, WorkerEnvironmentError, resolve_cluster
+from roma_lab.cluster import ClusterConnectError, WorkerEnvironmentError, resolve_cluster
 from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import default_repo_root
 

@@ -643,7 +643,7 @@ def run_experiments(
 ) -> list[RunOutcome]:
     """Run specs with a tqdm bar; one failure does not stop the rest.
 
-    ``cluster`` (a ``roma_lab.dask`` cluster name; None = $ROMA_LAB_CLUSTER, else in-process):
+    ``cluster`` (a ``roma_lab.cluster`` cluster name; None = $ROMA_LAB_CLUSTER, else in-process):
     with ``per="item"`` the notebooks run here one after the other and send their benchmark items
     to the cluster (their kernels get the scheduler's address as $ROMA_LAB_CLUSTER, so a local
     cluster starts once for the whole sweep); with ``per="notebook"`` whole notebooks run on the
@@ -657,11 +657,11 @@ def run_experiments(
     """
     from tqdm.auto import tqdm
 
-    from roma_lab import dask
+    from roma_lab import cluster as batch
 
     if per not in ("item", "notebook"):
         raise ValueError(f"per must be 'item' or 'notebook', got {per!r}")
-    how = dask.resolve_cluster(cluster)
+    how = batch.resolve_cluster(cluster)
     overrides = dict(overrides or {})
     refused = []
     for spec in specs:
@@ -687,7 +687,7 @@ def run_experiments(
             return outcomes
         record = _cluster_record(how, specs, smoke=smoke, lm=lm, per=per, overrides=overrides)
         if per == "item":
-            kernel_env = {dask.ENV_VAR: record["scheduler"]}
+            kernel_env = {batch.ENV_VAR: record["scheduler"]}
             for spec in specs:
                 bar.set_postfix_str(spec.stem)
                 report(run_experiment(spec, kernel_env=kernel_env, cluster=record, **kwargs))
@@ -695,7 +695,7 @@ def run_experiments(
         # per notebook: the kernels on the workers run their items in-process (nested dispatch could
         # hold every worker waiting for work that has no worker left to run it)
         work = _Experiment(kwargs, record)
-        for done in dask.dispatch(work, list(specs), how=dask.Dispatch(cluster=how.name), label="notebook"):
+        for done in batch.dispatch(work, list(specs), how=batch.Dispatch(cluster=how.name), label="notebook"):
             spec = specs[done.index]
             report(done.value if done.error is None else RunOutcome(
                 spec.stem, "failed", (Path(results_root) / spec.stem).resolve(),
@@ -708,16 +708,16 @@ def _cluster_record(how, specs: Sequence[ExperimentSpec], *, smoke: bool, lm: st
                     overrides: Mapping[str, ParamValue]) -> dict[str, Any]:
     """Check every worker against this process for the models the notebooks will load; the record
     provenance keeps: cluster, scheduler, dashboard, and each worker with its environment."""
-    from roma_lab import dask
+    from roma_lab import cluster as batch
 
     models = set()
     for spec in specs:
         recorded = _recorded(spec, run_parameters(spec, out_dir=Path("."), smoke=smoke, lm=lm,
                                                   overrides=check_overrides(spec, overrides)))
         models |= {v for k, v in recorded.items() if k in ("LM", "JUDGE_LM") and isinstance(v, str) and v}
-    s = dask.session(how)
-    expected = dask.expected_environment(sorted(models))
-    workers = dask.check_workers(s.client, expected)
+    s = batch.session(how)
+    expected = batch.expected_environment(sorted(models))
+    workers = batch.check_workers(s.client, expected)
     info = s.workers()
     return {"name": how.name, "per": per, "scheduler": s.scheduler, "dashboard": s.dashboard,
             "workers": {address: {**info.get(address, {}), "environment": env.as_json()}
@@ -735,7 +735,7 @@ class _Experiment:
     def __call__(self, spec: ExperimentSpec) -> RunOutcome:
         from distributed import get_worker
 
-        from roma_lab import dask
+        from roma_lab import cluster as batch
 
         cluster = {**self.record, "worker": get_worker().address}
-        return run_experiment(spec, kernel_env={dask.ENV_VAR: dask.IN_PROCESS}, cluster=cluster, **self.kwargs)
+        return run_experiment(spec, kernel_env={batch.ENV_VAR: batch.IN_PROCESS}, cluster=cluster, **self.kwargs)

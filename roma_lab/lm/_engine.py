@@ -19,6 +19,7 @@ import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from ._limits import request_slot
 from ._speed import ModelSpeed, append_speed
@@ -255,15 +256,7 @@ class LlamaEngine(LocalEngine):
 
     def _generate(self, llama, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
         """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
-        kwargs = {
-            # Greedy by default: local runs are then reproducible and the completion cache meaningful.
-            "temperature": 0.0 if config.temperature is None else config.temperature,
-            "max_tokens": config.max_tokens or self.default_max_tokens,
-            "stop": list(config.stop) or None,
-        }
-        for name in ("top_p", "top_k", "seed"):
-            if getattr(config, name) is not None:
-                kwargs[name] = getattr(config, name)
+        kwargs = sampling_settings(config, self.default_max_tokens)
         if constrain:
             grammar = json_grammar(config.response_format)
             if grammar is None:
@@ -288,6 +281,19 @@ class LlamaEngine(LocalEngine):
 
     def close(self) -> None:
         """Nothing to do: the model is shared by the process (see _ModelHost)."""
+
+
+def sampling_settings(config, default_max_tokens: int) -> dict[str, Any]:
+    """A request's sampling settings as llama.cpp takes them, in-process and served alike. Greedy by
+    default: local runs are then reproducible and the completion cache meaningful."""
+    settings: dict[str, Any] = {"temperature": 0.0 if config.temperature is None else config.temperature,
+                                "max_tokens": config.max_tokens or default_max_tokens}
+    if config.stop:
+        settings["stop"] = list(config.stop)
+    for name in ("top_p", "top_k", "seed"):
+        if getattr(config, name) is not None:
+            settings[name] = getattr(config, name)
+    return settings
 
 
 def request_messages(request) -> list[dict[str, str]]:

@@ -28,6 +28,7 @@ from ._engine import (
     free_other_models,
     free_cores,
     json_grammar,
+    sampling_settings,
 )
 from ._limits import request_slot
 from ._speed import ModelSpeed, append_speed
@@ -179,17 +180,7 @@ class ServerEngine(LocalEngine):
 
     def _generate(self, server, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
         """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
-        body = {
-            "messages": messages,
-            # Greedy by default, as in-process (reproducible, cacheable).
-            "temperature": 0.0 if config.temperature is None else config.temperature,
-            "max_tokens": config.max_tokens or self.default_max_tokens,
-        }
-        if config.stop:
-            body["stop"] = list(config.stop)
-        for name in ("top_p", "top_k", "seed"):
-            if getattr(config, name) is not None:
-                body[name] = getattr(config, name)
+        body = {"messages": messages, **sampling_settings(config, self.default_max_tokens)}
         if constrain:
             grammar = json_grammar(config.response_format)
             if grammar is None:

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from contextvars import copy_context
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -18,6 +16,7 @@ from dspy.adapters.json_adapter import JSONAdapter
 from dspy.teleprompt.gepa.instruction_proposal import InstructionProposer
 
 import roma_lab.lm
+from roma_lab._concurrent import concurrent_map
 from roma_lab.optimizer._config import GepaPlusConfig
 from roma_lab.optimizer._contracts import Contract, dedupe_sentences, edit_size
 from roma_lab.optimizer._records import NAN, Record, RunLog
@@ -37,16 +36,6 @@ def build_program(student: dspy.Module, candidate: Mapping[str, str]) -> dspy.Mo
         if name in candidate:
             predictor.signature = predictor.signature.with_instructions(candidate[name])
     return program
-
-
-def _parallel(fn: Callable[[Any], Any], items: Sequence[Any], max_workers: int) -> list[Any]:
-    """Map in threads, results in input order; each task runs in a copy of the caller's context
-    so dspy.context(lm=...) settings reach it."""
-    if max_workers == 1 or len(items) <= 1:
-        return [fn(x) for x in items]
-    with ThreadPoolExecutor(max_workers=min(max_workers, len(items))) as pool:
-        futures = [pool.submit(copy_context().run, fn, x) for x in items]
-        return [f.result() for f in futures]
 
 
 @dataclass(slots=True)
@@ -172,7 +161,7 @@ class GepaPlusProposer(InstructionProposer):
     # ---- one component -----------------------------------------------------------------------
     def _propose(self, name: str, candidate: dict[str, str], examples: list[Any], spend: _RoundSpend) -> str | None:
         cfg, contract, current = self.config, self.contracts[name], candidate[name]
-        drafts = _parallel(lambda i: self._draft(i, name, current, examples), range(cfg.k), cfg.max_parallel)
+        drafts = concurrent_map(lambda i: self._draft(i, name, current, examples), range(cfg.k), workers=cfg.max_parallel)
         if all(d.error for d in drafts):
             self._record(name, drafts)
             self.log.proposal_failed(drafts[0].error)
@@ -256,7 +245,7 @@ class GepaPlusProposer(InstructionProposer):
             if use_verifier:
                 d.verifier = self._verify(name, candidate, d.text)
 
-        _parallel(score, eligible, cfg.max_parallel)
+        concurrent_map(score, eligible, workers=cfg.max_parallel)
         return use_judge, use_verifier
 
     def _j(self, d: _Draft, use_judge: bool, use_verifier: bool) -> float:

@@ -17,7 +17,7 @@ import pytest
 from dask_systems import Echo, calls, toy_items
 from distributed import WorkerPlugin
 
-from roma_lab import dask as roma_dask  # the real dask is imported as dask
+from roma_lab import cluster as roma_cluster
 from roma_lab.bench import StringMatchGrader, run_benchmark
 from roma_lab.results import package_versions
 
@@ -56,7 +56,7 @@ def odd_worker(tmp_path_factory):
     with pytest.MonkeyPatch.context() as env:
         env.setenv("ROMA_LAB_CACHE", str(root / "cache"))
         env.delenv("ROMA_LAB_CLUSTER", raising=False)
-        session = roma_dask.session("local:2")
+        session = roma_cluster.session("local:2")
         only = frozenset({"1"})
         session.client.register_plugin(FakeDistribution(str(root), "gepa", "0.0.1", only=only), name="old-gepa")
         session.client.register_plugin(FakeDistribution(
@@ -64,13 +64,13 @@ def odd_worker(tmp_path_factory):
             only=only), name="other-weights")
         odd = next(address for address, w in session.workers().items() if w["name"] == "1")
         yield session, odd
-    roma_dask.shutdown()
+    roma_cluster.shutdown()
 
 
 def test_a_worker_with_another_package_version_is_refused_before_anything_runs(odd_worker, tmp_path):
     _, odd = odd_worker
     log, out = tmp_path / "log", tmp_path / "r.csv"
-    with pytest.raises(roma_dask.WorkerEnvironmentError) as raised:
+    with pytest.raises(roma_cluster.WorkerEnvironmentError) as raised:
         run_benchmark(toy_items(4), Echo(str(log)), StringMatchGrader(), out_path=out, system_name="echo",
                       progress=False, cluster="local:2")
     message = str(raised.value)
@@ -90,15 +90,15 @@ def test_a_worker_with_other_model_weights_is_refused(odd_worker, tmp_path):
     except ModelNotInstalledError as exc:
         pytest.skip(str(exc))
     _, odd = odd_worker
-    with pytest.raises(roma_dask.WorkerEnvironmentError, match=f"weights of {SMOLLM}: other weights") as raised:
+    with pytest.raises(roma_cluster.WorkerEnvironmentError, match=f"weights of {SMOLLM}: other weights") as raised:
         run_benchmark(toy_items(2), Echo(str(tmp_path / "log")), StringMatchGrader(), out_path=tmp_path / "r.csv",
-                      system_name="echo", progress=False, cluster=roma_dask.Dispatch(cluster="local:2", model=SMOLLM))
+                      system_name="echo", progress=False, cluster=roma_cluster.Dispatch(cluster="local:2", model=SMOLLM))
     assert odd in str(raised.value) and MODELS["smollm2-135m"].sha256 in str(raised.value)
 
 
 def test_a_worker_that_joins_mid_run_is_checked_per_task(tmp_path, monkeypatch):
     monkeypatch.delenv("ROMA_LAB_CLUSTER", raising=False)
-    session = roma_dask.session("local:1")
+    session = roma_cluster.session("local:1")
     try:
         run_benchmark(toy_items(2), Echo(str(tmp_path / "first.log")), StringMatchGrader(),
                       out_path=tmp_path / "first.csv", system_name="echo", progress=False, cluster="local:1")
@@ -108,11 +108,11 @@ def test_a_worker_that_joins_mid_run_is_checked_per_task(tmp_path, monkeypatch):
         session.client.wait_for_workers(2, timeout=120)
         joined = next(address for address, w in session.workers().items() if w["name"] == "1")
         log = tmp_path / "log"
-        with pytest.raises(roma_dask.WorkerEnvironmentError, match=f"worker {joined} differs from the client: gepa 0.0.1"):
+        with pytest.raises(roma_cluster.WorkerEnvironmentError, match=f"worker {joined} differs from the client: gepa 0.0.1"):
             run_benchmark(toy_items(12), Echo(str(log), delay_s=0.2), StringMatchGrader(), out_path=tmp_path / "r.csv",
                           system_name="echo", progress=False, cluster="local:1")
         first = {pid for pid, _ in calls(tmp_path / "first.log")}
         assert {pid for pid, _ in calls(log)} <= first  # only the worker checked at the start computed anything
     finally:
         session.close()
-        roma_dask.shutdown()
+        roma_cluster.shutdown()

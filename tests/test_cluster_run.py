@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from dask_systems import CountsAtOnce, Echo, KillsItsWorker, LocalGenerations, calls, generations, most_at_once, toy_items
 
-from roma_lab import dask as roma_dask  # the real dask is imported as dask
+from roma_lab import cluster as roma_cluster
 from roma_lab.bench import StringMatchGrader, run_benchmark
 from roma_lab.bench._run import COLUMNS
 
@@ -45,9 +45,9 @@ def cluster(tmp_path_factory):
         for name in ("ROMA_LAB_CLUSTER", "ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY"):
             env.delenv(name, raising=False)
         with dask.config.set({"distributed.scheduler.allowed-failures": 1}):  # read when the scheduler starts
-            session = roma_dask.session("local:2")
+            session = roma_cluster.session("local:2")
         yield session
-    roma_dask.shutdown()
+    roma_cluster.shutdown()
 
 
 def rows(path: Path):
@@ -62,19 +62,19 @@ def rows(path: Path):
 
 def test_a_cluster_is_named_once_like_a_model(monkeypatch):
     monkeypatch.delenv("ROMA_LAB_CLUSTER", raising=False)
-    assert roma_dask.resolve_cluster().kind == "in-process"
+    assert roma_cluster.resolve_cluster().kind == "in-process"
     monkeypatch.setenv("ROMA_LAB_CLUSTER", "local:3")
-    assert roma_dask.resolve_cluster() == roma_dask.ClusterSpec("local:3", "local", 3)
-    assert roma_dask.resolve_cluster("in-process").kind == "in-process"  # a name given wins over the environment
-    assert roma_dask.resolve_cluster("tcp://10.0.0.5:8786") == roma_dask.ClusterSpec("tcp://10.0.0.5:8786", "scheduler")
-    assert roma_dask.resolve_cluster("local").n_workers == len(os.sched_getaffinity(0))
+    assert roma_cluster.resolve_cluster() == roma_cluster.ClusterSpec("local:3", "local", 3)
+    assert roma_cluster.resolve_cluster("in-process").kind == "in-process"  # a name given wins over the environment
+    assert roma_cluster.resolve_cluster("tcp://10.0.0.5:8786") == roma_cluster.ClusterSpec("tcp://10.0.0.5:8786", "scheduler")
+    assert roma_cluster.resolve_cluster("local").n_workers == len(os.sched_getaffinity(0))
     for bad in ("local:0", "local:two", "10.0.0.5:8786", "tcp://host", "http://host:8787", "locale"):
         with pytest.raises(ValueError, match="cluster"):
-            roma_dask.resolve_cluster(bad)
+            roma_cluster.resolve_cluster(bad)
     with pytest.raises(ValueError, match="unknown cluster name"):
-        roma_dask.Dispatch(cluster="dask")
+        roma_cluster.Dispatch(cluster="dask")
     with pytest.raises(ValueError, match="max_concurrent"):
-        roma_dask.Dispatch(cluster="local:2", max_concurrent=2)  # a limit must name its model
+        roma_cluster.Dispatch(cluster="local:2", max_concurrent=2)  # a limit must name its model
 
 
 def test_in_process_by_default_and_dask_is_never_imported(tmp_path):
@@ -98,15 +98,15 @@ def test_a_scheduler_that_does_not_answer_is_a_typed_error_not_a_hang(monkeypatc
     import shutil
     import socket
 
-    from roma_lab.dask import _cluster
+    from roma_lab.cluster import _cluster
     from roma_lab.experiments._cli import main
 
     monkeypatch.setattr(_cluster, "CONNECT_TIMEOUT_S", 2)
     with socket.socket() as probe:  # a port nobody listens on once closed
         probe.bind(("127.0.0.1", 0))
         address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
-    with pytest.raises(roma_dask.ClusterConnectError, match="no Dask scheduler answers"):
-        roma_dask.session(address)
+    with pytest.raises(roma_cluster.ClusterConnectError, match="no Dask scheduler answers"):
+        roma_cluster.session(address)
     shutil.copytree(TESTS / "fixtures" / "project", tmp_path / "project")
     assert main(["--root", str(tmp_path / "project"), "run", "00_fixture", "--cluster", address]) == 2
     assert f"no Dask scheduler answers at {address}" in capsys.readouterr().err
@@ -137,7 +137,7 @@ def test_a_sweep_on_the_cluster_writes_the_rows_a_serial_run_writes(cluster, tmp
     assert sorted(itertools.chain.from_iterable(w["items"] for w in workers.values())) == sorted(it.item_id for it in items)
     for w in workers.values():
         assert w["environment"]["packages"]["distributed"] and w["environment"]["packages"]["dspy"]
-        assert w["environment"] == roma_dask.environment().as_json()
+        assert w["environment"] == roma_cluster.environment().as_json()
     assert not (tmp_path / "s.cluster.jsonl").exists()  # in-process runs have no cluster to record
 
 
@@ -244,8 +244,8 @@ def test_a_client_killed_mid_sweep_resumes_without_a_duplicate_row(tmp_path):
 @pytest.mark.parametrize("limit, expected", [(1, 1), (None, 2)])
 def test_a_model_limit_bounds_items_running_at_once_across_the_cluster(cluster, tmp_path, limit, expected):
     counter = str(tmp_path / "at-once")
-    how = roma_dask.Dispatch(cluster="local:2", model="openai/some-provider-model", max_concurrent=limit) if limit else (
-        roma_dask.Dispatch(cluster="local:2"))
+    how = roma_cluster.Dispatch(cluster="local:2", model="openai/some-provider-model", max_concurrent=limit) if limit else (
+        roma_cluster.Dispatch(cluster="local:2"))
     run_benchmark(toy_items(6), CountsAtOnce(counter, hold_s=0.3), StringMatchGrader(), out_path=tmp_path / "r.csv",
                   system_name="held", progress=False, cluster=how)
     assert most_at_once(counter) == expected  # without the limit both workers hold items at once
@@ -260,7 +260,7 @@ def test_local_models_generate_one_at_a_time_per_machine_across_workers(cluster,
     except ModelNotInstalledError as exc:
         pytest.skip(str(exc))
     log = str(tmp_path / "generations")
-    how = roma_dask.Dispatch(cluster="local:2", model="local:smollm2-135m")
+    how = roma_cluster.Dispatch(cluster="local:2", model="local:smollm2-135m")
     result = run_benchmark(toy_items(4), LocalGenerations("local:smollm2-135m", log), StringMatchGrader(),
                            out_path=tmp_path / "r.csv", system_name="local", progress=False, cluster=how)
     assert result["error_stage"].isin(["", None]).all() or result["error"].isna().all(), result["error"].tolist()
@@ -283,7 +283,7 @@ def test_remote_calls_on_workers_are_retried_by_dspy(cluster, tmp_path):
         with FaultProxy(server.port, max_tokens_cap=4) as proxy:
             lm = resolve_lm("openai/smollm2-135m", api_base=proxy.api_base, cache=False, num_retries=3)
             proxy.inject("429", times=2)
-            how = roma_dask.Dispatch(cluster="local:2", model="openai/smollm2-135m", max_concurrent=2)
+            how = roma_cluster.Dispatch(cluster="local:2", model="openai/smollm2-135m", max_concurrent=2)
             result = run_benchmark(toy_items(3), RemoteAnswer(lm), StringMatchGrader(), out_path=tmp_path / "r.csv",
                                    system_name="remote", progress=False, cluster=how)
             assert result["error"].isna().all(), result["error"].tolist()

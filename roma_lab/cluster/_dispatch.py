@@ -30,7 +30,7 @@ _POLL_S = 5.0
 class Dispatch:
     """Where a batch runs, and the model its items call.
 
-    ``cluster``: a cluster name (``roma_lab.dask.resolve_cluster``; None = $ROMA_LAB_CLUSTER, else
+    ``cluster``: a cluster name (``roma_lab.cluster.resolve_cluster``; None = $ROMA_LAB_CLUSTER, else
     in-process). ``model``: the model name the items call; every worker must load the same weights
     for it (local models). ``max_concurrent``: at most this many items calling ``model`` run at
     once on the whole cluster (a Dask semaphore named after the model, shared by every run on that

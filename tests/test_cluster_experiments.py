@@ -19,7 +19,7 @@ import pandas as pd
 import psutil
 import pytest
 
-from roma_lab import dask as roma_dask  # the real dask is imported as dask
+from roma_lab import cluster as roma_cluster
 from roma_lab.experiments import load_spec, run_experiments
 from roma_lab.results import read_provenance
 
@@ -41,10 +41,10 @@ def sweep(tmp_path_factory):
         env.setenv("ROMA_LAB_CACHE", str(root / "cache"))
         env.delenv("ROMA_LAB_CLUSTER", raising=False)
         env.syspath_prepend(str(root / "items_project" / "notebooks"))
-        session = roma_dask.session("local:2")
+        session = roma_cluster.session("local:2")
         pids = set(session.client.run(os.getpid).values())
         yield root, control, session, pids
-    roma_dask.shutdown()
+    roma_cluster.shutdown()
 
 
 def specs(root: Path):
