@@ -141,9 +141,9 @@ def test_rows_are_one_per_system_task_and_run_in_a_fixed_order(tmp_path):
     result = evaluate([_answers(RIGHT, "right"), wrong], TASKS, runs=2, out=tmp_path, progress=False)
     rows = result.rows
     assert len(rows) == 2 * 3 * 2
-    assert list(zip(rows["system"], rows["run"], rows["task_id"]))[:4] == [
+    assert list(zip(rows["condition"], rows["run"], rows["task_id"]))[:4] == [
         ("right", 0, "1"), ("right", 0, "2"), ("right", 0, "3"), ("right", 1, "1")]
-    assert rows.loc[rows["system"] == "right", "status"].eq("correct").all()
+    assert rows.loc[rows["condition"] == "right", "status"].eq("correct").all()
     assert set(rows["grader"]) == {"gaia-quasi-exact-match"}  # the default, named on every row
     assert (tmp_path / "rows.csv").is_file() and (tmp_path / "provenance.json").is_file()
 
@@ -258,7 +258,7 @@ def test_roma_and_single_call_save_traces_with_usage_and_open_in_the_viewer(tmp_
     from roma_lab.widgets import ExecutionTreeWidget, RunComparison
 
     result = evaluate([single_call("scripted"), roma("scripted")], TASKS[:2], out=tmp_path, progress=False)
-    rows = result.rows.set_index(["system", "task_id"])
+    rows = result.rows.set_index(["condition", "task_id"])
     assert rows.loc[("single", "1"), "model_calls"] == 1 and rows.loc[("roma", "1"), "model_calls"] >= 1
     assert rows.loc[("roma", "1"), "cost"] == 0.0  # in-process scripted model
     assert all((tmp_path / t).is_file() for t in result.rows["trace"])
@@ -386,3 +386,51 @@ def test_one_progress_bar_counts_every_system_run_and_task(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("evaluate:") >= 1 and "12/12" in err and "/6" not in err
 
+
+
+# --- every answer is graded (issue 41) -------------------------------------------------------------
+
+
+NUMBERS = [{"id": f"n{i}", "question": f"{i} + {i}?", "answer": str(2 * i)} for i in range(4)]
+
+
+def test_an_abstaining_system_is_scored_on_every_task_not_on_those_it_answered(tmp_path):
+    """Half right, half None: the mean is 0.5 (was 1.0, the abstentions left out as grader errors)."""
+    half = function(lambda q: str(2 * int(q.split()[0])) if int(q.split()[0]) < 2 else None, label="half")
+    result = evaluate([half], NUMBERS, grader="exact", out=tmp_path, progress=False)
+    assert list(result.rows["status"]) == ["correct", "correct", "no_answer", "no_answer"]
+    assert result.rows["score"].tolist() == [1.0, 1.0, 0.0, 0.0]
+    summary = result.summary().iloc[0]
+    assert summary["value"] == 0.5 and summary["n"] == 4 and summary["n_no_answer"] == 2
+    assert summary["n_system_error"] == 0 and summary["n_grader_error"] == 0
+
+
+@pytest.mark.parametrize("answer, status, score", [
+    (lambda q: 2 * int(q.split()[0]), "correct", 1.0),  # an int is graded as its text
+    (lambda q: float(2 * int(q.split()[0])), "incorrect", 0.0),  # "0.0" is not "0" under exact match
+    (lambda q: "", "no_answer", 0.0),
+    (lambda q: {"answer": 1}, "incorrect", 0.0),  # JSON text, graded (and wrong)
+])
+def test_numbers_dicts_and_empty_answers_are_graded_and_counted(tmp_path, answer, status, score):
+    result = evaluate([function(answer, label="s")], NUMBERS[:1], grader="exact", out=tmp_path, progress=False)
+    row = result.rows.iloc[0]
+    assert (row["status"], row["score"]) == (status, score) and result.summary().iloc[0]["n"] == 1
+
+
+def test_an_answer_with_no_text_is_a_system_error_scored_zero(tmp_path):
+    result = evaluate([function(lambda q: {"x": object()}, label="s")], NUMBERS[:2], grader="exact", out=tmp_path,
+                      progress=False)
+    assert set(result.rows["status"]) == {"system_error"} and result.summary().iloc[0]["value"] == 0.0
+    assert result.summary().iloc[0]["n_system_error"] == 2
+
+
+def test_a_300_character_task_id_runs_and_resumes_in_one_short_distinct_file(tmp_path):
+    long_id = "q/" + "x" * 298
+    tasks = [{"id": long_id, "question": "1 + 1?", "answer": "2"}, {"id": "q_" + "x" * 298, "question": "2 + 2?",
+                                                                   "answer": "4"}]
+    first = evaluate([single_call("scripted")], tasks, out=tmp_path, progress=False)
+    traces = sorted((tmp_path / "traces").rglob("*.json"))
+    assert len(traces) == 2 and all(len(p.name.encode()) <= 125 for p in traces)
+    assert first.trace("single", long_id).output is not None
+    again = evaluate([single_call("scripted")], tasks, out=tmp_path, progress=False)
+    pd.testing.assert_frame_equal(first.rows.drop(columns="latency_s"), again.rows.drop(columns="latency_s"))

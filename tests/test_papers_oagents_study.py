@@ -473,7 +473,7 @@ def test_a_single_call_and_roma_run_on_the_same_tasks_and_are_counted_level_by_l
 
     tables = measure_levels(tmp_path, lm="scripted", n_tasks=6, stats=StatsSettings(n_resamples=30))
     systems = tables.extra["systems"]
-    assert list(dict.fromkeys(systems["system"])) == ["single", "roma"]
+    assert list(dict.fromkeys(systems["condition"])) == ["single", "roma"]
     for name, group in systems.groupby("system"):  # the agent's tasks, each once
         assert sorted(group["task_id"]) == sorted(tables.rows["task_id"]), name
     assert (tmp_path / "systems" / "rows.csv").exists() and (tmp_path / "systems" / "provenance.json").exists()

@@ -295,3 +295,16 @@ def test_read_jsonl_gives_each_object_with_its_line_and_names_a_bad_line(tmp_pat
         with pytest.raises(JsonlLineError, match=f"^{re.escape(f'{path}: line 2 {problem}')}$") as err:
             list(read_jsonl(path))
         assert (err.value.path, err.value.line) == (path, 2)
+
+
+def test_safe_name_keeps_safe_names_and_makes_every_other_short_safe_and_distinct():
+    from roma_lab.results import MAX_NAME_BYTES, safe_name
+
+    assert safe_name("task-01.b") == "task-01.b"  # unchanged: files written before keep their names
+    names = ["q/1", "q_1", "..", ".", "", "é" * 200, "a" * 300, "a" * 301, "../../etc/passwd", "x\x00y"]
+    safe = [safe_name(n) for n in names]
+    assert len(set(safe)) == len(names)  # q/1 and q_1 never share a file
+    for name in safe:
+        assert 0 < len(name.encode()) <= MAX_NAME_BYTES and "/" not in name and "\x00" not in name
+        assert name not in (".", "..")
+    assert safe_name("é" * 200).encode().decode() == safe_name("é" * 200)  # never half a character

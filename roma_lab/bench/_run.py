@@ -33,6 +33,8 @@ COLUMNS = (
 _OLD_COLUMNS = tuple("system" if c == "condition" else c for c in COLUMNS)
 
 _STAGES = ("", "system", "grader")
+#: ``grader_raw`` of a row whose system returned no answer (None): graded wrong without asking the grader.
+NO_ANSWER_RAW = "no answer: the system returned None"
 _TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("score", "latency_s"))
 
 
@@ -287,21 +289,40 @@ def _row(item: Item, system_name: str, prediction: str, grade: Grade | None, err
     }
 
 
-def _attempt(system: Callable[[str], Any], grader: Grader, system_name: str, timeout_s: float | None,
+def gradable(result: Any) -> Any:
+    """A system's answer as its grader is given it (every answer is graded): numbers and booleans as
+    their text, lists and dicts as their JSON text, None (or an object whose ``.output`` is None) as
+    no answer (None here), a str or any other object as it is (a grader may need it whole, e.g. a
+    ``LongformStory``). An answer with no text form raises TypeError or ValueError: a system error."""
+    if result is None or (not isinstance(result, str) and hasattr(result, "output") and result.output is None):
+        return None
+    if isinstance(result, bool) or isinstance(result, list | tuple | dict):
+        return json.dumps(result, ensure_ascii=False, allow_nan=False)
+    if isinstance(result, int | float):
+        return str(result)  # an int past Python's 4,300-digit limit raises ValueError: a system error
+    return result
+
+
+def _attempt(system: Callable[[Any], Any], grader: Grader, system_name: str, timeout_s: float | None,
              item: Item) -> tuple[dict[str, Any], bool]:
     """One item: call the system, grade its answer; (the row, whether the system timed out). Runs in
-    this process or on a cluster worker; either way only the caller writes the row."""
+    this process or on a cluster worker; either way only the caller writes the row. No answer is a
+    wrong answer (score 0, prediction empty), never a row left out of the mean."""
     start = time.perf_counter()
     try:
         # a system that takes the item (``takes_item``) gets it whole, never a question text to look up again
         result = _call_with_timeout(system, item if getattr(system, "takes_item", False) else item.question, timeout_s)
+        answer = gradable(result)
     except Exception as exc:  # noqa: BLE001 - recorded as an error row, the run goes on
         return (_row(item, system_name, "", None, f"{type(exc).__name__}: {exc}", "system", time.perf_counter() - start),
                 isinstance(exc, TimeoutError))
     latency = time.perf_counter() - start
+    name = getattr(grader, "name", type(grader).__name__)
+    if answer is None:
+        return _row(item, system_name, "", Grade(None, 0.0, name, raw=NO_ANSWER_RAW), None, "", latency), False
     # Our graders never raise; guarded() keeps a user-written one from stopping the run.
-    grade = guarded(getattr(grader, "name", type(grader).__name__), lambda: grader(item, result))
-    return _row(item, system_name, _prediction_for_table(result), grade, grade.error, "grader" if grade.error else "",
+    grade = guarded(name, lambda: grader(item, answer))
+    return _row(item, system_name, _prediction_for_table(answer), grade, grade.error, "grader" if grade.error else "",
                 latency), False
 
 

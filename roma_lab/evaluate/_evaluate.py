@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -38,8 +39,9 @@ if TYPE_CHECKING:
 __all__ = ["ROW_COLUMNS", "Evaluation", "EvaluationMismatchError", "evaluate"]
 
 RECORD_FILE = "evaluation.json"
-#: The tidy rows: one per (system, task, run).
-ROW_COLUMNS = ("system", "run", "benchmark", "task_id", "gold", "prediction", "status", "label", "score", "grader",
+#: The tidy rows: one per (system, task, run). A system is named in ``condition`` and a task in
+#: ``task_id``, as in every table of the results vocabulary (design/results_vocabulary.md).
+ROW_COLUMNS = ("condition", "run", "benchmark", "task_id", "gold", "prediction", "status", "label", "score", "grader",
                "error", "error_stage", "latency_s", "model_calls", "input_tokens", "output_tokens", "cost", "trace")
 _USAGE_COLUMNS = ("model_calls", "input_tokens", "output_tokens", "cost")
 _METRIC = "score"
@@ -180,10 +182,15 @@ def _recorded_usage(trace: Path, usage: Path) -> dict[str, Any]:
 
 
 def _status(row: Mapping[str, Any]) -> str:
+    """``system_error`` (scored 0), ``grader_error`` (the grader failed: not scored, and rare),
+    ``no_answer`` (None or an empty answer: scored as the wrong answer it is), else the grader's label."""
     if row["error_stage"] == "system":
         return "system_error"
     if row["error_stage"] == "grader":
         return "grader_error"
+    prediction = row["prediction"]
+    if prediction is None or (isinstance(prediction, float) and math.isnan(prediction)) or not str(prediction).strip():
+        return "no_answer"
     label = row["label"]
     if isinstance(label, str) and label:
         return label.lower()
@@ -214,17 +221,24 @@ class Evaluation:
         import pandas as pd
 
         score = self.rows["score"].astype(float).mask(self.rows["error_stage"].eq("system"), 0.0)
-        return pd.DataFrame({"condition": self.rows["system"], MODEL: self.rows["system"].map(self.models),
+        return pd.DataFrame({"condition": self.rows["condition"], MODEL: self.rows["condition"].map(self.models),
                              "subset": self.rows["benchmark"], "task_id": self.rows["task_id"],
                              "run": self.rows["run"], _METRIC: score})
 
     def summary(self) -> pd.DataFrame:
+        """Mean score per system with its CI; ``n_no_answer``, ``n_system_error`` and ``n_grader_error``
+        count its rows of each kind (the first two are in the mean as wrong answers; the last is not)."""
         from roma_lab.results import summarize
 
         table = summarize(self.scores(), [_METRIC], stats=self.stats)
         order = {s: i for i, s in enumerate(self.systems)}
         table = table.sort_values("condition", key=lambda c: c.map(order), kind="stable", ignore_index=True)
         table.insert(1, "grader", self.grader)
+        statuses = self.rows.groupby("condition")["status"]
+        for status in ("grader_error", "system_error", "no_answer"):  # each inserted right after n_missing
+            counts = statuses.apply(lambda column, status=status: int(column.eq(status).sum()))
+            table.insert(table.columns.get_loc("n_missing") + 1 if "n_missing" in table.columns else len(table.columns),
+                         f"n_{status}", table["condition"].map(counts).fillna(0).astype(int))
         return table
 
     def paired(self, a: str, b: str) -> pd.DataFrame:
@@ -364,7 +378,7 @@ def _tidy(out: Path, tasks: TaskSet, labels: Sequence[str], runs: int, read) -> 
         where = Path(safe_name(row["condition"])) / f"r{row['run']}" / f"{safe_name(row['item_id'])}.json"
         trace = out / "traces" / where
         records.append({
-            "system": row["condition"], "run": row["run"], "benchmark": row["benchmark"], "task_id": row["item_id"],
+            "condition": row["condition"], "run": row["run"], "benchmark": row["benchmark"], "task_id": row["item_id"],
             "gold": gold[row["item_id"]], "prediction": row["prediction"], "status": _status(row),
             "label": row["label"], "score": row["score"], "grader": row["grader"], "error": row["error"],
             "error_stage": row["error_stage"], "latency_s": row["latency_s"],
