@@ -11,5 +11,12 @@ model and tool calls), ``tools`` (the code jail, retrieval, MCP, the artifact st
 holds one wing per reproduced paper (``roma``, ``routing``, ``oagents``).
 """
 
+import os
+
+# LiteLLM (under DSPy) otherwise downloads its model price list when first imported: ~7 s of retries
+# and warnings naming an external host in every fresh process offline. Its own copy of the list, as
+# installed, is the one roma_lab prices calls with (lm/_price.py). A user's explicit setting wins.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 __version__ = "0.1.0"
 __all__ = ["__version__"]

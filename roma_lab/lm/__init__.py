@@ -17,6 +17,7 @@ request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that
 
 from .._lazy import lazy_exports
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
+from ._deadline import CALL_DEADLINE_ENV, DEFAULT_CALL_DEADLINE_S, ModelCallDeadlineError, call_deadline_s
 from ._engine import AsyncEngine, LlamaEngine, free_cores
 from ._limits import DEFAULT_REMOTE_CONCURRENCY, LIMIT_ENV, max_concurrency, set_max_concurrency
 from ._models import (
@@ -54,6 +55,8 @@ _CALL_NAMES = ("JSONRole", "Meter", "metered_call")
 __getattr__ = lazy_exports(__name__, "._calls", _CALL_NAMES)
 
 __all__ = [
+    "CALL_DEADLINE_ENV",
+    "DEFAULT_CALL_DEADLINE_S",
     "DEFAULT_REMOTE_CONCURRENCY",
     "DEFAULT_SLOTS",
     "DEFAULT_VARIANT",
@@ -72,6 +75,7 @@ __all__ = [
     "LlamaEngine",
     "LocalModel",
     "LocalServerError",
+    "ModelCallDeadlineError",
     "ModelChecksumError",
     "ModelNotInstalledError",
     "ModelSpec",
@@ -81,6 +85,7 @@ __all__ = [
     "ScriptedRequest",
     "ServerEngine",
     "cache_dir",
+    "call_deadline_s",
     "call_cost",
     "call_usage",
     "count_words",

@@ -28,6 +28,7 @@ from dspy.clients._deprecation import warn_openai_messages
 from dspy.clients.execution import IGNORED_CACHE_KEYS, PreparedCall, _cached, aexecute, execute, finalize, prepare
 from dspy.utils.callback import with_callbacks
 
+from ._deadline import awithin_deadline, call_deadline_s, within_deadline
 from ._limits import arequest_slot, request_slot
 from ._remote import shown_address
 from ._rollout import current_rollout, rollout_seed
@@ -118,7 +119,13 @@ def _seeded(fields: dict, seed: int) -> dict:
 class RemoteLM(dspy.LM):
     """``dspy.LM`` for a remote model: everything is DSPy's (engines, retries with back-off, history,
     usage, both cache tiers) except that a call missing the cache holds a request slot of the model's
-    name, and a call in a rollout has the rollout in its cache key (and as seed, see the module)."""
+    name and ends within its total deadline (``deadline_s``: ``lm/_deadline.py``), and a call in a
+    rollout has the rollout in its cache key (and as seed, see the module)."""
+
+    def __init__(self, model: str, *, deadline_s: float | None = None, **kwargs):
+        call_deadline_s(deadline_s)  # a bad deadline is refused when the model is named, not at its first call
+        super().__init__(model, **kwargs)
+        self.deadline_s = deadline_s
 
     def _keyed(self, call: PreparedCall) -> _KeyedCall:
         fields = {f.name: getattr(call, f.name) for f in dataclasses.fields(PreparedCall)}
@@ -138,7 +145,7 @@ class RemoteLM(dspy.LM):
         if (hit := _cached(self, call, False)) is not None:
             return hit
         with request_slot(self.model):
-            return execute(self, call)
+            return within_deadline(lambda: execute(self, call), call_deadline_s(self.deadline_s), self.model)
 
     async def _aexecute(self, call: _KeyedCall):
         import asyncio
@@ -146,7 +153,7 @@ class RemoteLM(dspy.LM):
         if call.cache and (hit := await asyncio.to_thread(_cached, self, call, True)) is not None:
             return hit
         async with arequest_slot(self.model):
-            return await aexecute(self, call)
+            return await awithin_deadline(aexecute(self, call), call_deadline_s(self.deadline_s), self.model)
 
     @with_callbacks
     def __call__(self, prompt=None, *, messages=None, **kwargs):

@@ -1,0 +1,85 @@
+"""The total deadline of one remote model call: a stalled server, or one that drips its reply a byte
+at a time (which no HTTP read timeout catches), ends the call with a typed error instead of holding
+it forever.
+
+Every remote call (``RemoteLM``) has one: ``resolve_lm(name, deadline_s=...)`` per model, else
+$ROMA_LAB_CALL_DEADLINE_S for a run, else :data:`DEFAULT_CALL_DEADLINE_S`. It covers the whole call,
+DSPy's own retries of a 429 or a 500 included, so a call never takes longer than its deadline; a call
+past it is an error row that a rerun runs again, as any error row is. The embedded engines need none:
+a local call is bounded by its ``max_tokens`` at the machine's speed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import math
+import os
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+__all__ = ["CALL_DEADLINE_ENV", "DEFAULT_CALL_DEADLINE_S", "ModelCallDeadlineError", "call_deadline_s"]
+
+CALL_DEADLINE_ENV = "ROMA_LAB_CALL_DEADLINE_S"
+#: Seconds a remote call may take in all (DSPy's retries included), unless a model or a run says otherwise.
+DEFAULT_CALL_DEADLINE_S = 300.0
+
+T = TypeVar("T")
+
+
+class ModelCallDeadlineError(TimeoutError):
+    """A model call that did not finish within its total deadline. A TimeoutError, so a runner's stall
+    guard counts it like any system that stopped answering."""
+
+
+def call_deadline_s(given: float | None = None) -> float:
+    """The deadline in force: ``given`` (a model's own), else $ROMA_LAB_CALL_DEADLINE_S, else the default."""
+    if given is None:
+        text = os.environ.get(CALL_DEADLINE_ENV, "").strip()
+        if not text:
+            return DEFAULT_CALL_DEADLINE_S
+        try:
+            given = float(text)
+        except ValueError:
+            raise ValueError(f"${CALL_DEADLINE_ENV} must be a number of seconds, got {text!r}") from None
+    if isinstance(given, bool) or not isinstance(given, int | float) or not math.isfinite(given) or given <= 0:
+        raise ValueError(f"a model call's deadline must be a positive number of seconds, got {given!r}")
+    return float(given)
+
+
+def _late(model: str, deadline: float) -> ModelCallDeadlineError:
+    return ModelCallDeadlineError(f"{model}: no complete reply within the call's deadline of {deadline:g} s "
+                                  f"(a stalled or dripping server; set it per model with resolve_lm(..., deadline_s=) "
+                                  f"or per run with ${CALL_DEADLINE_ENV})")
+
+
+def within_deadline(call: Callable[[], T], deadline: float, model: str) -> T:
+    """``call()`` on a daemon thread in a copy of this context; its result, its error, or past
+    ``deadline`` seconds a :class:`ModelCallDeadlineError` (the thread is left to end on its own:
+    Python cannot kill it, and its reply is no longer awaited)."""
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
+                              name="roma_lab-model-call")
+    worker.start()
+    worker.join(deadline)
+    if worker.is_alive():
+        raise _late(model, deadline)
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+async def awithin_deadline(call: Awaitable[T], deadline: float, model: str) -> T:
+    """``await call`` cancelled past ``deadline`` seconds (its connection closed) as a :class:`ModelCallDeadlineError`."""
+    try:
+        return await asyncio.wait_for(call, deadline)
+    except TimeoutError:
+        raise _late(model, deadline) from None
