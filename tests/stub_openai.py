@@ -3,7 +3,7 @@
 ``StubServer`` answers ``POST /v1/chat/completions`` with the next of its ``replies`` (the last one
 repeats) and ``GET /v1/models`` with ``models`` (None: 404, as a server without that route), and
 counts what it was asked; ``hold`` (if given) is called before each completion is sent, e.g. to
-count the requests it holds at once. Two of them with different replies tell apart which server answered;
+count the requests it holds at once; ``usage`` is the usage block every reply reports. Two of them with different replies tell apart which server answered;
 no model runs, so these tests need neither weights nor the network. ``port`` reuses an address, as
 a server restarted on another model would.
 """
@@ -20,8 +20,10 @@ from online_server import LoopbackServer
 
 class StubServer(LoopbackServer):
     def __init__(self, replies: list[str], *, models: list[dict] | None = None, port: int = 0,
-                 hold_models: threading.Event | None = None, hold: Callable[[], None] | None = None):
+                 hold_models: threading.Event | None = None, hold: Callable[[], None] | None = None,
+                 usage: dict | None = None):
         self.replies = list(replies)
+        self.usage = usage or {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
         self.hold = hold
         self.models = models
         self.hold_models = hold_models  # GET /models waits for it (at most 60 s): a server that never lists
@@ -79,7 +81,7 @@ class StubServer(LoopbackServer):
                     "model": body.get("model", "stub"),
                     "choices": [{"index": 0, "message": {"role": "assistant", "content": text},
                                  "finish_reason": "stop"}],
-                    "usage": {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14},
+                    "usage": stub.usage,
                 })
 
         return Handler

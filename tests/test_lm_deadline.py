@@ -99,3 +99,42 @@ def test_a_model_named_with_its_own_deadline_keeps_it_in_copies_and_an_async_cal
         with pytest.raises(ModelCallDeadlineError):
             asyncio.run(lm.acall("hello"))
         assert time.monotonic() - started < 8
+
+
+# --- usage outside its domain (issue 41) -----------------------------------------------------------
+
+
+@pytest.mark.parametrize("usage", [
+    {"prompt_tokens": -5, "completion_tokens": 3, "total_tokens": -2},
+    {"prompt_tokens": 10**15, "completion_tokens": 3, "total_tokens": 10**15 + 3},
+])
+def test_usage_outside_its_domain_is_unknown_never_a_number_and_never_fails_a_run(tmp_path, monkeypatch, usage):
+    """(A count that is not a number never reaches roma_lab: LiteLLM refuses the reply, an error row.)"""
+    from stub_openai import StubServer
+
+    from roma_lab.controller import Roma
+    from roma_lab.lm import UsageWarning
+
+    answer = '{"reasoning": "2 and 2", "output": "4", "answer": "4"}'  # a single call's and ROMA's fields
+    with StubServer([answer], usage=usage) as server:
+        monkeypatch.setenv("ROMA_LAB_API_BASE", server.api_base)
+        with pytest.warns(UsageWarning, match="not a token count"):
+            result = evaluate([single_call("openai/odd")], [{"id": "t", "question": "2+2?", "answer": "4"}],
+                              out=tmp_path, progress=False)
+        row = result.rows.iloc[0]
+        assert row["status"] == "correct" and row["input_tokens"] is None and row["output_tokens"] == 3
+        # under ROMA the same reply is a completed run with the token count unknown (was InvalidRunError)
+        with pytest.warns(UsageWarning):
+            run = Roma(lm=resolve_lm("openai/odd", cache=False), max_depth=0).run("2+2?")
+    assert run.status == "completed" and run.root.calls[0].input_tokens is None
+
+
+def test_call_usage_refuses_every_count_outside_the_domain_of_a_count():
+    from roma_lab.lm import UsageWarning, call_usage
+
+    for bad in (-1, 1.5, float("nan"), "3", True, 10**12):
+        with pytest.warns(UsageWarning):
+            usage = call_usage({"m": {"prompt_tokens": bad, "completion_tokens": 2}}, [])
+        assert usage.input_tokens is None and usage.output_tokens == 2
+    with pytest.warns(UsageWarning, match="cost"):
+        assert call_usage({"openai/m": {"prompt_tokens": 1}}, [{"model": "openai/m", "cost": -0.5}]).cost is None

@@ -48,7 +48,7 @@ from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
 from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
-from ._usage import CallUsage, call_usage
+from ._usage import CallUsage, UsageWarning, call_usage
 
 # DSPy-backed helpers, loaded on first use (importing DSPy takes seconds).
 _CALL_NAMES = ("JSONRole", "Meter", "metered_call")
@@ -65,6 +65,7 @@ __all__ = [
     "LOCAL_ENGINES",
     "MODELS",
     "SCRIPTED",
+    "UsageWarning",
     "SLOTS_ENV",
     "SPEED_LOG_ENV",
     "AsyncEngine",
