@@ -53,7 +53,7 @@ def test_jsonl_parquet_and_a_dataframe_give_the_same_items(tmp_path):
 @pytest.mark.parametrize(("text", "message"), [
     ("question,answer\nq1,a1\nq2,\n", "row 2 (line 3), column 'answer': the answer is empty"),
     ("question,answer\n,a1\n", "row 1 (line 2), column 'question': the question is empty"),
-    ("question,gold\nq1,a1\n", "no 'answer' column (found ['gold', 'question']); name it with answer=..."),
+    ("question,gold\nq1,a1\n", "no 'answer' column (found ['gold', 'question']); name the answer column: --answer-column NAME in the shell"),
     ("id,question,answer\nx,q1,a1\nx,q2,a2\n", "row 2 (line 3), column 'id': id 'x' repeats"),
     ("question,answer\nq1,a1\nq1,a2\n", "row 2 (line 3), column 'question': the same question as"),
 ])
@@ -434,3 +434,52 @@ def test_a_300_character_task_id_runs_and_resumes_in_one_short_distinct_file(tmp
     assert first.trace("single", long_id).output is not None
     again = evaluate([single_call("scripted")], tasks, out=tmp_path, progress=False)
     pd.testing.assert_frame_equal(first.rows.drop(columns="latency_s"), again.rows.drop(columns="latency_s"))
+
+
+# --- a damaged out folder is a typed error naming the file (issue 41) -------------------------------
+
+
+@pytest.mark.parametrize("damage, file, says", [
+    (lambda p: p.write_text("[1, 2]"), "evaluation.json", "holds a JSON list where a dict belongs"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "evaluation.json", "nested deeper"),
+    (lambda p: p.write_text("{not json"), "evaluation.json", "is not JSON"),
+    (lambda p: (p.unlink(), p.mkdir()), "evaluation.json", "is a folder"),
+    (lambda p: (p.unlink(), p.mkdir()), "provenance.json", "is a folder"),
+])
+def test_each_damaged_file_of_an_out_folder_is_a_typed_error_naming_it_on_every_rerun(tmp_path, damage, file, says):
+    from roma_lab.results import DamagedFileError
+
+    evaluate([function(lambda q: "4", label="s")], TASKS, out=tmp_path, progress=False)
+    damage(tmp_path / file)
+    for _ in range(2):  # the rerun says the same, never a raw Python error
+        with pytest.raises(DamagedFileError, match=re.escape(str(tmp_path / file)) + ".*" + says + ".*move it aside"):
+            evaluate([function(lambda q: "4", label="s")], TASKS, out=tmp_path, progress=False)
+
+
+def test_a_trace_missing_its_fields_is_a_typed_error_naming_it(tmp_path):
+    from roma_lab.results import DamagedFileError
+
+    result = evaluate([single_call("scripted")], TASKS[:1], out=tmp_path, progress=False)
+    path = result.trace_path("single", result.rows["task_id"].iloc[0])
+    path.write_text(json.dumps({"kind": "single_call", "output": "4"}))
+    with pytest.raises(DamagedFileError, match="input_tokens"):
+        result.trace("single", result.rows["task_id"].iloc[0])
+    path.write_text(json.dumps({"kind": "run", "nodes": "?"}))
+    with pytest.raises(DamagedFileError, match="not a run trace"):
+        result.trace("single", result.rows["task_id"].iloc[0])
+
+
+def test_the_shell_names_columns_by_flag_saves_the_paired_table_and_says_how_to_resume(tmp_path, monkeypatch, capsys):
+    path = tmp_path / "t.csv"
+    path.write_text("q,gold\n2+2?,4\n")
+    assert main([str(path), "--system", "single", "--system", "roma", "--lm", "scripted", "--question-column", "q",
+                 "--answer-column", "gold", "--out", str(tmp_path / "out")]) == 0
+    assert (tmp_path / "out" / "paired.csv").is_file()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("roma_lab.evaluate.__main__.evaluate", interrupted)
+    assert main([str(path), "--system", "single", "--lm", "scripted", "--question-column", "q", "--answer-column",
+                 "gold", "--out", str(tmp_path / "out")]) == 130
+    assert "run the same command again to resume" in capsys.readouterr().err

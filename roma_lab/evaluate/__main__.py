@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from roma_lab.results import DamagedFileError
+
 from ._evaluate import evaluate
 from ._systems import SYSTEM_NAMES, named_systems
 from ._tasks import TaskFileError, tasks_from
@@ -19,6 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm", default="local", help="model for every system (roma_lab.lm.resolve_lm name)")
     parser.add_argument("--grader", default=None,
                         help="exact, quasi-exact, numeric, contains or judge (default: the tasks' own, else quasi-exact)")
+    parser.add_argument("--question-column", default="question", help="the task file's question column")
+    parser.add_argument("--answer-column", default="answer", help="the task file's gold-answer column")
+    parser.add_argument("--id-column", default="id", help="the task file's id column (default: row numbers)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--n", type=int, default=None, help="only the first N tasks")
     parser.add_argument("--corpus", default=None, help="documents for search: a folder or a .jsonl file")
@@ -29,24 +34,33 @@ def main(argv: list[str] | None = None) -> int:
     if len(set(args.system)) != len(args.system):
         parser.error(f"each --system once, got {args.system}")
     try:
-        tasks = tasks_from(args.tasks, corpus=args.corpus)
+        tasks = tasks_from(args.tasks, corpus=args.corpus, question=args.question_column, answer=args.answer_column,
+                           id=args.id_column)
         if args.n is not None:
             tasks = tasks.head(args.n)
     except (TaskFileError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     systems = named_systems(args.system, args.lm, max_depth=args.max_depth)
-    result = evaluate(systems, tasks, args.grader, runs=args.runs, out=args.out, timeout_s=args.timeout_s)
+    try:
+        result = evaluate(systems, tasks, args.grader, runs=args.runs, out=args.out, timeout_s=args.timeout_s)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: every row finished so far is kept in {args.out}; run the same command again to "
+              "resume (finished rows are not run again)", file=sys.stderr)
+        return 130
+    except DamagedFileError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     import pandas as pd
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(result.summary()[["condition", "model", "grader", "value", "ci_low", "ci_high", "n", "n_missing",
-                                "runs"]].to_string(index=False))
+        print(result.summary()[["condition", "model", "grader", "value", "ci_low", "ci_high", "n", "n_no_answer",
+                                "n_system_error", "n_missing", "runs"]].to_string(index=False))
         if len(result.systems) > 1:
             paired = result.paired_all()
             print(paired[["condition", "model", "value", "ci_low", "ci_high", "n", "wins", "losses", "ties",
                           "sign_test_p", "sign_test_p_holm", "mde_bound"]].to_string(index=False))
-    print(f"rows, traces and provenance in {args.out}")
+    print(f"rows, summary, paired table, traces and provenance in {args.out}")
     return 0
 
 

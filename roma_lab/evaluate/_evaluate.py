@@ -10,7 +10,8 @@ changes the tasks, the grader or a system's settings under the same label is ref
 
 Files in ``out``: ``run<r>.csv`` (the runner's rows), ``traces/<system>/r<r>/<task>.json``,
 ``usage/<system>/r<r>/<task>.json`` (a trace's model calls, tokens and cost, recorded as it is saved),
-``rows.csv`` (the tidy rows), ``summary.csv`` (mean with task-bootstrap CI per system),
+``rows.csv`` (the tidy rows), ``summary.csv`` (mean with task-bootstrap CI per system), ``paired.csv``
+(each system against the first, with two systems or more),
 ``evaluation.json`` and ``provenance.json``.
 """
 
@@ -68,11 +69,10 @@ def _grader(grader: Any, tasks: TaskSet):
 def _check_record(out: Path, record: dict[str, Any]) -> None:
     """Refuse to mix rows made under another protocol into ``out``; new systems may join."""
     path = out / RECORD_FILE
-    if path.is_file():
-        try:
-            old = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as err:
-            raise EvaluationMismatchError(f"{path} is not readable ({err}); move the folder aside or pick another out")
+    if path.exists():
+        from roma_lab.results import read_json_file
+
+        old = read_json_file(path)  # a DamagedFileError naming it, whatever is wrong with it
         for key, what in (("tasks", "tasks"), ("grader", "grader")):
             if old.get(key) != record[key]:
                 raise EvaluationMismatchError(
@@ -126,20 +126,28 @@ class _Answerer:
 
 def _load_trace(path: Path) -> Any:
     """The trace saved at ``path``, by the ``kind`` it names: a ``roma_lab.trace.Run``, an agent
-    ``Trajectory`` or a :class:`SingleCallAnswer`."""
-    text = path.read_text(encoding="utf-8")
-    data = json.loads(text)
-    kind = data.get("kind") if isinstance(data, dict) else None
-    if kind == SINGLE_CALL_KIND:
-        return SingleCallAnswer(data["output"], data["input_tokens"], data["output_tokens"], data["cost"],
-                                data["model"])
-    if kind == "trajectory" or (kind is None and "rollouts" in data):  # no kind: written before traces named it
-        from roma_lab.agents import read_trajectory
+    ``Trajectory`` or a :class:`SingleCallAnswer`. A damaged one is a ``DamagedFileError`` naming it."""
+    from roma_lab.results import DamagedFileError, read_json_file
 
-        return read_trajectory(path)
-    from roma_lab.trace import Run
+    data = read_json_file(path)
+    kind = data.get("kind")
+    try:
+        if kind == SINGLE_CALL_KIND:
+            return SingleCallAnswer(data["output"], data["input_tokens"], data["output_tokens"], data["cost"],
+                                    data["model"])
+        if kind == "trajectory" or (kind is None and "rollouts" in data):  # no kind: written before traces named it
+            from roma_lab.agents import read_trajectory
 
-    return Run.from_json(text)
+            return read_trajectory(path)
+        from roma_lab.trace import Run
+
+        return Run.from_json(path.read_bytes())
+    except KeyError as err:
+        raise DamagedFileError(path, f"is a {kind} trace without its {err.args[0]!r} field") from None
+    except ValueError as err:  # InvalidRunError, TrajectoryFormatError: a trace that breaks its format
+        if isinstance(err, DamagedFileError):
+            raise
+        raise DamagedFileError(path, f"is not a {kind or 'run'} trace ({err})") from None
 
 
 def _usage(trace: Any) -> dict[str, Any]:
@@ -350,6 +358,8 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
                             {label: d.get("model") for label, d in record["systems"].items()}, stats)
     write_table(rows, out_dir, "rows")
     write_table(evaluation.summary(), out_dir, "summary")
+    if len(labels) > 1:
+        write_table(evaluation.paired_all(), out_dir, "paired")
     models = sorted({m for m in evaluation.models.values() if m})
     write_provenance(out_dir, parameters={"tasks": task_set.name, "source": task_set.source, "runs": runs,
                                           "systems": labels, "grader": grading.name},

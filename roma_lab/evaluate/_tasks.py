@@ -192,7 +192,8 @@ def _items(records: list[Mapping[str, Any]], where: Callable[[int], str], source
     for key in ("question", "answer"):
         if columns[key] not in first and all(columns[key] not in r for r in records):
             raise TaskFileError(f"{where(0)}: no {columns[key]!r} column (found {sorted(map(str, first))}); "
-                                f"name it with {key}=...")
+                                f"name the {key} column: --{key}-column NAME in the shell, "
+                                f"tasks_from(..., {key}=NAME) in Python")
     items, seen_ids, seen_questions = [], {}, {}
     for i, record in enumerate(records):
         question = record.get(columns["question"])

@@ -8,7 +8,16 @@ scores with :func:`summarize` / :func:`compare` and sets them beside the paper's
 evaluation protocol (design/protocol.md) to tidy per-run scores.
 """
 
-from ._files import MAX_NAME_BYTES, QuarantineWarning, quarantine, quarantined_files, safe_name, write_text_atomic
+from ._files import (
+    MAX_NAME_BYTES,
+    DamagedFileError,
+    QuarantineWarning,
+    quarantine,
+    quarantined_files,
+    read_json_file,
+    safe_name,
+    write_text_atomic,
+)
 from ._provenance import (
     PROVENANCE_FILE,
     STATS_FILE,
@@ -48,6 +57,7 @@ from ._tables import MeasuredTables, read_table, write_table
 __all__ = [
     "COMPACT_COLUMNS",
     "CONDITION",
+    "DamagedFileError",
     "MAX_NAME_BYTES",
     "MODEL",
     "DIFFERS",
@@ -84,6 +94,7 @@ __all__ = [
     "read_paper_reported",
     "quarantine",
     "quarantined_files",
+    "read_json_file",
     "safe_name",
     "read_provenance",
     "read_table",

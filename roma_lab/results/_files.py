@@ -84,6 +84,43 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
         yield number, record
 
 
+class DamagedFileError(ValueError):
+    """A file roma_lab wrote and reads back (records, rows, traces, usage, provenance, caches, plans)
+    is not what it wrote: not JSON, the wrong shape, nested too deep, or a folder in its place. The
+    message names the file, what is wrong and what to do; ``path`` is the file."""
+
+    def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
+        super().__init__(f"{path}: {problem}. It is one of roma_lab's own files: move it aside (or delete it) "
+                         "and run again; what it recorded is then redone")
+        self.path = Path(path)
+
+
+def read_json_file(path: str | os.PathLike[str], kind: type | tuple[type, ...] = dict) -> Any:
+    """The JSON value roma_lab saved at ``path``, checked to be a ``kind`` (a dict unless told): the one
+    checked loader for what the package reads back from its own folders. FileNotFoundError when there
+    is no file; anything else wrong with it is a :class:`DamagedFileError` naming it (a folder or
+    FIFO in its place, not UTF-8 JSON, nested deeper than JSON can be read, another type)."""
+    path = Path(path)
+    if path.is_dir():
+        raise DamagedFileError(path, "is a folder, not a file")
+    try:
+        data = read_regular_bytes(path)
+    except ValueError as err:  # a FIFO or device in the file's place
+        raise DamagedFileError(path, str(err)) from None
+    try:
+        value = json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise DamagedFileError(path, f"is not UTF-8 (at byte {err.start + 1})") from None
+    except json.JSONDecodeError as err:
+        raise DamagedFileError(path, f"is not JSON ({err.msg} at line {err.lineno}, column {err.colno})") from None
+    except RecursionError:
+        raise DamagedFileError(path, "is nested deeper than JSON can be read") from None
+    if not isinstance(value, kind):
+        wanted = " or ".join(k.__name__ for k in (kind if isinstance(kind, tuple) else (kind,)))
+        raise DamagedFileError(path, f"holds a JSON {type(value).__name__} where a {wanted} belongs")
+    return value
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` (UTF-8) to a temporary file beside ``path`` and rename it over ``path``.
 
@@ -92,6 +129,8 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_dir():  # os.replace would raise a bare IsADirectoryError
+        raise DamagedFileError(path, "is a folder where a file is written")
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}-{threading.get_ident()}")
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_va
 
 import roma_lab
 
-from ._files import QUARANTINED, quarantine, write_text_atomic
+from ._files import QUARANTINED, DamagedFileError, quarantine, write_text_atomic
 
 if TYPE_CHECKING:
     from roma_lab.stats import StatsSettings
@@ -275,6 +275,8 @@ def read_provenance(out_dir: str | os.PathLike[str]) -> Provenance:
     """Read and validate ``<out_dir>/provenance.json``: FileNotFoundError when there is none,
     :class:`ProvenanceError` (naming the file) when its content is not a valid record."""
     path = Path(out_dir) / PROVENANCE_FILE
+    if path.exists() and not path.is_file():
+        raise DamagedFileError(path, "is not a file")
     if not path.is_file():
         raise FileNotFoundError(f"no {PROVENANCE_FILE} in {Path(out_dir)}")
     try:
