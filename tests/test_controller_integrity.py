@@ -266,7 +266,7 @@ def test_a_link_planted_where_a_write_goes_is_never_followed(tmp_path):
 
 
 def test_a_link_at_the_temporary_name_is_never_written_through_even_if_guessed(tmp_path, monkeypatch):
-    from roma_lab.controller import _artifacts
+    from roma_lab.tools import _artifacts
 
     monkeypatch.setattr(_artifacts.secrets, "token_hex", lambda n: "0" * (2 * n))  # a guessed name
     store_dir, outside = tmp_path / "store", tmp_path / "outside.txt"

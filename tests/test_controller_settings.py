@@ -143,7 +143,7 @@ def with_unrecorded_times(data: dict) -> dict:
         node.update(created_s=None, started_s=None, ended_s=None, artifact=None, reused=False)
         for call in node["calls"]:
             call.update(queued_s=None, exchanges=[], tools=[])
-    data.update(artifact_store=None, repair=None)
+    data.update(artifact_store=None, repair=None, kind="run")
     if data["settings"]:
         models = data["settings"].pop("models")
         data["settings"].update(artifacts={"min_chars": None, "summary_chars": 200},

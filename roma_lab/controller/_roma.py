@@ -7,6 +7,10 @@ so deep trees cannot deadlock. No role can hang a run: every call has a time lim
 depend on the role honouring cancellation, and the tree runs on an event loop of its own, so the
 caller's whole-run deadline holds even against a role that blocks or stops that loop, and an observer
 (fed from a queue) cannot stall it. See design/scheduling.md.
+
+This file reads in that order: ``Roma``'s public entry points, the algorithm (``_solve`` ->
+``_solve_fresh`` -> ``_plan`` / ``_expand`` -> ``_verified``, and ``_call``, the one role call), then a
+run's life; the loop thread, the observers and the run's live state are ``_loop.py``'s.
 """
 
 from __future__ import annotations
@@ -15,19 +19,17 @@ import asyncio
 import contextlib
 import contextvars
 import hashlib
-import inspect
-import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from os import PathLike
 from typing import Any
 
 from roma_lab.tools import ArtifactError, ArtifactMissingError, ArtifactStore, McpServer, McpServerError
 from roma_lab.tools._artifacts import _RUN_STORE
-from roma_lab.tools._calls import _RUN_TOOLS, _TOOL_LOG, McpConnections, ToolLog
+from roma_lab.tools._calls import _RUN_TOOLS, McpConnections, ToolLog
 from roma_lab.trace import (
     OUTPUT_STATUSES,
     TASK_TYPES,
@@ -35,7 +37,6 @@ from roma_lab.trace import (
     CallInFlight,
     LMExchange,
     Node,
-    NodeEvent,
     RepairRecord,
     RoleCall,
     RomaSettings,
@@ -50,6 +51,23 @@ from roma_lab.trace import (
 from roma_lab.trace._settings import MODEL_KEYS
 from roma_lab.trace._types import RunStatus
 
+from ._loop import (
+    _STOP,
+    Observer,
+    _atracked_call,
+    _describe,
+    _in_thread,
+    _is_async,
+    _LoopObserver,
+    _Outcome,
+    _run_loop,
+    _RunLoop,
+    _RunState,
+    _Stopped,
+    _ThreadObserver,
+    _tracked_call,
+    _with_trace,
+)
 from ._plan import Subtask, validate_plan
 from ._repair import RepairPlan, plan_repair, repair_stores
 
@@ -62,9 +80,6 @@ _CONTRACT: dict[str, dict[str, type | None]] = {
     "verifier": {"verdict": bool, "feedback": None},
 }
 _OPTIONAL_OUTPUTS = ("reasoning", "code", "passages")  # shown in the tree when a role exposes them
-_STOP = (KeyboardInterrupt, SystemExit)  # raised by a role: the run stops (see _Stopped)
-
-Observer = Callable[[NodeEvent], None]
 
 
 class RoleError(RuntimeError):
@@ -78,25 +93,6 @@ class RoleError(RuntimeError):
 
 class _NothingToAggregate(Exception):
     """Every subtask of a planned node failed, was skipped or cancelled."""
-
-
-class _Stopped(Exception):
-    """A role raised KeyboardInterrupt or SystemExit. Carried up the tree as an ordinary exception
-    (raised as itself inside a task, asyncio would tear the loop down), then re-raised as ``cause``."""
-
-    def __init__(self, cause: BaseException):
-        super().__init__(repr(cause))
-        self.cause = cause
-
-
-@dataclass(frozen=True, slots=True)
-class _Outcome:
-    """What one role call returned or raised, and what it consumed either way."""
-
-    result: Any
-    error: BaseException | None
-    usage: dict
-    history: list
 
 
 def _result_text(node: Node, limit: int | None) -> str:
@@ -121,257 +117,6 @@ def _render_context(ancestors: Sequence[str], results: Sequence[Node], settings:
 
 def _summary(text: str, limit: int) -> str:
     return text if len(text) <= limit else f"{text[:limit]}…"
-
-
-def _is_async(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
-
-
-@contextlib.contextmanager
-def _call_setting(lm: Any, tools: ToolLog) -> Iterator[Callable[[Any, BaseException | None], _Outcome]]:
-    """One role call's metered model call (``lm.metered_call``: its own LM copy and usage tracker) and
-    its own tool log, so concurrent calls never mix. Yields the function that makes the call's
-    outcome from what it returned or raised."""
-    from roma_lab.lm import metered_call
-
-    _TOOL_LOG.set(tools)  # the call's thread or task runs in a copy of the run's context: the setting stays there
-    with metered_call(lm) as meter:
-        yield lambda result, error: _Outcome(result, error, meter.tokens(), meter.history())
-
-
-def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
-    """Run one sync role in its own call setting (:func:`_call_setting`)."""
-    result, error = None, None
-    with _call_setting(lm, tools) as outcome:
-        try:
-            result = fn(**inputs)
-        except BaseException as err:  # noqa: BLE001 - judged by the caller, after usage is read
-            error = err
-    return outcome(result, error)
-
-
-async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
-    """Run one async role in its own call setting (:func:`_call_setting`)."""
-    result, error = None, None
-    with _call_setting(lm, tools) as outcome:
-        try:
-            result = await fn(**inputs)
-        except BaseException as err:  # noqa: BLE001 - also our own cancellation after a time-out:
-            error = err  # this task then ends with what the call consumed, for late accounting
-    return outcome(result, error)
-
-
-def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
-    """Run a sync role call on its own daemon thread. A timed-out call cannot be killed, but then it
-    holds only its own thread, never a pooled worker that later calls would queue behind (and whose
-    queueing time would count against their own time limit)."""
-    loop = asyncio.get_running_loop()
-    future = loop.create_future()
-
-    def settle(outcome: _Outcome) -> None:
-        if not future.done():
-            future.set_result(outcome)
-
-    def target() -> None:
-        try:
-            outcome = fn(*args)
-        except BaseException as err:  # noqa: BLE001 - e.g. the LM copy failed before the role ran
-            outcome = _Outcome(None, err, {}, [])
-        try:
-            loop.call_soon_threadsafe(settle, outcome)
-        except RuntimeError:  # the run's loop is closed: this late call's usage stays unknown
-            pass
-
-    threading.Thread(target=target, name="roma-role", daemon=True).start()
-    return future
-
-
-def _describe(err: BaseException) -> str:
-    try:
-        text = str(err)
-    except Exception:  # an exception whose __str__ raises still gets named
-        text = "<message unprintable>"
-    return f"{type(err).__name__}: {text}"
-
-
-def _with_trace(err: BaseException, run: Run) -> BaseException:
-    """Attach the partial run to an exception that stops it, so an interrupted user keeps the trace."""
-    err.run = run  # type: ignore[attr-defined]
-    err.add_note(f"ROMA: the partial trace ({len(run.nodes)} nodes, status {run.status}) is attached as .run")
-    return err
-
-
-_OBSERVER_STALL_S = 5.0  # an observer inside one event this long at the run's end is given up on
-
-
-def _name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or type(fn).__name__
-
-
-class _ThreadObserver:
-    """Delivers a ``run()``'s events to its observer in order, on a thread of its own: an observer
-    that blocks or is slow holds up neither the run's loop nor the caller, whose deadline holds."""
-
-    def __init__(self, observer: Observer):
-        self.observer = observer
-        self._queue: queue.SimpleQueue = queue.SimpleQueue()
-        self._cond = threading.Condition()
-        self._busy_since: float | None = None  # when the event being delivered was handed over
-        self._ended = False
-        self._given_up = False
-        threading.Thread(target=self._serve, name="roma-observer", daemon=True).start()
-
-    def send(self, event: NodeEvent) -> None:
-        self._queue.put(event)
-
-    def _serve(self) -> None:
-        while (event := self._queue.get()) is not None:
-            with self._cond:
-                if self._given_up:
-                    return
-                self._busy_since = time.monotonic()
-            try:
-                self.observer(event)
-            except Exception as err:  # a broken view must not break the run, but must be seen
-                warnings.warn(f"run observer raised {err!r}; the run continues", stacklevel=1)
-            except BaseException as err:  # noqa: BLE001 - e.g. SystemExit: the view ends, the run goes on
-                warnings.warn(f"run observer raised {err!r}; it gets no more events", stacklevel=1)
-                with self._cond:
-                    self._given_up = self._ended = True
-                    self._cond.notify_all()
-                return
-            with self._cond:
-                self._busy_since = None
-                self._cond.notify_all()
-        with self._cond:
-            self._ended = True
-            self._cond.notify_all()
-
-    def finish(self) -> str | None:
-        """Wait until every event sent is delivered, unless the observer stays inside one event for
-        ``_OBSERVER_STALL_S``: then it gets no more events. Returns why it was given up on, or None."""
-        self._queue.put(None)
-        with self._cond:
-            while not self._ended:
-                since = self._busy_since
-                if since is not None and time.monotonic() - since >= _OBSERVER_STALL_S:
-                    self._given_up = True
-                    return (f"the run observer {_name(self.observer)} was stuck in one event for "
-                            f"{_OBSERVER_STALL_S:g} s; it was given no more events")
-                self._cond.wait(_OBSERVER_STALL_S if since is None else since + _OBSERVER_STALL_S - time.monotonic())
-        return None
-
-
-class _LoopObserver:
-    """Delivers an ``arun()``'s events to its observer in order on the caller's event loop, where an
-    async caller's observer expects to run (it may touch the caller's asyncio objects)."""
-
-    def __init__(self, observer: Observer, loop: asyncio.AbstractEventLoop):
-        self.observer = observer
-        self._loop = loop
-        self._open = True
-        self.flushed: asyncio.Future = loop.create_future()  # done once every event sent was delivered
-
-    def send(self, event: NodeEvent) -> None:
-        with contextlib.suppress(RuntimeError):  # the caller's loop closed: nobody is listening
-            self._loop.call_soon_threadsafe(self._deliver, event)
-
-    def _deliver(self, event: NodeEvent) -> None:
-        if not self._open:
-            return
-        try:
-            self.observer(event)
-        except Exception as err:  # a broken view must not break the run, but must be seen
-            warnings.warn(f"run observer raised {err!r}; the run continues", stacklevel=1)
-        except BaseException as err:  # noqa: BLE001 - raised in a loop callback it would end the caller's loop
-            warnings.warn(f"run observer raised {err!r}; it gets no more events", stacklevel=1)
-            self._open = False
-
-    def _close(self) -> None:
-        self._open = False
-        if not self.flushed.done():
-            self.flushed.set_result(None)
-
-    def finish(self) -> None:
-        """Close after the events sent so far (``flushed`` is then done); nothing later is delivered."""
-        with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._close)
-
-
-@dataclass(slots=True)
-class _RunState:
-    """Everything one run mutates; a fresh one per run so a Roma object can be reused.
-
-    The loop thread writes nodes; the caller's thread may take the final snapshot at a deadline or
-    an interrupt, so writes hold a lock; once ``closed``, the observer hears nothing more. Events
-    go to the observer through ``observer`` (attached by ``run``/``arun``), never called in place."""
-
-    t0: float
-    slots: asyncio.Semaphore
-    lms: dict[str, Any]
-    nodes: dict[str, Node]
-    on_event: Observer | None
-    store: ArtifactStore | None = None
-    repair: RepairPlan | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    closed: bool = False
-    observer: _ThreadObserver | _LoopObserver | None = None
-    connections: McpConnections | None = None  # the run's MCP servers, ended at the latest by _finish
-
-    def attach(self, observer: _ThreadObserver | _LoopObserver | None) -> None:
-        """Deliver events to ``observer`` from now on; it first hears the nodes as they are (the root)."""
-        with self.lock:
-            self.observer = observer
-            nodes = list(self.nodes.values())
-        for node in nodes:
-            self._notify(node)
-
-    def _notify(self, node: Node) -> None:
-        if self.observer is not None:
-            self.observer.send(NodeEvent(node.status, node))
-
-    def now(self) -> float:
-        """Seconds since the run started (the trace's clock)."""
-        return time.monotonic() - self.t0
-
-    def put(self, node: Node) -> Node:
-        with self.lock:
-            self.nodes[node.id] = node  # after close() only the abandoned loop still reads these
-            closed = self.closed
-        if not closed:
-            self._notify(node)
-        return node
-
-    def update(self, node_id: str, **changes: Any) -> Node:
-        return self.put(replace(self.nodes[node_id], **changes))
-
-    def add_warning(self, node_id: str, message: str) -> None:
-        self.update(node_id, warnings=self.nodes[node_id].warnings + (message,))
-
-    def replace_call(self, node_id: str, old: RoleCall, new: RoleCall) -> None:
-        calls = self.nodes[node_id].calls
-        self.update(node_id, calls=tuple(new if c is old else c for c in calls))
-
-    def in_flight(self) -> str:
-        """The role calls running now, for a reason that names them (empty if none)."""
-        with self.lock:
-            calls = [f"{n.in_flight.role} of node {n.id}" for n in self.nodes.values()
-                     if n.in_flight is not None and n.in_flight.started_s is not None]
-        return f"; in flight: {', '.join(calls)}" if calls else ""
-
-    def close(self, reason: str | None, status: str = "cancelled") -> tuple[Node, ...]:
-        """Freeze the nodes; with a ``reason`` (the run was stopped) unfinished ones get ``status``."""
-        with self.lock:
-            self.closed = True
-            unfinished = [n for n in self.nodes.values() if n.status in ("pending", "running")]
-            if reason is not None:
-                ended = self.now()
-                for n in unfinished:
-                    self.nodes[n.id] = replace(n, status=status, error=reason, ended_s=ended, in_flight=None)
-            nodes = tuple(self.nodes.values())
-        for n in unfinished if reason is not None else ():
-            self._notify(self.nodes[n.id])  # the live view sees where the run stopped
-        return nodes
 
 
 class Roma:
@@ -470,8 +215,6 @@ class Roma:
         self.task_types = tuple(t for t in TASK_TYPES if t in self.executors)
         self.default_type = "think" if "think" in self.executors else self.task_types[0]
 
-    # --- public entry points ---
-
     def run(self, goal: str, *, on_event: Observer | None = None) -> Run:
         """Run to the end or to ``run_timeout_s``, on a loop in a thread of its own (also in Jupyter).
 
@@ -511,281 +254,7 @@ class Roma:
         """:meth:`repair` inside the caller's event loop (as :meth:`arun`)."""
         return await self._run_async(self._start_repair(run, also, on_event, source_store))
 
-    def _launch(self, state: _RunState, ended: Callable[[], None]) -> _RunLoop:
-        """Start the tree on a fresh loop in a daemon thread of its own; ``ended()`` is called (from
-        that thread) once the run's task is done or the loop thread ends, whichever comes first.
-        The caller's thread runs no role and no observer, so its deadline holds whatever they do."""
-        loop = asyncio.new_event_loop()
-        task = loop.create_task(self._drive(state))
-        task.add_done_callback(lambda _: ended())
-        handle = _RunLoop(loop, task)
-        ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
-        # Thread.start waits for the thread: on a busy machine a role may already have run
-        threading.Thread(target=ctx.run, args=(_run_loop, handle, ended), name="roma-run", daemon=True).start()
-        return handle
-
-    def _run_blocking(self, state: _RunState) -> Run:
-        finished = threading.Event()
-        state.attach(_ThreadObserver(state.on_event) if state.on_event is not None else None)
-        handle = None
-        try:
-            handle = self._launch(state, finished.set)
-            if not finished.wait(self.settings.run_timeout_s):
-                handle.cancel()  # the loop may be blocked by a role: do not wait for it
-                return self._finish(state, "timed_out", self._deadline_reason(state))
-        except BaseException as err:  # Ctrl-C (KeyboardInterrupt) while the run was going
-            if handle is not None:
-                handle.cancel()
-            raise _with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
-        return self._result(state, handle)
-
-    async def _run_async(self, state: _RunState) -> Run:
-        """As :meth:`_run_blocking`, awaited: the tree runs on a loop of its own (so a role that
-        blocks or stops its loop cannot hold or break the caller's), the observer on the caller's."""
-        caller = asyncio.get_running_loop()
-        finished = caller.create_future()
-
-        def ended() -> None:
-            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits any more
-                caller.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
-
-        observer = _LoopObserver(state.on_event, caller) if state.on_event is not None else None
-        state.attach(observer)
-        handle = self._launch(state, ended)
-        try:
-            try:
-                done, _ = await asyncio.wait({finished}, timeout=self.settings.run_timeout_s)
-            except asyncio.CancelledError as err:
-                handle.cancel()
-                raise _with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
-            if not done:
-                handle.cancel()  # a role may ignore it; the run returns regardless
-                return self._finish(state, "timed_out", self._deadline_reason(state))
-            return self._result(state, handle)
-        finally:
-            if observer is not None:  # every event sent reaches the observer before arun returns
-                observer.finish()
-                await asyncio.shield(observer.flushed)
-
-    def _deadline_reason(self, state: _RunState) -> str:
-        return f"run deadline of {self.settings.run_timeout_s:g} s reached{state.in_flight()}"
-
-    # --- start and end of a run ---
-
-    def _start(self, goal: str, on_event: Observer | None, *, root_id: str = "0", store: ArtifactStore | None = None,
-               repair: RepairPlan | None = None) -> _RunState:
-        if not isinstance(goal, str) or not goal.strip():
-            raise ValueError("goal must be a non-empty string")
-        root = Node(id=root_id, parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type,
-                    created_s=0.0)
-        lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
-        state = _RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event,
-                          store=store or self.artifacts, repair=repair)
-        state.put(root)  # announce the root as pending
-        return state
-
-    def _start_repair(self, run: Run, also: Sequence[str], on_event: Observer | None,
-                      source_store: ArtifactStore | str | PathLike[str] | None) -> _RunState:
-        plan = plan_repair(run, also)
-        store, source = repair_stores(run, self.artifacts, source_store)
-        reused = [n for node_id, action in plan.actions.items() if action == "reuse"
-                  for n in plan.reused_subtree(node_id)]
-        for n in reused:
-            if n.artifact is not None:
-                _ensure_artifact(n, store, source)
-        if store is not None:  # the link to the repaired run resolves in the store
-            store.put(run.to_json(), media_type="application/json")
-        return self._start(run.goal, on_event, root_id=run.root.id, store=store, repair=plan)
-
-    async def _drive(self, state: _RunState) -> BaseException | None:
-        """Connect the MCP servers, solve the tree, close the servers. Returns what stopped the run
-        early (KeyboardInterrupt/SystemExit from a role, or a bug in this controller), never raises
-        it: a BaseException must not escape a task."""
-        root_id = next(iter(state.nodes))
-        _RUN_STORE.set(state.store)  # this task's context: every role call of the run inherits both
-        connections = state.connections = McpConnections()
-        try:
-            tools = []
-            for server in self.mcp_servers:
-                tools.extend(await connections.open(server, self.settings.mcp_start_timeout_s))
-                names = [t.name for t in tools]
-                clashes = sorted({n for n in names if names.count(n) > 1})
-                if clashes:  # ReAct keys tools by name: one server's tool would silently replace the other's
-                    raise McpServerError(server.name, f"lists tools another server lists too: {clashes}")
-            _RUN_TOOLS.set(tuple(tools))
-            await self._solve(state, root_id, inherited=(), dep_results=())
-        except McpServerError as err:  # nothing ran yet: the root fails, naming the server
-            state.update(root_id, status="failed", error=_describe(err), started_s=state.now(), ended_s=state.now())
-        except _Stopped as stop:
-            return stop.cause
-        except Exception as err:  # noqa: BLE001 - a controller bug still hands back its trace
-            return err
-        finally:
-            await connections.close()
-        return None
-
-    def _result(self, state: _RunState, handle: _RunLoop) -> Run:
-        task = handle.task
-        if not task.done() or task.cancelled():  # user code broke the run's loop from inside
-            why = ("a role stopped the run's event loop (loop.stop())" if handle.loop_stopped else
-                   "the run's task was cancelled from inside the run (a role cancelled a task it does not own)")
-            return self._finish(state, "failed", f"{why}{state.in_flight()}")
-        stopped_by = task.result()
-        if stopped_by is None:
-            return self._finish(state, None, None)
-        run = self._finish(state, "interrupted", f"the run stopped: {_describe(stopped_by)}")
-        raise _with_trace(stopped_by, run)
-
-    def _finish(self, state: _RunState, stop: RunStatus | None, reason: str | None) -> Run:
-        """The run as it stands: unfinished nodes become ``cancelled`` (or ``failed``, when user code
-        broke the run from inside), the observer is given the last events and the MCP servers'
-        processes end (a run that returns at its deadline does not wait for its loop to do it)."""
-        nodes = state.close(reason, "failed" if stop == "failed" else "cancelled")
-        if stop == "failed" or stop is None or not any(n.status == "cancelled" for n in nodes):
-            stop = None  # the run ended before the stop took effect: it finished normally
-        if state.connections is not None:
-            state.connections.end_processes()
-        problem = state.observer.finish() if state.observer is not None else None
-        if problem is not None:  # nothing silent: the trace says the live view missed the end
-            warnings.warn(problem, stacklevel=3)
-            nodes = (replace(nodes[0], warnings=nodes[0].warnings + (problem,)), *nodes[1:])
-        status = stop or run_status(nodes)
-        repair = None
-        if state.repair is not None:
-            source = state.repair.source
-            repair = RepairRecord(hashlib.sha256(source.to_json().encode()).hexdigest(), source.status,
-                                  state.repair.redone)
-        stored = any(n.artifact is not None or any(t.artifact for c in n.calls for t in c.tools) for n in nodes)
-        return Run(goal=nodes[0].goal, status=status, output=nodes[0].output, nodes=nodes,
-                   wall_s=time.monotonic() - state.t0, settings=self._settings(state.lms),
-                   artifact_store=state.store.url if stored else None, repair=repair)
-
-    # --- models ---
-
-    def _lm_key(self, role: str) -> Any:
-        if role in self.role_lms:
-            return self.role_lms[role]
-        if role.startswith("executor:") and "executor" in self.role_lms:
-            return self.role_lms["executor"]
-        return self.lm
-
-    def _resolve_lms(self) -> dict[str, Any]:
-        """One LM (or None = leave DSPy's setting alone) per role key, names resolved once per run."""
-        import dspy
-
-        keys = ["atomizer", "planner", "aggregator", *(f"executor:{t}" for t in self.task_types)]
-        if self.verifier is not None:
-            keys.append("verifier")
-        resolved: dict[Any, Any] = {}
-        lms = {}
-        for key in keys:
-            spec = self._lm_key(key)
-            if spec is None and self.uses_default_roles and dspy.settings.lm is None:
-                spec = ""  # resolve_lm(None): $ROMA_LAB_LM or the embedded default
-            if isinstance(spec, str):
-                if spec not in resolved:
-                    from roma_lab.lm import resolve_lm
-
-                    resolved[spec] = resolve_lm(spec or None)
-                spec = resolved[spec]
-            lms[key] = spec if spec is not None else dspy.settings.lm
-        return lms
-
-    def _settings(self, lms: Mapping[str, Any]) -> RomaSettings:
-        """This Roma's settings with the model each role called (a name, whatever ``lm`` was given as)."""
-        models = {k: None if getattr(v, "model", None) is None else str(v.model) for k, v in lms.items()}
-        return replace(self.settings, models=models)
-
-    # --- one role call: the only place that touches models, time limits and usage ---
-
-    async def _call(self, state: _RunState, node_id: str, role: str, fn: Callable[..., Any], **inputs: Any) -> dict:
-        from roma_lab.lm import call_usage
-
-        lm = state.lms.get(role)
-        waiting = CallInFlight(role, queued_s=state.now())
-        state.update(node_id, in_flight=waiting)  # the view shows "queued" until a slot is free
-        async with state.slots:
-            started = time.monotonic()
-            state.update(node_id, in_flight=replace(waiting, started_s=started - state.t0))
-            tools = ToolLog(state.t0, self.settings.tool_timeout_s,
-                            max_result_chars=self.settings.max_tool_result_chars)
-            if _is_async(fn):
-                pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm, tools))
-            else:
-                pending = _in_thread(contextvars.copy_context().run, _tracked_call, fn, inputs, lm, tools)
-            try:
-                # asyncio.wait, not wait_for: wait_for waits for a cancelled role to finish, forever if
-                # the role swallows the cancellation
-                done, _ = await asyncio.wait({pending}, timeout=self.settings.call_timeout_s)
-            except asyncio.CancelledError:  # the run is being stopped: stop the role too
-                pending.cancel()
-                raise
-            latency = time.monotonic() - started
-        record = {"role": role, "inputs": jsonable({k: v for k, v in inputs.items() if k != "goal"}),
-                  "context_chars": context_chars(inputs), "latency_s": latency, "started_s": started - state.t0,
-                  "queued_s": waiting.queued_s}
-        if not done:
-            error = f"timed out after {self.settings.call_timeout_s:g} s"
-            call = RoleCall(**record, outputs={}, input_tokens=None, output_tokens=None, cost=None,
-                            model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)",
-                            tools=tuple(tools.calls))
-            state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
-            if isinstance(pending, asyncio.Task):
-                pending.cancel()  # an async role sees CancelledError; a thread cannot be stopped
-
-            def account_late(future: asyncio.Future) -> None:  # the call ended after all: count it
-                if not future.cancelled():
-                    usage = call_usage(future.result().usage, future.result().history)
-                    late = replace(call, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                                   cost=usage.cost, model=usage.model or call.model,
-                                   exchanges=LMExchange.from_history(future.result().history), tools=tuple(tools.calls),
-                                   error=f"{error}; ended {time.monotonic() - started:.3g} s after it started")
-                    state.replace_call(node_id, call, late)
-
-            pending.add_done_callback(account_late)
-            raise RoleError(role, error)
-        outcome = pending.result()
-        outputs, error = self._read(role, outcome)
-        usage = call_usage(outcome.usage, outcome.history)
-        call = RoleCall(**record, outputs=outputs, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                        cost=usage.cost, model=usage.model or getattr(lm, "model", None), error=error,
-                        exchanges=LMExchange.from_history(outcome.history), tools=tuple(tools.calls))
-        state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
-        if isinstance(outcome.error, _STOP):
-            raise _Stopped(outcome.error)
-        if error is not None:
-            raise RoleError(role, error)
-        return outputs
-
-    @staticmethod
-    def _read(role: str, outcome: _Outcome) -> tuple[dict, str | None]:
-        """The call's outputs under the role's contract, or the error that fails its node."""
-        if outcome.error is not None:
-            return {}, _describe(outcome.error)
-        result = outcome.result
-        try:
-            outputs = {}
-            for name, kind in _CONTRACT[role.split(":")[0]].items():
-                if not hasattr(result, name):
-                    return {}, f"output has no field {name!r} (got {type(result).__name__})"
-                value = getattr(result, name)
-                if kind is not None and not isinstance(value, kind):
-                    return {}, f"{name} must be a {kind.__name__}, got {show(value)} ({type(value).__name__})"
-                outputs[name] = jsonable(value)
-            outputs.update({k: jsonable(getattr(result, k)) for k in _OPTIONAL_OUTPUTS if hasattr(result, k)})
-        except Exception as err:  # an output object that breaks when read
-            return {}, f"output could not be read: {_describe(err)}"
-        return outputs, None
-
-    # --- the recursive loop ---
-
-    def _ancestors(self, state: _RunState, node: Node) -> list[str]:
-        goals = []
-        parent = node.parent_id
-        while parent is not None and len(goals) < self.settings.ancestor_goals:
-            goals.append(state.nodes[parent].goal)
-            parent = state.nodes[parent].parent_id
-        return goals[::-1]
+    # --- the algorithm (paper §2.1, Algorithm 1): solve a node, plan it, expand and aggregate ---
 
     async def _solve(self, state: _RunState, node_id: str, inherited: tuple, dep_results: tuple) -> None:
         """Solve one node; all outcomes (including failures) end up on ``state.nodes[node_id]``.
@@ -826,22 +295,6 @@ class Roma:
                          ended_s=state.now())
         else:
             state.update(node_id, status="completed", output=output, artifact=artifact, ended_s=state.now())
-
-    async def _keep_artifact(self, state: _RunState, node_id: str, output: str) -> ArtifactRef | None:
-        """Store a long output (not the root's: that is the run's answer) and return its reference.
-        The call that produced it then records the reference and summary too, not the text."""
-        limit = self.settings.artifact_chars
-        if limit is None or state.nodes[node_id].parent_id is None or len(output) <= limit:
-            return None
-        try:
-            ref = await asyncio.to_thread(state.store.put, output)
-        except ArtifactError as err:
-            raise ArtifactError(f"node {node_id}: {err}") from err
-        producer = [c for c in state.nodes[node_id].calls
-                    if c.role.split(":")[0] in ("executor", "aggregator") and c.outputs.get("output") == output][-1]
-        outputs = {**producer.outputs, "output": _summary(output, self.settings.summary_chars), "artifact": ref.id}
-        state.replace_call(node_id, producer, replace(producer, outputs=outputs))
-        return ref
 
     async def _solve_fresh(self, state: _RunState, node_id: str, context: str,
                            inherited: tuple) -> tuple[str, str | None, str | None]:
@@ -981,6 +434,292 @@ class Roma:
             ask_context = f"{context}\n\nA reviewer rejected a previous attempt: {feedback}".strip()
         return output, f"the verifier rejected both attempts; the last one is kept (feedback: {feedback})"
 
+    async def _keep_artifact(self, state: _RunState, node_id: str, output: str) -> ArtifactRef | None:
+        """Store a long output (not the root's: that is the run's answer) and return its reference.
+        The call that produced it then records the reference and summary too, not the text."""
+        limit = self.settings.artifact_chars
+        if limit is None or state.nodes[node_id].parent_id is None or len(output) <= limit:
+            return None
+        try:
+            ref = await asyncio.to_thread(state.store.put, output)
+        except ArtifactError as err:
+            raise ArtifactError(f"node {node_id}: {err}") from err
+        producer = [c for c in state.nodes[node_id].calls
+                    if c.role.split(":")[0] in ("executor", "aggregator") and c.outputs.get("output") == output][-1]
+        outputs = {**producer.outputs, "output": _summary(output, self.settings.summary_chars), "artifact": ref.id}
+        state.replace_call(node_id, producer, replace(producer, outputs=outputs))
+        return ref
+
+    def _ancestors(self, state: _RunState, node: Node) -> list[str]:
+        goals = []
+        parent = node.parent_id
+        while parent is not None and len(goals) < self.settings.ancestor_goals:
+            goals.append(state.nodes[parent].goal)
+            parent = state.nodes[parent].parent_id
+        return goals[::-1]
+
+    async def _call(self, state: _RunState, node_id: str, role: str, fn: Callable[..., Any], **inputs: Any) -> dict:
+        from roma_lab.lm import call_usage
+
+        lm = state.lms.get(role)
+        waiting = CallInFlight(role, queued_s=state.now())
+        state.update(node_id, in_flight=waiting)  # the view shows "queued" until a slot is free
+        async with state.slots:
+            started = time.monotonic()
+            state.update(node_id, in_flight=replace(waiting, started_s=started - state.t0))
+            tools = ToolLog(state.t0, self.settings.tool_timeout_s,
+                            max_result_chars=self.settings.max_tool_result_chars)
+            if _is_async(fn):
+                pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm, tools))
+            else:
+                pending = _in_thread(contextvars.copy_context().run, _tracked_call, fn, inputs, lm, tools)
+            try:
+                # asyncio.wait, not wait_for: wait_for waits for a cancelled role to finish, forever if
+                # the role swallows the cancellation
+                done, _ = await asyncio.wait({pending}, timeout=self.settings.call_timeout_s)
+            except asyncio.CancelledError:  # the run is being stopped: stop the role too
+                pending.cancel()
+                raise
+            latency = time.monotonic() - started
+        record = {"role": role, "inputs": jsonable({k: v for k, v in inputs.items() if k != "goal"}),
+                  "context_chars": context_chars(inputs), "latency_s": latency, "started_s": started - state.t0,
+                  "queued_s": waiting.queued_s}
+        if not done:
+            error = f"timed out after {self.settings.call_timeout_s:g} s"
+            call = RoleCall(**record, outputs={}, input_tokens=None, output_tokens=None, cost=None,
+                            model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)",
+                            tools=tuple(tools.calls))
+            state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
+            if isinstance(pending, asyncio.Task):
+                pending.cancel()  # an async role sees CancelledError; a thread cannot be stopped
+
+            def account_late(future: asyncio.Future) -> None:  # the call ended after all: count it
+                if not future.cancelled():
+                    usage = call_usage(future.result().usage, future.result().history)
+                    late = replace(call, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                                   cost=usage.cost, model=usage.model or call.model,
+                                   exchanges=LMExchange.from_history(future.result().history), tools=tuple(tools.calls),
+                                   error=f"{error}; ended {time.monotonic() - started:.3g} s after it started")
+                    state.replace_call(node_id, call, late)
+
+            pending.add_done_callback(account_late)
+            raise RoleError(role, error)
+        outcome = pending.result()
+        outputs, error = self._read(role, outcome)
+        usage = call_usage(outcome.usage, outcome.history)
+        call = RoleCall(**record, outputs=outputs, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
+                        cost=usage.cost, model=usage.model or getattr(lm, "model", None), error=error,
+                        exchanges=LMExchange.from_history(outcome.history), tools=tuple(tools.calls))
+        state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
+        if isinstance(outcome.error, _STOP):
+            raise _Stopped(outcome.error)
+        if error is not None:
+            raise RoleError(role, error)
+        return outputs
+
+    @staticmethod
+    def _read(role: str, outcome: _Outcome) -> tuple[dict, str | None]:
+        """The call's outputs under the role's contract, or the error that fails its node."""
+        if outcome.error is not None:
+            return {}, _describe(outcome.error)
+        result = outcome.result
+        try:
+            outputs = {}
+            for name, kind in _CONTRACT[role.split(":")[0]].items():
+                if not hasattr(result, name):
+                    return {}, f"output has no field {name!r} (got {type(result).__name__})"
+                value = getattr(result, name)
+                if kind is not None and not isinstance(value, kind):
+                    return {}, f"{name} must be a {kind.__name__}, got {show(value)} ({type(value).__name__})"
+                outputs[name] = jsonable(value)
+            outputs.update({k: jsonable(getattr(result, k)) for k in _OPTIONAL_OUTPUTS if hasattr(result, k)})
+        except Exception as err:  # an output object that breaks when read
+            return {}, f"output could not be read: {_describe(err)}"
+        return outputs, None
+
+    # --- a run's life: its loop thread, deadline, start and finish (the plumbing is in _loop.py) ---
+
+    def _launch(self, state: _RunState, ended: Callable[[], None]) -> _RunLoop:
+        """Start the tree on a fresh loop in a daemon thread of its own; ``ended()`` is called (from
+        that thread) once the run's task is done or the loop thread ends, whichever comes first.
+        The caller's thread runs no role and no observer, so its deadline holds whatever they do."""
+        loop = asyncio.new_event_loop()
+        task = loop.create_task(self._drive(state))
+        task.add_done_callback(lambda _: ended())
+        handle = _RunLoop(loop, task)
+        ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
+        # Thread.start waits for the thread: on a busy machine a role may already have run
+        threading.Thread(target=ctx.run, args=(_run_loop, handle, ended), name="roma-run", daemon=True).start()
+        return handle
+
+    def _run_blocking(self, state: _RunState) -> Run:
+        finished = threading.Event()
+        state.attach(_ThreadObserver(state.on_event) if state.on_event is not None else None)
+        handle = None
+        try:
+            handle = self._launch(state, finished.set)
+            if not finished.wait(self.settings.run_timeout_s):
+                handle.cancel()  # the loop may be blocked by a role: do not wait for it
+                return self._finish(state, "timed_out", self._deadline_reason(state))
+        except BaseException as err:  # Ctrl-C (KeyboardInterrupt) while the run was going
+            if handle is not None:
+                handle.cancel()
+            raise _with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
+        return self._result(state, handle)
+
+    async def _run_async(self, state: _RunState) -> Run:
+        """As :meth:`_run_blocking`, awaited: the tree runs on a loop of its own (so a role that
+        blocks or stops its loop cannot hold or break the caller's), the observer on the caller's."""
+        caller = asyncio.get_running_loop()
+        finished = caller.create_future()
+
+        def ended() -> None:
+            with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits any more
+                caller.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
+
+        observer = _LoopObserver(state.on_event, caller) if state.on_event is not None else None
+        state.attach(observer)
+        handle = self._launch(state, ended)
+        try:
+            try:
+                done, _ = await asyncio.wait({finished}, timeout=self.settings.run_timeout_s)
+            except asyncio.CancelledError as err:
+                handle.cancel()
+                raise _with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
+            if not done:
+                handle.cancel()  # a role may ignore it; the run returns regardless
+                return self._finish(state, "timed_out", self._deadline_reason(state))
+            return self._result(state, handle)
+        finally:
+            if observer is not None:  # every event sent reaches the observer before arun returns
+                observer.finish()
+                await asyncio.shield(observer.flushed)
+
+    def _deadline_reason(self, state: _RunState) -> str:
+        return f"run deadline of {self.settings.run_timeout_s:g} s reached{state.in_flight()}"
+
+    def _start(self, goal: str, on_event: Observer | None, *, root_id: str = "0", store: ArtifactStore | None = None,
+               repair: RepairPlan | None = None) -> _RunState:
+        if not isinstance(goal, str) or not goal.strip():
+            raise ValueError("goal must be a non-empty string")
+        root = Node(id=root_id, parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type,
+                    created_s=0.0)
+        lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
+        state = _RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event,
+                          store=store or self.artifacts, repair=repair)
+        state.put(root)  # announce the root as pending
+        return state
+
+    def _start_repair(self, run: Run, also: Sequence[str], on_event: Observer | None,
+                      source_store: ArtifactStore | str | PathLike[str] | None) -> _RunState:
+        plan = plan_repair(run, also)
+        store, source = repair_stores(run, self.artifacts, source_store)
+        reused = [n for node_id, action in plan.actions.items() if action == "reuse"
+                  for n in plan.reused_subtree(node_id)]
+        for n in reused:
+            if n.artifact is not None:
+                _ensure_artifact(n, store, source)
+        if store is not None:  # the link to the repaired run resolves in the store
+            store.put(run.to_json(), media_type="application/json")
+        return self._start(run.goal, on_event, root_id=run.root.id, store=store, repair=plan)
+
+    async def _drive(self, state: _RunState) -> BaseException | None:
+        """Connect the MCP servers, solve the tree, close the servers. Returns what stopped the run
+        early (KeyboardInterrupt/SystemExit from a role, or a bug in this controller), never raises
+        it: a BaseException must not escape a task."""
+        root_id = next(iter(state.nodes))
+        _RUN_STORE.set(state.store)  # this task's context: every role call of the run inherits both
+        connections = state.connections = McpConnections()
+        try:
+            tools = []
+            for server in self.mcp_servers:
+                tools.extend(await connections.open(server, self.settings.mcp_start_timeout_s))
+                names = [t.name for t in tools]
+                clashes = sorted({n for n in names if names.count(n) > 1})
+                if clashes:  # ReAct keys tools by name: one server's tool would silently replace the other's
+                    raise McpServerError(server.name, f"lists tools another server lists too: {clashes}")
+            _RUN_TOOLS.set(tuple(tools))
+            await self._solve(state, root_id, inherited=(), dep_results=())
+        except McpServerError as err:  # nothing ran yet: the root fails, naming the server
+            state.update(root_id, status="failed", error=_describe(err), started_s=state.now(), ended_s=state.now())
+        except _Stopped as stop:
+            return stop.cause
+        except Exception as err:  # noqa: BLE001 - a controller bug still hands back its trace
+            return err
+        finally:
+            await connections.close()
+        return None
+
+    def _result(self, state: _RunState, handle: _RunLoop) -> Run:
+        task = handle.task
+        if not task.done() or task.cancelled():  # user code broke the run's loop from inside
+            why = ("a role stopped the run's event loop (loop.stop())" if handle.loop_stopped else
+                   "the run's task was cancelled from inside the run (a role cancelled a task it does not own)")
+            return self._finish(state, "failed", f"{why}{state.in_flight()}")
+        stopped_by = task.result()
+        if stopped_by is None:
+            return self._finish(state, None, None)
+        run = self._finish(state, "interrupted", f"the run stopped: {_describe(stopped_by)}")
+        raise _with_trace(stopped_by, run)
+
+    def _finish(self, state: _RunState, stop: RunStatus | None, reason: str | None) -> Run:
+        """The run as it stands: unfinished nodes become ``cancelled`` (or ``failed``, when user code
+        broke the run from inside), the observer is given the last events and the MCP servers'
+        processes end (a run that returns at its deadline does not wait for its loop to do it)."""
+        nodes = state.close(reason, "failed" if stop == "failed" else "cancelled")
+        if stop == "failed" or stop is None or not any(n.status == "cancelled" for n in nodes):
+            stop = None  # the run ended before the stop took effect: it finished normally
+        if state.connections is not None:
+            state.connections.end_processes()
+        problem = state.observer.finish() if state.observer is not None else None
+        if problem is not None:  # nothing silent: the trace says the live view missed the end
+            warnings.warn(problem, stacklevel=3)
+            nodes = (replace(nodes[0], warnings=nodes[0].warnings + (problem,)), *nodes[1:])
+        status = stop or run_status(nodes)
+        repair = None
+        if state.repair is not None:
+            source = state.repair.source
+            repair = RepairRecord(hashlib.sha256(source.to_json().encode()).hexdigest(), source.status,
+                                  state.repair.redone)
+        stored = any(n.artifact is not None or any(t.artifact for c in n.calls for t in c.tools) for n in nodes)
+        return Run(goal=nodes[0].goal, status=status, output=nodes[0].output, nodes=nodes,
+                   wall_s=time.monotonic() - state.t0, settings=self._settings(state.lms),
+                   artifact_store=state.store.url if stored else None, repair=repair)
+
+    def _lm_key(self, role: str) -> Any:
+        if role in self.role_lms:
+            return self.role_lms[role]
+        if role.startswith("executor:") and "executor" in self.role_lms:
+            return self.role_lms["executor"]
+        return self.lm
+
+    def _resolve_lms(self) -> dict[str, Any]:
+        """One LM (or None = leave DSPy's setting alone) per role key, names resolved once per run."""
+        import dspy
+
+        keys = ["atomizer", "planner", "aggregator", *(f"executor:{t}" for t in self.task_types)]
+        if self.verifier is not None:
+            keys.append("verifier")
+        resolved: dict[Any, Any] = {}
+        lms = {}
+        for key in keys:
+            spec = self._lm_key(key)
+            if spec is None and self.uses_default_roles and dspy.settings.lm is None:
+                spec = ""  # resolve_lm(None): $ROMA_LAB_LM or the embedded default
+            if isinstance(spec, str):
+                if spec not in resolved:
+                    from roma_lab.lm import resolve_lm
+
+                    resolved[spec] = resolve_lm(spec or None)
+                spec = resolved[spec]
+            lms[key] = spec if spec is not None else dspy.settings.lm
+        return lms
+
+    def _settings(self, lms: Mapping[str, Any]) -> RomaSettings:
+        """This Roma's settings with the model each role called (a name, whatever ``lm`` was given as)."""
+        models = {k: None if getattr(v, "model", None) is None else str(v.model) for k, v in lms.items()}
+        return replace(self.settings, models=models)
+
 
 def _ensure_artifact(node: Node, store: ArtifactStore, source: ArtifactStore) -> None:
     """Before a repair reuses ``node``, its artifact must be readable and intact in the repair's
@@ -1000,49 +739,3 @@ def _ensure_artifact(node: Node, store: ArtifactStore, source: ArtifactStore) ->
         raise type(err)(f"node {node.id} cannot be reused: {err}") from None
     store.put(data, node.artifact.media_type)
 
-
-@dataclass(slots=True)
-class _RunLoop:
-    """The loop thread of one run: its loop, the run's task and whether user code stopped the loop."""
-
-    loop: asyncio.AbstractEventLoop
-    task: asyncio.Task
-    loop_stopped: bool = False
-
-    def cancel(self) -> None:
-        """Cancel the run's task from another thread, without waiting (the loop may be blocked)."""
-        with contextlib.suppress(RuntimeError):  # the loop has closed already
-            self.loop.call_soon_threadsafe(self.task.cancel)
-
-
-_LOOP_RESTARTS = 3  # a role that stops the loop again while leftovers unwind gets this many more turns
-
-
-def _run_loop(run: _RunLoop, ended: Callable[[], None]) -> None:
-    """Body of a run's daemon loop thread: run the tree, then cancel leftover role tasks and wait
-    for them. The caller has its Run already; a role that ignores cancellation keeps only this
-    thread (like a timed-out sync role keeps its own), instead of being torn down half-way. A role
-    that calls ``loop.stop()`` ends ``run_until_complete`` early: the run's task is then cancelled
-    with the leftovers and the caller returns a ``failed`` run."""
-    loop = run.loop
-    asyncio.set_event_loop(loop)
-    try:
-        loop.run_until_complete(run.task)
-    except asyncio.CancelledError:  # deadline or interrupt: the caller already returned the trace
-        pass
-    except RuntimeError:  # "Event loop stopped before Future completed": user code called loop.stop()
-        run.loop_stopped = True
-    finally:
-        for _ in range(_LOOP_RESTARTS):
-            leftovers = asyncio.all_tasks(loop)
-            for t in leftovers:
-                t.cancel()
-            if not leftovers:
-                break
-            try:
-                loop.run_until_complete(asyncio.wait(leftovers))
-            except RuntimeError:  # stopped again
-                run.loop_stopped = True
-        with contextlib.suppress(RuntimeError):
-            loop.close()
-        ended()  # also when the run's task never finished (the loop was stopped for good)
