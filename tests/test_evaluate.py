@@ -218,6 +218,23 @@ def test_rows_are_one_per_system_task_and_run_in_a_fixed_order(tmp_path):
     assert (tmp_path / "rows.csv").is_file() and (tmp_path / "provenance.json").is_file()
 
 
+def test_the_rows_export_escapes_formulas_while_the_rows_and_a_resume_stay_exact(tmp_path):
+    # issue 41: text starting with =, +, - or @ went to the CSV as is (a formula in a spreadsheet)
+    tasks = [{"question": "2+2?", "answer": "=4"}, {"question": "Change?", "answer": "-44.2%"}]
+    answers = {"2+2?": "=4", "Change?": "@-44.2%"}
+    first = evaluate([_answers(answers, "mine")], tasks, "exact", out=tmp_path, progress=False)
+    assert first.rows["gold"].tolist() == ["=4", "-44.2%"] and first.rows["prediction"].tolist() == ["=4", "@-44.2%"]
+    import csv
+
+    with (tmp_path / "rows.csv").open(newline="", encoding="utf-8") as f:
+        exported = list(csv.DictReader(f))
+    assert [(r["gold"], r["prediction"]) for r in exported] == [("'=4", "'=4"), ("'-44.2%", "'@-44.2%")]
+    calls = []
+    again = evaluate([_answers(answers, "mine", calls)], tasks, "exact", out=tmp_path, progress=False)
+    assert calls == [] and again.rows["prediction"].tolist() == ["=4", "@-44.2%"]  # resumed from the exact run file
+    assert again.rows["score"].tolist() == [1.0, 0.0]
+
+
 def test_the_grader_is_chosen_by_name_and_changes_the_score(tmp_path):
     quasi = evaluate([_answers(RIGHT, "right")], TASKS, "quasi-exact", out=tmp_path / "q", progress=False)
     exact = evaluate([_answers(RIGHT, "right")], TASKS, "exact", out=tmp_path / "e", progress=False)
