@@ -109,6 +109,22 @@ def test_numeric_grader_an_unreadable_gold_is_a_grader_error(gold):
     assert_error_row(grader(item(gold, item_id="g7"), "5"), grader, "GradingError", "g7", "not a number")
 
 
+def test_numeric_grader_an_answer_too_long_to_be_a_number_is_wrong_with_the_reason():
+    # issue 41: a 5,000-digit answer raised a raw ValueError (an int), or was read as inf in silence
+    from roma_lab.bench._graders import MAX_NUMBER_CHARS
+
+    grader = NumericGrader(0.5)
+    for prediction, chars in (("1" * 5000, 5000), (10**5000, 5001), (SimpleNamespace(output="-" + "9" * 4999), 5000)):
+        grade = grader(item("5"), prediction)
+        assert (grade.label, grade.score, grade.error) == ("INCORRECT", 0.0, None)
+        assert grade.raw == f"answer of {chars:,} characters, more than the 1,000 a number may have: not read as a number"
+        assert dict(grade.details) == {"answer_chars": float(chars)}
+    assert MAX_NUMBER_CHARS == 1000
+    assert grader(item("5"), "0" * 995 + "5.000").label == "CORRECT"  # 1,000 characters: still a number
+    gold = 10**5000 - 1  # 5,000 nines
+    assert_error_row(grader(item(gold, item_id="g8"), "5"), grader, "GradingError", "g8", "5,000 characters")
+
+
 def test_numeric_grader_name_says_its_tolerance():
     assert NumericGrader(0.01, relative=True).name == "numeric(tol=0.01, relative)"
     assert NumericGrader(0.01).name == "numeric(tol=0.01)"

@@ -65,6 +65,76 @@ def test_a_malformed_csv_row_is_named_with_its_line_and_column(tmp_path, text, m
     assert message in str(err.value) and str(path) in str(err.value)
 
 
+@pytest.mark.parametrize(("header", "bad", "at", "fields"), [
+    ("id,question,answer", "a2,Add 2, 3 and 4; what is the sum?,9", 2, 4),  # first row: pandas took col 1 as index
+    ("id,question,answer", "a2,Add 2, 3 and 4; what is the sum?,9", 7, 4),
+    ("id,question,answer,level", "a2,Add 2 3 and 4?,9", 7, 3),  # pandas padded the level with ""
+])
+def test_a_csv_row_with_more_or_fewer_fields_than_the_header_is_refused_with_its_line(tmp_path, header, bad, at, fields):
+    # issue 41: an unquoted comma shifted the columns; the run scored fragments and exited 0
+    rows = [f"t{i},What is {i} plus {i}?,{2 * i}" + (",L1" if header.endswith("level") else "") for i in range(1, 17)]
+    rows[at - 2] = bad
+    path = tmp_path / "sixteen.csv"
+    path.write_text(header + "\n" + "\n".join(rows) + "\n", encoding="utf-8")
+    with pytest.raises(TaskFileError) as err:
+        tasks_from(path)
+    n = header.count(",") + 1
+    assert str(err.value).startswith(f"{path}: line {at} has {fields} fields, the header (line 1: {header}) has {n}; ")
+    assert 'must be quoted: "Add 2, 3 and 4"' in str(err.value)
+
+
+def test_a_quoted_csv_field_may_hold_commas_quotes_and_line_breaks_and_rows_keep_their_lines(tmp_path):
+    path = tmp_path / "quoted.csv"
+    path.write_text('id,question,answer\na1,"Add 2, 3 and 4; the ""sum""?",9\n\na2,"two\nlines",x\na3,,y\n',
+                    encoding="utf-8")
+    with pytest.raises(TaskFileError, match=r"row 3 \(line 6\), column 'question'"):  # a2 spans lines 4-5
+        tasks_from(path)
+    path.write_text('\ufeffid,question,answer\na1,"Add 2, 3 and 4; the ""sum""?",9\n', encoding="utf-8")
+    assert tasks_from(path).items[0].question == 'Add 2, 3 and 4; the "sum"?'  # and a BOM is no part of "id"
+    path.write_text('id,question,answer\na1,"open,9\n', encoding="utf-8")
+    with pytest.raises(TaskFileError, match=r"line 2: not CSV .*must be quoted"):
+        tasks_from(path)
+
+
+def test_task_files_and_fields_over_their_limits_are_refused_before_being_read(tmp_path):
+    path = tmp_path / "big.csv"
+    path.write_text("question,answer\n" + "".join(f"q{i},{i}\n" for i in range(200)), encoding="utf-8")
+    size = path.stat().st_size
+    assert len(tasks_from(path, max_bytes=size)) == 200
+    with pytest.raises(TaskFileError, match=rf"big.csv: {size:,} bytes, more than the {size - 1:,} a task file may hold"):
+        tasks_from(path, max_bytes=size - 1)
+    jsonl = tmp_path / "big.jsonl"
+    jsonl.write_text(json.dumps({"question": "q" * 50, "answer": "a"}) + "\n", encoding="utf-8")
+    with pytest.raises(TaskFileError, match="more than the 20 a task file may hold"):
+        tasks_from(jsonl, max_bytes=20)
+    with pytest.raises(TaskFileError, match=r"row 1 \(line 1\), column 'question': 50 characters, more than the 49"):
+        tasks_from(jsonl, max_field_chars=49)
+    with pytest.raises(TaskFileError, match=r"task 1, column 'answer': 5 characters, more than the 4"):
+        tasks_from([{"question": "q", "answer": "12345"}], max_field_chars=4)
+    with pytest.raises(ValueError, match="max_bytes must be a positive integer"):
+        tasks_from(path, max_bytes=0)
+    from roma_lab.evaluate import MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES
+
+    assert (MAX_TASK_FILE_BYTES, MAX_FIELD_CHARS) == (64 * 1024 * 1024, 1_000_000)
+
+
+def test_a_file_that_grows_past_the_limit_is_not_read_whole(tmp_path):
+    from roma_lab.results._files import read_regular_bytes
+
+    path = tmp_path / "one_line.csv"
+    path.write_bytes(b"x" * (1 << 20))
+    with pytest.raises(ValueError, match="holds more than 1,000 bytes"):
+        read_regular_bytes(path, max_bytes=1000)
+    assert read_regular_bytes(path, max_bytes=1 << 20) == b"x" * (1 << 20)
+
+
+def test_a_jsonl_number_too_long_for_python_is_a_named_line(tmp_path):
+    path = tmp_path / "long.jsonl"
+    path.write_text('{"question": "q1", "answer": "a"}\n{"question": "q2", "answer": ' + "9" * 5000 + "}\n")
+    with pytest.raises(TaskFileError, match=r"long.jsonl: line 2 cannot be read \(Exceeds the limit"):
+        tasks_from(path)
+
+
 def test_a_malformed_jsonl_line_is_named(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"question": "q1", "answer": "a"}\n\n{"question": "q2", "answer": \n', encoding="utf-8")
@@ -146,6 +216,23 @@ def test_rows_are_one_per_system_task_and_run_in_a_fixed_order(tmp_path):
     assert rows.loc[rows["condition"] == "right", "status"].eq("correct").all()
     assert set(rows["grader"]) == {"gaia-quasi-exact-match"}  # the default, named on every row
     assert (tmp_path / "rows.csv").is_file() and (tmp_path / "provenance.json").is_file()
+
+
+def test_the_rows_export_escapes_formulas_while_the_rows_and_a_resume_stay_exact(tmp_path):
+    # issue 41: text starting with =, +, - or @ went to the CSV as is (a formula in a spreadsheet)
+    tasks = [{"question": "2+2?", "answer": "=4"}, {"question": "Change?", "answer": "-44.2%"}]
+    answers = {"2+2?": "=4", "Change?": "@-44.2%"}
+    first = evaluate([_answers(answers, "mine")], tasks, "exact", out=tmp_path, progress=False)
+    assert first.rows["gold"].tolist() == ["=4", "-44.2%"] and first.rows["prediction"].tolist() == ["=4", "@-44.2%"]
+    import csv
+
+    with (tmp_path / "rows.csv").open(newline="", encoding="utf-8") as f:
+        exported = list(csv.DictReader(f))
+    assert [(r["gold"], r["prediction"]) for r in exported] == [("'=4", "'=4"), ("'-44.2%", "'@-44.2%")]
+    calls = []
+    again = evaluate([_answers(answers, "mine", calls)], tasks, "exact", out=tmp_path, progress=False)
+    assert calls == [] and again.rows["prediction"].tolist() == ["=4", "@-44.2%"]  # resumed from the exact run file
+    assert again.rows["score"].tolist() == [1.0, 0.0]
 
 
 def test_the_grader_is_chosen_by_name_and_changes_the_score(tmp_path):

@@ -632,6 +632,11 @@ def test_set_sizes_the_run_is_its_own_run_recorded_and_resumed(project, tmp_path
         ("N_ROWS=-1", "N_ROWS = -1 counts units of work for the cell timeout"),
         ("OUT_DIR=/tmp/elsewhere", "OUT_DIR cannot be set: the runner sets it"),
         ("LM=other", "LM cannot be set: name the model with --lm"),
+        # issue 41: sizes no notebook can use, named before anything runs (not an OverflowError in a kernel)
+        ("N_ROWS=1e400", "N_ROWS = 1e400: not a finite number"),
+        ("N_ROWS=1" + "0" * 400, "N_ROWS = 1" + "0" * 76 + "...: outside the 64-bit integer range"),
+        ("SEED=-9223372036854775809", "SEED = -9223372036854775809: outside the 64-bit integer range"),
+        ("N_ROWS=4611686018427387904", "N_ROWS asks for a cell timeout of 2.31e+19 s, more than the 31,536,000 s"),
     ],
 )
 def test_a_bad_set_exits_2_before_anything_runs_naming_the_parameters(project, tmp_path, capsys, monkeypatch,
@@ -646,6 +651,21 @@ def test_a_bad_set_exits_2_before_anything_runs_naming_the_parameters(project, t
     assert message in err and "00_fixture.ipynb declares: SEED (int, default 0), N_ROWS (int, default 3)" in err
     assert "01_second" in err  # each notebook that refuses it is named
     assert not results.exists()
+
+
+def test_a_huge_int_for_a_float_parameter_is_named_not_an_overflow(project):
+    from dataclasses import replace
+
+    from roma_lab.experiments import OverrideError
+    from roma_lab.experiments._spec import check_overrides
+
+    (spec,) = load_specs(project)
+    spec = replace(spec, defaults={**spec.defaults, "RATE": 0.5}, declared={**spec.declared, "RATE": "0.5"})
+    assert check_overrides(spec, {"RATE": 2}) == {"RATE": 2.0}
+    with pytest.raises(OverrideError, match=r"RATE = 1000+\.\.\.: outside the 64-bit integer range"):
+        check_overrides(spec, {"RATE": 10**400})  # float(10**400) raised OverflowError
+    with pytest.raises(OverrideError, match=r"RATE = \[0.5, inf\]: not a finite number"):
+        check_overrides(spec, {"RATE": [0.5, float("inf")]})
 
 
 def test_set_syntax_errors_exit_2(project):

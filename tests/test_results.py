@@ -44,6 +44,21 @@ def test_table_round_trip_is_exact(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["table2.csv"]  # no temporary file left
 
 
+def test_text_a_spreadsheet_would_run_as_a_formula_is_escaped_and_read_back_exactly(tmp_path):
+    # issue 41: cells starting with =, +, -, @, tab or CR were written as they were (CSV injection)
+    import csv
+
+    text = ['=HYPERLINK("http://x","y")', "+1+1", "-2+3", "@SUM(A1)", "\tx", "\rx", "'kept", "-5", "+0.5e3", "fine"]
+    df = pd.DataFrame({"question": text, "value": [-5, -4, -3, -2, -1, 0, 1, 2, 3, 4]})
+    path = write_table(df, tmp_path, "t")
+    with path.open(newline="", encoding="utf-8") as f:
+        cells = list(csv.reader(f))[1:]  # what a spreadsheet opens
+    assert [c[0] for c in cells] == ['\'=HYPERLINK("http://x","y")', "'+1+1", "'-2+3", "'@SUM(A1)", "'\tx", "'\rx", "''kept",
+                                     "-5", "+0.5e3", "fine"]  # a plain number is no formula
+    assert [c[1] for c in cells] == [str(v) for v in range(-5, 5)]  # numbers are not text: as they are
+    pd.testing.assert_frame_equal(read_table(tmp_path, "t"), df)
+
+
 def test_meaningful_index_becomes_columns(tmp_path):
     df = pd.DataFrame({"policy": ["static", "learned"], "success": [0.5, 0.75]}).set_index("policy")
     back = read_table(write_table(df, tmp_path, "t").parent, "t")

@@ -67,7 +67,8 @@ def test_blocking_call_times_out_too():
 def test_memory_bomb_is_an_error_not_a_crash():
     result = run_python("x = bytearray(2 * 1024**3)\nprint('allocated')", memory_mb=256)
     assert result.returncode != 0 and "allocated" not in result.stdout
-    assert result.error == "memory limit of 256 MB exceeded"
+    # the address-space limit refused it; only the code's process knows, so it reads as the code's exit
+    assert result.error == "exited with code 1: MemoryError"
 
 
 def test_secrets_do_not_reach_the_child(monkeypatch):
@@ -171,7 +172,7 @@ def test_jail_sees_no_host_files_and_no_other_process():
     result = run_python("import os\nprint(sorted(os.listdir('/')))\nprint(sorted(filter(str.isdigit, os.listdir('/proc'))))")
     top, pids = (eval(line) for line in result.stdout.splitlines())
     assert top == JAIL_ROOT  # no etc, home, tmp, root, work, opt ...: nothing named after the host
-    assert pids == ["1", "2"]  # bwrap's init and the code itself
+    assert pids == ["1", "2"]  # the bootstrap as init (root) and the code itself
 
 
 def _venv(where: Path, name: str = "venv") -> Path:
@@ -257,6 +258,96 @@ def test_limit_messages_come_from_the_limits_not_from_printed_text(isolation):
         for text, code in (("MemoryError", 3), ("OSError: [Errno 27] File too large", 1)):
             result = run_python(f"import sys\nprint({text!r}, file=sys.stderr)\nsys.exit({code})", isolation=isolation)
             assert result.error == f"exited with code {code}: {text}", result
+
+
+# Issue 41: code wrote "memory" to the status descriptor the bootstrap used and was believed.
+_FORGE_STATUS = ("import ctypes, os, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                 "for fd in range(3, 1024):\n    try:\n        os.write(fd, b'memory')\n    except OSError:\n        pass\n"
+                 "for n in range(64):  # the init's descriptors, past the audit hook (ctypes)\n"
+                 "    fd = libc.open(f'/proc/1/fd/{n}'.encode(), 1)\n"
+                 "    if fd >= 0:\n        print('opened the init fd', n)\n        os.write(fd, b'memory')\n"
+                 "sys.exit(1)")
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "audit-hook-only"])
+def test_the_code_cannot_write_its_own_status(isolation):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        result = run_python(_FORGE_STATUS, isolation=isolation)
+    assert "opened the init fd" not in result.stdout, result
+    assert result.returncode == 1 and result.error == "exited with code 1", result
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "audit-hook-only"])
+@pytest.mark.parametrize("code", [137, 143, 159, 255])
+def test_an_exit_code_in_the_signal_range_is_an_exit_code(isolation, code):
+    # Issue 41: bwrap reports a death by signal N as 128 + N, so exit(137) read as SIGKILL.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        for how in (f"import sys\nsys.exit({code})", f"import os\nos._exit({code})"):
+            result = run_python(how, isolation=isolation)
+            assert (result.returncode, result.error) == (code, f"exited with code {code}"), (how, result)
+
+
+@pytest.mark.parametrize("isolation", ["bwrap", "audit-hook-only"])
+def test_a_real_signal_death_is_a_signal(isolation):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        segv = run_python("import ctypes\nctypes.string_at(0)", isolation=isolation)
+        term = run_python("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)", isolation=isolation)
+    assert (segv.returncode, segv.error) == (-11, "killed by signal SIGSEGV"), segv
+    assert (term.returncode, term.error) == (-15, "killed by signal SIGTERM"), term
+
+
+def test_output_at_its_size_limit_is_measured_by_the_parent():
+    result = run_python("import sys\ntry:\n    for _ in range(20):\n        sys.stdout.write('x' * 1_000_000)\n"
+                        "except OSError:\n    sys.exit(0)")
+    assert result.error is None and "output truncated: 16777216 bytes" in result.stdout  # caught: a clean exit
+    result = run_python("import sys\nfor _ in range(20):\n    sys.stdout.write('x' * 1_000_000)")
+    assert result.error == "file size limit of 16 MB exceeded (output too large?)", result.error
+
+
+def test_the_package_is_covered_wherever_a_bind_shows_it(tmp_path):
+    lib = tmp_path / "venv" / "lib"
+    (lib / "site" / "roma_lab").mkdir(parents=True)
+    (tmp_path / "checkout").mkdir()
+    binds = [(str(lib), "/sandbox/venv/lib"), (str(lib / "site"), "/usr/lib/site")]
+    found = _sandbox._jail_paths({str(lib / "site" / "roma_lab"), str(tmp_path / "checkout")}, binds)
+    assert found == ("/sandbox/venv/lib/site/roma_lab", "/usr/lib/site/roma_lab")  # the checkout is in no bind
+    interpreter = _sandbox._interpreter()
+    assert all(not p.endswith("__pycache__") for p in interpreter.hidden)  # site-packages' shared one stays
+    assert set(interpreter.stubbed) <= set(interpreter.hidden)
+
+
+def test_roma_lab_installed_in_site_packages_is_not_in_the_jail(scratch):
+    # Issue 41: with a non-editable install (the package in the venv's site-packages, which the jail
+    # binds), code in the jail imported roma_lab and could recompute the generated world's golds.
+    venv = scratch("/tmp") / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    site = Path(subprocess.run([venv / "bin" / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True, timeout=60).stdout.strip())
+    shutil.copytree(Path(roma_lab.__file__).resolve().parent, site / "roma_lab",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # what `pip install .` puts there
+    info = site / "roma_lab-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: roma_lab\nVersion: 0.1.0\n")
+    (info / "RECORD").write_text("roma_lab/__init__.py,,\nroma_lab-0.1.0.dist-info/METADATA,,\n"
+                                 "roma_lab-0.1.0.dist-info/RECORD,,\n")
+    (site / "deps.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")  # its dependencies, not its code
+    seen = "/sandbox/venv/" + str(site.relative_to(venv) / "roma_lab")  # where the jail binds it
+    listing = f"import os\nprint(sorted(os.listdir({seen!r})))"
+    driver = ("import json, roma_lab\nfrom roma_lab.tools._sandbox import check_sandbox, run_python\ncheck_sandbox()\n"
+              f"r = run_python('import roma_lab')\nls = run_python({listing!r})\n"
+              "print(json.dumps([roma_lab.__file__, r.error, ls.stdout]))")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([venv / "bin" / "python", "-c", driver], capture_output=True, text=True, timeout=300, env=env,
+                         cwd=venv)  # not the checkout: python -c puts the cwd first on its path
+    assert out.returncode == 0, out.stderr[-2000:]
+    imported_from, error, listing = json.loads(out.stdout.splitlines()[-1])
+    assert imported_from == str(site / "roma_lab" / "__init__.py")  # the probe's layout: a copy in site-packages
+    assert error == ("exited with code 1: ModuleNotFoundError: No module named 'roma_lab' (the roma_lab sandbox "
+                     "hides it)"), f"ESCAPED: {error}"
+    assert listing == "['__init__.py']\n"  # a read-only directory holding only the refusal
 
 
 def test_control_bytes_in_the_output_are_escaped():

@@ -245,7 +245,7 @@ PROBES = [
           _printed("resolved"), ("getaddrinfo failed",)),
     # --- resources ---------------------------------------------------------------------------------
     Probe("memory_bomb", "x = bytearray(4 * 1024**3)\nprint('allocated')", _printed("allocated"),
-          ("memory limit",)),
+          ("memory limit", "exited with code 1: MemoryError")),  # the address-space limit: the code's own exit
     Probe("memfd_files_past_memory_mb",
           "import os\nfds = []\n" + _fill("fd = os.memfd_create('probe')\nfor _ in range(16):\n"
                                           "    os.write(fd, bytes(1 << 20))\nfds.append(fd)"),

@@ -321,6 +321,22 @@ class ExactGrader(_Guarded):
         return exact_key(answer)
 
 
+#: A numeric answer (or gold) longer than this, in characters, is no number anyone means: it is
+#: never parsed (Python refuses to turn an int of more than 4,300 digits into text).
+MAX_NUMBER_CHARS = 1000
+
+
+def _too_long(value: object) -> int:
+    """``value``'s length in characters when it is longer than ``MAX_NUMBER_CHARS``, else 0. An int
+    that long is never turned into text: its length is counted from its bits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * MAX_NUMBER_CHARS:
+        digits = int(value.bit_length() * math.log10(2)) + 1  # exact, or one too many:
+        digits -= abs(value) < 10 ** (digits - 1)
+        return digits + (value < 0)
+    chars = len(value if isinstance(value, str) else str(value))
+    return chars if chars > MAX_NUMBER_CHARS else 0
+
+
 def _finite_number(text: str) -> float | None:
     # "inf" and "nan" parse as floats, but no tolerance can place a number near them.
     value = _gaia_value(text)
@@ -334,7 +350,8 @@ class NumericGrader(_Guarded):
 
     Numbers are read as GAIA reads them (``$``, ``%`` and ``,`` deleted, then Python's float), so
     "1,322.77" is 1322.77 and "17 km" is no number. A gold that is no number is a grader error; a
-    prediction that is none is INCORRECT.
+    prediction that is none is INCORRECT, one longer than ``MAX_NUMBER_CHARS`` too (saying so in
+    ``raw``, its length in ``details``).
     """
 
     tolerance: float = 0.0
@@ -351,10 +368,20 @@ class NumericGrader(_Guarded):
         return f"numeric(tol={self.tolerance!r}{', relative' if self.relative else ''})"
 
     def _grade(self, item: Item, prediction: Any) -> Grade:
+        if gold_chars := _too_long(item.answer):
+            raise GradingError(f"gold answer of item {item.item_id} has {gold_chars:,} characters, more than the "
+                               f"{MAX_NUMBER_CHARS:,} a number may have")
         gold = _finite_number(str(item.answer))
         if gold is None:
             raise GradingError(f"gold answer {str(item.answer)!r} of item {item.item_id} is not a number")
-        value = _finite_number(prediction_text(prediction))
+        # a huge int is caught before anything turns it into text; how other values become text is prediction_text's
+        chars = _too_long(prediction) if isinstance(prediction, int) else 0
+        text = "" if chars else prediction_text(prediction)
+        if chars := chars or _too_long(text):
+            return Grade(label="INCORRECT", score=0.0, grader=self.name, details={"answer_chars": float(chars)},
+                         raw=f"answer of {chars:,} characters, more than the {MAX_NUMBER_CHARS:,} a number may have: "
+                             "not read as a number")
+        value = _finite_number(text)
         if value is None:
             return _verdict(False, self.name)
         bound = self.tolerance * abs(gold) if self.relative else self.tolerance

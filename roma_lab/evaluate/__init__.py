@@ -14,9 +14,10 @@ from ._evaluate import ROW_COLUMNS, Evaluation, EvaluationMismatchError, evaluat
 from ._systems import (SYSTEM_NAMES, AgentSystem, FunctionSystem, RomaRunError, RomaSystem, RomaTimeoutError,
                        SingleCall, SingleCallAnswer, System, agent, as_system, function, named_systems, roma,
                        roma_output, single_call)
-from ._tasks import TaskFileError, TaskSet, benchmark_tasks, export_world_tasks, tasks_from, world_task_set
+from ._tasks import (MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES, TaskFileError, TaskSet, benchmark_tasks, export_world_tasks,
+                     tasks_from, world_task_set)
 
-__all__ = ["ROW_COLUMNS", "SYSTEM_NAMES", "named_systems", "AgentSystem", "Evaluation", "EvaluationMismatchError", "FunctionSystem", "RomaRunError",
+__all__ = ["MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "ROW_COLUMNS", "SYSTEM_NAMES", "named_systems", "AgentSystem", "Evaluation", "EvaluationMismatchError", "FunctionSystem", "RomaRunError",
            "RomaSystem", "RomaTimeoutError", "SingleCall", "SingleCallAnswer", "System", "TaskFileError", "TaskSet",
            "agent", "as_system", "benchmark_tasks", "evaluate", "export_world_tasks", "function", "roma", "roma_output", "single_call", "tasks_from",
            "world_task_set"]

@@ -2,13 +2,17 @@
 a registered benchmark or the generated world. Every source becomes one :class:`TaskSet` of
 ``roma_lab.bench.Item`` s, so the papers' benchmarks and a user's 30 questions take one path.
 
-A malformed row is a :class:`TaskFileError` naming the row (and for files the line) and the column.
-Answers keep their text exactly: files are read as text (``"007"`` stays ``"007"``, ``8,383.57``
+A malformed row is a :class:`TaskFileError` naming the row (and for files the line) and the column;
+a CSV row with more or fewer fields than the header is one too (an unquoted comma is never guessed
+around). A file over ``max_bytes`` or a field over ``max_field_chars`` is refused, the file before it
+is read. Answers keep their text exactly: files are read as text (``"007"`` stays ``"007"``, ``8,383.57``
 stays ``8,383.57``), since the grader decides what counts as the same answer.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
@@ -18,15 +22,22 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roma_lab.bench import Item
-from roma_lab.results._files import JsonlLineError, read_jsonl
+from roma_lab.results._files import JsonlLineError, read_jsonl, read_regular_bytes
 
 if TYPE_CHECKING:
     from roma_lab.agents import AgentTask
     from roma_lab.bench import Grader
 
-__all__ = ["TaskFileError", "TaskSet", "benchmark_tasks", "export_world_tasks", "tasks_from", "world_task_set"]
+__all__ = ["MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "TaskFileError", "TaskSet", "benchmark_tasks", "export_world_tasks",
+           "tasks_from", "world_task_set"]
 
 _FORMATS = (".csv", ".jsonl", ".parquet")
+#: The largest task file read (a Parquet file: its uncompressed size); ``tasks_from(max_bytes=...)`` sets another.
+MAX_TASK_FILE_BYTES = 64 * 1024 * 1024
+#: The longest single field (a question, an answer, any cell); ``tasks_from(max_field_chars=...)`` sets another.
+MAX_FIELD_CHARS = 1_000_000
+_CSV_QUOTING = ('a field holding a comma, a double quote or a line break must be quoted: "Add 2, 3 and 4", '
+                'with each double quote inside doubled ("")')
 _RESERVED = ("question", "answer", "id", "metadata")
 
 
@@ -81,7 +92,8 @@ class TaskSet:
 
 
 def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | str | os.PathLike[str] | None = None,
-               question: str = "question", answer: str = "answer", id: str = "id") -> TaskSet:  # noqa: A002
+               question: str = "question", answer: str = "answer", id: str = "id",  # noqa: A002
+               max_bytes: int = MAX_TASK_FILE_BYTES, max_field_chars: int = MAX_FIELD_CHARS) -> TaskSet:
     """A :class:`TaskSet` from ``source``:
 
     - a list of dicts (or any iterable of mappings), a pandas DataFrame;
@@ -92,7 +104,11 @@ def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | 
 
     Each row needs a question and an answer (columns named by ``question`` and ``answer``); ``id``
     is optional (default: the row number from 1). A ``metadata`` column of mappings and any other
-    column go into the item's metadata. ``corpus`` gives the search tools something to read."""
+    column go into the item's metadata. ``corpus`` gives the search tools something to read.
+    ``max_bytes``: the largest task file read; ``max_field_chars``: the longest field of any source."""
+    for limit_name, limit in (("max_bytes", max_bytes), ("max_field_chars", max_field_chars)):
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            raise ValueError(f"{limit_name} must be a positive integer, got {limit!r}")
     if isinstance(source, TaskSet):
         return source
     if isinstance(source, str) and ":" in source and not Path(source).exists():
@@ -105,20 +121,21 @@ def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | 
     corpus = _corpus(corpus)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
-        records, where = _read_file(path)
-        return TaskSet(name or path.stem, _items(records, where, str(path), name or path.stem, columns), corpus,
-                       source=str(path))
+        records, where = _read_file(path, max_bytes)
+        return TaskSet(name or path.stem, _items(records, where, str(path), name or path.stem, columns,
+                                                 max_field_chars), corpus, source=str(path))
     name = name or "my_tasks"  # in memory: the set's name is the source an error names
     if _is_frame(source):
         records = source.to_dict(orient="records")
-        return TaskSet(name, _items(records, _rows, name, name, columns), corpus, source="DataFrame")
+        return TaskSet(name, _items(records, _rows, name, name, columns, max_field_chars), corpus,
+                       source="DataFrame")
     if isinstance(source, Iterable) and not isinstance(source, str | bytes | Mapping):
         records = list(source)
         bad = next((i for i, r in enumerate(records) if not isinstance(r, Mapping)), None)
         if bad is not None:
             raise TaskFileError(f"task {bad + 1}: expected a mapping with {question!r} and {answer!r}, "
                                 f"got {type(records[bad]).__name__}")
-        return TaskSet(name, _items(records, _rows, name, name, columns), corpus, source="list")
+        return TaskSet(name, _items(records, _rows, name, name, columns, max_field_chars), corpus, source="list")
     raise TaskFileError(f"cannot read tasks from {type(source).__name__}: give a list of dicts, a DataFrame, a "
                         f"{'/'.join(_FORMATS)} file, 'benchmark:<name>' or 'world:<split>'")
 
@@ -139,32 +156,76 @@ def _rows(index: int) -> str:
     return f"task {index + 1}"
 
 
-def _read_file(path: Path) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
+def _read_file(path: Path, max_bytes: int) -> tuple[list[dict[str, Any]], Callable[[int], str]]:
     """The file's records and how to name record ``i`` in an error (row and line)."""
     suffix = path.suffix.lower()
     if suffix not in _FORMATS:
         raise TaskFileError(f"{path}: a task file ends in {', '.join(_FORMATS)}, got {path.name!r}")
     if not path.is_file():
         raise TaskFileError(f"{path}: no such task file")
+    _check_size(path, path.stat().st_size, max_bytes, "")
     if suffix == ".jsonl":
         try:
             numbered = list(read_jsonl(path))
         except JsonlLineError as err:
             raise TaskFileError(str(err)) from None
         return [record for _, record in numbered], lambda i: f"{path}: row {i + 1} (line {numbered[i][0]})"
+    if suffix == ".csv":
+        records, lines = _read_csv(path, max_bytes)
+        return records, lambda i: f"{path}: row {i + 1} (line {lines[i]})"
     import pandas as pd
+    import pyarrow.parquet as pq
 
     try:
-        if suffix == ".csv":
-            # text as written: no number parsing, no "NA" -> NaN
-            frame = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-        else:
-            frame = pd.read_parquet(path)
-    except (ValueError, OSError, UnicodeDecodeError, pd.errors.ParserError) as err:
-        raise TaskFileError(f"{path}: cannot be read as {suffix[1:].upper()}: {err}") from None
-    # CSV: line 1 is the header (multi-line quoted fields would shift this; the row number stays right)
-    return frame.to_dict(orient="records"), (lambda i: f"{path}: row {i + 1} (line {i + 2})" if suffix == ".csv"
-                                             else f"{path}: row {i + 1}")
+        meta = pq.ParquetFile(path).metadata
+        _check_size(path, sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)), max_bytes,
+                    " uncompressed")
+        frame = pd.read_parquet(path)
+    except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid is a ValueError
+        raise TaskFileError(f"{path}: cannot be read as PARQUET: {err}") from None
+    return frame.to_dict(orient="records"), lambda i: f"{path}: row {i + 1}"
+
+
+def _check_size(path: Path, size: int, max_bytes: int, kind: str) -> None:
+    if size > max_bytes:
+        raise TaskFileError(f"{path}: {size:,} bytes{kind}, more than the {max_bytes:,} a task file may hold; split "
+                            f"it, or raise the limit: tasks_from(..., max_bytes=...)")
+
+
+def _read_csv(path: Path, max_bytes: int) -> tuple[list[dict[str, str]], list[int]]:
+    """The rows of a CSV task file as text (no number parsing, no "NA" -> NaN) and the line each row
+    starts on. Every row has exactly the header's fields: a row with more or fewer is an unquoted
+    comma (or a missing one), and guessing which fields belong together would score the wrong task."""
+    try:
+        data = read_regular_bytes(path, max_bytes=max_bytes)
+        text = data.decode("utf-8-sig")  # a byte-order mark (spreadsheet exports) is not part of the header
+    except UnicodeDecodeError as err:
+        raise TaskFileError(f"{path}: not UTF-8 text (at byte {err.start + 1}); save it as UTF-8 CSV") from None
+    except (OSError, ValueError) as err:
+        raise TaskFileError(f"{path}: cannot be read: {err}") from None
+    # csv refuses fields over its process-wide limit (131,072 by default); no field is longer than its
+    # file, so the limit is raised to that, never lowered (as roma_lab.bench's run files do)
+    if csv.field_size_limit() < len(text):
+        csv.field_size_limit(len(text))
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    records, lines = [], []
+    try:
+        header = next(reader, None)
+        if header is not None and len(set(header)) != len(header):
+            raise TaskFileError(f"{path}: line 1: the header names a column twice ({', '.join(header)})")
+        start = reader.line_num + 1
+        for fields in reader:
+            if fields and len(fields) != len(header):
+                raise TaskFileError(
+                    f"{path}: line {start} has {len(fields)} fields, the header (line 1: {','.join(header)}) has "
+                    f"{len(header)}; {_CSV_QUOTING}. Nothing was read from the file")
+            if fields:  # a blank line is no row
+                records.append(dict(zip(header, fields, strict=True)))
+                lines.append(start)
+            start = reader.line_num + 1
+    except csv.Error as err:
+        raise TaskFileError(f"{path}: line {reader.line_num}: not CSV ({err}); {_CSV_QUOTING}") from None
+    return records, lines
 
 
 def _text(value: Any) -> str | int | None:
@@ -183,11 +244,17 @@ def _text(value: Any) -> str | int | None:
 
 
 def _items(records: list[Mapping[str, Any]], where: Callable[[int], str], source: str, name: str,
-           columns: Mapping[str, str]) -> list[Item]:
+           columns: Mapping[str, str], max_field_chars: int) -> list[Item]:
     """The items of ``records`` under the benchmark ``name``; ``where(i)`` names record ``i`` in an
     error and ``source`` names the whole source (a file's path, else the set's name)."""
     if not records:
         raise TaskFileError(f"{source}: no tasks found")
+    for i, record in enumerate(records):
+        long = next((k for k, v in record.items() if isinstance(v, str) and len(v) > max_field_chars), None)
+        if long is not None:
+            raise TaskFileError(f"{where(i)}, column {long!r}: {len(record[long]):,} characters, more than the "
+                                f"{max_field_chars:,} a field may hold; raise the limit: tasks_from(..., "
+                                f"max_field_chars=...)")
     first = set(records[0])
     for key in ("question", "answer"):
         if columns[key] not in first and all(columns[key] not in r for r in records):

@@ -24,6 +24,10 @@ _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
 _OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "inputs", "outputs", "parameters", "smoke")
 # Parameters a command line cannot set (--set), and what sets them instead.
 RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
+# A size asked for is a number a notebook can use: an int within 64 bits (numpy's, a seed's), a finite
+# float; and no run may ask for a cell timeout past a year (papermill's would overflow long before that).
+_INT_BOUND = 2**63
+MAX_CELL_TIMEOUT_S = 365 * 24 * 3600
 
 ParamValue = str | int | float | bool | list
 
@@ -160,15 +164,30 @@ def _declares(spec: ExperimentSpec) -> str:
                      for name, value in spec.defaults.items() if name not in RUNNER_OWNED)
 
 
-def check_overrides(spec: ExperimentSpec, overrides: Mapping[str, object]) -> dict[str, ParamValue]:
+def _range_problem(value: object) -> str | None:
+    """Why ``value`` is no number a notebook can use (None when it is one, or no number)."""
+    for v in value if isinstance(value, list) else (value,):
+        if isinstance(v, float) and not math.isfinite(v):
+            return "not a finite number"
+        if type(v) is int and not -_INT_BOUND <= v < _INT_BOUND:
+            return "outside the 64-bit integer range (-2**63 .. 2**63 - 1)"
+    return None
+
+
+def check_overrides(spec: ExperimentSpec, overrides: Mapping[str, object], *,
+                    given: Mapping[str, str] | None = None) -> dict[str, ParamValue]:
     """The sizes asked for a run of ``spec`` (``--set``, ``overrides=``) as values of the types its
-    notebook's parameters cell gives them; one :class:`OverrideError` listing every problem."""
+    notebook's parameters cell gives them; one :class:`OverrideError` listing every problem.
+    ``given``: the text each value was typed as (``--set``), shown in place of the value."""
     values, problems = {}, []
     for name, value in overrides.items():
         if name in RUNNER_OWNED:
             problems.append(f"{name} cannot be set: {RUNNER_OWNED[name]}")
         elif name not in spec.defaults:
             problems.append(f"{name} is not a parameter of {spec.notebook.name}")
+        elif problem := _range_problem(value):
+            shown = given[name] if given and name in given else _shown(value)
+            problems.append(f"{name} = {shown if len(shown) <= 80 else shown[:77] + '...'}: {problem}")
         else:
             try:
                 values[name] = _typed(value, spec.defaults[name])
@@ -177,6 +196,11 @@ def check_overrides(spec: ExperimentSpec, overrides: Mapping[str, object]) -> di
                 continue
             if name in spec.timeout_units and (problem := _unit_problem(name, values[name])):
                 problems.append(problem)
+    if not problems and any(name in spec.timeout_units for name in values):
+        asked = spec.cell_timeout_s(values)
+        if asked > MAX_CELL_TIMEOUT_S:
+            problems.append(f"{', '.join(n for n in spec.timeout_units if n in values)} asks for a cell timeout of "
+                            f"{asked:.3g} s, more than the {MAX_CELL_TIMEOUT_S:,} s (a year) a run may have: ask for fewer")
     if problems:
         raise OverrideError(f"{spec.stem}: " + "; ".join(problems) + f"\n  {spec.notebook.name} declares: {_declares(spec)}")
     return values
@@ -194,7 +218,7 @@ def parse_overrides(spec: ExperimentSpec, texts: Mapping[str, str]) -> dict[str,
         except ValueError:
             value = text  # a bare word: a string, or the wrong type for the check below to name
         values[name] = text if isinstance(spec.defaults.get(name), str) and not isinstance(value, str) else value
-    return check_overrides(spec, values)
+    return check_overrides(spec, values, given=texts)
 
 
 def _parameter_table(data: dict, key: str, problems: list[str]) -> dict[str, ParamValue]:

@@ -42,15 +42,21 @@ def safe_name(name: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
     return f"{cut}{tail}"
 
 
-def read_regular_bytes(path: str | os.PathLike[str]) -> bytes:
+def read_regular_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> bytes:
     """The bytes of the regular file at ``path``. It is opened without blocking and checked once open,
     so a FIFO or device put in a file's place raises ValueError (naming it) instead of hanging the
-    reader; OSError (FileNotFoundError, ...) as ``open`` raises it."""
+    reader; OSError (FileNotFoundError, ...) as ``open`` raises it. A file longer than ``max_bytes``
+    raises ValueError once ``max_bytes + 1`` bytes are read, never read whole (it may grow after a stat)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
             raise ValueError(f"{path} is not a regular file")
-        return f.read()
+        if max_bytes is None:
+            return f.read()
+        data = f.read(max_bytes + 1)
+        if len(data) > max_bytes:
+            raise ValueError(f"{path} holds more than {max_bytes:,} bytes")
+        return data
 
 
 class JsonlLineError(ValueError):
@@ -79,6 +85,8 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
             raise JsonlLineError(path, number, f"is not JSON ({err.msg} at column {err.colno})") from None
         except RecursionError:  # nested deeper than json can read
             raise JsonlLineError(path, number, "is nested too deep to read") from None
+        except ValueError as err:  # e.g. an integer of more than 4,300 digits (Python's int limit)
+            raise JsonlLineError(path, number, f"cannot be read ({err})") from None
         if not isinstance(record, dict):
             raise JsonlLineError(path, number, f"is a JSON {type(record).__name__}, not an object")
         yield number, record

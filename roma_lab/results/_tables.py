@@ -1,15 +1,21 @@
 """Tidy CSV tables: one file per table, written atomically, read back exactly; and the frozen
-type a paper's entry functions return them in."""
+type a paper's entry functions return them in.
+
+A text cell a spreadsheet would take for a formula (starting with ``=``, ``+``, ``-``, ``@``, a tab
+or a carriage return, and not a plain number such as ``-5``) is written with a ``'`` in front, and so is
+one that starts with ``'`` already; :func:`read_table` removes exactly that one ``'``, so the round trip
+stays exact. Numbers (a numeric column's ``-5``) are not text and are written as they are."""
 
 from __future__ import annotations
 
+import csv
 import os
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._files import write_text_atomic
 
@@ -19,6 +25,27 @@ if TYPE_CHECKING:  # pandas is heavy; imported where used
     from roma_lab.stats import StatsSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+# What makes a spreadsheet read a cell as a formula (OWASP's CSV injection list); a plain number is none.
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+_PLAIN_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+_ESCAPE = "'"
+
+
+def _escaped(value: Any) -> Any:
+    if isinstance(value, str) and (value.startswith(_ESCAPE) or (value.startswith(_FORMULA_START)
+                                                                 and not _PLAIN_NUMBER.fullmatch(value))):
+        return _ESCAPE + value
+    return value
+
+
+def _unescaped(value: Any) -> Any:
+    return value[1:] if isinstance(value, str) and value.startswith(_ESCAPE) else value
+
+
+def _text_columns(df: pd.DataFrame) -> list[str]:
+    import pandas as pd
+
+    return [c for c in df.columns if df[c].dtype == object or isinstance(df[c].dtype, pd.StringDtype)]
 
 
 def _table_path(out_dir: str | os.PathLike[str], name: str) -> Path:
@@ -34,7 +61,9 @@ def write_table(df: pd.DataFrame, out_dir: str | os.PathLike[str], name: str) ->
 
     A meaningful index (named, or not a plain 0..n-1 range) becomes ordinary columns, so
     nothing held in the index is dropped silently. The file appears atomically: a reader
-    never sees half a table, and an interrupted write leaves the previous file intact.
+    never sees half a table, and an interrupted write leaves the previous file intact. Text a
+    spreadsheet would run as a formula gets a ``'`` in front (the module's docstring; read_table
+    takes it off).
     """
     import pandas as pd
 
@@ -46,11 +75,18 @@ def write_table(df: pd.DataFrame, out_dir: str | os.PathLike[str], name: str) ->
     plain_index = isinstance(df.index, pd.RangeIndex) and df.index.name is None and df.index.start == 0
     if not plain_index:
         df = df.reset_index()
-    return write_text_atomic(path, df.to_csv(index=False, lineterminator="\n"))
+    text = _text_columns(df)
+    df = df.assign(**{c: df[c].map(_escaped) for c in text})
+    # csv quotes a field holding "\n" but not a lone "\r", which a reader takes for the end of the row
+    carriage_return = any(df[c].map(lambda v: isinstance(v, str) and "\r" in v).any() for c in text)
+    return write_text_atomic(path, df.to_csv(index=False, lineterminator="\n",
+                                             quoting=csv.QUOTE_ALL if carriage_return else csv.QUOTE_MINIMAL))
 
 
-def read_table(out_dir: str | os.PathLike[str], name: str) -> pd.DataFrame:
-    """Read back a table written by :func:`write_table` (floats round-trip exactly; NaN is an empty cell)."""
+def read_table(out_dir: str | os.PathLike[str], name: str, *, dtype: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Read back a table written by :func:`write_table` (floats round-trip exactly; NaN is an empty cell;
+    the ``'`` written before formula-like text taken off). ``dtype``: pandas' read_csv types by column
+    (e.g. ``{"task_id": str}`` keeps "007")."""
     import pandas as pd
 
     path = _table_path(out_dir, name)
@@ -58,7 +94,8 @@ def read_table(out_dir: str | os.PathLike[str], name: str) -> pd.DataFrame:
         raise FileNotFoundError(f"no table {name!r} in {Path(out_dir)} (expected {path})")
     # pandas 3 parses floats exactly by default and deprecates the option pandas 2 needs for it.
     exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
-    return pd.read_csv(path, **exact)
+    df = pd.read_csv(path, dtype=dict(dtype) if dtype else None, **exact)
+    return df.assign(**{c: df[c].map(_unescaped) for c in _text_columns(df)})
 
 
 @dataclass(frozen=True, slots=True)

@@ -106,13 +106,25 @@ _REFUSED_SYSCALLS = (
 _CLONE_NEW_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000, 0x40000000)
 
 # Runs in the child before the user code.
-# Arguments: address space, CPU seconds, file size, process count, uid (-1: keep), status fd, user
-# script. The status fd tells the parent which limit stopped the code ("memory", "file-size"):
-# the parent never guesses that from text the code itself may have printed.
+# Arguments: address space, CPU seconds, file size, process count, uid (-1: keep), status fd (-1:
+# none), user script. In the jail the bootstrap starts as the namespace's PID 1 (bwrap --as-pid-1),
+# still root: it forks the code's process and writes that process's wait status, as the kernel gave
+# it, to the status fd. The code's process closes the fd first and then runs under a uid of its own,
+# which cannot reach a root process's descriptors: the code can end, never write its own status.
 _BOOTSTRAP = r"""
-import errno, os, resource, runpy, socket, sys
+import os, resource, runpy, socket, sys
 as_bytes, cpu_s, fsize, nproc, uid, status_fd = (int(v) for v in sys.argv[1:7])
 script = sys.argv[7]
+
+if status_fd >= 0:
+    child = os.fork()
+    if child:
+        while True:
+            pid, status = os.waitpid(-1, 0)  # PID 1 reaps every orphan of the jail too
+            if pid == child:
+                os.write(status_fd, str(status).encode())
+                os._exit(0)
+    os.close(status_fd)
 
 def _limit(kind, value):
     hard = resource.getrlimit(kind)[1]
@@ -165,10 +177,6 @@ try:
 except SystemExit:
     raise
 except BaseException as exc:
-    limit = ("memory" if isinstance(exc, MemoryError) else
-             "file-size" if isinstance(exc, OSError) and exc.errno == errno.EFBIG else None)
-    if limit:
-        os.write(status_fd, limit.encode())
     # Show only the user's frames: the bootstrap's are noise to whoever reads the error.
     import traceback
     tb = exc.__traceback__
@@ -248,6 +256,15 @@ def run_python(
     return _run(code, timeout_s, memory_mb, max_output_chars, max_processes, None)
 
 
+_PACKAGE = __name__.split(".")[0]
+_SELF_TEST = (f"try:\n    import {_PACKAGE}\nexcept ImportError:\n    pass\n"
+              f"else:\n    raise SystemExit('{_PACKAGE} is importable in the jail')")
+# An empty directory where the package was would import as a namespace package: the directory holds
+# this instead, so the import fails as a missing module's does.
+_PACKAGE_STUB = (f"raise ModuleNotFoundError({f'No module named {_PACKAGE!r} (the roma_lab sandbox hides it)'!r}, "
+                 f"name={_PACKAGE!r})\n")
+
+
 @functools.cache
 def _jail_problem(bwrap: str | None, euid: int) -> str | None:
     """Why the jail cannot run here, or None. Cached per bwrap path and user: it runs a process."""
@@ -267,7 +284,8 @@ def _jail_problem(bwrap: str | None, euid: int) -> str | None:
         return (f"the jail's seccomp filter cannot be built ({type(err).__name__}: {err}): install "
                 f"libseccomp (`apt-get install libseccomp2`) and pyseccomp (`pip install pyseccomp`)")
     try:
-        result = _run("pass", 30.0, 128, 2000, 1, bwrap)
+        # the self-test checks the jail's promise that matters most to a benchmark: no roma_lab inside
+        result = _run(_SELF_TEST, 30.0, 128, 2000, 1, bwrap)
     except SandboxUnavailableError as err:
         return str(err)
     return None if result.error is None else f"the jail's self-test failed: {result.error}"
@@ -308,6 +326,8 @@ class _Interpreter:
     library_path: str | None  # LD_LIBRARY_PATH in the jail, for a libpython found by an absolute RUNPATH
     venv_cfg: str | None  # the jail's pyvenv.cfg (home = the fixed base), None outside a venv
     jail_executable: str
+    hidden: tuple[str, ...]  # jail paths covered by an empty directory: this package, its installed metadata
+    stubbed: tuple[str, ...]  # of those, the package's own: an __init__.py there refuses the import
 
 
 @functools.cache
@@ -347,7 +367,44 @@ def _interpreter() -> _Interpreter:
                     f"include-system-site-packages = {system_site.group(1) if system_site else 'false'}\n"
                     f"version = {'.'.join(map(str, sys.version_info[:3]))}\n")
         jail_executable = f"{_JAIL_VENV}/bin/python3"
-    return _Interpreter(executable, tuple(binds), library_path, venv_cfg, jail_executable)
+    system = [(path, path) for path in _SYSTEM_LIBS if os.path.isdir(path) and not os.path.islink(path)]
+    hidden = _jail_paths(_package_paths(), [*system, *binds])
+    stubbed = tuple(path for path in hidden if os.path.basename(path) == _PACKAGE)
+    return _Interpreter(executable, tuple(binds), library_path, venv_cfg, jail_executable, hidden, stubbed)
+
+
+def _package_paths() -> set[str]:
+    """Host directories of this package's code, data and installed metadata, links resolved: the
+    package it was imported from, the checkout it sits in (if it does) and ``$ROMA_LAB_DATA``, and for
+    every installed distribution of it the package's copy (a non-editable install's, in site-packages)
+    and its dist-info. Code in the jail must not import the package or read its data: it could
+    recompute what the package knows (the generated world's golds). Directories the distribution
+    shares with others (site-packages' __pycache__) are not its own and stay."""
+    import importlib.metadata
+
+    package = Path(__file__).resolve().parents[1]
+    paths = {os.path.realpath(package)}
+    if (package.parent / "pyproject.toml").is_file():  # a checkout (editable or PYTHONPATH), not site-packages
+        paths.add(os.path.realpath(package.parent))
+    if os.environ.get("ROMA_LAB_DATA"):
+        paths.add(os.path.realpath(os.environ["ROMA_LAB_DATA"]))
+    for dist in importlib.metadata.distributions(name=_PACKAGE):
+        for top in {file.parts[0] for file in dist.files or ()}:
+            if top == _PACKAGE or (top.startswith(f"{_PACKAGE}-") and top.endswith((".dist-info", ".egg-info"))):
+                paths.add(os.path.realpath(dist.locate_file(top)))
+    return {path for path in paths if os.path.isdir(path)}
+
+
+def _jail_paths(host_paths: set[str], binds: list[tuple[str, str]]) -> tuple[str, ...]:
+    """Where each of ``host_paths`` shows in the jail through ``binds`` (host dir, jail dir), every
+    place it shows; a path under no bind is not in the jail and needs nothing."""
+    found = []
+    for host_dir, jail_dir in binds:
+        real = os.path.realpath(host_dir)
+        for path in sorted(host_paths):
+            if path == real or path.startswith(real + os.sep):
+                found.append(jail_dir + path[len(real):])
+    return tuple(dict.fromkeys(found))
 
 
 def _run(code: str, timeout_s: float, memory_mb: int, max_output_chars: int, max_processes: int,
@@ -357,10 +414,11 @@ def _run(code: str, timeout_s: float, memory_mb: int, max_output_chars: int, max
         script = Path(root, "main.py")
         script.write_text(code, encoding="utf-8")
         out_path, err_path = Path(root, "stdout.txt"), Path(root, "stderr.txt")
-        status_r, status_w = os.pipe()
-        stack.callback(os.close, status_r)
-        stack.callback(os.close, status_w)
         uid = _UID_BASE + secrets.randbelow(_UID_SPAN) if bwrap else -1
+        status_r, status_w = os.pipe() if bwrap else (-1, -1)  # the jail's init reports through it
+        if bwrap:
+            stack.callback(os.close, status_r)
+            stack.callback(os.close, status_w)
         limits = (memory_mb * 1024 * 1024, int(timeout_s) + 1, _FILE_SIZE_LIMIT, max_processes, uid, status_w)
         workdir = Path(root, "work")  # the audit-hook-only mode's cwd; the jail's is its own tmpfs
         home = _JAIL_WORKDIR if bwrap else str(workdir)
@@ -381,21 +439,37 @@ def _run(code: str, timeout_s: float, memory_mb: int, max_output_chars: int, max
                 returncode, timed_out = _run_jailed(argv, [interpreter.jail_executable, *bootstrap, _JAIL_SCRIPT],
                                                     out, err, timeout_s, group,
                                                     (status_w, *(f.fileno() for f in data.values())))
+                if returncode is not None:
+                    returncode = _jailed_exit(returncode, status_r)
                 oom_killed = group.oom_killed()
             else:
                 workdir.mkdir()
                 returncode, timed_out = _run_plain([sys.executable, *bootstrap, str(script)], env, workdir, out,
-                                                   err, timeout_s, status_w)
+                                                   err, timeout_s)
         stdout = _read_bounded(out_path, max_output_chars)
         stderr = _read_bounded(err_path, max_output_chars)
-        os.set_blocking(status_r, False)
-        limit = ""
-        with contextlib.suppress(BlockingIOError):
-            limit = os.read(status_r, 64).decode("ascii", "replace")
+        # measured here, not told: RLIMIT_FSIZE stops the output files at exactly this size
+        output_full = max(out_path.stat().st_size, err_path.stat().st_size) >= _FILE_SIZE_LIMIT
     if returncode is None:
         raise SandboxUnavailableError(f"bwrap did not start the jail: {stderr.strip() or 'no message'}")
     return SandboxResult(stdout, stderr, returncode, timed_out,
-                         _describe(returncode, timed_out, timeout_s, memory_mb, stderr, limit, oom_killed))
+                         _describe(returncode, timed_out, timeout_s, memory_mb, stderr, output_full, oom_killed))
+
+
+def _jailed_exit(bwrap_code: int, status_r: int) -> int:
+    """The code's exit as Popen reports one (exit code N, or -N for signal N), from the wait status the
+    jail's init wrote. Without one (the init was killed: a timeout, the cgroup's OOM killer) bwrap's
+    own code stands; it reports a process killed by signal N as 128 + N, so it is read back as -N."""
+    os.set_blocking(status_r, False)
+    try:
+        status = os.read(status_r, 64)
+    except BlockingIOError:
+        status = b""
+    if status:
+        if not status.isdigit():  # only the init writes here; anything else is a breach, said loudly
+            raise RuntimeError(f"the jail's status pipe holds {status[:64]!r}, not a wait status")
+        return os.waitstatus_to_exitcode(int(status))
+    return -(bwrap_code - 128) if bwrap_code - 128 in _SIGNAL_NUMBERS else bwrap_code
 
 
 @contextlib.contextmanager
@@ -421,12 +495,17 @@ def _jail_files(root: str, interpreter: _Interpreter) -> list[tuple[str, Path]]:
         cfg = Path(root, "pyvenv.cfg")
         cfg.write_text(interpreter.venv_cfg, encoding="utf-8")
         files.append(("venv_cfg", cfg))
+    if interpreter.stubbed:
+        stub = Path(root, "package_stub.py")
+        stub.write_text(_PACKAGE_STUB, encoding="utf-8")
+        files += [(f"stub{i}", stub) for i in range(len(interpreter.stubbed))]  # bwrap reads each fd once
     return files
 
 
 def _jail_args(interpreter: _Interpreter, fds: dict[str, int], env: dict[str, str]) -> list[str]:
     """bwrap options: namespaces, seccomp, the read-only file system view, the private cwd, the environment."""
-    args = ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+    # --as-pid-1: the bootstrap is the namespace's init, the one that reports how the code ended
+    args = ["--unshare-pid", "--as-pid-1", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--die-with-parent", "--new-session", "--clearenv", "--seccomp", str(fds["seccomp"]),
             # Root keeps every capability in bwrap unless told otherwise; the bootstrap needs these
             # two to switch to its own uid, after which the kernel drops them too.
@@ -444,6 +523,13 @@ def _jail_args(interpreter: _Interpreter, fds: dict[str, int], env: dict[str, st
         args += [*_parent_dirs(jail), "--ro-bind", host, jail]
     if "venv_cfg" in fds:
         args += ["--perms", "0444", "--ro-bind-data", str(fds["venv_cfg"]), f"{_JAIL_VENV}/pyvenv.cfg"]
+    # this package (a non-editable install puts it in site-packages) and its metadata: empty, read-only
+    for path in interpreter.hidden:
+        args += ["--perms", "0555", "--size", "65536", "--tmpfs", path]
+        if path in interpreter.stubbed:
+            fd = fds[f"stub{interpreter.stubbed.index(path)}"]
+            args += ["--perms", "0444", "--ro-bind-data", str(fd), f"{path}/__init__.py"]
+        args += ["--remount-ro", path]
     args += ["--proc", "/proc", "--dev", "/dev", *_parent_dirs(_JAIL_SCRIPT),
              "--perms", "0444", "--ro-bind-data", str(fds["script"]), _JAIL_SCRIPT,
              "--perms", "01777", "--size", str(_WORKDIR_BYTES), "--tmpfs", _JAIL_WORKDIR, "--chdir", _JAIL_WORKDIR]
@@ -478,7 +564,7 @@ def _enter_jail_child(group: Cgroup, libc: ctypes.CDLL, keyctl: int) -> None:
 def _run_jailed(bwrap: list[str], command: list[str], out, err, timeout_s: float, group: Cgroup,
                 pass_fds: tuple[int, ...]) -> tuple[int | None, bool]:
     """Run ``command`` in bwrap, in ``group``; on return every process of the jail is gone.
-    Returncode None: bwrap failed before starting the jail."""
+    Returncode: bwrap's own exit code; None: bwrap failed before starting the jail."""
     deadline = time.monotonic() + timeout_s
     libc, keyctl = _keyctl()
     info_r, info_w = os.pipe()
@@ -514,10 +600,7 @@ def _run_jailed(bwrap: list[str], command: list[str], out, err, timeout_s: float
         group.kill_all(_KILL_WAIT_S)
     if info is not None and not info.strip():
         return None, False
-    code = proc.returncode
-    # bwrap reports a command killed by signal N as 128 + N: use Popen's convention (-N). An exit
-    # code the code chose itself in that range (sys.exit(137)) reads as the signal too.
-    return (-(code - 128) if code - 128 in _SIGNAL_NUMBERS else code), timed_out
+    return proc.returncode, timed_out
 
 
 def _ready(fd: int, timeout_s: float) -> bool:
@@ -553,10 +636,9 @@ def _kill_namespace(pidfd: int) -> None:
         os.close(pidfd)
 
 
-def _run_plain(argv: list[str], env: dict[str, str], workdir: Path, out, err, timeout_s: float,
-               status_w: int) -> tuple[int, bool]:
+def _run_plain(argv: list[str], env: dict[str, str], workdir: Path, out, err, timeout_s: float) -> tuple[int, bool]:
     proc = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                            start_new_session=True, pass_fds=(status_w,))
+                            start_new_session=True)
     timed_out = False
     try:
         proc.wait(timeout=timeout_s)
@@ -588,9 +670,11 @@ def _read_bounded(path: Path, max_chars: int) -> str:
 
 
 def _describe(returncode: int, timed_out: bool, timeout_s: float, memory_mb: int, stderr: str,
-              limit: str, oom_killed: bool) -> str | None:
-    """The error of a run, from what the kernel and the bootstrap reported (``limit``: the status
-    the bootstrap wrote), never from text the code printed."""
+              output_full: bool, oom_killed: bool) -> str | None:
+    """The error of a run, from what the kernel reported (the exit status, the cgroup's OOM kills) and
+    what the parent measured (the clock, the output files at their size limit), never from anything
+    the code can print or write. A MemoryError at the address-space limit is the code's own exit
+    ("exited with code 1: MemoryError"): only the code's process knows it happened."""
     oom = f"memory limit of {memory_mb} MB exceeded (the jail's cgroup killed a process at its limit)"
     if timed_out:  # a process killed at the limit often leaves the others waiting for it
         return f"{oom}, then timed out after {timeout_s:g} s" if oom_killed else f"timed out after {timeout_s:g} s"
@@ -598,12 +682,10 @@ def _describe(returncode: int, timed_out: bool, timeout_s: float, memory_mb: int
         return oom if returncode != 0 else f"{oom}; the main process exited 0 without it"
     if returncode == 0:
         return None
-    if limit == "memory":
-        return f"memory limit of {memory_mb} MB exceeded"
     if returncode == -signal.SIGXCPU:
         return "CPU time limit exceeded"
     # Python ignores SIGXFSZ, so the limit shows as EFBIG; native code may still get the signal
-    if returncode == -signal.SIGXFSZ or limit == "file-size":
+    if returncode == -signal.SIGXFSZ or output_full:
         return f"file size limit of {_FILE_SIZE_LIMIT // (1024 * 1024)} MB exceeded (output too large?)"
     if returncode < 0:
         return f"killed by signal {signal.Signals(-returncode).name}"

@@ -299,7 +299,8 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     import pandas as pd
 
     from roma_lab.bench import LEVELS, WORLD_BENCHMARK, GaiaGrader, exact_key
-    from roma_lab.results import beside_paper, models_of, record_stats, sha256_file, summarize_protocol, write_table
+    from roma_lab.results import (beside_paper, models_of, read_table, record_stats, sha256_file, summarize_protocol,
+                                  write_table)
 
     from ._audit import paper_reported_df
     from ._study import _LEVEL_RULE, ALL, GAIA_SUBSETS, _route_lengths
@@ -314,7 +315,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
                            "sha256": "", "note": f"{len(files)} *_rows.csv files under {root / stem}; "
                                                  "run its notebook first" if not files else "several rows files"})
             continue
-        rows = pd.read_csv(files[0], dtype={"task_id": str, "answer": str})
+        rows = read_table(files[0].parent, files[0].stem, dtype={"task_id": str, "answer": str})
         listed.append({"source": stem, "status": "read", "rows_file": files[0].name, "sha256": sha256_file(files[0]),
                        "note": f"{len(rows)} rows", "model": models_of(rows["model"]) if "model" in rows else ""})
         frames.append(rows.assign(source=stem))
