@@ -497,6 +497,7 @@ def test_an_abstaining_system_is_scored_on_every_task_not_on_those_it_answered(t
     (lambda q: float(2 * int(q.split()[0])), "incorrect", 0.0),  # "0.0" is not "0" under exact match
     (lambda q: "", "no_answer", 0.0),
     (lambda q: {"answer": 1}, "incorrect", 0.0),  # JSON text, graded (and wrong)
+    (lambda q: 7 ** 6000, "incorrect", 0.0),  # 5,071 digits: graded wrong, never a raw ValueError
 ])
 def test_numbers_dicts_and_empty_answers_are_graded_and_counted(tmp_path, answer, status, score):
     result = evaluate([function(answer, label="s")], NUMBERS[:1], grader="exact", out=tmp_path, progress=False)

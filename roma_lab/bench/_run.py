@@ -35,6 +35,7 @@ _OLD_COLUMNS = tuple("system" if c == "condition" else c for c in COLUMNS)
 _STAGES = ("", "system", "grader")
 #: ``grader_raw`` of a row whose system returned no answer (None): graded wrong without asking the grader.
 NO_ANSWER_RAW = "no answer: the system returned None"
+_MAX_INT_BITS = 3_300  # about 1,000 digits: no gold answer is longer (the numeric grader's own bound)
 _TEXT_COLUMNS = tuple(c for c in COLUMNS if c not in ("score", "latency_s"))
 
 
@@ -291,15 +292,18 @@ def _row(item: Item, system_name: str, prediction: str, grade: Grade | None, err
 
 def gradable(result: Any) -> Any:
     """A system's answer as its grader is given it (every answer is graded): numbers and booleans as
-    their text, lists and dicts as their JSON text, None (or an object whose ``.output`` is None) as
+    their text (an integer past ~1,000 digits as a note of its length: wrong), lists and dicts as their
+    JSON text, None (or an object whose ``.output`` is None) as
     no answer (None here), a str or any other object as it is (a grader may need it whole, e.g. a
     ``LongformStory``). An answer with no text form raises TypeError or ValueError: a system error."""
     if result is None or (not isinstance(result, str) and hasattr(result, "output") and result.output is None):
         return None
     if isinstance(result, bool) or isinstance(result, list | tuple | dict):
         return json.dumps(result, ensure_ascii=False, allow_nan=False)
+    if isinstance(result, int) and result.bit_length() > _MAX_INT_BITS:  # str() refuses past 4,300 digits
+        return f"<an integer of about {int(result.bit_length() * math.log10(2)) + 1} digits>"  # graded wrong
     if isinstance(result, int | float):
-        return str(result)  # an int past Python's 4,300-digit limit raises ValueError: a system error
+        return str(result)
     return result
 
 
