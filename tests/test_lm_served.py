@@ -342,3 +342,30 @@ def test_loading_a_model_on_one_host_frees_every_other_host(monkeypatch):
     monkeypatch.setattr(_engine, "MODEL_HOSTS", hosts)
     _engine.free_other_models(hosts[1])
     assert closed == [0, 2]
+
+
+def test_the_embedded_server_answers_no_other_process_without_its_key():
+    """Issue 41: its HTTP listener (on 127.0.0.1, unused by roma_lab) refuses a request without the
+    random key it was started with; roma_lab's own requests go in-process."""
+    import json as _json
+    import os
+    import urllib.error
+    import urllib.request
+
+    import psutil
+
+    from roma_lab.lm import resolve_lm
+
+    before = {c.laddr.port for c in psutil.Process().net_connections("tcp") if c.status == psutil.CONN_LISTEN}
+    lm = resolve_lm("local:smollm2-135m", engine="llama.cpp-server", cache=False)
+    assert lm("Say hi", max_tokens=3)  # our own request, in-process
+    ports = {c.laddr.port for c in psutil.Process(os.getpid()).net_connections("tcp")
+             if c.status == psutil.CONN_LISTEN} - before
+    assert ports, "the embedded server opened no listener to probe"
+    body = _json.dumps({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}).encode()
+    for port in ports:
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(request, timeout=30)
+        assert refused.value.code == 401

@@ -15,6 +15,7 @@ import atexit
 import contextlib
 import fcntl
 import os
+import secrets
 import threading
 import time
 from datetime import UTC, datetime
@@ -122,6 +123,9 @@ class _ServerHost:
         # (one sequence generated 8.4 tok/s polling, 9.6 without; design/local_model.md)
         params.cpuparams.poll = params.cpuparams_batch.poll = 0
         params.hostnames = ["127.0.0.1"]  # its HTTP listener (unused by us) stays on loopback
+        # and answers no other process: a key of its own, random per start, that nobody is given (our
+        # requests go in-process, through handle_chat_completions)
+        params.api_keys = [secrets.token_urlsafe(32)]
         params.cache_ram_mib = HOST_CACHE_MIB
         params.warmup = False
         params.verbosity = -1  # llama.cpp's per-request log lines would fill every notebook's output
