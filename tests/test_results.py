@@ -323,3 +323,28 @@ def test_safe_name_keeps_safe_names_and_makes_every_other_short_safe_and_distinc
         assert 0 < len(name.encode()) <= MAX_NAME_BYTES and "/" not in name and "\x00" not in name
         assert name not in (".", "..")
     assert safe_name("é" * 200).encode().decode() == safe_name("é" * 200)  # never half a character
+
+
+def test_a_notebook_output_hash_is_what_the_run_recorded_not_what_an_editor_rewrites(tmp_path):
+    import json
+
+    from roma_lab.results._provenance import output_sha256
+
+    nb = {"cells": [{"cell_type": "code", "id": "a", "metadata": {}, "source": ["x = 1\n", "x"], "execution_count": 1,
+                     "outputs": [{"output_type": "execute_result", "execution_count": 1, "metadata": {},
+                                  "data": {"text/plain": ["1"]}}]}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3"}}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "run.ipynb"
+    path.write_text(json.dumps(nb, indent=1))
+    recorded = output_sha256(path)
+    viewed = json.loads(json.dumps(nb))
+    viewed["metadata"]["kernelspec"]["display_name"] = "Python 3 (ipykernel)"
+    viewed["cells"][0].update(id="b", metadata={"jupyter": {"outputs_hidden": True}}, source="x = 1\nx")
+    viewed["cells"][0]["outputs"][0]["data"]["text/plain"] = "1"
+    path.write_text(json.dumps(viewed, indent=2))
+    assert output_sha256(path) == recorded  # opened, folded, saved: the same record
+    viewed["cells"][0]["outputs"][0]["data"]["text/plain"] = "2"
+    path.write_text(json.dumps(viewed))
+    assert output_sha256(path) != recorded  # an output edited: modified
+    path.write_text("not a notebook")
+    assert output_sha256(path) != recorded

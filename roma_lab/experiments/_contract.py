@@ -33,6 +33,9 @@ def notebook_problems(path: str | Path) -> list[str]:
     problems = []
     if nb.get("metadata", {}).get("kernelspec", {}).get("name") != "python3":
         problems.append("metadata.kernelspec.name must be 'python3'")
+    if nb.get("metadata", {}).get("kernelspec", {}).get("display_name") != "Python 3 (ipykernel)":
+        # what JupyterLab writes on opening it: any other name makes the executed copy dirty at once
+        problems.append("metadata.kernelspec.display_name must be 'Python 3 (ipykernel)'")
     if not cells or cells[0].get("cell_type") != "markdown" or not _source(cells[0]).lstrip().startswith("#"):
         problems.append("the first cell must be a markdown header naming the paper artefact")
     tagged = [c for c in cells if "parameters" in c.get("metadata", {}).get("tags", [])]

@@ -114,6 +114,36 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+def _text(value: Any) -> Any:
+    """A notebook's multi-line string as one string, whether stored as one or as a list of lines."""
+    return "".join(value) if isinstance(value, list) and all(isinstance(v, str) for v in value) else value
+
+
+def _recorded_output(output: dict) -> dict:
+    return {key: ({k: _text(v) for k, v in value.items()} if key == "data" and isinstance(value, dict) else _text(value))
+            for key, value in output.items() if key != "metadata"}  # an output's metadata is a display hint
+
+
+def output_sha256(path: str | os.PathLike[str]) -> str:
+    """The SHA-256 a run records for one of its outputs: a file's bytes, but for an executed notebook
+    what it recorded (each cell's type, source, execution count and outputs), not the metadata an
+    editor rewrites on opening it (JupyterLab's kernelspec, cell ids, widget state, trust) nor how
+    it lays out the JSON. Viewing results never changes their status (design/runner.md)."""
+    path = Path(path)
+    if path.suffix != ".ipynb":
+        return sha256_file(path)
+    try:
+        cells = json.loads(path.read_bytes()).get("cells")
+    except (ValueError, AttributeError, RecursionError):  # not a notebook any more: its bytes say so
+        return sha256_file(path)
+    if not isinstance(cells, list):
+        return sha256_file(path)
+    recorded = [[c.get("cell_type"), _text(c.get("source")), c.get("execution_count"),
+                 [_recorded_output(o) for o in c.get("outputs", []) if isinstance(o, dict)]]
+                for c in cells if isinstance(c, dict)]
+    return hashlib.sha256(json.dumps(recorded, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
 def package_source_hash() -> str:
     """SHA-256 over roma_lab's own source and data files (relative path + bytes, in path order)."""
     package = Path(roma_lab.__file__).resolve().parent
@@ -186,14 +216,16 @@ def _is_output(out_dir: Path, path: Path) -> bool:
 
 
 def _hash_outputs(out_dir: Path) -> dict[str, str]:
-    return {p.relative_to(out_dir).as_posix(): sha256_file(p) for p in sorted(out_dir.rglob("*")) if _is_output(out_dir, p)}
+    return {p.relative_to(out_dir).as_posix(): output_sha256(p) for p in sorted(out_dir.rglob("*"))
+            if _is_output(out_dir, p)}
 
 
 def changed_outputs(out_dir: str | os.PathLike[str], record: Provenance) -> list[str]:
-    """Outputs the record lists that are now missing or whose bytes differ from the recorded SHA-256."""
+    """Outputs the record lists that are now missing or whose content differs from the recorded
+    SHA-256 (:func:`output_sha256`: a notebook's recorded cells, any other file's bytes)."""
     out = Path(out_dir)
     return [name for name, digest in record.outputs.items()
-            if not (out / name).is_file() or sha256_file(out / name) != digest]
+            if not (out / name).is_file() or output_sha256(out / name) != digest]
 
 
 def record_stats(out_dir: str | os.PathLike[str], stats: StatsSettings) -> Path:

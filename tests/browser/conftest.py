@@ -33,6 +33,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
                   "--disable-sync", "--no-first-run"]
 LAB_START_S = 90  # 2 shared cores: a cold JupyterLab start takes several seconds
+AUTOSAVE_S = 3  # the browser tests' JupyterLab autosaves an open document this often
 INSTALL_HINT = ("install Debian's chromium (as root: apt-get install chromium, or `make browser-tool`) and the dev "
                 "extra (pip install -e '.[dev]', which brings playwright)")
 
@@ -220,6 +221,10 @@ def lab(tmp_path_factory, browser_installed):
     tracker = home / "settings" / "@jupyterlab" / "notebook-extension" / "tracker.jupyterlab-settings"
     tracker.parent.mkdir(parents=True)
     tracker.write_text(json.dumps({"windowingMode": "none"}))
+    # Autosave every few seconds (JupyterLab's default is 120 s), so a test can wait past it.
+    manager = home / "settings" / "@jupyterlab" / "docmanager-extension" / "plugin.jupyterlab-settings"
+    manager.parent.mkdir(parents=True)
+    manager.write_text(json.dumps({"autosave": True, "autosaveInterval": AUTOSAVE_S}))
     port, token = _free_port(), secrets.token_hex(16)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
            "JUPYTER_CONFIG_DIR": str(config), "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
