@@ -41,7 +41,7 @@ from ._paper import (
     beside_paper,
     read_paper_reported,
 )
-from ._calibration import CALIBRATION_COLUMNS, CalibrationSettings, calibrate_statistics
+from ._calibration import CALIBRATION_COLUMNS, CalibrationSettings, calibrate_statistics, plot_calibration
 from ._figures import COMPACT_COLUMNS, compact_beside_paper, plot_beside_paper
 from ._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
 from ._summary import CONDITION, MODEL, as_metrics, compare, models_of, summarize, wide
@@ -72,6 +72,7 @@ __all__ = [
     "calibrate_statistics",
     "compact_beside_paper",
     "plot_beside_paper",
+    "plot_calibration",
     "compare",
     "models_of",
     "PROVENANCE_FILE",

@@ -26,6 +26,7 @@ from roma_lab.stats import DEFAULT_STATS
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
     from roma_lab.stats import StatsSettings
 
@@ -56,6 +57,11 @@ class CalibrationSettings:
     grid_n_tasks: int = 30
     grid_studies: int = 300
     seed: int = 0
+
+    def __post_init__(self):
+        # a notebook's parameters are lists (papermill literals); the settings keep tuples
+        for name in ("n_tasks", "effects", "methods"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
@@ -115,6 +121,54 @@ def calibrate_statistics(
         write_table(out, out_dir, "calibration")
         record_stats(out_dir, stats)
     return out
+
+
+def plot_calibration(table: pd.DataFrame) -> Figure:
+    """Three panels of a :func:`calibrate_statistics` table, each rate with a bar of 2 Monte Carlo
+    standard errors: coverage of each paired CI method against the planted difference (the band is
+    where it must land), power measured against predicted (the band is the tolerance), and the
+    sign test's false positives and Holm's family-wise error against alpha."""
+    import matplotlib.pyplot as plt
+
+    fig, (cover, power, errors) = plt.subplots(1, 3, figsize=(15, 4.2))
+    coverage = table[(table["check"] == "ci_coverage") & (table["cell"] == "planted")]
+    methods, sizes = list(dict.fromkeys(coverage["method"])), sorted(set(coverage["n"]))
+    for i, method in enumerate(methods):
+        for j, n in enumerate(sizes):
+            rows = coverage[(coverage["method"] == method) & (coverage["n"] == n)]
+            offset = (i - (len(methods) - 1) / 2) * 0.006 + j * 0.0015
+            cover.errorbar(rows["effect"] + offset, rows["rate"], yerr=2 * rows["mc_se"], fmt="os^v"[j % 4],
+                           color=f"C{i}", capsize=3, ls="-" if j == 0 else ":", label=f"{method}, n = {n}")
+    if len(coverage):
+        cover.axhspan(coverage["low"].iloc[0], coverage["high"].iloc[0], color="grey", alpha=0.15, lw=0)
+        cover.axhline(coverage["expected"].iloc[0], color="grey", lw=1)
+    cover.set(xlabel="planted difference", ylabel="coverage of the paired CI", title="CI coverage")
+    cover.legend(fontsize=7)
+
+    rows = table[table["check"] == "sign_test_power"]
+    power.errorbar(rows["expected"], rows["rate"], yerr=2 * rows["mc_se"], fmt="D", color="k", capsize=3,
+                   label="exact sign test (planner: exact)")
+    for i, method in enumerate(methods):
+        rows = table[(table["check"] == "ci_power") & (table["method"] == method)]
+        power.errorbar(rows["expected"], rows["rate"], yerr=2 * rows["mc_se"], fmt="s", color=f"C{i}", capsize=3,
+                       mfc="none", label=f"{method} CI excludes 0 (planner: t-test)")
+    grid = np.linspace(0, 1, 11)
+    power.plot(grid, grid, color="grey", lw=1)
+    power.fill_between(grid, grid - POWER_TOLERANCE, grid + POWER_TOLERANCE, color="grey", alpha=0.15, lw=0)
+    power.set(xlabel="predicted by the planner", ylabel="measured", title="power", xlim=(0, 1), ylim=(0, 1))
+    power.legend(fontsize=7)
+
+    wrong = table[table["check"].isin(["sign_test_false_positive", "holm_family_wise_error"])]
+    labels = [f"{'sign test' if c.startswith('sign') else 'Holm FWER'}\nn = {n}" for c, n in zip(wrong["check"],
+                                                                                              wrong["n"], strict=True)]
+    errors.bar(range(len(wrong)), wrong["rate"], yerr=2 * wrong["mc_se"], color="C2", capsize=4)
+    if len(wrong):
+        errors.axhline(wrong["expected"].iloc[0], color="grey", lw=1, ls="--", label="alpha")
+        errors.legend(fontsize=7)
+    errors.set_xticks(range(len(wrong)), labels, fontsize=8)
+    errors.set(ylabel="rejection rate at no difference", title="false positives")
+    fig.tight_layout()
+    return fig
 
 
 def _check(settings: CalibrationSettings, stats: StatsSettings) -> None:
