@@ -49,11 +49,11 @@ class CalibrationSettings:
 
     n_tasks: tuple[int, ...] = (30, 100)
     effects: tuple[float, ...] = (0.0, 0.05, 0.10, 0.20)
-    methods: tuple[str, ...] = ("t", "percentile", "BCa")
+    methods: tuple[str, ...] = ("t", "percentile")
     runs: int = 1
     base_rate: float = 0.1
     task_sd: float = 1.5
-    n_studies: int = 500
+    n_studies: int = 1000
     grid_conditions: int = 7
     grid_n_tasks: int = 30
     grid_studies: int = 300

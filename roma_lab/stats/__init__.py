@@ -1,15 +1,17 @@
 """Statistics shared by every paper reproduction.
 
 Task-bootstrap confidence intervals (one-sample and paired) and the paired t-interval
-(``paired_ci``, the tables' paired CI), the exact sign test over discordant pairs, the unbiased pass@k estimator and plurality voting, family-stratified sampling, Holm's
-adjustment, the run-to-run vs task-to-task variance decomposition, the minimum detectable effect
-of a paired comparison (``roma_lab.results.summarize_protocol`` applies all of them to tidy
-per-run scores), whether success falls over ordered difficulty levels (``level_trend``), the study planner
-(``plan_paired``, ``n_for_mde``, ``plan_rate``, ``n_for_half_width``: the power of the tests the tables
-use) and the simulated paired design the calibration study draws from (``PairedDesign``).
-``StatsSettings`` (``DEFAULT_STATS``) holds the one set of defaults (resamples, seed, level, alpha,
-power). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
-touched. See ``design/bootstrap.md`` and ``design/protocol.md``.
+(``paired_ci``: the tables' paired CI, its method chosen by ``StatsSettings.paired_ci``), the exact
+sign test over discordant pairs, the unbiased pass@k estimator and plurality voting,
+family-stratified sampling, Holm's adjustment, the run-to-run vs task-to-task variance
+decomposition, the minimum detectable effect of a paired comparison
+(``roma_lab.results.summarize_protocol`` applies all of them to tidy per-run scores), whether
+success falls over ordered difficulty levels (``level_trend``), the study planner (``plan_paired``,
+``n_for_mde``, ``plan_rate``, ``n_for_half_width``: the power of the tests the tables use) and the
+simulated paired design the calibration study draws from (``PairedDesign``). ``StatsSettings``
+(``DEFAULT_STATS``) holds the one set of defaults (resamples, seed, level, alpha, power, paired CI
+method). Resampling always uses a seeded ``numpy.random.Generator``; the global NumPy RNG is never
+touched. See ``design/bootstrap.md``, ``design/protocol.md`` and ``design/calibration.md``.
 """
 
 from roma_lab.stats._calibration import DesignTruth, PairedDesign, design_truth, simulate_scores
