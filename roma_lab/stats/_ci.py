@@ -92,6 +92,7 @@ def paired_ci(
         return paired_bootstrap_ci(a, b, n_resamples=n_resamples, level=level, seed=seed, method=method)
     from scipy import stats
 
+    # the settings are checked as for a bootstrap: they are recorded with the CI even when unused
     _check_settings(n_resamples=n_resamples, level=level, seed=seed, method="percentile")
     a_scores, b_scores = paired_scores(a, b)
     differences = a_scores - b_scores

@@ -49,7 +49,7 @@ from roma_lab.stats._settings import DEFAULT_STATS
 
 SIGN_TEST = "exact sign test"
 T_TEST = "paired t-test"
-#: The largest n the searches consider (a target no n up to this reaches gives NaN / an error).
+#: The largest n ``n_for_mde`` considers (a target no n up to this reaches is an error).
 MAX_N = 1_000_000
 
 
@@ -175,13 +175,14 @@ def n_for_mde(
     alpha: float = DEFAULT_STATS.alpha,
     power: float = DEFAULT_STATS.power,
 ) -> PairedPlan:
-    """The plan at the smallest n (>= 2) whose MDE is at most ``mde``: the test then detects a true
-    difference ``mde`` with at least ``power``. Same designs as :func:`plan_paired`.
+    """The plan at the n (>= 2) where the power at ``mde`` first reaches ``power`` (n - 1 falls
+    short): the test then detects a true difference ``mde`` with at least ``power``, and ``.mde`` is
+    at most the target. Same designs as :func:`plan_paired`.
 
-    Exact-test power saw-tooths in n, so this is the first n that reaches the power, found by
-    bisection on a bracket and a step down: a larger n can (rarely, by a point or so) fall just
-    short. ``ValueError`` when the target cannot be reached (with a discordance, ``mde`` above it) or
-    needs more than ``MAX_N`` tasks.
+    Found by bisection between 1 and a bracket that reaches the power. The exact test's power
+    saw-tooths slightly in n (it averages over the discrete number of discordant tasks), so a
+    neighbouring n can differ by a point either way. ``ValueError`` when the target cannot be
+    reached (with a discordance, ``mde`` above it) or needs more than ``MAX_N`` tasks.
     """
     z_a, z_b = _z(alpha, power)
     if not mde > 0:
@@ -194,7 +195,7 @@ def n_for_mde(
         return _power(n, test, value, mde, alpha) >= power
 
     # Start at the normal approximation's n (z-test at the no-effect spread), double until the
-    # power is reached, then bisect down to the first n that reaches it.
+    # power is reached, then bisect down to where it is first reached.
     spread = math.sqrt(value) if test == SIGN_TEST else value
     high = max(2, math.ceil(((z_a + z_b) * spread / mde) ** 2))
     while not reaches(high):
