@@ -64,7 +64,8 @@ def test_simulation_is_seeded_and_refuses_the_global_rng():
 def test_the_table_has_every_check_with_its_standard_error(table):
     assert list(table.columns) == list(CALIBRATION_COLUMNS)
     checks = set(table["check"])
-    assert checks == {"ci_coverage", "ci_power", "sign_test_false_positive", "sign_test_power", "holm_family_wise_error"}
+    assert checks == {"ci_coverage", "ci_power", "sign_test_false_positive", "sign_test_power",
+                      "holm_family_wise_error"}
     assert set(table.loc[table["check"] == "ci_coverage", "method"]) == {"t", "percentile"}
     assert set(table["cell"]) >= {"planted", "at planner MDE", "at normal MDE"}
     row = table.iloc[0]

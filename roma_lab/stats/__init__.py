@@ -38,10 +38,10 @@ from roma_lab.stats._variance import VarianceComponents, variance_components
 __all__ = [
     "CI",
     "DEFAULT_STATS",
-    "DesignTruth",
-    "LevelTrend",
     "MDE",
     "PAIRED_CI_METHODS",
+    "DesignTruth",
+    "LevelTrend",
     "PairedDesign",
     "PairedPlan",
     "RatePlan",

@@ -39,7 +39,8 @@ class PairedDesign:
         if not 0.0 <= self.task_sd <= 3.0:
             raise ValueError(f"task_sd must lie in [0, 3], got {self.task_sd!r}")
         if not 0.0 < self.base_rate + self.effect < 1.0:
-            raise ValueError(f"base_rate + effect must lie strictly between 0 and 1, got {self.base_rate + self.effect!r}")
+            raise ValueError("base_rate + effect must lie strictly between 0 and 1, "
+                             f"got {self.base_rate + self.effect!r}")
         if isinstance(self.runs, bool) or not isinstance(self.runs, int) or self.runs < 1:
             raise ValueError(f"runs must be an int >= 1, got {self.runs!r}")
 

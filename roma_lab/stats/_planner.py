@@ -28,12 +28,13 @@ For a command that plans runs (``python -m roma_lab.experiments plan``): take n 
 call ``plan_paired(n, discordance=psi)`` with the discordance a pilot (or earlier rows) measured
 between the two conditions' 0/1 outcomes on the same tasks (share of tasks where exactly one
 succeeded), or with no discordance for the no-pilot bound; for a requested MDE call
-``n_for_mde(mde, discordance=psi)`` and price its ``.n``. With R runs per task, measure ``sd_diff`` on
-per-task means of R runs and plan with it (the CI's test). ``PairedPlan.as_dict()`` holds plain numbers and
-strings (NaN for what does not apply: write it as null in strict JSON); ``plan_rate`` / ``n_for_half_width`` answer "how precise is one
-condition's rate". Every function validates its input and raises ``ValueError`` with the reason.
-Example: ``plan_paired(100, discordance=0.35).mde`` is 0.17 (the sign test detects a 17-point
-difference with 80% power); ``n_for_mde(0.10, discordance=0.35).n`` is 289.
+``n_for_mde(mde, discordance=psi)`` and price its ``.n``. With R runs per task, measure ``sd_diff``
+on per-task means of R runs and plan with it (the CI's test). ``PairedPlan.as_dict()`` holds plain
+numbers and strings (NaN for what does not apply: write it as null in strict JSON); ``plan_rate``
+and ``n_for_half_width`` answer "how precise is one condition's rate". Every function validates
+its input and raises ``ValueError`` with the reason. Example: ``plan_paired(100,
+discordance=0.35).mde`` is 0.17 (the sign test detects a 17-point difference with 80% power);
+``n_for_mde(0.10, discordance=0.35).n`` is 289.
 """
 
 from __future__ import annotations
@@ -279,7 +280,9 @@ def _power(n, test, value, effect, alpha) -> float:
 def _mde(n, test, value, alpha, power) -> float:
     from scipy import optimize
 
-    gap = lambda effect: _power(n, test, value, effect, alpha) - power  # noqa: E731
+    def gap(effect):
+        return _power(n, test, value, effect, alpha) - power
+
     if test == SIGN_TEST:
         largest = value  # the difference cannot exceed the discordance
         if gap(largest) < 0:
