@@ -40,6 +40,8 @@ NO_MODEL_TABLES: dict[tuple[str, str], str] = {
        for cell in ("c20-05", "c20-07", "c20-10", "c20-12", "c20-14", "c20-16")},
     ("29_evaluate_browsecomp_table8", "c29-05"): "the paper's counts as notebook 20's audit infers them: no model",
     ("40_evaluate_your_tasks", "c04"): "the task file, read before any model runs",
+    **{("41_calibrate_statistics", cell): "simulated studies of the statistics: no model"
+       for cell in ("c41-05", "c41-07", "c41-09")},
     **{("40_evaluate_your_tasks", cell): "one row per (system, task, run): the system column; the summary names its model"
        for cell in ("c11", "c15")},
 }

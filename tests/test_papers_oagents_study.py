@@ -156,7 +156,8 @@ def test_the_protocol_study_compares_sampled_with_greedy_runs_on_seeded_requests
     tables = measure_protocol(tmp_path, lm=lm, n_tasks=2, runs=3, stats=StatsSettings(n_resamples=50, level=0.9))
     assert sorted(set(seen)) == [0.0, 0.7]
     assert set(tables.rows["condition"]) == {"OAgents (temperature 0)", "OAgents"}
-    assert tables.stats.as_dict() == {"n_resamples": 50, "seed": 0, "level": 0.9, "alpha": 0.05, "power": 0.8}
+    assert tables.stats.as_dict() == {"n_resamples": 50, "seed": 0, "level": 0.9, "alpha": 0.05, "power": 0.8,
+                                      "paired_ci": "t"}
     cis = tables.protocol.loc[tables.protocol["metric"].isin(["pass@1", "pass@1_diff"]), "ci_method"]
     cis = cis[cis.str.contains("bootstrap")]  # levels with one task have no interval
     assert len(cis) and cis.str.contains("90%, 50 resamples").all()

@@ -217,7 +217,9 @@ def test_reproduce_returns_one_tables_type_and_leaves_its_stats_for_the_record(t
     assert isinstance(out, routing.RoutingTables) and out.out_dir == tmp_path
     assert out.stats == given
     cis = pd.concat([out["table3_summary"], out["table3_paired"]])["ci_method"].loc[lambda m: m.str.contains("%")]
-    assert len(cis) and cis.str.contains("90%, 30 resamples").all()  # what was recorded is what was used
+    assert len(cis) and cis.str.contains("90%").all()  # what was recorded is what was used
+    boot = cis[cis.str.contains("bootstrap")]  # the paired rows' t-interval draws no resamples
+    assert len(boot) and boot.str.contains("90%, 30 resamples").all()
     assert set(out.vs_paper["table"]) == {"table3_vs_paper", "model_vs_paper"}
     write_provenance(tmp_path, parameters={}, root=tmp_path)  # as the runner does after the notebook
     assert read_provenance(tmp_path).stats.model_dump() == out.stats.as_dict()
@@ -237,7 +239,8 @@ def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
                        "--repeats", "1"]) == 0
     record = json.loads((out / "provenance.json").read_text())
     assert record["parameters"]["tables"] == ["table1"] and "table1_families.csv" in record["outputs"]
-    assert record["stats"] == {"n_resamples": 20, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
+    assert record["stats"] == {"n_resamples": 20, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8,
+                               "paired_ci": "t"}
     # a non-empty --out would let this run's provenance claim older files
     assert router_cli(["reproduce", "--out", str(out), "--tables", "table1"]) == 2
     assert "not empty" in capsys.readouterr().err

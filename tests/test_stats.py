@@ -11,6 +11,7 @@ from roma_lab.stats import (
     bootstrap_ci,
     majority_vote,
     paired_bootstrap_ci,
+    paired_ci,
     pass_at_k,
     sign_test,
 )
@@ -157,6 +158,37 @@ def test_paired_ci_resamples_tasks_jointly():
 def test_paired_length_mismatch_raises():
     with pytest.raises(ValueError, match="same tasks"):
         paired_bootstrap_ci([1, 0, 1], [1, 0])
+
+
+# --- paired_ci (the tables' paired CI) ---------------------------------------------------------
+
+
+def test_paired_t_interval_is_scipys_on_the_differences():
+    from scipy import stats
+
+    rng = np.random.default_rng(12)
+    a, b = rng.integers(0, 2, (45, 3)), rng.integers(0, 2, (45, 3))  # runs averaged per task first
+    d = a.mean(axis=1) - b.mean(axis=1)
+    for level in (0.95, 0.8):
+        ci = paired_ci(a, b, method="t", level=level, seed=5)
+        expected = stats.ttest_1samp(d, 0.0).confidence_interval(confidence_level=level)
+        assert (ci.low, ci.high) == pytest.approx((expected.low, expected.high), abs=1e-12)
+        assert (ci.estimate, ci.method, ci.n_resamples, ci.seed, ci.n_tasks, ci.level) == \
+            (pytest.approx(d.mean()), "t", 0, 5, 45, level)
+
+
+def test_paired_t_interval_without_spread_is_the_value_and_says_so():
+    ci = paired_ci(np.ones(20), np.zeros(20), method="t")
+    assert (ci.low, ci.estimate, ci.high, ci.method) == (1.0, 1.0, 1.0, "t (no spread)")
+
+
+def test_paired_ci_keeps_the_bootstrap_by_name():
+    a, b = np.random.default_rng(3).integers(0, 2, (2, 60))
+    assert paired_ci(a, b, method="percentile", seed=2) == paired_bootstrap_ci(a, b, seed=2)
+    assert paired_ci(a, b, method="bca", seed=2).method == "BCa"
+    assert paired_ci(a, b).method == "t"  # the default (StatsSettings.paired_ci)
+    with pytest.raises(ValueError, match="method must be one of"):
+        paired_ci(a, b, method="normal")
 
 
 # --- sign_test ----------------------------------------------------------------------------------

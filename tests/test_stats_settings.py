@@ -28,7 +28,10 @@ PUBLIC_MODULES = ("roma_lab.stats", "roma_lab.results", "roma_lab.bench", "roma_
 
 def test_defaults_are_the_protocol_defaults_and_frozen():
     assert DEFAULT_STATS == StatsSettings()
-    assert DEFAULT_STATS.as_dict() == {"n_resamples": 2000, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8}
+    assert DEFAULT_STATS.as_dict() == {"n_resamples": 2000, "seed": 0, "level": 0.95, "alpha": 0.05, "power": 0.8,
+                                       "paired_ci": "t"}
+    with pytest.raises(ValueError, match="paired_ci"):
+        StatsSettings(paired_ci="studentized")
     with pytest.raises(dataclasses.FrozenInstanceError):
         DEFAULT_STATS.n_resamples = 10  # type: ignore[misc]
 
@@ -79,10 +82,12 @@ def _public_functions():
 
 def test_the_primitives_take_their_defaults_from_stats_settings():
     found = {name: p for module, name, p in _public_functions() if module == "roma_lab.stats" and "n_resamples" in p}
-    assert {"roma_lab.stats.bootstrap_ci", "roma_lab.stats.paired_bootstrap_ci"} <= set(found)
+    assert {"roma_lab.stats.bootstrap_ci", "roma_lab.stats.paired_bootstrap_ci", "roma_lab.stats.paired_ci"} <= set(found)
     wrong = [name for name, parameters in found.items()
              if not all(parameters[s].default is getattr(DEFAULT_STATS, s)
                         for s in ("n_resamples", "seed", "level") if s in parameters)]
+    # the paired CI's method is a setting too: the tables' one place to choose it
+    assert found["roma_lab.stats.paired_ci"]["method"].default is DEFAULT_STATS.paired_ci
     assert not wrong, "defaults not taken from StatsSettings: " + ", ".join(wrong)
 
 

@@ -5,7 +5,8 @@ Every experiment writes long-format CSV tables with :func:`write_table` and one
 scores with :func:`summarize` / :func:`compare` and sets them beside the paper's figures with
 :func:`beside_paper` (design/results_vocabulary.md), shown as :func:`compact_beside_paper` and drawn by
 :func:`plot_beside_paper`; :func:`summarize_protocol` applies the whole
-evaluation protocol (design/protocol.md) to tidy per-run scores.
+evaluation protocol (design/protocol.md) to tidy per-run scores, and :func:`calibrate_statistics`
+runs simulated studies through it to show the statistics calibrated (design/calibration.md).
 """
 
 from ._files import (
@@ -49,12 +50,15 @@ from ._paper import (
     beside_paper,
     read_paper_reported,
 )
+from ._calibration import CALIBRATION_COLUMNS, CalibrationSettings, calibrate_statistics, plot_calibration
 from ._figures import COMPACT_COLUMNS, compact_beside_paper, plot_beside_paper
 from ._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
 from ._summary import CONDITION, MODEL, as_metrics, compare, models_of, summarize, wide
 from ._tables import MeasuredTables, read_table, write_table
 
 __all__ = [
+    "CALIBRATION_COLUMNS",
+    "CalibrationSettings",
     "COMPACT_COLUMNS",
     "CONDITION",
     "DamagedFileError",
@@ -76,8 +80,10 @@ __all__ = [
     "agreement",
     "as_metrics",
     "beside_paper",
+    "calibrate_statistics",
     "compact_beside_paper",
     "plot_beside_paper",
+    "plot_calibration",
     "compare",
     "models_of",
     "PROVENANCE_FILE",

@@ -56,7 +56,7 @@ def summarize_protocol(
     answers (the ``answer`` column; without one, over its 0/1 scores), with ``maj@R_tie_rate``
     (TIE_RULE); ``var_run_to_run`` and ``var_task_to_task`` (:func:`variance_components`).
     With a ``baseline``, every other condition is compared with it per group: ``pass@1_diff``
-    (paired task bootstrap, sign-test wins/losses/ties), ``sign_test_p``, ``sign_test_p_holm``
+    (paired CI by ``stats.paired_ci``, sign-test wins/losses/ties), ``sign_test_p``, ``sign_test_p_holm``
     (Holm over the conditions compared in that group: one table column) and ``mde`` (the
     difference a paired test at ``stats.alpha`` detects with ``stats.power``, from the observed sd of the
     per-task differences). ``method`` says how each row was computed.

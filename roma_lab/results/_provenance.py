@@ -68,6 +68,8 @@ class StatsRecord(BaseModel):
     level: float
     alpha: float
     power: float
+    # records written before the setting existed were computed with the percentile bootstrap
+    paired_ci: str = "percentile"
 
 
 class Provenance(BaseModel):

@@ -111,8 +111,9 @@ def compare(
     (``stats``: the bootstrap's resamples, seed and level, and the MDEs' ``alpha`` and ``power``).
 
     One row per group: ``condition`` = ``"a - b"``, ``metric`` = ``"<metric>_diff"``, the mean
-    difference with a paired task-bootstrap CI (tasks taken in task-id order, so the row order of
-    ``scores`` does not matter), both means, and the exact sign test (wins, losses, ties, p) over
+    difference with a paired CI by ``stats.paired_ci`` (:func:`roma_lab.stats.paired_ci`: the
+    t-interval on per-task differences by default, or a task bootstrap; tasks taken in task-id
+    order, so the row order of ``scores`` does not matter), both means, and the exact sign test (wins, losses, ties, p) over
     per-task means. :func:`as_metrics` turns the test columns into metric rows.
 
     Two minimum detectable effects (paired z-test at ``stats.alpha`` with ``stats.power``,
@@ -125,7 +126,7 @@ def compare(
     """
     import pandas as pd
 
-    from roma_lab.stats import paired_bootstrap_ci, sign_test
+    from roma_lab.stats import paired_ci, sign_test
 
     _check_columns(scores, [*by, condition, task, metric])
     model = [MODEL] if _carries_model(scores, [*by, condition]) else []
@@ -147,8 +148,8 @@ def compare(
         if model:
             row[MODEL] = models_of(pd.concat([group.loc[group[condition] == name, MODEL] for name in (a, b)]))
         if len(common) >= 2:
-            interval = paired_bootstrap_ci(va, vb, n_resamples=stats.n_resamples, level=stats.level,
-                                           seed=stats.seed)
+            interval = paired_ci(va, vb, method=stats.paired_ci, n_resamples=stats.n_resamples, level=stats.level,
+                                 seed=stats.seed)
             test = sign_test(va, vb)
             row.update(value=interval.estimate, ci_low=interval.low, ci_high=interval.high,
                        ci_method=f"paired {_method(interval)}", mean_a=float(va.mean()), mean_b=float(vb.mean()),
@@ -217,6 +218,8 @@ def _detectable(va, vb, *, alpha: float, power: float) -> dict[str, float]:
 
 
 def _method(interval) -> str:
+    if interval.method.startswith("t"):
+        return f"{interval.method}-interval on per-task differences, {interval.level:.0%}"
     return f"task bootstrap {interval.method}, {interval.level:.0%}, {interval.n_resamples} resamples"
 
 

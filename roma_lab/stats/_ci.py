@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roma_lab.stats._scores import paired_scores, per_task_scores
-from roma_lab.stats._settings import DEFAULT_STATS
+from roma_lab.stats._settings import DEFAULT_STATS, PAIRED_CI_METHODS
 
 # Accepted spellings (lower case) -> the name recorded in ``CI.method``.
 _METHODS = {"percentile": "percentile", "basic": "basic", "bca": "BCa"}
@@ -71,6 +71,43 @@ def paired_bootstrap_ci(
         seed=seed,
         method=method,
     )
+
+
+def paired_ci(
+    a, b, *, method: str = DEFAULT_STATS.paired_ci, n_resamples: int = DEFAULT_STATS.n_resamples,
+    level: float = DEFAULT_STATS.level, seed: int = DEFAULT_STATS.seed
+) -> CI:
+    """CI of ``mean(a - b)`` for two conditions on the same tasks, by ``method`` (PAIRED_CI_METHODS).
+
+    ``"t"``: the t-interval on the per-task differences, ``mean +- t_{n-1} sd / sqrt(n)`` (what
+    scipy's ``ttest_1samp(...).confidence_interval`` gives, written out: this runs once per table
+    row and per simulated study); no resampling, so the CI records ``n_resamples`` 0.
+    When every difference is the same the interval is that value (as the bootstrap gives) and the
+    method says ``"t (no spread)"``. Any other method is :func:`paired_bootstrap_ci`'s. The
+    calibration study (design/calibration.md) measured why ``"t"`` is the default.
+    """
+    if not isinstance(method, str) or method.lower() not in {m.lower() for m in PAIRED_CI_METHODS}:
+        raise ValueError(f"method must be one of {list(PAIRED_CI_METHODS)}, got {method!r}")
+    if method.lower() != "t":
+        return paired_bootstrap_ci(a, b, n_resamples=n_resamples, level=level, seed=seed, method=method)
+    from scipy import stats
+
+    # the settings are checked as for a bootstrap: they are recorded with the CI even when unused
+    _check_settings(n_resamples=n_resamples, level=level, seed=seed, method="percentile")
+    a_scores, b_scores = paired_scores(a, b)
+    differences = a_scores - b_scores
+    if differences.size < 2:
+        raise ValueError(f"a t-interval needs at least 2 tasks, got {differences.size}")
+    estimate = float(differences.mean())
+    if np.ptp(differences) == 0:
+        low = high = estimate
+        name = "t (no spread)"
+    else:
+        n = differences.size
+        half = float(stats.t.ppf((1 + level) / 2, n - 1) * differences.std(ddof=1) / np.sqrt(n))
+        low, high, name = estimate - half, estimate + half, "t"
+    return CI(estimate=estimate, low=low, high=high, level=float(level), method=name, n_resamples=0,
+              seed=int(seed), n_tasks=int(differences.size))
 
 
 def _task_bootstrap(scores: np.ndarray, *, n_resamples, level, seed, method) -> CI:

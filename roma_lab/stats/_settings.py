@@ -8,17 +8,28 @@ tables take a ``stats=`` keyword and record ``stats.as_dict()`` with what they w
 import dataclasses
 from dataclasses import dataclass
 
+#: The paired CI methods ``paired_ci`` accepts: the t-interval on the per-task differences, or a
+#: task bootstrap (``bootstrap_ci``'s methods).
+PAIRED_CI_METHODS = ("t", "percentile", "basic", "BCa")
+
 
 @dataclass(frozen=True, slots=True)
 class StatsSettings:
-    """Bootstrap resamples, bootstrap seed, CI level, test level ``alpha`` and the ``power`` of a
-    minimum detectable effect."""
+    """Bootstrap resamples, bootstrap seed, CI level, test level ``alpha``, the ``power`` of a
+    minimum detectable effect, and the method of every paired CI (``paired_ci``: ``"t"``, the
+    t-interval on per-task differences, or a task bootstrap, ``"percentile"``, ``"basic"`` or
+    ``"BCa"``; design/calibration.md measured the choice)."""
 
     n_resamples: int = 2000
     seed: int = 0
     level: float = 0.95
     alpha: float = 0.05
     power: float = 0.8
+    paired_ci: str = "t"
+
+    def __post_init__(self):
+        if self.paired_ci not in PAIRED_CI_METHODS:
+            raise ValueError(f"paired_ci must be one of {list(PAIRED_CI_METHODS)}, got {self.paired_ci!r}")
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
