@@ -1,5 +1,6 @@
-"""Command line: ``list`` the experiments with their status, ``run`` some or all of them, ``times``
-prints the run-time table (markdown) from each results folder's provenance.json."""
+"""Command line: ``list`` the experiments with their status, ``plan`` what a run of them will cost and
+can detect, ``run`` some or all of them (``--budget`` sizes them by the plan), ``times`` prints the
+run-time table (markdown) from each results folder's provenance.json."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from ._spec import (
     parse_overrides,
     scan_specs,
 )
-from ._times import SPEED_LOG, run_times, times_markdown
+from ._plan import parse_budget, plan_study, write_plan
+from ._times import SPEED_LOG, format_seconds, run_times, times_markdown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -44,7 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("list", parents=[shared], help="show every experiment and its status")
     # times reads what the runs recorded, whatever model they named
     commands.add_parser("times", parents=[where], help="print the run-time table (markdown) from results/*/provenance.json")
-    run = commands.add_parser("run", parents=[shared], help="run experiments, skipping completed ones")
+    budget = argparse.ArgumentParser(add_help=False)
+    budget.add_argument("--budget", help="a time budget such as 2h or 90min: each sized notebook runs at the n its "
+                                         "share buys (the rule: design/planning.md)")
+    budget.add_argument("--concurrency", type=int, default=None,
+                        help="units of work a named remote model runs at once (default: its max_concurrency)")
+    plan = commands.add_parser("plan", parents=[shared, budget],
+                               help="print each notebook's cost per unit, the n a budget buys and its MDE; writes plan.json")
+    plan.add_argument("stems", nargs="*", metavar="STEM", help="experiments to plan, by notebook stem")
+    plan.add_argument("--all", action="store_true", help="plan every experiment")
+    plan.add_argument("--mde", type=float, default=None, help="a target paired difference: the n and cost it needs")
+    run = commands.add_parser("run", parents=[shared, budget], help="run experiments, skipping completed ones")
     run.add_argument("stems", nargs="*", metavar="STEM", help="experiments to run, by notebook stem")
     run.add_argument("--all", action="store_true", help="run every experiment")
     run.add_argument("--force", action="store_true", help="re-run even when already completed")
@@ -108,11 +120,38 @@ def _overrides(specs: list[ExperimentSpec], texts: dict[str, str]) -> dict[str, 
     return {name: value for name, (_, value) in typed.items()}
 
 
+def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace):
+    """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
+    concurrency = args.concurrency
+    if concurrency is None:
+        from roma_lab.lm import in_process, max_concurrency
+
+        concurrency = 1 if not args.lm or in_process(args.lm) else max_concurrency(args.lm)
+    plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s, lm=args.lm, concurrency=concurrency,
+                      target_mde=getattr(args, "mde", None))
+    budget = f"budget {format_seconds(args.budget_s)}" if args.budget_s else "at the notebooks' own sizes"
+    model = args.lm or "each notebook's own"
+    print(f"plan ({budget}; model {model}, {concurrency} at once; "
+          "paired MDE at 80% power, alpha 0.05):")
+    for notebook in plan.notebooks:
+        print(f"  {notebook.line}  [cost: {notebook.cost_source}; discordance: {notebook.discordance_source}]"
+              if notebook.unit else f"  {notebook.line}")
+    over = "" if not args.budget_s or plan.seconds <= args.budget_s else (
+        f" -- over the budget: even n = 2 a notebook does not fit its share (speed first: design/planning.md)")
+    print(f"predicted wall time: {format_seconds(plan.seconds)}{over}; plan written to {write_plan(plan, results_root)}")
+    return plan
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    if args.command == "run" and bool(args.stems) == args.all:
-        parser.error("run: name experiments or pass --all (not both)")
+    if args.command in ("run", "plan") and bool(args.stems) == args.all:
+        parser.error(f"{args.command}: name experiments or pass --all (not both)")
+    if args.command in ("run", "plan"):
+        try:
+            args.budget_s = parse_budget(args.budget) if args.budget else None
+        except ValueError as exc:
+            parser.error(f"{args.command}: {exc}")
     if args.command == "run":
         texts = _assignments(parser, args.assignments)
         try:
@@ -150,23 +189,43 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "times":
         print(times_markdown(run_times(results_root, [s.stem for s in specs])))
         return 0
-    # every kernel started below records the threads and tokens/s its embedded model ran with
-    os.environ.setdefault(SPEED_LOG_ENV, str(results_root / SPEED_LOG))
-
     known = {s.stem: s for s in specs}
     unknown = [stem for stem in args.stems if stem not in known]
     if unknown:
         print(f"error: unknown experiment(s) {', '.join(unknown)}; known: {', '.join(known) or '(none)'}", file=sys.stderr)
         return 2
     selected = specs if args.all else [known[stem] for stem in dict.fromkeys(args.stems)]
+    planned = None
+    if args.command == "plan" or args.budget_s is not None:
+        try:
+            planned = _plan(selected, results_root, args)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        if args.command == "plan":
+            return 0
+    # every kernel started below records the threads and tokens/s its embedded model ran with
+    os.environ.setdefault(SPEED_LOG_ENV, str(results_root / SPEED_LOG))
+
     try:  # every value checked against every notebook before any cell runs
         overrides = _overrides(selected, texts)
     except OverrideError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    sized = planned.overrides() if planned is not None else {}
+    if set(overrides) & {name for sizes in sized.values() for name in sizes}:
+        print("error: --budget sizes the notebooks; do not --set their size too", file=sys.stderr)
+        return 2
+    # notebooks the plan sizes run one by one at their own n; the rest together, as before
+    groups = [([s], {**overrides, **sized[s.stem]}) for s in selected if s.stem in sized]
+    rest = [s for s in selected if s.stem not in sized]
+    if rest:
+        groups.append((rest, overrides))
+    outcomes = []
     try:
-        outcomes = run_experiments(selected, results_root=results_root, smoke=args.smoke, lm=args.lm, force=args.force,
-                                   cluster=args.cluster, per=args.per, overrides=overrides)
+        for group, values in groups:
+            outcomes += run_experiments(group, results_root=results_root, smoke=args.smoke, lm=args.lm,
+                                        force=args.force, cluster=args.cluster, per=args.per, overrides=values)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,237 @@
+"""``python -m roma_lab.experiments plan``: what each notebook's run will cost and can detect, before it runs.
+
+Per notebook: the cost of one unit of its work (a task, for the notebooks sized by ``N_TASKS``), the n
+a time budget buys, the minimum detectable effect (MDE) of a paired comparison of two of its
+conditions at that n (``roma_lab.stats.plan_paired``), and, for a target MDE, the n it needs and what
+that n costs in time and dollars.
+
+**Where a cost comes from**, in this order: the notebook's last completed full-size run here (its
+wall time over its units of work, so fixed costs count against the units: an over-estimate), else
+the spec's per-unit timeout over 3 (each spec's timeout is 3x a measured run, design/runner.md), and
+it is labelled with its source. A named remote model runs ``concurrency`` units at once; its dollars
+are its tokens per unit (the embedded model's counted tokens on the measured run) at LiteLLM's price
+of that model (unknown stays unknown, never 0).
+
+**The budget rule** (never from a score): notebooks without a size cost their measured or estimated
+time; what is left is split equally among the sized notebooks, and each gets the largest n its share
+buys, at least 2. A notebook whose n can detect nothing useful says so in one line.
+
+**The discordance** (share of tasks on which two conditions disagree) is read from the notebook's
+earlier paired tables (``wins + losses`` over ``n`` in any ``*comparisons*.csv`` / ``*paired*.csv``)
+and is labelled; without one the plan is the no-pilot worst case (discordance 1).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from roma_lab.stats import n_for_mde, plan_paired
+
+from ._spec import ExperimentSpec, _work_units
+from ._times import SPEED_LOG, read_run_time
+
+__all__ = ["NotebookPlan", "StudyPlan", "parse_budget", "plan_study"]
+
+PLAN_FILE = "plan.json"
+#: Each spec's timeouts are 3x a measured run (design/runner.md): their per-unit part over this is that rate.
+SPEC_MARGIN = 3.0
+MIN_N = 2
+#: The size parameters that count tasks (items): a paired comparison's n. A notebook sized by anything
+#: else (repeats, benchmarks, studies, metric calls) runs at its spec's sizes and costs what they cost.
+TASK_UNITS = ("N_TASKS", "N_ITEMS")
+
+
+def parse_budget(text: str) -> float:
+    """A time budget as seconds: ``2h``, ``90min``, ``45m``, ``300s`` or a bare number of seconds."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(h|hours?|min|m|minutes?|s|sec|seconds?)?\s*", text)
+    if not match:
+        raise ValueError(f"a budget is a time such as 2h, 90min or 300s, got {text!r}")
+    value, unit = float(match.group(1)), (match.group(2) or "s")
+    seconds = value * (3600 if unit.startswith("h") else 60 if unit.startswith("m") else 1)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"a budget must be a positive time, got {text!r}")
+    return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class NotebookPlan:
+    """One notebook's plan. ``unit``: the size parameter planned (None: a fixed-size notebook);
+    ``seconds_per_unit`` and ``cost_source`` say what one unit costs and how that is known; ``n`` is
+    what the budget buys (None: no budget given), ``mde`` the paired MDE at n, ``target_n`` the n a
+    target MDE needs; seconds and dollars are predictions (dollars None: no price known)."""
+
+    stem: str
+    unit: str | None
+    default_n: int | None
+    seconds_per_unit: float
+    cost_source: str
+    n: int | None
+    seconds: float
+    dollars: float | None
+    mde: float | None
+    mde_worst: float | None
+    discordance: float | None
+    discordance_source: str
+    target_mde: float | None
+    target_n: int | None
+    target_seconds: float | None
+    target_dollars: float | None
+    line: str
+
+
+@dataclass(frozen=True, slots=True)
+class StudyPlan:
+    budget_s: float | None
+    lm: str | None
+    concurrency: int
+    notebooks: tuple[NotebookPlan, ...]
+
+    @property
+    def seconds(self) -> float:
+        return sum(p.seconds for p in self.notebooks)
+
+    def to_json(self) -> str:
+        def clean(value):  # NaN is not JSON: null
+            return None if isinstance(value, float) and not math.isfinite(value) else value
+
+        data = {"budget_s": self.budget_s, "lm": self.lm, "concurrency": self.concurrency, "seconds": self.seconds,
+                "notebooks": [{k: clean(v) for k, v in asdict(p).items()} for p in self.notebooks]}
+        return json.dumps(data, indent=2) + "\n"
+
+    def overrides(self) -> dict[str, dict[str, int]]:
+        """Per notebook, the ``--set`` sizes this plan runs it at (only where the budget sets an n)."""
+        return {p.stem: {p.unit: p.n} for p in self.notebooks if p.unit is not None and p.n is not None}
+
+
+def _cost(spec: ExperimentSpec, results_root: Path) -> tuple[float, str, float | None]:
+    """(seconds per unit of ``spec.timeout_units`` -- or of the whole run for a fixed notebook --, where
+    that comes from, prompt + generated tokens per unit or None)."""
+    from roma_lab.lm import read_speeds
+
+    speeds, _ = read_speeds(results_root / SPEED_LOG)
+    ran = read_run_time(results_root, spec.stem, speeds)
+    units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
+    if ran.status == "completed" and ran.smoke is False and ran.seconds:
+        asked = dict(ran.overrides)
+        if spec.timeout_units:
+            units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **asked})
+        tokens = sum(s.prompt_tokens + s.generated_tokens for s in ran.speeds) / units if ran.speeds else None
+        return ran.seconds / units, f"measured ({ran.finished:%Y-%m-%d}, {ran.model})", tokens
+    base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
+    return base / SPEC_MARGIN, "estimate (spec timeout / 3)", None
+
+
+def _discordance(results_root: Path, stem: str) -> tuple[float | None, str]:
+    """The median discordance of the notebook's earlier paired rows, and where it comes from."""
+    import pandas as pd
+
+    seen = []
+    folder = results_root / stem
+    for path in sorted([*folder.glob("*comparisons*.csv"), *folder.glob("*paired*.csv")]):
+        try:
+            table = pd.read_csv(path)
+        except (OSError, ValueError):
+            continue
+        if not {"wins", "losses", "n"} <= set(table.columns):
+            continue
+        rows = table[table["n"] > 0]
+        seen += list(((rows["wins"] + rows["losses"]) / rows["n"]).astype(float))
+    if not seen:
+        return None, "no pilot: worst case (discordance 1)"
+    value = float(pd.Series(seen).median())
+    if value <= 0:
+        return None, f"earlier rows disagreed on no task ({len(seen)} comparisons): worst case"
+    return value, f"earlier rows (median of {len(seen)} comparisons)"
+
+
+def _price(lm: str | None) -> float | None:
+    """Dollars per token of ``lm`` (the mean of input and output prices) from LiteLLM's list; None: unknown."""
+    if not lm:
+        return None
+    from roma_lab.lm import in_process
+
+    if in_process(lm):
+        return 0.0
+    try:
+        import litellm
+    except ImportError:
+        return None
+    entry = litellm.model_cost.get(lm) or litellm.model_cost.get(lm.partition("/")[2])
+    if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:
+        return None
+    return (float(entry["input_cost_per_token"]) + float(entry["output_cost_per_token"])) / 2
+
+
+def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
+               target_mde: float | None = None, lm: str | None = None, concurrency: int = 1,
+               alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
+    """The plan of ``specs`` under the budget rule of the module docstring."""
+    if concurrency < 1:
+        raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    root = Path(results_root)
+    price = _price(lm)
+    costs = {s.stem: _cost(s, root) for s in specs}
+    def task_sized(spec: ExperimentSpec) -> bool:
+        return bool(spec.timeout_units) and spec.timeout_units[0] in TASK_UNITS
+
+    def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
+        units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
+        return costs[spec.stem][0] * units / concurrency
+
+    sized = [s for s in specs if task_sized(s)]
+    fixed_s = sum(fixed_seconds(s) for s in specs if not task_sized(s))
+    share = None if budget_s is None or not sized else max(0.0, budget_s - fixed_s) / len(sized)
+    plans = []
+    for spec in specs:
+        per_unit, source, tokens = costs[spec.stem]
+        per_unit /= concurrency
+        dollars_per_unit = None if price is None or tokens is None else price * tokens
+        if not task_sized(spec):
+            seconds = fixed_seconds(spec)
+            plans.append(NotebookPlan(spec.stem, None, None, seconds, source, None, seconds, None, None, None, None, "",
+                                      None, None, None, None,
+                                      f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
+            continue
+        unit = spec.timeout_units[0]
+        others = _work_units(spec.timeout_units[1:], {**spec.defaults, **spec.parameters}) if spec.timeout_units[1:] else 1
+        per_task = per_unit * others  # the other units (runs, conditions...) stay at the spec's sizes
+        default_n = int({**spec.defaults, **spec.parameters}[unit]) if not isinstance(
+            {**spec.defaults, **spec.parameters}[unit], list) else len({**spec.defaults, **spec.parameters}[unit])
+        n = default_n if share is None else max(MIN_N, int(share // per_task))
+        psi, psi_source = _discordance(root, spec.stem)
+        at_n = plan_paired(n, discordance=psi, alpha=alpha, power=power)
+        target = n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power) if target_mde else None
+        money = None if dollars_per_unit is None else dollars_per_unit * others
+        line = f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) detects a paired difference of {at_n.mde:.2f}"
+        if not math.isfinite(at_n.mde):
+            line = f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) can detect nothing (no test rejects at this n)"
+        elif at_n.mde >= 0.5:
+            line = (f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) can detect no difference under "
+                    f"{at_n.mde:.2f}: nothing a paper reports")
+        if target is not None:
+            line += f"; {target_mde:.2f} needs n = {target.n} ({_time(target.n * per_task)}"
+            line += f", ${target.n * money:,.2f})" if money is not None else (
+                ", dollars unknown: no measured tokens or no price)" if price != 0.0 else ")")
+        plans.append(NotebookPlan(
+            spec.stem, unit, default_n, per_task, source, n, n * per_task, None if money is None else n * money,
+            at_n.mde, at_n.mde_worst, psi, psi_source, target_mde, None if target is None else target.n,
+            None if target is None else target.n * per_task,
+            None if target is None or money is None else target.n * money, line))
+    return StudyPlan(budget_s, lm, concurrency, tuple(plans))
+
+
+def write_plan(plan: StudyPlan, results_root: str | Path) -> Path:
+    from roma_lab.results import write_text_atomic
+
+    return write_text_atomic(Path(results_root) / PLAN_FILE, plan.to_json())
+
+
+def _time(seconds: float) -> str:
+    from ._times import format_seconds
+
+    return format_seconds(seconds)

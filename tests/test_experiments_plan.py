@@ -1,0 +1,91 @@
+"""The study planner's command (issue 42): the n a budget buys, its MDE, the n a target needs, from
+measured or estimated costs, and ``run --budget`` running each notebook at its planned n."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from roma_lab.experiments import load_spec
+from roma_lab.experiments._cli import main
+from roma_lab.experiments._plan import parse_budget, plan_study
+from roma_lab.stats import n_for_mde, plan_paired
+
+REPO = Path(__file__).resolve().parents[1]
+LEVELS = load_spec(REPO / "experiments" / "27_measure_levels_table1.toml")
+QUICKSTART = load_spec(REPO / "experiments" / "01_run_quickstart.toml")
+
+
+@pytest.mark.parametrize("text, seconds", [("2h", 7200), ("90min", 5400), ("45m", 2700), ("300s", 300), ("12", 12),
+                                           ("1.5 hours", 5400)])
+def test_a_budget_reads_as_seconds(text, seconds):
+    assert parse_budget(text) == seconds
+
+
+@pytest.mark.parametrize("text", ["", "two hours", "-1h", "0s", "1e400h"])
+def test_a_budget_that_is_no_time_is_refused(text):
+    with pytest.raises(ValueError, match="budget"):
+        parse_budget(text)
+
+
+def test_the_budget_buys_n_at_the_estimated_cost_and_the_mde_is_the_planner_s(tmp_path):
+    per_task = LEVELS.timeout_per_unit_s / 3  # no run here: the spec's measured rate
+    plan = plan_study([LEVELS], results_root=tmp_path, budget_s=3600, target_mde=0.3)
+    (notebook,) = plan.notebooks
+    assert notebook.unit == "N_TASKS" and notebook.seconds_per_unit == per_task
+    assert notebook.n == int(3600 // per_task) and "estimate" in notebook.cost_source
+    assert notebook.mde == pytest.approx(plan_paired(notebook.n).mde)
+    assert notebook.target_n == n_for_mde(0.3).n and notebook.target_seconds == notebook.target_n * per_task
+    assert plan.overrides() == {LEVELS.stem: {"N_TASKS": notebook.n}}
+
+
+def test_fixed_costs_come_first_and_a_notebook_that_can_detect_nothing_says_so_in_one_line(tmp_path):
+    tight = plan_study([QUICKSTART, LEVELS], results_root=tmp_path, budget_s=60)
+    quick, levels = tight.notebooks
+    assert quick.unit is None and levels.n == 2  # the floor: never fewer than two tasks
+    assert "can detect nothing" in levels.line and "\n" not in levels.line
+    assert tight.seconds > 60  # over budget, and the total says so
+
+
+def test_a_measured_run_sets_the_cost_and_a_pilot_s_discordance_the_mde(tmp_path):
+    from datetime import UTC, datetime, timedelta
+
+    from roma_lab.results import write_provenance
+
+    out = tmp_path / LEVELS.stem
+    out.mkdir()
+    write_provenance(out, parameters={"N_TASKS": 15}, model="local", extra={"smoke": False},
+                     started_at=datetime.now(UTC) - timedelta(minutes=30))  # finished now: 30 min for 15 tasks
+    (out / "levels_comparisons.csv").write_text("condition,n,wins,losses,ties\na - b,10,3,1,6\n")
+    plan = plan_study([LEVELS], results_root=tmp_path, budget_s=3600)
+    (notebook,) = plan.notebooks
+    assert notebook.cost_source.startswith("measured") and notebook.seconds_per_unit == pytest.approx(1800 / 15, rel=0.01)
+    assert notebook.discordance == pytest.approx(0.4)
+    assert notebook.mde == pytest.approx(plan_paired(notebook.n, discordance=0.4).mde)
+
+
+def test_plan_prints_every_notebook_and_writes_plan_json(tmp_path, capsys):
+    assert main(["--root", str(REPO), "plan", "--all", "--budget", "2h", "--mde", "0.3", "--results", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "27_measure_levels_table1: n = " in out and "predicted wall time" in out
+    written = json.loads((tmp_path / "plan.json").read_text())
+    assert written["budget_s"] == 7200 and len(written["notebooks"]) == len(list((REPO / "experiments").glob("*.toml")))
+
+
+def test_run_with_a_budget_runs_each_sized_notebook_at_its_planned_n(tmp_path, monkeypatch, capsys):
+    seen = []
+
+    def fake_run(specs, **kwargs):
+        seen.append(([s.stem for s in specs], kwargs["overrides"]))
+        return []
+
+    monkeypatch.setattr("roma_lab.experiments._cli.run_experiments", fake_run)
+    assert main(["--root", str(REPO), "run", LEVELS.stem, QUICKSTART.stem, "--budget", "2h",
+                 "--results", str(tmp_path)]) == 0
+    planned = json.loads((tmp_path / "plan.json").read_text())["notebooks"]
+    n = next(p["n"] for p in planned if p["stem"] == LEVELS.stem)
+    assert ([LEVELS.stem], {"N_TASKS": n}) in seen and ([QUICKSTART.stem], {}) in seen
+    assert main(["--root", str(REPO), "run", LEVELS.stem, "--budget", "2h", "--set", "N_TASKS=3",
+                 "--results", str(tmp_path)]) == 2
