@@ -2,7 +2,7 @@
 
 Command line: ``python -m roma_lab.experiments list`` and
 ``python -m roma_lab.experiments run [STEM ...] [--all] [--smoke] [--lm MODEL] [--force] [--cluster NAME]
-[--per item|notebook] [--set NAME=VALUE ...]`` (a Dask cluster: design/dask.md; ``--set N_TASKS=100`` sizes
+[--per item|notebook] [--set NAME=VALUE ...]`` (a Dask cluster: design/cluster.md; ``--set N_TASKS=100`` sizes
 a run, design/runner.md) and ``python -m roma_lab.experiments times``
 (the README's run-time table from the provenance files).
 """

@@ -1,4 +1,4 @@
-"""The statistics settings every table and study uses, in one frozen value (STYLE.md item 10).
+"""The statistics settings every table and study uses, in one frozen value passed down to each of them.
 
 ``DEFAULT_STATS`` is the only place the defaults live: the primitives (``bootstrap_ci``,
 ``min_detectable_effect`` ...) take their keyword defaults from it, and the paper studies and
