@@ -28,7 +28,7 @@ from roma_lab.widgets import (
     trace_to_tree,
     tree_html,
 )
-from roma_lab.widgets._tree import STATUS_COLORS
+from roma_lab.widgets._tree import STATUS_COLORS, node_detail_html
 from roma_lab.lm import ScriptedEngine
 
 
@@ -412,3 +412,38 @@ def test_a_cache_replay_is_drawn_with_its_recorded_timings_and_says_so(tmp_path)
     page = render_tree_html(run)
     assert 'data-replayed="true"' in page and "(replayed from cache: recorded timings)" in page
     assert 'data-replayed="true"' not in render_tree_html(record(tmp_path / "again"))
+
+
+def teacher_run() -> Run:
+    """The teacher's goal as the offline search answers it: population of Canada (no passage matched),
+    of Australia (a passage found), then the difference computed by code from the first two."""
+    def search(passages):
+        return RoleCall(role="executor:search", inputs={"goal": "g", "context": ""},
+                        outputs={"output": "not provided in the given passages", "passages": passages},
+                        context_chars=1, input_tokens=5, output_tokens=5, cost=0.0, latency_s=0.1, started_s=0.0)
+
+    kids = [Node(id="0.1", parent_id="0", depth=1, goal="population of Canada", task_type="search",
+                 status="completed", output="not provided", calls=(search(["(no passage matched the goal)"]),)),
+            Node(id="0.2", parent_id="0", depth=1, goal="population of Australia", task_type="search",
+                 status="completed", output="27 million", calls=(search(["Australia has 27 million people."]),)),
+            Node(id="0.3", parent_id="0", depth=1, goal="which is larger, by how much", task_type="code",
+                 status="completed", output="3,000,000", depends_on=("0.1", "0.2"))]
+    root = Node(id="0", parent_id=None, depth=0, goal="teacher", task_type="think", status="completed",
+                output="Canada by 3 million")
+    return Run(goal="teacher", status="completed", output="Canada by 3 million", nodes=(root, *kids), wall_s=1.0)
+
+
+def test_an_answer_without_the_evidence_its_node_looked_for_is_flagged_amber_never_green():
+    from roma_lab.widgets._tree import NO_EVIDENCE_COLOR
+
+    run = teacher_run()
+    flagged = run.without_evidence()
+    assert set(flagged) == {"0.1", "0.3", "0"} and "found no passage" in flagged["0.1"]
+    assert "0.1" in flagged["0.3"] and "aggregates" in flagged["0"]
+    tree = trace_to_tree(run)
+    assert {i for i, n in tree["nodes"].items() if n["color"] == NO_EVIDENCE_COLOR} == {"0", "0.1", "0.3"}
+    assert tree["nodes"]["0.2"]["color"] == STATUS_COLORS["completed"] and tree["totals"]["no_evidence"] == 3
+    page = tree_html(tree)
+    assert "3 without evidence" in page and "completed, no evidence" in page and "an answer without evidence" in page
+    assert "no evidence: its search found no passage" in node_detail_html(tree, "0.1")
+    assert run.status == "completed"  # the recorded status stays; the flag is beside it

@@ -20,7 +20,7 @@ from typing_extensions import TypeAliasType
 from roma_lab.lm import JSONRole
 from roma_lab.tools import check_sandbox, read_artifact, run_python, run_tools
 from roma_lab.tools._calls import tool_result_limit, traced_call
-from roma_lab.trace import TASK_TYPES
+from roma_lab.trace import NO_EVIDENCE, TASK_TYPES
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
 
@@ -189,9 +189,9 @@ class SearchExecutor(dspy.Module):
 
     def forward(self, goal: str, context: str):
         if self.retriever is None:
-            passages = ["(no corpus configured: answer from general knowledge and say so)"]
+            passages = [f"{NO_EVIDENCE[1]}: answer from general knowledge and say so)"]
         else:
-            passages = [p.text for p in self.retriever.search(goal, k=self.k)] or ["(no passage matched the goal)"]
+            passages = [p.text for p in self.retriever.search(goal, k=self.k)] or [NO_EVIDENCE[0]]
         pred = self.answer(goal=goal, context=context, passages=passages)
         return dspy.Prediction(output=pred.output, passages=passages)
 

@@ -11,6 +11,7 @@ holds what their tools call, ``roma_lab.widgets`` draws them.
 """
 
 from ._artifact_ref import ArtifactRef
+from ._evidence import NO_EVIDENCE, without_evidence
 from ._replay import ReplayedCall, ReplayedNode, ReplayedSchedule, replayed_schedule
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
@@ -34,6 +35,7 @@ from ._values import clip, context_chars, jsonable, reference, show
 
 __all__ = [
     "NODE_STATUSES",
+    "NO_EVIDENCE",
     "OUTPUT_STATUSES",
     "RUN_STATUSES",
     "TASK_TYPES",
@@ -61,4 +63,5 @@ __all__ = [
     "run_status",
     "schedule_bounds",
     "show",
+    "without_evidence",
 ]

@@ -20,7 +20,7 @@ from typing import Any
 
 import traitlets
 
-from roma_lab.trace import Node, NodeEvent, ReplayedSchedule, Run, replayed_schedule
+from roma_lab.trace import Node, NodeEvent, ReplayedSchedule, Run, replayed_schedule, without_evidence
 
 from ._view import (
     LabelledComparison,
@@ -50,6 +50,7 @@ STATUS_COLORS = {"pending": "#9e9e9e", "running": "#1e88e5", "completed": "#43a0
 LIVE_STATES = {"pending": "created, not started yet", "waiting": "waiting on dependencies",
                "queued": "queued for a concurrency slot", "running": "in a role call",
                "subtasks": "waiting on its subtasks", "between": "between role calls"}
+NO_EVIDENCE_COLOR = "#ff8f00"  # amber: an answer without the evidence its node looked for is never green
 ROLE_COLORS = {"atomizer": "#7e57c2", "planner": "#00897b", "executor": "#1e88e5", "aggregator": "#2e7d32",
                "verifier": "#f4511e"}
 _GOAL_CHARS = 90  # goals in a row; the detail block shows them whole
@@ -141,6 +142,7 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
         if n.parent_id in children:
             children[n.parent_id].append(n.id)
     now = _latest(nodes) if wall_s is None else wall_s
+    unsupported = without_evidence(nodes)
     tree_nodes = {}
     for n in nodes:
         state = node_state(n, by_id, children=children[n.id])
@@ -148,7 +150,8 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
         roles = {_component(c.role) for c in n.calls} | ({_component(n.in_flight.role)} if n.in_flight else set())
         tree_nodes[n.id] = {
             "id": n.id, "parent_id": n.parent_id, "depth": n.depth, "goal": n.goal, "task_type": n.task_type,
-            "status": n.status, "state": state, "color": STATUS_COLORS[state], "output": n.output,
+            "status": n.status, "state": state, "output": n.output, "no_evidence": unsupported.get(n.id),
+            "color": NO_EVIDENCE_COLOR if n.id in unsupported else STATUS_COLORS[state],
             "error": n.error, "warnings": list(n.warnings), "forced_atomic": n.forced_atomic,
             "is_atomic": n.is_atomic, "depends_on": list(n.depends_on), "children": children[n.id],
             "created_s": times.created_s, "started_s": times.started_s, "ended_s": times.ended_s,
@@ -175,7 +178,8 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
                    "input_tokens": known_sum(c.input_tokens for c in calls),
                    "output_tokens": known_sum(c.output_tokens for c in calls),
                    "latency_s": round(sum(c.latency_s for c in calls), 6),
-                   "states": dict(Counter(t["state"] for t in tree_nodes.values()))},
+                   "states": dict(Counter(t["state"] for t in tree_nodes.values())),
+                   "no_evidence": len(unsupported)},
     }
 
 
@@ -215,10 +219,14 @@ _LEGEND = (
     "queued for a slot"
     + "".join(f'<i style="background:{c}"></i>{r}' for r, c in ROLE_COLORS.items())
     + '<i style="background:#888;opacity:.45;border:1px dashed #333"></i>cached (looked up)'
-    '<i style="background:#64b5f6;height:4px"></i>waiting on subtasks</div>')
+    '<i style="background:#64b5f6;height:4px"></i>waiting on subtasks'
+    f'<i style="background:{NO_EVIDENCE_COLOR}"></i>an answer without evidence (its search, or one it used, found nothing)</div>')
 
 
-def _badge(state: str) -> str:
+def _badge(state: str, no_evidence: str | None = None) -> str:
+    if no_evidence:
+        return (f'<span class="rt-badge" style="background:{NO_EVIDENCE_COLOR}" title="{esc(no_evidence)}">'
+                f'{esc(state)}, no evidence</span>')
     color = STATUS_COLORS.get(state, "#616161")
     return f'<span class="rt-badge" style="background:{color}" title="{esc(LIVE_STATES.get(state, state))}">{esc(state)}</span>'
 
@@ -240,8 +248,11 @@ def _summary_html(tree: dict[str, Any]) -> str:
     note = "" if tree["timed"] or tree["root"] is None else (
         " &middot; <i>this trace predates schedule times: the timeline shows role calls only</i>")
     cached = f" ({t['cached_calls']} cached)" if t["cached_calls"] else ""
+    bare = t.get("no_evidence", 0)
+    unsupported = (f' &middot; <span class="rt-warn" title="answers that rest on a search that found nothing">'
+                   f'{bare} without evidence</span>') if bare else ""
     return (f'<div class="rt-summary">run {_badge(tree["status"])} &middot; {t["nodes"]} nodes'
-            f'{" (" + esc(live) + ")" if live else ""} &middot; {t["calls"]} calls{cached} &middot; '
+            f'{" (" + esc(live) + ")" if live else ""}{unsupported} &middot; {t["calls"]} calls{cached} &middot; '
             f'{tokens(t["input_tokens"])} in / {tokens(t["output_tokens"])} out tokens &middot; '
             f'{t["latency_s"]:.2f} s in calls &middot; {tree["span_s"]:.2f} s on the clock{note}</div>')
 
@@ -269,7 +280,7 @@ def _row_html(n: dict[str, Any], span: float) -> str:
               f'a completion cache">{n["cached_calls"]} cached</span>' if n["cached_calls"] else "")
     cells = (f'<td style="padding-left:{4 + 14 * n["depth"]}px" title="{esc(n["goal"])}">'
              f'{esc(n["id"])} <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
-             f'<td>{_badge(n["state"])}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
+             f'<td>{_badge(n["state"], n.get("no_evidence"))}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
              f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
              f'<td class="rt-num">{tokens(n["input_tokens"])} / {tokens(n["output_tokens"])}</td>{_lane_html(n, span)}')
     return select_row(n["id"], {"state": n["state"], "roles": " ".join(n["roles"])}, cells)
@@ -314,8 +325,10 @@ def node_detail_html(tree: dict[str, Any], node_id: str, *, key: str = "") -> st
     n = tree["nodes"].get(node_id)
     if n is None:
         return f"<i>no node {esc(node_id)}</i>"
-    parts = [f"<div><b>{esc(n['id'])}</b> {_badge(n['state'])} [{esc(n['task_type'])}] {esc(n['goal'])}</div>",
-             _times_html(n)]
+    parts = [f"<div><b>{esc(n['id'])}</b> {_badge(n['state'], n.get('no_evidence'))} [{esc(n['task_type'])}] "
+             f"{esc(n['goal'])}</div>", _times_html(n)]
+    if n.get("no_evidence"):
+        parts.append(f'<div class="rt-warn">no evidence: {esc(n["no_evidence"])}</div>')
     if n["error"]:
         parts.append(f'<div class="rt-error">{esc(n["status"])}: {esc(n["error"])}</div>')
     parts.append(f"<h5>role calls ({len(n['calls'])})</h5>")
