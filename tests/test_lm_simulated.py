@@ -17,7 +17,7 @@ import pytest
 from online_server import online_isolation  # noqa: F401 - autouse fixture: a fresh DSPy cache per test
 
 from roma_lab.bench import ContainsGrader, ExactGrader, GaiaGrader, Item, NumericGrader
-from roma_lab.evaluate import evaluate, single_call, tasks_from
+from roma_lab.evaluate import agent, evaluate, roma, single_call, tasks_from
 from roma_lab.lm import (SimFaults, SimLatency, SimModel, SimulatedWorld, resolve_lm, rollout, rollout_seed,
                          simulated_provider)
 from roma_lab.lm.simulated import main as shell_main
@@ -302,3 +302,43 @@ def test_a_single_call_evaluation_measures_the_planted_skill_and_a_resumed_one_t
         resumed = evaluate(systems(), tasks, "quasi-exact", runs=2, out=tmp_path / "resumed", progress=False)
     keep = ["system", "run", "task_id", "prediction", "score"]
     assert resumed.rows[keep].equals(clean.rows[keep])
+
+
+def test_roma_and_the_agent_run_on_it_and_answer_with_the_planted_outcome(sim_env, tmp_path):
+    tasks = synthetic_tasks(4)
+    with sim_env(models={"right": 1.0, "wrong": 0.0}, tasks=tasks):
+        systems = [system for name in ("right", "wrong")
+                   for system in (roma(f"openai/{name}", label=f"roma-{name}", max_depth=1),
+                                  agent(None, f"openai/{name}", label=f"agent-{name}"))]
+        result = evaluate(systems, tasks, "quasi-exact", out=tmp_path, progress=False)
+    rows = result.rows.set_index("system")
+    assert rows["error"].isna().all()
+    assert (rows.loc[["roma-right", "agent-right"], "score"] == 1.0).all()
+    assert (rows.loc[["roma-wrong", "agent-wrong"], "score"] == 0.0).all()
+    trajectory = result.trace("agent-right", tasks.items[0].item_id)
+    assert len(trajectory.rollouts[0].steps) == 1  # the actor answered at its first step, no tool
+    run = result.trace("roma-right", tasks.items[0].item_id)
+    assert len(run.nodes) == 3 and all(n.error is None for n in run.nodes)  # the scripted plan parsed and ran
+
+
+def test_the_shell_entry_serves_a_task_file_until_sigterm(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    path = tmp_path / "tasks.csv"
+    path.write_text("id,question,answer\nq1,What is the capital of France?,Paris\n", encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    server = subprocess.Popen([sys.executable, "-m", "roma_lab.lm.simulated", str(path), "--model", "sure=1.0",
+                               "--price", "sure=1,2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+    try:
+        line = server.stdout.readline().strip()
+        assert line.startswith("ROMA_LAB_API_BASE=http://127.0.0.1:")
+        status, payload, headers = post(line.partition("=")[2], ask_body("sure", "What is the capital of France?"))
+        assert status == 200 and payload["choices"][0]["message"]["content"] == "Paris"
+        assert float(headers["x-litellm-response-cost"]) > 0
+    finally:
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=30) == 0
