@@ -16,10 +16,18 @@ import dspy
 import pytest
 from online_server import online_isolation  # noqa: F401 - autouse fixture: a fresh DSPy cache per test
 
-from roma_lab.bench import ContainsGrader, ExactGrader, GaiaGrader, Item, NumericGrader
+from roma_lab.bench import ContainsGrader, ExactGrader, GaiaGrader, NumericGrader
 from roma_lab.evaluate import agent, evaluate, roma, single_call, tasks_from
-from roma_lab.lm import (SimFaults, SimLatency, SimModel, SimulatedWorld, resolve_lm, rollout, rollout_seed,
-                         simulated_provider)
+from roma_lab.lm import (
+    SimFaults,
+    SimLatency,
+    SimModel,
+    SimulatedWorld,
+    resolve_lm,
+    rollout,
+    rollout_seed,
+    simulated_provider,
+)
 from roma_lab.lm.simulated import main as shell_main
 
 GOLDS = ["Paris", "8", "Shakespeare", "1,204", "3.75", "$17", "blue whale", "Marie Curie", "-4", "0", "Turku",
@@ -243,7 +251,7 @@ def test_faults_at_a_rate_are_retried_and_the_answers_are_those_of_a_faultless_r
         with sim_env(injected, tasks=tasks) as sim:
             lm = resolve_lm("openai/m", num_retries=6, cache=False)
 
-            def ask(question):
+            def ask(question, lm=lm):
                 with rollout("0"):
                     return lm(question)[0]
 
@@ -280,7 +288,10 @@ def test_an_unknown_model_is_a_404_naming_what_is_served():
 def test_a_single_call_evaluation_measures_the_planted_skill_and_a_resumed_one_the_same_rows(sim_env, tmp_path):
     tasks = synthetic_tasks(50)
     models = {"strong": 0.8, "weak": 0.3}
-    systems = lambda: [single_call("openai/strong", label="strong"), single_call("openai/weak", label="weak")]  # noqa: E731
+
+    def systems():
+        return [single_call("openai/strong", label="strong"), single_call("openai/weak", label="weak")]
+
     with sim_env(models=models, tasks=tasks, seed=4) as sim:
         clean = evaluate(systems(), tasks, "quasi-exact", runs=2, out=tmp_path / "clean", progress=False)
         world = sim.world
