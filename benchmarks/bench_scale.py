@@ -1,6 +1,6 @@
 """The papers' scale against the simulated provider (issue 43, item 3): one run, ratios.
 
-    python benchmarks/bench_scale.py                                  # the issue's sizes (about 30 min)
+    python benchmarks/bench_scale.py                                  # the issue's sizes (20 min on 2 shared cores)
     python benchmarks/bench_scale.py --tasks 40 --runs 1 --simpleqa 500 --kills 1   # a quick look
 
 Four parts, each runner in a process of its own (so its CPU time and peak memory are its own, and it
@@ -142,10 +142,17 @@ def kills_pass(args, sim, root: Path, clean_wall: float) -> dict:
     wall = time.monotonic() - started
     if code != 0:
         raise SystemExit(f"kills: the last runner exited {code}; see {out / 'log.txt'}")
+    import pandas as pd
+
     rows = rows_of(out)
     keys = rows[["system", "run", "task_id"]]
+    # the runner's own files too: a row written twice (or an error row left by a kill) would show here
+    written = pd.concat([pd.read_csv(out / f"run{r}.csv", dtype=str) for r in range(args.runs)], keys=range(args.runs))
     return {"part": "kills", "wall_s": wall, "killed_at_s": killed_at, "calls": len(sim.calls) - before,
-            "rows": len(rows), "duplicated_rows": int(keys.duplicated().sum()), "out": out}
+            "rows": len(rows), "duplicated_rows": int(keys.duplicated().sum()),
+            "runner_rows": len(written), "runner_error_rows": int(written["error"].notna().sum()),
+            "runner_duplicates": int(written.reset_index(level=0).duplicated(["level_0", "condition", "item_id"]).sum()),
+            "out": out}
 
 
 SIMPLEQA_RUNNER = """
