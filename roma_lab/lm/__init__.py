@@ -12,7 +12,9 @@ named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is 
 (``_server.py``), whose replies DSPy's request cache keys by that server. Every request holds one
 of its model's ``max_concurrency`` slots while in flight, process-wide (``_limits.py``), and a
 request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that rollout
-(``_rollout.py``). See design/local_model.md and design/online.md.
+(``_rollout.py``). ``simulated_provider`` serves models of planted skill on a task file over
+loopback HTTP, with latency, faults and prices (``_simulated.py``, design/simulated_provider.md).
+See design/local_model.md and design/online.md.
 """
 
 from .._lazy import lazy_exports
@@ -48,6 +50,7 @@ from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
 from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
+from ._simulated import SimCall, SimFaults, SimLatency, SimModel, SimulatedProvider, SimulatedWorld, simulated_provider
 from ._usage import CallUsage, UsageWarning, call_usage
 
 # DSPy-backed helpers, loaded on first use (importing DSPy takes seconds).
@@ -85,6 +88,12 @@ __all__ = [
     "ScriptedEngine",
     "ScriptedRequest",
     "ServerEngine",
+    "SimCall",
+    "SimFaults",
+    "SimLatency",
+    "SimModel",
+    "SimulatedProvider",
+    "SimulatedWorld",
     "cache_dir",
     "call_deadline_s",
     "call_cost",
@@ -110,5 +119,6 @@ __all__ = [
     "scripted_lm",
     "served_from_cache",
     "set_max_concurrency",
+    "simulated_provider",
     *_CALL_NAMES,
 ]

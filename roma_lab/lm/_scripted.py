@@ -81,16 +81,22 @@ def script_reply(request: ScriptedRequest) -> dict[str, object]:
 
 def _read(request) -> ScriptedRequest:
     system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or ())
-    messages = tuple(m.text or "" for m in request.messages)
+    return read_texts(request.model, request.config.temperature, system, tuple(m.text or "" for m in request.messages))
+
+
+def read_texts(model: str, temperature: float | None, system: str, messages: tuple[str, ...]) -> ScriptedRequest:
+    """A request as a script sees it, from its texts: a DSPy engine's request here, an HTTP chat
+    body in the simulated provider (``_simulated.py``)."""
     section = _OUTPUT_SECTION.search(system)
     return ScriptedRequest(
-        model=request.model, temperature=request.config.temperature, system=system, messages=messages,
+        model=model, temperature=temperature, system=system, messages=messages,
         inputs=dict(_INPUT_FIELD.findall(messages[-1] if messages else "")),
         outputs=tuple(_OUTPUT_FIELD.findall(section.group(1))) if section else (),
     )
 
 
-def _format(reply: Mapping[str, object] | str, as_json: bool) -> str:
+def format_reply(reply: Mapping[str, object] | str, as_json: bool) -> str:
+    """A script's reply as the adapter that asked reads it: JSON, or DSPy's field markers."""
     if isinstance(reply, str):
         return reply
     if as_json:
@@ -136,7 +142,7 @@ class ScriptedEngine:
             reply = self.respond(seen)
             if self.latency_s:
                 time.sleep(self.latency_s)
-        text = _format(reply, as_json=bool(request.config.response_format))
+        text = format_reply(reply, as_json=bool(request.config.response_format))
         n_in, n_out = self.usage(seen, text)
         return Response(id=None, model=request.model, message=Message.assistant([TextPart(text)]), finish_reason="stop",
                         usage=Usage(input_tokens=n_in, output_tokens=n_out, total_tokens=n_in + n_out))
