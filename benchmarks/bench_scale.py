@@ -91,7 +91,7 @@ def rows_of(out: Path):
 
 
 def compared(rows):
-    keep = ["system", "run", "task_id", "prediction", "score"]
+    keep = ["condition", "run", "task_id", "prediction", "score"]
     return rows[keep].sort_values(keep[:3], ignore_index=True)
 
 
@@ -145,7 +145,7 @@ def kills_pass(args, sim, root: Path, clean_wall: float) -> dict:
     import pandas as pd
 
     rows = rows_of(out)
-    keys = rows[["system", "run", "task_id"]]
+    keys = rows[["condition", "run", "task_id"]]
     # the runner's own files too: a row written twice (or an error row left by a kill) would show here
     written = pd.concat([pd.read_csv(out / f"run{r}.csv", dtype=str) for r in range(args.runs)], keys=range(args.runs))
     return {"part": "kills", "wall_s": wall, "killed_at_s": killed_at, "calls": len(sim.calls) - before,

@@ -298,7 +298,7 @@ def test_a_single_call_evaluation_measures_the_planted_skill_and_a_resumed_one_t
     rows = clean.rows
     assert rows["error"].isna().all() and len(rows) == 2 * 2 * 50
     for label, skill in models.items():
-        mine = rows[rows["system"] == label]
+        mine = rows[rows["condition"] == label]
         for run in (0, 1):  # every row is the draw the simulator made for it
             scored = mine[mine["run"] == run].set_index("task_id")["score"]
             assert all(scored[t] == float(world.correct(label, t, rollout_seed(str(run)))) for t in scored.index)
@@ -311,7 +311,7 @@ def test_a_single_call_evaluation_measures_the_planted_skill_and_a_resumed_one_t
         evaluate(systems(), tasks.head(20), "quasi-exact", runs=2, out=tmp_path / "resumed", progress=False)
     with sim_env(models=models, tasks=tasks, seed=4, port=sim.port):
         resumed = evaluate(systems(), tasks, "quasi-exact", runs=2, out=tmp_path / "resumed", progress=False)
-    keep = ["system", "run", "task_id", "prediction", "score"]
+    keep = ["condition", "run", "task_id", "prediction", "score"]
     assert resumed.rows[keep].equals(clean.rows[keep])
 
 
@@ -322,7 +322,7 @@ def test_roma_and_the_agent_run_on_it_and_answer_with_the_planted_outcome(sim_en
                    for system in (roma(f"openai/{name}", label=f"roma-{name}", max_depth=1),
                                   agent(None, f"openai/{name}", label=f"agent-{name}"))]
         result = evaluate(systems, tasks, "quasi-exact", out=tmp_path, progress=False)
-    rows = result.rows.set_index("system")
+    rows = result.rows.set_index("condition")
     assert rows["error"].isna().all()
     assert (rows.loc[["roma-right", "agent-right"], "score"] == 1.0).all()
     assert (rows.loc[["roma-wrong", "agent-wrong"], "score"] == 0.0).all()
