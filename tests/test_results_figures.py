@@ -56,3 +56,18 @@ def test_the_figure_draws_ours_with_its_interval_beside_the_paper_point():
 def test_nothing_to_draw_is_an_error():
     with pytest.raises(ValueError, match="nothing to draw"):
         plot_beside_paper(table(), metrics=["recall"])
+
+
+def _texts(fig) -> str:
+    return " ".join([t.get_text() for t in fig.texts]  # the suptitle is one of them
+                    + [t.get_text() for ax in fig.axes for t in (ax.get_legend().get_texts() if ax.get_legend() else [])])
+
+
+def test_a_figure_drawn_from_the_scripted_model_says_so_on_its_face_and_a_measured_one_does_not():
+    from roma_lab.lm import model_label
+
+    scripted = table().assign(model=model_label("scripted"))
+    text = _texts(plot_beside_paper(scripted))
+    assert "NOT A MEASUREMENT" in text and text.count("SMOKE RUN, NOT RESULTS") == 1 and "ours (95% CI)" not in text
+    measured = _texts(plot_beside_paper(table().assign(model="local")))
+    assert "NOT A MEASUREMENT" not in measured and "SMOKE" not in measured and "ours (95% CI)" in measured

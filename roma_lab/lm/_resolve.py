@@ -10,6 +10,8 @@ from pathlib import Path
 
 from typing import Any
 
+from roma_lab.results import NOT_A_MEASUREMENT
+
 from ._models import DEFAULT_VARIANT, MODELS, cache_dir, file_sha256, model_file, part_paths
 from ._remote import endpoint, remote_kwargs
 from ._scripted import SCRIPTED, is_scripted, scripted_lm
@@ -195,7 +197,7 @@ def model_label(lm: Any) -> str:
     would pass for the provider's own model)."""
     name = lm if isinstance(lm, str) else str(getattr(lm, "model", type(lm).__name__))
     if is_scripted(name):
-        return f"{name} (test double, not a measurement)"
+        return f"{name} (test double, {NOT_A_MEASUREMENT})"
     server = endpoint(lm)
     return f"{name} @ {server}" if server else name
 

@@ -51,7 +51,7 @@ from ._paper import (
     read_paper_reported,
 )
 from ._calibration import CALIBRATION_COLUMNS, CalibrationSettings, calibrate_statistics, plot_calibration
-from ._figures import COMPACT_COLUMNS, compact_beside_paper, plot_beside_paper
+from ._figures import COMPACT_COLUMNS, NOT_A_MEASUREMENT, compact_beside_paper, label_if_not_measured, plot_beside_paper
 from ._protocol import PROTOCOL_COLUMNS, TIE_RULE, summarize_protocol
 from ._summary import CONDITION, MODEL, as_metrics, compare, models_of, summarize, wide
 from ._tables import MeasuredTables, read_table, write_table
@@ -63,6 +63,7 @@ __all__ = [
     "CONDITION",
     "DamagedFileError",
     "MAX_NAME_BYTES",
+    "NOT_A_MEASUREMENT",
     "MODEL",
     "DIFFERS",
     "MATCHES",
@@ -82,6 +83,7 @@ __all__ = [
     "beside_paper",
     "calibrate_statistics",
     "compact_beside_paper",
+    "label_if_not_measured",
     "plot_beside_paper",
     "plot_calibration",
     "compare",

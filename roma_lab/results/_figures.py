@@ -12,12 +12,16 @@ import math
 from typing import TYPE_CHECKING
 
 from ._paper import NOT_IN_PAPER, NOT_MEASURED
+from ._summary import MODEL
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["compact_beside_paper", "plot_beside_paper"]
+__all__ = ["NOT_A_MEASUREMENT", "compact_beside_paper", "label_if_not_measured", "plot_beside_paper"]
+
+#: How a model label says its rows are no measurement (``roma_lab.lm.model_label`` of the scripted test double).
+NOT_A_MEASUREMENT = "not a measurement"
 
 #: ``model`` comes second, on screen: a figure measured on the scripted test double says so beside it.
 COMPACT_COLUMNS = ("artefact", "model", "condition", "subset", "metric", "paper", "ours [95% CI]", "n", "agreement",
@@ -54,6 +58,20 @@ def compact_beside_paper(table: pd.DataFrame, *, include_not_in_paper: bool = Fa
     return out
 
 
+def label_if_not_measured(fig: Figure, models) -> bool:
+    """Mark ``fig`` on its face when any of ``models`` (model labels) is no measurement (the scripted
+    test double of the smoke tier and the tests): a diagonal watermark and a line under the title,
+    so a smoke figure can never pass for a result, wherever it is copied. True when it marked it."""
+    named = sorted({str(m) for m in models if isinstance(m, str) and NOT_A_MEASUREMENT in m})
+    if not named:
+        return False
+    fig.text(0.5, 0.5, "SCRIPTED MODEL: NOT A MEASUREMENT", ha="center", va="center", rotation=20, fontsize=22,
+             color="tab:red", alpha=0.18, weight="bold", zorder=10)
+    fig.text(0.5, 0.005, f"drawn from {', '.join(named)}: a smoke or test run, not results", ha="center",
+             va="bottom", fontsize=8, color="tab:red")
+    return True
+
+
 def plot_beside_paper(table: pd.DataFrame, *, metrics: list[str] | None = None, title: str | None = None,
                       include_not_in_paper: bool = False) -> Figure:
     """One panel per metric: ours (point and 95% CI bar) beside the paper's figure (open diamond)
@@ -71,6 +89,7 @@ def plot_beside_paper(table: pd.DataFrame, *, metrics: list[str] | None = None, 
     several_subsets = shown["subset"].nunique() > 1
     width = sum(max(4.0, 0.8 * int((shown["metric"] == m).sum()) + 2.0) for m in names)  # room for every label
     fig, axes = plt.subplots(1, len(names), figsize=(width, 3.8), squeeze=False)
+    scripted = MODEL in shown.columns and any(NOT_A_MEASUREMENT in str(m) for m in shown[MODEL])
     for ax, metric in zip(axes[0], names, strict=True):
         rows = shown[shown["metric"] == metric]
         labels = [f"{c}\n{s}" if several_subsets else str(c) for c, s in zip(rows["condition"], rows["subset"],
@@ -80,7 +99,7 @@ def plot_beside_paper(table: pd.DataFrame, *, metrics: list[str] | None = None, 
         measured = ~np.isnan(ours)
         err = np.vstack([ours - np.where(np.isnan(low), ours, low), np.where(np.isnan(high), ours, high) - ours])
         ax.errorbar(x[measured] - 0.08, ours[measured], yerr=err[:, measured], fmt="o", capsize=4, color="tab:blue",
-                    label="ours (95% CI)")
+                    label="scripted test double (95% CI): not ours" if scripted else "ours (95% CI)")
         paper = rows["paper"].to_numpy(float)
         in_paper = ~np.isnan(paper)
         ax.plot(x[in_paper] + 0.08, paper[in_paper], "D", mfc="none", color="tab:red", ms=7, label="paper")
@@ -94,6 +113,9 @@ def plot_beside_paper(table: pd.DataFrame, *, metrics: list[str] | None = None, 
         ax.set_xlim(-0.6, len(rows) - 0.4)
         ax.grid(axis="y", alpha=0.3)
     axes[0, -1].legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
-    fig.suptitle(title or f"{shown['artefact'].iloc[0]}: ours beside the paper", fontsize=10)
-    fig.tight_layout()
+    heading = title or f"{shown['artefact'].iloc[0]}: ours beside the paper"
+    fig.suptitle(("SMOKE RUN, NOT RESULTS: " if scripted else "") + heading, fontsize=10)
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    if MODEL in shown.columns:
+        label_if_not_measured(fig, shown[MODEL])
     return fig

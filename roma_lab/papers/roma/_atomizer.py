@@ -93,6 +93,8 @@ def plot_atomizer(summary: pd.DataFrame, *, ax: Any = None) -> Any:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from roma_lab.results import label_if_not_measured
+
     if summary.empty:
         raise ValueError("no atomizer rows to plot")
     if ax is None:
@@ -111,4 +113,5 @@ def plot_atomizer(summary: pd.DataFrame, *, ax: Any = None) -> Any:
     ax.set_ylabel("share right (95% CI)")
     ax.set_title("Atomizer on held-out goals: " + ", ".join(dict.fromkeys(summary["model"])), fontsize="small")
     ax.legend(fontsize="small")
+    label_if_not_measured(ax.figure, summary["model"])
     return ax.figure

@@ -401,6 +401,10 @@ def plot_convergence(curves: pd.DataFrame, *, subset: str | None = None, ax=None
     ax.set_ylabel("best validation score")
     ax.set_title("Convergence" + (f": {subset}" if subset else ""))
     ax.legend(fontsize="small")
+    if "model" in curves.columns:
+        from roma_lab.results import label_if_not_measured
+
+        label_if_not_measured(ax.figure, curves["model"])
     return ax.figure
 
 
