@@ -360,3 +360,17 @@ def test_an_entry_that_is_not_a_regular_file_is_damaged_and_never_blocks(kind, t
         again = ask(dspy.LM("local/fake", engine=CachingEngine(fresh, model_id="fake", directory=tmp_path),
                             cache=False), "Six times seven?")
     assert again == "42" and len(fresh.requests) == 1 and entry.is_file() and not entry.is_symlink()
+
+
+def test_fresh_asks_the_model_again_and_replaces_the_recorded_completion(tmp_path, monkeypatch):
+    """Issue 44: a replay is instant and says so; $ROMA_LAB_FRESH (run --fresh) measures instead."""
+    from roma_lab.lm._cache import FRESH_ENV
+
+    answers = iter(["41", "42", "43"])
+    engine = ScriptedEngine(lambda r: {"answer": next(answers)})
+    lm = dspy.LM("local/fake", engine=CachingEngine(engine, model_id="fake", directory=tmp_path), cache=False)
+    assert ask(lm, "Six times seven?") == "41" and ask(lm, "Six times seven?") == "41"  # the second: a replay
+    monkeypatch.setenv(FRESH_ENV, "1")
+    assert ask(lm, "Six times seven?") == "42"  # asked again
+    monkeypatch.delenv(FRESH_ENV)
+    assert ask(lm, "Six times seven?") == "42"  # and the fresh completion is the recorded one now

@@ -230,7 +230,7 @@ def test_prompts_and_completions_are_shown_whole_and_cached_calls_are_marked(tmp
     assert f"answer to {goal}" in cached_page
     assert 'class="rt-cached"' not in fresh_page and 'data-cached="true"' not in fresh_page and "lookup" not in fresh_page
     assert '1 cached</span>' in rows(cached_page)["0"] and "s lookup" in detail(cached_page, "0")
-    assert 'data-cached="true"' in rows(cached_page)["0"] and "(1 cached)" in cached_page
+    assert 'data-cached="true"' in rows(cached_page)["0"] and "1 of 1 replayed from the cache" in cached_page
 
 
 def test_every_status_has_a_colour_and_a_badge():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from roma_lab.cluster import ClusterConnectError, WorkerEnvironmentError, resolve_cluster
 from roma_lab.lm import SPEED_LOG_ENV
+from roma_lab.lm._cache import FRESH_ENV
 from roma_lab.results import default_repo_root
 
 from ._runner import experiment_status, run_experiments
@@ -60,6 +61,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("stems", nargs="*", metavar="STEM", help="experiments to run, by notebook stem")
     run.add_argument("--all", action="store_true", help="run every experiment")
     run.add_argument("--force", action="store_true", help="re-run even when already completed")
+    run.add_argument("--fresh", action="store_true",
+                     help="ask the embedded model again instead of replaying its recorded completions (implies --force)")
     run.add_argument(
         "--set",
         action="append",
@@ -206,6 +209,9 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     # every kernel started below records the threads and tokens/s its embedded model ran with
     os.environ.setdefault(SPEED_LOG_ENV, str(results_root / SPEED_LOG))
+    if args.fresh:  # the kernels inherit it: no completion is replayed, each is asked of the model again
+        os.environ[FRESH_ENV] = "1"
+        args.force = True
 
     try:  # every value checked against every notebook before any cell runs
         overrides = _overrides(selected, texts)

@@ -164,6 +164,10 @@ def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:
     return entry
 
 
+#: Set to "1" (``python -m roma_lab.experiments run --fresh``), every embedded call asks the model again.
+FRESH_ENV = "ROMA_LAB_FRESH"
+
+
 class CachingEngine:
     """Wraps an engine: serve a request from ``directory`` if recorded, else call and record it. The
     key holds ``settings`` and the current rollout; a hit takes no request slot (only the wrapped
@@ -186,7 +190,9 @@ class CachingEngine:
         key = request_key(self.model_id, request, self.settings, rollout)
         path = _entry_path(self.directory, self.model_id, key)
         try:
-            entry = _read(path, key, self.model_id)
+            # $ROMA_LAB_FRESH: ask the model again (a replay is instant, a fresh run measures); the new
+            # completion replaces the recorded one
+            entry = None if os.environ.get(FRESH_ENV) == "1" else _read(path, key, self.model_id)
         except CorruptCacheEntryError as exc:
             entry = None
             try:

@@ -264,8 +264,8 @@ class Run:
 
     def calls_df(self) -> pd.DataFrame:
         """One row per role call (tidy): node, depth, role, tokens, cost, latency, context size, how
-        many tool calls it made and how many of those failed. Unknown tokens are <NA> and unknown
-        cost NaN."""
+        many tool calls it made and how many of those failed, and whether it was replayed from a
+        completion cache (``cached``: no model ran). Unknown tokens are <NA> and unknown cost NaN."""
         import pandas as pd
 
         rows = [
@@ -284,6 +284,7 @@ class Run:
                 "context_chars": c.context_chars,
                 "tool_calls": len(c.tools),
                 "tool_errors": sum(t.status != "ok" for t in c.tools),
+                "cached": c.cached is True,
                 "error": c.error,
             }
             for n in self.nodes
@@ -291,7 +292,7 @@ class Run:
         ]
         columns = ["node_id", "depth", "task_type", "role", "component", "model", "input_tokens",
                    "output_tokens", "cost", "latency_s", "started_s", "context_chars", "tool_calls", "tool_errors",
-                   "error"]
+                   "cached", "error"]
         return pd.DataFrame(rows, columns=columns).astype(
             {"cost": float, "input_tokens": "Int64", "output_tokens": "Int64"})
 
@@ -317,9 +318,10 @@ class Run:
             "latency_s": part["latency_s"].sum(),
             "tool_calls": part["tool_calls"].sum(),
             "tool_errors": part["tool_errors"].sum(),
+            "replayed_calls": part["cached"].sum(),  # served from the completion cache: a replay, not a run
         } for component, part in groups])
         return table.astype({"calls": int, "cost": float, "input_tokens": "Int64", "output_tokens": "Int64",
-                             "tool_calls": int, "tool_errors": int})
+                             "tool_calls": int, "tool_errors": int, "replayed_calls": int})
 
     def tools_df(self) -> pd.DataFrame:
         """One row per tool call (tidy): the node and role that made it, the tool, its server (empty

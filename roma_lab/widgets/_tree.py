@@ -247,7 +247,8 @@ def _summary_html(tree: dict[str, Any]) -> str:
     live = ", ".join(f"{t['states'][s]} {s}" for s in LIVE_STATES if t["states"].get(s))
     note = "" if tree["timed"] or tree["root"] is None else (
         " &middot; <i>this trace predates schedule times: the timeline shows role calls only</i>")
-    cached = f" ({t['cached_calls']} cached)" if t["cached_calls"] else ""
+    cached = (f' (<span class="rt-warn" title="no model ran: a replay of recorded completions">{t["cached_calls"]} of '
+              f'{t["calls"]} replayed from the cache</span>)') if t["cached_calls"] else ""
     bare = t.get("no_evidence", 0)
     unsupported = (f' &middot; <span class="rt-warn" title="answers that rest on a search that found nothing">'
                    f'{bare} without evidence</span>') if bare else ""
