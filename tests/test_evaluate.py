@@ -571,3 +571,13 @@ def test_the_shell_names_columns_by_flag_saves_the_paired_table_and_says_how_to_
     assert main([str(path), "--system", "single", "--lm", "scripted", "--question-column", "q", "--answer-column",
                  "gold", "--out", str(tmp_path / "out")]) == 130
     assert "run the same command again to resume" in capsys.readouterr().err
+
+
+def test_a_task_file_s_own_corpus_is_found_beside_it_and_the_set_says_what_search_reads(tmp_path):
+    (tmp_path / "mine_questions.csv").write_text("question,answer\nq?,a\n")
+    alone = tasks_from(tmp_path / "mine_questions.csv", corpus="beside")
+    assert alone.corpus is None and "closed-book" in alone.corpus_note()
+    (tmp_path / "mine_corpus.jsonl").write_text('{"id": "d", "text": "a"}\n')
+    beside = tasks_from(tmp_path / "mine_questions.csv", corpus="beside")
+    assert beside.corpus == str(tmp_path / "mine_corpus.jsonl") and "search reads" in beside.corpus_note()
+    assert str(tmp_path / "mine_corpus.jsonl") in beside.corpus_note()

@@ -62,6 +62,17 @@ class TaskSet:
     agent_task: Callable[[Item], AgentTask] | None = field(default=None, compare=False)
     source: str = ""
 
+    def corpus_note(self) -> str:
+        """What the search tools of these tasks read, in one line (a notebook prints it above its tables)."""
+        if self.agent_task is not None:
+            return f"{self.name}: the agent uses the task set's own tools and documents"
+        if self.corpus is None:
+            return (f"{self.name}: no corpus, so every system answers closed-book (from the model's memory); "
+                    "give corpus= (a folder of .txt/.md or a .jsonl file) for search to read")
+        if isinstance(self.corpus, str):
+            return f"{self.name}: search reads {self.corpus}"
+        return f"{self.name}: search reads the {len(self.corpus)} documents given"
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "items", tuple(self.items))
         if isinstance(self.corpus, list):
@@ -104,7 +115,9 @@ def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | 
 
     Each row needs a question and an answer (columns named by ``question`` and ``answer``); ``id``
     is optional (default: the row number from 1). A ``metadata`` column of mappings and any other
-    column go into the item's metadata. ``corpus`` gives the search tools something to read.
+    column go into the item's metadata. ``corpus`` gives the search tools something to read;
+    ``corpus="beside"``: the task file's own documents, ``<name>_corpus.jsonl`` beside
+    ``<name>_questions.csv`` (or ``<file>.corpus.jsonl``), else none (``TaskSet.corpus_note`` says which).
     ``max_bytes``: the largest task file read; ``max_field_chars``: the longest field of any source."""
     for limit_name, limit in (("max_bytes", max_bytes), ("max_field_chars", max_field_chars)):
         if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
@@ -118,6 +131,8 @@ def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | 
         if kind == "world":
             return world_task_set(rest or "dev")
     columns = {"question": question, "answer": answer, "id": id}
+    if corpus == BESIDE:
+        corpus = _beside(Path(source)) if isinstance(source, str | os.PathLike) else None
     corpus = _corpus(corpus)
     if isinstance(source, str | os.PathLike):
         path = Path(source)
@@ -138,6 +153,18 @@ def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | 
         return TaskSet(name, _items(records, _rows, name, name, columns, max_field_chars), corpus, source="list")
     raise TaskFileError(f"cannot read tasks from {type(source).__name__}: give a list of dicts, a DataFrame, a "
                         f"{'/'.join(_FORMATS)} file, 'benchmark:<name>' or 'world:<split>'")
+
+
+#: ``tasks_from(..., corpus=BESIDE)``: the documents that sit beside the task file, if any.
+BESIDE = "beside"
+
+
+def _beside(path: Path) -> str | None:
+    for candidate in (path.with_name(path.stem.removesuffix("_questions") + "_corpus.jsonl"),
+                      path.with_name(path.name + ".corpus.jsonl"), path.with_suffix(".corpus.jsonl")):
+        if candidate.is_file():
+            return str(candidate)
+    return None
 
 
 def _corpus(corpus: Any) -> tuple[str, ...] | str | None:
