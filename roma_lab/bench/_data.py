@@ -17,9 +17,10 @@ from types import MappingProxyType
 
 import numpy as np
 
+from roma_lab._environment import ENV
 from roma_lab.stats import check_sample_size
 
-DATA_ENV = "ROMA_LAB_DATA"
+DATA_ENV = ENV.data
 MANIFEST = "MANIFEST.tsv"  # path, bytes, sha256 (, source, licence) of every file under the data root
 
 # The GEPA / DSPy-tutorial split of PUPA_New (see graders/papillon/NOTES.md).

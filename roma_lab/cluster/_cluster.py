@@ -9,10 +9,12 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from roma_lab._environment import ENV
+
 __all__ = ["ENV_VAR", "IN_PROCESS", "ClusterConnectError", "ClusterSpec", "Session", "describe_cluster_name",
            "resolve_cluster", "session", "shutdown"]
 
-ENV_VAR = "ROMA_LAB_CLUSTER"
+ENV_VAR = ENV.cluster
 IN_PROCESS = "in-process"
 # A scheduler that does not answer within this many seconds is reported, not waited for.
 CONNECT_TIMEOUT_S = 20

@@ -9,11 +9,17 @@ import os
 import sys
 from pathlib import Path
 
-from roma_lab.cluster import ClusterConnectError, WorkerEnvironmentError, resolve_cluster
+from roma_lab._environment import ENV
+from roma_lab.cluster import (
+    ClusterConnectError,
+    WorkerEnvironmentError,
+    resolve_cluster,
+)
 from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.lm._cache import FRESH_ENV
 from roma_lab.results import default_repo_root
 
+from ._plan import parse_budget, plan_study, write_plan
 from ._runner import experiment_status, run_experiments
 from ._spec import (
     ExperimentSpec,
@@ -23,7 +29,6 @@ from ._spec import (
     parse_overrides,
     scan_specs,
 )
-from ._plan import parse_budget, plan_study, write_plan
 from ._times import SPEED_LOG, format_seconds, run_times, times_markdown
 
 
@@ -40,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     shared = argparse.ArgumentParser(add_help=False, parents=[where])
     shared.add_argument(
         "--lm",
-        default=os.environ.get("ROMA_LAB_LM"),
+        default=os.environ.get(ENV.lm),
         help="model name passed as LM to notebooks that declare it (default: $ROMA_LAB_LM, else the notebook's own)",
     )
     commands = parser.add_subparsers(dest="command", required=True)

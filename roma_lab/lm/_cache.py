@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from roma_lab._environment import ENV
 from roma_lab.results import quarantine, write_text_atomic
 
 from ._engine import SUPPORTED_PARAMS, request_messages
@@ -165,7 +166,7 @@ def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:
 
 
 #: Set to "1" (``python -m roma_lab.experiments run --fresh``), every embedded call asks the model again.
-FRESH_ENV = "ROMA_LAB_FRESH"
+FRESH_ENV = ENV.fresh
 
 
 class CachingEngine:

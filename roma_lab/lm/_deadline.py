@@ -19,9 +19,11 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from roma_lab._environment import ENV
+
 __all__ = ["CALL_DEADLINE_ENV", "DEFAULT_CALL_DEADLINE_S", "ModelCallDeadlineError", "call_deadline_s"]
 
-CALL_DEADLINE_ENV = "ROMA_LAB_CALL_DEADLINE_S"
+CALL_DEADLINE_ENV = ENV.call_deadline_s
 #: Seconds a remote call may take in all (DSPy's retries included), unless a model or a run says otherwise.
 DEFAULT_CALL_DEADLINE_S = 300.0
 

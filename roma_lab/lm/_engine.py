@@ -21,6 +21,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from roma_lab._environment import ENV
+
 from ._limits import request_slot
 from ._speed import ModelSpeed, append_speed
 
@@ -47,8 +49,8 @@ def free_cores() -> int:
     the measurements). Set $ROMA_LAB_THREADS lower when other CPU-bound work shares the machine:
     llama.cpp collapses when its threads compete for cores.
     """
-    if os.environ.get("ROMA_LAB_THREADS"):
-        return max(1, int(os.environ["ROMA_LAB_THREADS"]))
+    if os.environ.get(ENV.threads):
+        return max(1, int(os.environ[ENV.threads]))
     return len(os.sched_getaffinity(0))
 
 

@@ -24,11 +24,13 @@ import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
+from roma_lab._environment import ENV
+
 __all__ = ["DEFAULT_REMOTE_CONCURRENCY", "LIMIT_ENV", "arequest_slot", "max_concurrency", "request_slot",
            "set_max_concurrency"]
 
 DEFAULT_REMOTE_CONCURRENCY = 8
-LIMIT_ENV = "ROMA_LAB_MAX_CONCURRENCY"
+LIMIT_ENV = ENV.max_concurrency
 _overrides: dict[str, int] = {}
 _gates: dict[tuple[str, int], threading.BoundedSemaphore] = {}
 _lock = threading.Lock()

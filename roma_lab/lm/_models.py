@@ -14,6 +14,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from roma_lab._environment import ENV
+
 __all__ = [
     "DEFAULT_VARIANT",
     "MODELS",
@@ -93,7 +95,7 @@ DEFAULT_VARIANT = "qwen2.5-coder-1.5b"
 
 def cache_dir() -> Path:
     """$ROMA_LAB_CACHE, else ~/.cache/roma_lab (holds assembled models and recorded completions)."""
-    return Path(os.environ.get("ROMA_LAB_CACHE") or Path.home() / ".cache" / "roma_lab")
+    return Path(os.environ.get(ENV.cache) or Path.home() / ".cache" / "roma_lab")
 
 
 def part_paths(spec: ModelSpec) -> list[Path]:

@@ -12,10 +12,12 @@ import os
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from roma_lab._environment import ENV
+
 __all__ = ["endpoint", "remote_kwargs"]
 
-API_BASE_ENV = "ROMA_LAB_API_BASE"
-API_KEY_ENV = "ROMA_LAB_API_KEY"
+API_BASE_ENV = ENV.api_base
+API_KEY_ENV = ENV.api_key
 # Sent to a server named without a key, so LiteLLM never falls back to $OPENAI_API_KEY and hands
 # the user's OpenAI key to another server; keyless servers (llama.cpp, vLLM) accept any key.
 NO_KEY = "no-key"

@@ -7,12 +7,19 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
 from typing import Any
 
+from roma_lab._environment import ENV
 from roma_lab.results import NOT_A_MEASUREMENT
 
-from ._models import DEFAULT_VARIANT, MODELS, cache_dir, file_sha256, model_file, part_paths
+from ._models import (
+    DEFAULT_VARIANT,
+    MODELS,
+    cache_dir,
+    file_sha256,
+    model_file,
+    part_paths,
+)
 from ._remote import endpoint, remote_kwargs
 from ._scripted import SCRIPTED, is_scripted, scripted_lm
 
@@ -20,7 +27,7 @@ __all__ = ["ENGINE_ENV", "LOCAL_ENGINES", "SLOTS_ENV", "LocalModel", "describe_l
            "local_engine_settings", "local_slots",
            "model_label", "replay_lm", "resolve_lm"]
 
-ENV_VAR = "ROMA_LAB_LM"
+ENV_VAR = ENV.lm
 
 # Settings that configure the engine; every other keyword goes to dspy.LM.
 _ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode", "slots")
@@ -28,8 +35,8 @@ _ENGINE_KWARGS = ("n_ctx", "n_threads", "json_mode", "slots")
 #: is the default: on the 2-core machine the server's batching bought no agent tasks per hour
 #: (design/local_model.md, "Engines").
 LOCAL_ENGINES = ("llama-cpp-python", "llama.cpp-server")
-ENGINE_ENV = "ROMA_LAB_ENGINE"
-SLOTS_ENV = "ROMA_LAB_SLOTS"
+ENGINE_ENV = ENV.engine
+SLOTS_ENV = ENV.slots
 # dspy.LM defaults for local models; recorded and replayed runs must share them (they are in the key).
 _LM_DEFAULTS = {"max_tokens": 1024}
 # A model at the user's own server gets the embedded engine's settings (bounded, greedy unless a

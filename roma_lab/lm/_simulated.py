@@ -578,7 +578,7 @@ def simulated_provider(tasks: Any, models: Mapping[str, SimModel | float | Mappi
     """Serve ``models`` answering ``tasks`` on 127.0.0.1 while the block runs::
 
         with simulated_provider(tasks, {"strong": 0.8, "weak": 0.4}, seed=0) as sim:
-            os.environ["ROMA_LAB_API_BASE"] = sim.base_url   # then resolve_lm("openai/strong")
+            os.environ[ENV.api_base] = sim.base_url   # $ROMA_LAB_API_BASE; then resolve_lm("openai/strong")
 
     ``tasks`` is a ``TaskSet`` (``roma_lab.evaluate.tasks_from`` reads a task file) or Items;
     ``port`` 0 lets the OS pick one. See :class:`SimulatedWorld` for the answers, :class:`SimLatency`

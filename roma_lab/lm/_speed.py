@@ -16,7 +16,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-LOG_ENV = "ROMA_LAB_LM_LOG"
+from roma_lab._environment import ENV
+
+LOG_ENV = ENV.speed_log
 
 
 class ModelSpeed(BaseModel):

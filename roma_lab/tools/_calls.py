@@ -24,9 +24,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from ._artifacts import _RUN_STORE, ArtifactError, ArtifactRef
+from roma_lab._environment import ENV
 from roma_lab.trace import RomaSettings, ToolCall, clip, jsonable, reference
 from roma_lab.trace._types import ToolStatus
+
+from ._artifacts import _RUN_STORE, ArtifactError, ArtifactRef
 
 if TYPE_CHECKING:
     import dspy
@@ -34,7 +36,7 @@ if TYPE_CHECKING:
 _CLOSE_S = 10.0  # bound on closing the run's MCP connections (the SDK's own shutdown waits are ~6 s)
 _LIST_PAGES = 100  # a server whose tool listing never ends cannot hang a run
 _REAP_S = 5.0  # bound on waiting for a stdio server's killed processes to disappear
-_MARKER = "ROMA_LAB_MCP_SERVER"  # in a stdio server's environment: its descendants inherit it
+_MARKER = ENV.mcp_server  # in a stdio server's environment: its descendants inherit it
 
 
 class ToolCallError(RuntimeError):

@@ -48,12 +48,14 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from roma_lab._environment import ENV
+
 from ._cgroup import Cgroup, CgroupUnavailableError, cgroup_problem
 
 __all__ = ["ISOLATION_MODES", "SandboxResult", "SandboxUnavailableError", "check_sandbox", "run_python"]
 
 ISOLATION_MODES = ("bwrap", "audit-hook-only")
-_ISOLATION_ENV = "ROMA_LAB_SANDBOX"
+_ISOLATION_ENV = ENV.sandbox
 
 # Variables copied from the parent when present; everything else is dropped.
 _ENV_ALLOWLIST = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
@@ -386,8 +388,8 @@ def _package_paths() -> set[str]:
     paths = {os.path.realpath(package)}
     if (package.parent / "pyproject.toml").is_file():  # a checkout (editable or PYTHONPATH), not site-packages
         paths.add(os.path.realpath(package.parent))
-    if os.environ.get("ROMA_LAB_DATA"):
-        paths.add(os.path.realpath(os.environ["ROMA_LAB_DATA"]))
+    if os.environ.get(ENV.data):
+        paths.add(os.path.realpath(os.environ[ENV.data]))
     for dist in importlib.metadata.distributions(name=_PACKAGE):
         for top in {file.parts[0] for file in dist.files or ()}:
             if top == _PACKAGE or (top.startswith(f"{_PACKAGE}-") and top.endswith((".dist-info", ".egg-info"))):
