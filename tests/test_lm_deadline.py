@@ -138,3 +138,16 @@ def test_call_usage_refuses_every_count_outside_the_domain_of_a_count():
         assert usage.input_tokens is None and usage.output_tokens == 2
     with pytest.warns(UsageWarning, match="cost"):
         assert call_usage({"openai/m": {"prompt_tokens": 1}}, [{"model": "openai/m", "cost": -0.5}]).cost is None
+
+
+def test_a_reply_of_megabytes_is_cut_marked_and_warned_about(monkeypatch):
+    from stub_openai import StubServer
+
+    from roma_lab.lm._server import MAX_REPLY_CHARS, ReplyCutWarning
+
+    with StubServer(["x" * (MAX_REPLY_CHARS * 5)]) as server:
+        monkeypatch.setenv("ROMA_LAB_API_BASE", server.api_base)
+        with pytest.warns(ReplyCutWarning, match="was cut"):
+            (reply,) = resolve_lm("openai/huge", cache=False)("hello")
+    text = reply if isinstance(reply, str) else reply["text"]
+    assert len(text) < MAX_REPLY_CHARS + 100 and text.endswith(f"<cut: the reply had {MAX_REPLY_CHARS * 5:,} characters>")

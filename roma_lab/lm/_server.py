@@ -21,6 +21,7 @@ import logging
 import threading
 import urllib.error
 import urllib.request
+import warnings
 
 import dspy
 from dspy.clients._deprecation import warn_openai_messages
@@ -116,6 +117,35 @@ def _seeded(fields: dict, seed: int) -> dict:
     return fields
 
 
+#: The longest reply text kept from a remote model, in characters (a reply is a few thousand): a longer
+#: one is cut to this, marked, and warned about, so no trace, cache or table holds megabytes of it.
+MAX_REPLY_CHARS = 200_000
+
+
+class ReplyCutWarning(UserWarning):
+    """A model's reply was longer than ``MAX_REPLY_CHARS`` and was cut (the row's prediction shows the mark)."""
+
+
+def _bounded(model: str, outputs):
+    """``outputs`` with every text longer than ``MAX_REPLY_CHARS`` cut and marked."""
+    if not isinstance(outputs, list):
+        return outputs
+
+    def cut(text: str) -> str:
+        warnings.warn(f"{model}: a reply of {len(text):,} characters was cut to {MAX_REPLY_CHARS:,}", ReplyCutWarning,
+                      stacklevel=4)
+        return text[:MAX_REPLY_CHARS] + f"<cut: the reply had {len(text):,} characters>"
+
+    bounded = []
+    for output in outputs:
+        if isinstance(output, str) and len(output) > MAX_REPLY_CHARS:
+            output = cut(output)
+        elif isinstance(output, dict) and isinstance(output.get("text"), str) and len(output["text"]) > MAX_REPLY_CHARS:
+            output = {**output, "text": cut(output["text"])}
+        bounded.append(output)
+    return bounded
+
+
 class RemoteLM(dspy.LM):
     """``dspy.LM`` for a remote model: everything is DSPy's (engines, retries with back-off, history,
     usage, both cache tiers) except that a call missing the cache holds a request slot of the model's
@@ -159,7 +189,7 @@ class RemoteLM(dspy.LM):
     def __call__(self, prompt=None, *, messages=None, **kwargs):
         call = self._keyed(prepare(self, prompt, messages, kwargs))
         warn_openai_messages(self, messages)
-        return self._remember(call, finalize(self, call, self._execute(call)), False)
+        return _bounded(self.model, self._remember(call, finalize(self, call, self._execute(call)), False))
 
     @with_callbacks
     async def acall(self, prompt=None, *, messages=None, **kwargs):
@@ -168,7 +198,7 @@ class RemoteLM(dspy.LM):
         # prepare may read local files and _keyed may ask the server: both off the event loop
         call = await asyncio.to_thread(lambda: self._keyed(prepare(self, prompt, messages, kwargs, asynchronous=True)))
         warn_openai_messages(self, messages)
-        return self._remember(call, finalize(self, call, await self._aexecute(call)), True)
+        return _bounded(self.model, self._remember(call, finalize(self, call, await self._aexecute(call)), True))
 
 
 class ServerLM(RemoteLM):
