@@ -28,7 +28,7 @@ from roma_lab.lm import (
     rollout_seed,
     simulated_provider,
 )
-from roma_lab.lm.simulated import main as shell_main
+from roma_lab.evaluate.simulated import main as shell_main
 
 GOLDS = ["Paris", "8", "Shakespeare", "1,204", "3.75", "$17", "blue whale", "Marie Curie", "-4", "0", "Turku",
          "H2O", "1969", "Mount Everest", "12%"]
@@ -341,7 +341,7 @@ def test_the_shell_entry_serves_a_task_file_until_sigterm(tmp_path):
     path = tmp_path / "tasks.csv"
     path.write_text("id,question,answer\nq1,What is the capital of France?,Paris\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    server = subprocess.Popen([sys.executable, "-m", "roma_lab.lm.simulated", str(path), "--model", "sure=1.0",
+    server = subprocess.Popen([sys.executable, "-m", "roma_lab.evaluate.simulated", str(path), "--model", "sure=1.0",
                                "--price", "sure=1,2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env)
     try:

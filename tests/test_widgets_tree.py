@@ -15,7 +15,7 @@ import pytest
 from schedules import scheduled_run
 from view_pages import assert_loads_nothing_from_a_network, detail, execute_notebook, expandable, rows
 
-from roma_lab.trace import LMExchange, Node, RoleCall, Run
+from roma_lab.trace import LMExchange, Node, RoleCall, Run, without_evidence
 from roma_lab.controller import Roma, ScriptedRoles, Subtask
 from roma_lab.lm import CachingEngine
 from roma_lab.widgets import (
@@ -437,7 +437,7 @@ def test_an_answer_without_the_evidence_its_node_looked_for_is_flagged_amber_nev
     from roma_lab.widgets._tree import NO_EVIDENCE_COLOR
 
     run = teacher_run()
-    flagged = run.without_evidence()
+    flagged = without_evidence(run.nodes)
     assert set(flagged) == {"0.1", "0.3", "0"} and "found no passage" in flagged["0.1"]
     assert "0.1" in flagged["0.3"] and "aggregates" in flagged["0"]
     tree = trace_to_tree(run)

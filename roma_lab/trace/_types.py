@@ -252,13 +252,6 @@ class Run:
                 return n
         raise KeyError(f"no node {node_id!r} in this run")
 
-    def without_evidence(self) -> dict[str, str]:
-        """Node id -> why, for each node whose answer rests on a search that found nothing (its own, a
-        dependency's or a subtask's; ``roma_lab.trace.without_evidence``)."""
-        from ._evidence import without_evidence
-
-        return without_evidence(self.nodes)
-
     def children(self, node_id: str) -> tuple[Node, ...]:
         return tuple(n for n in self.nodes if n.parent_id == node_id)
 

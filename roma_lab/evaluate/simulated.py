@@ -1,7 +1,7 @@
-"""``python -m roma_lab.lm.simulated TASKS --model strong=0.8 --model weak=0.4``: the simulated provider
+"""``python -m roma_lab.evaluate.simulated TASKS --model strong=0.8 --model weak=0.4``: the simulated provider
 from the shell, on 127.0.0.1 until interrupted (Ctrl-C or SIGTERM).
 
-    python -m roma_lab.lm.simulated world:test --model strong=0.8 --model tiered=L1:0.9,L2:0.6,L3:0.3 \\
+    python -m roma_lab.evaluate.simulated world:test --model strong=0.8 --model tiered=L1:0.9,L2:0.6,L3:0.3 \\
         --price strong=0.15,0.60 --median-s 1 --p99-s 8 --rate-limit 0.02 --server-error 0.01 --port 8765
     ROMA_LAB_API_BASE=http://127.0.0.1:8765/v1 python -m roma_lab.evaluate world:test --system single \\
         --lm openai/strong --out results/sim
@@ -18,7 +18,13 @@ import signal
 import sys
 import threading
 
-from ._simulated import LOOPBACK, SimFaults, SimLatency, SimModel, simulated_provider
+from roma_lab.lm._simulated import (
+    LOOPBACK,
+    SimFaults,
+    SimLatency,
+    SimModel,
+    simulated_provider,
+)
 
 
 def _skill(text: str) -> float | dict[str, float]:
@@ -39,7 +45,7 @@ def _pairs(values: list[str], flag: str, parser: argparse.ArgumentParser) -> dic
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m roma_lab.lm.simulated", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m roma_lab.evaluate.simulated", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tasks", help="a task file, benchmark:<name> or world:<split> (roma_lab.evaluate.tasks_from)")
     parser.add_argument("--model", action="append", required=True,
@@ -62,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.host != LOOPBACK:
         parser.error(f"the simulated provider binds {LOOPBACK} only, not {args.host!r}")
-    from roma_lab.evaluate import TaskFileError, tasks_from
+    from ._tasks import TaskFileError, tasks_from
 
     prices = {name: value.split(",") for name, value in _pairs(args.price, "--price", parser).items()}
     try:
