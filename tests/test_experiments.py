@@ -776,3 +776,22 @@ def test_the_cluster_is_checked_for_the_models_a_set_names(project, monkeypatch)
     runner._cluster_record(batch.resolve_cluster("local:2"), [spec], smoke=False, lm=None, per="item",
                            overrides={"JUDGE_LM": "local:judge"})
     assert seen["models"] == ["local", "local:judge"]
+
+
+def test_a_running_cell_says_it_is_still_running_with_the_rows_written_so_far(tmp_path, monkeypatch, capsys):
+    """Issue 44: the runner's terminal is never silent while a cell runs."""
+    import time as _time
+    from types import SimpleNamespace
+
+    from roma_lab.experiments import _runner
+
+    monkeypatch.setattr(_runner, "HEARTBEAT_S", 0.05)
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "run0.csv").write_text("a,b\n1,2\n3,4\n")
+    announce = _runner._Announce("demo", 3, tmp_path)
+    announce(SimpleNamespace(source="# setup\nslow_call()"), 1)
+    _time.sleep(0.3)
+    announce.stop()
+    err = capsys.readouterr().err
+    assert "demo: cell 2/3: slow_call()" in err
+    assert "demo: cell 2/3 still running" in err and "2 result rows written so far" in err

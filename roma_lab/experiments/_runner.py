@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -474,17 +475,51 @@ def _smoke_banner(smoke: Mapping[str, Any], stem: str):
         id=SMOKE_BANNER_ID)
 
 
-def _announce(stem: str, n_cells: int) -> Callable[..., None]:
-    """nbclient's hook before each code cell: one line saying which notebook and cell is running and
-    how it starts, so a notebook that runs for an hour is not a silent ``0/1`` bar."""
-    from tqdm.auto import tqdm
+HEARTBEAT_S = 10.0  # a running cell says it is still running at least this often
 
-    def hook(cell, cell_index: int, **_: Any) -> None:
+
+def _rows_so_far(out_dir: Path) -> int:
+    """Result rows written so far under ``out_dir`` (the runners' per-item run files: a row per item done)."""
+    rows = 0
+    for path in out_dir.rglob("run*.csv"):
+        try:
+            with path.open("rb") as f:
+                rows += max(0, sum(1 for _ in f) - 1)
+        except OSError:  # being replaced right now: counted at the next beat
+            pass
+    return rows
+
+
+class _Announce:
+    """nbclient's hook before each code cell: one line saying which notebook and cell is running and
+    how it starts, then every ``HEARTBEAT_S`` while it runs a line with its time and the result rows
+    written so far, so a notebook that runs for an hour is never a silent terminal."""
+
+    def __init__(self, stem: str, n_cells: int, out_dir: Path):
+        self.stem, self.n_cells, self.out_dir = stem, n_cells, out_dir
+        self.cell, self.started = 0, time.monotonic()
+        self._stop = threading.Event()
+        self._beat = threading.Thread(target=self._run, name=f"heartbeat-{stem}", daemon=True)
+
+    def __call__(self, cell, cell_index: int, **_: Any) -> None:
+        from tqdm.auto import tqdm
+
         first = next((line.strip() for line in cell.source.splitlines()
                       if line.strip() and not line.lstrip().startswith("#")), "")
-        tqdm.write(f"{stem}: cell {cell_index + 1}/{n_cells}: {first[:90]}", file=sys.stderr)
+        self.cell, self.started = cell_index + 1, time.monotonic()
+        tqdm.write(f"{self.stem}: cell {self.cell}/{self.n_cells}: {first[:90]}", file=sys.stderr)
+        if not self._beat.is_alive():
+            self._beat.start()
 
-    return hook
+    def _run(self) -> None:
+        from tqdm.auto import tqdm
+
+        while not self._stop.wait(HEARTBEAT_S):
+            tqdm.write(f"{self.stem}: cell {self.cell}/{self.n_cells} still running ({time.monotonic() - self.started:.0f} s); "
+                       f"{_rows_so_far(self.out_dir)} result rows written so far", file=sys.stderr)
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel_env: Mapping[str, str]) -> None:
@@ -492,6 +527,7 @@ def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel
     import papermill
 
     n_cells = len(nbformat.read(spec.notebook, as_version=4).cells) + 1  # papermill adds the injected parameters
+    announce = _Announce(spec.stem, n_cells, out_dir)
     try:
         papermill.execute_notebook(
             str(spec.notebook),
@@ -502,9 +538,10 @@ def _execute(spec: ExperimentSpec, out_dir: Path, params: dict[str, Any], kernel
             kernel_name="python3",
             progress_bar=False,
             kernel_manager_class=_kernel_manager_class(out_dir, kernel_env),
-            on_cell_execute=_announce(spec.stem, n_cells),
+            on_cell_execute=announce,
         )
     finally:
+        announce.stop()
         _stop_kernel(out_dir)  # papermill shuts its kernel down; this only clears the record
 
 
