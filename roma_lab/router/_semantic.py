@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from ._benchmark import FAMILIES, labels_matrix
 from ._encoder import GGUFPooled, MiniLM, encode_cached
 from ._model import Featurizer, OperationModel, check_prompt, route_quality
 from ._ops import route_cost
-from ._suite import FAMILIES, labels_matrix
 
 VARIANTS: tuple[str, ...] = ("lexical", "semantic", "lexical+semantic")
 #: Embedding-block scales tried on dev: an embedding has norm 1, a train prompt ~230 active n-grams.
@@ -228,17 +228,3 @@ def route_natural(models: Mapping[str, OperationModel], prompts: pd.DataFrame) -
                          "coverage": all(op in route for op in r.labels),
                          "exact_route": "".join(route) == r.labels, "cost": route_cost(route)})
     return pd.DataFrame(rows)
-
-
-def coverage_by_family(scores: pd.DataFrame) -> pd.DataFrame:
-    """Natural-prompt coverage per family x variant (wide, for reading; the tidy scores stay the source)."""
-    table = scores.pivot_table(index=["family", "labels"], columns="condition", values="coverage", aggfunc="mean")
-    return table.reindex(columns=[c for c in VARIANTS if c in table.columns]).reset_index()
-
-
-def with_name(model: OperationModel, name: str):
-    """The learned policy of `model`, named for the tables."""
-    from ._policies import Learned
-
-    return replace(Learned(model), name=name)
-

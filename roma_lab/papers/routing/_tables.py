@@ -26,12 +26,11 @@ import pandas as pd
 
 from ...results import (MeasuredTables, as_metrics, beside_paper, compare, read_paper_reported, record_stats,
                         summarize, wide, write_table, write_text_atomic)
-from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, INCORRECT, NO_ANSWER,
-                      PRE_LOCK_TEST_TEMPLATES, SPLITS, STANDARD_OVERLAP, SUPPORT_OPS, TAU_GRID, UNAVAILABLE, Hybrid,
-                      Learned, OneShot, OperationModel, SemanticStudy, StaticWorkload, Task, TrainingConfig,
-                      baseline_policies, coverage_by_family, evaluate, generate_suite, labels_matrix, natural_prompts,
-                      reword, route_natural, split_tasks, suite_families, summarize_routes, sweep_threshold,
-                      with_name)
+from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
+                      STANDARD_OVERLAP, SUPPORT_OPS, Hybrid, Learned, OneShot, OperationModel, SemanticStudy,
+                      StaticWorkload, Task, TrainingConfig, baseline_policies, count_failures, evaluate,
+                      generate_suite, labels_matrix, natural_prompts, reword, route_natural, split_tasks,
+                      suite_families, summarize_routes, sweep_threshold)
 from ...router import suite_hash as hash_tasks
 from ...stats import DEFAULT_STATS, StatsSettings, stratified_sample
 
@@ -280,7 +279,9 @@ def ablation_table(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS):
     return {"table4_ablations": summary, "table4_vs_paper": _vs_paper(summary, "table4", study, stats=stats)}
 
 
-def threshold_table(study: RouterStudy, *, taus: Sequence[float] = TAU_GRID):
+def threshold_table(study: RouterStudy, *, taus: Sequence[float] | None = None):
+    """Table 5: the fitted router at every tau of `taus` (default: the grid tau was selected from on dev)."""
+    taus = tuple(study.tau_selection["tau"]) if taus is None else taus
     sweep = pd.concat([sweep_threshold(study.model, study.split(s), taus).assign(subset=s)
                        for s in ("test", "challenge")], ignore_index=True)
     sweep["condition"] = sweep["tau"].map(lambda t: f"learned@{t:.2f}")
@@ -322,9 +323,7 @@ def failure_analysis(study: RouterStudy, split: str = "challenge"):
                  .agg(n_tasks=("task_id", "size"), n_failures=("failed", "sum"),
                       typical_route=("route", lambda r: r.mode().iat[0]),
                       **{f"p_{o}": (f"p_{o}", "mean") for o in SUPPORT_OPS},
-                      incorrect=("status", lambda s: int((s == INCORRECT).sum())),
-                      no_answer=("status", lambda s: int((s == NO_ANSWER).sum())),
-                      unavailable=("status", lambda s: int((s == UNAVAILABLE).sum())))
+                      **{kind: ("status", lambda s, kind=kind: count_failures(s)[kind]) for kind in count_failures(())})
                  .reset_index().rename(columns={"labels": "minimum_route"}))
     by_family.insert(0, "subset", split)
     needed = pd.DataFrame([{"condition": r["family"], "subset": split, "metric": f"p_{op}", "value": r[f"p_{op}"]}
@@ -392,13 +391,19 @@ def _semantic_models(sem: SemanticStudy) -> dict[str, str]:
             for v in sem.models} | {"static": "none (the static route)"}
 
 
+def _coverage_by_family(scores: pd.DataFrame, variants: Sequence[str]) -> pd.DataFrame:
+    """Natural-prompt coverage per family x variant (wide, for reading; the tidy scores stay the source)."""
+    table = scores.pivot_table(index=["family", "labels"], columns="condition", values="coverage", aggfunc="mean")
+    return table.reindex(columns=[c for c in variants if c in table.columns]).reset_index()
+
+
 def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, natural_path=None):
     """The router variants (lexical, semantic, lexical+semantic) and static routing on test and
     challenge, paired against the lexical router and against static routing; their coverage of the
     hand-written natural prompts, paired against the lexical router; the paper's lexical figures beside.
     Every variant was fitted and chosen on train and dev (`semantic_selection`)."""
     study = sem.study
-    policies = [with_name(m, v) for v, m in sem.models.items()] + [StaticWorkload()]
+    policies = [Learned(m, name=v) for v, m in sem.models.items()] + [StaticWorkload()]
     models = _semantic_models(sem)
     scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
     scores["model"] = scores["condition"].map(models)
@@ -420,7 +425,7 @@ def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, 
     ours = pd.concat([summary, as_metrics(paired, ["ci_low", "ci_high", "sign_test_p"])], ignore_index=True)
     return {"semantic_selection": sem.selection, "semantic_tasks": scores, "semantic_summary": summary,
             "semantic_paired": paired, "semantic_natural_tasks": natural, "semantic_natural_summary": natural_summary,
-            "semantic_natural_paired": natural_paired, "semantic_natural_by_family": coverage_by_family(natural),
+            "semantic_natural_paired": natural_paired, "semantic_natural_by_family": _coverage_by_family(natural, list(sem.models)),
             "semantic_vs_paper": _vs_paper(ours, "semantic", study, stats=stats)}
 
 
