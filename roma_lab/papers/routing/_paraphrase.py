@@ -13,6 +13,11 @@ task's labels. Nothing here reads dev, test, challenge or any hand-written promp
 prompt, appended as it goes, so an interrupted run resumes where it stopped), then `paraphrases.csv`,
 `dropped.csv` and `generation.json` (the command, the protocol, the model file's SHA-256, the counts
 and the CSV's own SHA-256). `read_paraphrases` refuses a CSV whose hash is not the pinned one.
+
+`paraphrase_table` fits every router variant of `VARIANTS` (train, or train plus the paraphrases;
+calibration and tau on the suite's dev split as always), chooses one on the hand-written paraphrase
+dev set by the rule of design/router_paraphrase.md (`choose_variant`), and scores the chosen router
+and today's once on the locked test split, the challenge split and the natural prompts.
 """
 
 from __future__ import annotations
@@ -21,16 +26,30 @@ import hashlib
 import json
 import re
 import string
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
+import numpy as np
 import pandas as pd
 
-from ...router import FAMILIES, Task
+from ...results import compare, summarize
+from ...router import (ENCODERS, FAMILIES, Learned, OperationModel, SemanticStudy, Task, evaluate, labels_matrix,
+                       natural_prompts, route_natural, summarize_routes)
+from ...stats import DEFAULT_STATS, StatsSettings
 
-__all__ = ["PROTOCOL", "ParaphraseProtocol", "generate_paraphrases", "keep_rewrites", "paraphrase_order",
-           "parse_rewrites"]
+__all__ = ["PARAPHRASE_DEV_SHA256", "PARAPHRASES_SHA256", "PROTOCOL", "VARIANTS", "ParaphraseProtocol",
+           "RouterVariant", "choose_variant", "fit_variant", "generate_paraphrases", "keep_rewrites",
+           "paraphrase_dev_prompts", "paraphrase_order", "paraphrase_table", "parse_rewrites", "read_paraphrases"]
+
+_DATA = Path(__file__).resolve().parents[3] / "data"
+PARAPHRASES = _DATA / "router_paraphrases" / "paraphrases.csv"
+#: The generated paraphrases as shipped (data/router_paraphrases/generation.json records the same hash).
+PARAPHRASES_SHA256 = "to be pinned when the generation ends"
+PARAPHRASE_DEV = _DATA / "router_paraphrase_dev" / "prompts.csv"
+#: The hand-written paraphrase dev set, committed before any augmented router was scored.
+PARAPHRASE_DEV_SHA256 = "6dc151b0c35b24c14df53d46e7b500d7a38be7c3e7924a9f462c9d2d9cb4c2af"
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,9 +154,7 @@ def generate_paraphrases(train: Sequence[Task], out_dir: str | Path, *, protocol
     """Ask the model for rewrites of the first `limit` train prompts in `paraphrase_order` (all by
     default), resuming from `out_dir/replies.jsonl`; write the kept and dropped rewrites and
     `generation.json`, and return that record."""
-    import time
-
-    from ...lm import MODELS, DEFAULT_VARIANT, resolve_lm
+    from ...lm import DEFAULT_VARIANT, MODELS, resolve_lm
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -181,3 +198,160 @@ def generate_paraphrases(train: Sequence[Task], out_dir: str | Path, *, protocol
               "paraphrases_csv_sha256": _sha256(csv)}
     (out / "generation.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+# --------------------------------------------------------------------------- reading
+def read_paraphrases(train: Sequence[Task], path: str | Path | None = None, *,
+                     sha256: str | None = None) -> tuple[list[str], np.ndarray]:
+    """(texts, labels) of the shipped paraphrases, each with its source train task's labels; a file
+    whose SHA-256 is not the pinned one (`sha256`, default `PARAPHRASES_SHA256`) is refused, and so is
+    a row whose task is not in `train` or whose family is not that task's."""
+    path = Path(path or PARAPHRASES)
+    if not path.is_file():
+        raise FileNotFoundError(f"paraphrases not found at {path}; generate them with "
+                                "python -m roma_lab.papers.routing paraphrase --out data/router_paraphrases")
+    digest, expected = _sha256(path), sha256 or PARAPHRASES_SHA256
+    if digest != expected:
+        raise ValueError(f"{path} has SHA-256 {digest}, not the pinned {expected}")
+    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    by_id = {t.task_id: t for t in train}
+    wrong = [r.task_id for r in table.itertuples() if r.task_id not in by_id or by_id[r.task_id].family != r.family]
+    if wrong:
+        raise ValueError(f"{path}: {len(wrong)} row(s) name no train task of their family, e.g. {wrong[:3]}")
+    return list(table["prompt"]), labels_matrix([by_id[i] for i in table["task_id"]])
+
+
+def paraphrase_dev_prompts(path: str | Path | None = None) -> pd.DataFrame:
+    """The hand-written paraphrase dev set (pinned), with each family's minimum route in `labels`."""
+    return natural_prompts(path or PARAPHRASE_DEV, sha256=PARAPHRASE_DEV_SHA256)
+
+
+# --------------------------------------------------------------------------- variants
+@dataclass(frozen=True, slots=True)
+class RouterVariant:
+    name: str
+    paraphrases: bool                  # train on train + the paraphrases (else train only)
+    chars: bool = True                 # character 3-5-grams beside words and bigrams
+    label_smoothing: float = 0.0
+    encoder: str | None = None         # a MiniLM-style block beside the n-grams (issue 12's lexical+semantic)
+
+
+#: The variants compared on the paraphrase dev set, in tie-break order (design/router_paraphrase.md).
+VARIANTS: tuple[RouterVariant, ...] = (
+    RouterVariant("lexical", paraphrases=False),
+    RouterVariant("lexical+para", paraphrases=True),
+    RouterVariant("words+para", paraphrases=True, chars=False),
+    RouterVariant("lexical+para+ls0.1", paraphrases=True, label_smoothing=0.1),
+    RouterVariant("lexical+para+ls0.2", paraphrases=True, label_smoothing=0.2),
+    RouterVariant("minilm+para", paraphrases=True, encoder="minilm"),
+)
+#: The issue's speed budget: training at most 1 s; routing at most 0.05 ms per task, or, on a loaded
+#: machine where today's router itself is slower than that, at most 1.5x today's router measured in
+#: the same run (design/router_paraphrase.md, amendment made before any variant was scored).
+MAX_TRAIN_SECONDS = 1.0
+MAX_ROUTE_MS = 0.05
+MAX_ROUTE_RATIO = 1.5
+
+
+def fit_variant(study, variant: RouterVariant, paraphrases: tuple[list[str], np.ndarray], *,
+                repeats: int = 3) -> tuple[OperationModel, float]:
+    """The variant's router, calibrated and thresholded on the suite's dev split, and its training
+    seconds (the best of `repeats` fits, as the speed benchmark times on a shared machine; an encoder
+    variant: issue 12's one timed fit at the chosen scale). `lexical` is the study's own router."""
+    train = study.split("train")
+    texts, labels = [t.prompt for t in train], labels_matrix(train)
+    if variant.paraphrases:
+        texts, labels = texts + list(paraphrases[0]), np.vstack([labels, paraphrases[1]])
+    if variant.encoder is not None:
+        sem = SemanticStudy.build(study, encoders=(variant.encoder,), train=(texts, labels))
+        chosen = sem.selection.query("variant == 'lexical+semantic' and selected")
+        return sem.models["lexical+semantic"], float(chosen["train_seconds"].iloc[0])
+    from dataclasses import replace
+
+    config = replace(study.training, chars=variant.chars, label_smoothing=variant.label_smoothing)
+    seconds = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        model = OperationModel.fit(texts, labels, config)
+        seconds.append(time.perf_counter() - start)
+    if config == study.training and not variant.paraphrases:
+        return study.model, min(seconds)      # the same fit: today's router as the study holds it
+    dev = study.split("dev")
+    dev_texts, dev_labels = [t.prompt for t in dev], labels_matrix(dev)
+    model, _ = model.calibrate(dev_texts, dev_labels).select_threshold(dev_texts, dev_labels)
+    return model, min(seconds)
+
+
+def _route_ms(model: OperationModel, texts: Sequence[str], encoder: str | None, repeats: int = 7) -> float:
+    """Routing per task as the project's speed benchmark measures it (benchmarks/bench_router.py: a
+    batch routed at once, the best of `repeats` runs on a shared machine), features computed from
+    the text; an encoder variant also pays its uncached encoding of the batch."""
+    def once() -> float:
+        start = time.perf_counter()
+        if encoder is not None:
+            ENCODERS[encoder].encode(list(texts))
+        model.routes(list(texts))
+        return time.perf_counter() - start
+
+    model.prepare(texts)
+    return min(once() for _ in range(repeats)) * 1000 / len(texts)
+
+
+def choose_variant(selection: pd.DataFrame) -> str:
+    """design/router_paraphrase.md's rule over the selection rows: among the eligible, the highest
+    paraphrase-dev coverage, then exact route, then lower mean cost, then the earlier row."""
+    eligible = selection[selection["eligible"]].reset_index(drop=True)
+    if eligible.empty:
+        raise ValueError("no variant meets the speed budget")
+    ranked = eligible.assign(order=range(len(eligible))).sort_values(
+        ["coverage", "exact_route", "cost", "order"], ascending=[False, False, True, True])
+    return str(ranked["variant"].iloc[0])
+
+
+def paraphrase_table(study, *, stats: StatsSettings = DEFAULT_STATS, variants: Sequence[RouterVariant] = VARIANTS,
+                     paraphrases_path=None, paraphrases_sha256: str | None = None, dev_path=None,
+                     natural_path=None, repeats: int = 1) -> dict[str, pd.DataFrame]:
+    """Issue 45, one table set: every variant on the paraphrase dev set (`paraphrase_selection`, per
+    prompt in `paraphrase_dev_tasks`), the chosen one beside today's router (`lexical`) on the locked
+    test split and the challenge split (executed; `paraphrase_tasks`) and on the natural prompts
+    (`paraphrase_natural_tasks`), summarised with CIs (`paraphrase_summary`) and paired against
+    `lexical` (`paraphrase_paired`)."""
+    paraphrases = read_paraphrases(study.split("train"), paraphrases_path, sha256=paraphrases_sha256)
+    dev = paraphrase_dev_prompts(dev_path)
+    models: dict[str, OperationModel] = {}
+    rows, dev_scores = [], []
+    for v in variants:
+        model, seconds = fit_variant(study, v, paraphrases)
+        models[v.name] = model
+        scores = route_natural({v.name: model}, dev).assign(subset="paraphrase_dev")
+        dev_scores.append(scores)
+        route_ms = _route_ms(model, list(dev["prompt"]), v.encoder)
+        rows.append({"variant": v.name, "paraphrases": v.paraphrases, "chars": v.chars,
+                     "label_smoothing": v.label_smoothing, "encoder": v.encoder or "",
+                     "n_train_texts": len(study.split("train")) + (len(paraphrases[0]) if v.paraphrases else 0),
+                     "n_features": model.featurizer.n_features, "tau": model.tau,
+                     "coverage": scores["coverage"].mean(), "exact_route": scores["exact_route"].mean(),
+                     "cost": scores["cost"].mean(), "train_seconds": seconds, "route_ms": route_ms})
+    selection = pd.DataFrame(rows)
+    today = selection.loc[selection["variant"] == "lexical", "route_ms"].iloc[0]
+    selection["eligible"] = ((selection["train_seconds"] <= MAX_TRAIN_SECONDS)
+                             & (selection["route_ms"] <= max(MAX_ROUTE_MS, MAX_ROUTE_RATIO * today)))
+    chosen = choose_variant(selection)
+    selection["selected"] = selection["variant"] == chosen
+    dev_tasks = pd.concat(dev_scores, ignore_index=True)
+    before_after = {"lexical": models["lexical"]} | {chosen: models[chosen]}
+    policies = [Learned(m, name=name) for name, m in before_after.items()]
+    tasks = evaluate(policies, study.split("test") + study.split("challenge"), repeats=repeats)
+    natural = route_natural(before_after, natural_prompts(natural_path))
+    shown = dev_tasks[dev_tasks["condition"].isin(list(before_after))]
+    routed = ["coverage", "exact_route", "cost"]
+    summary = pd.concat([summarize_routes(tasks, stats=stats),
+                         summarize(shown, routed, ci=["coverage"], run=None, stats=stats),
+                         summarize(natural, routed, ci=["coverage"], run=None, stats=stats)], ignore_index=True)
+    paired = pd.DataFrame()
+    if chosen != "lexical":
+        paired = pd.concat([compare(tasks, chosen, "lexical", m, stats=stats) for m in ("success", "cost")]
+                           + [compare(frame, chosen, "lexical", m, stats=stats)
+                              for frame in (shown, natural) for m in ("coverage", "cost")], ignore_index=True)
+    return {"paraphrase_selection": selection, "paraphrase_dev_tasks": dev_tasks, "paraphrase_tasks": tasks,
+            "paraphrase_natural_tasks": natural, "paraphrase_summary": summary, "paraphrase_paired": paired}
