@@ -4,7 +4,8 @@
 test or challenge prompt or label is read for fitting or selection; every refit follows the same
 protocol). Each table function (`family_table` for Table 1, `standard_test_table` 2,
 `challenge_table` 3, `ablation_table` 4, `threshold_table` 5, then `training_size_curve`,
-`failure_analysis`, `hybrid_table`, `semantic_table`, `semantic_hybrid_table`) is a pure function
+`failure_analysis`, `hybrid_table`, `semantic_table`, `semantic_hybrid_table`, and issue 45's
+`paraphrase_table` from `_paraphrase`) is a pure function
 of the study returning DataFrames; `reproduce_tables(out_dir, ...)` runs the requested tables once,
 writes CSVs plus `summary.json`, puts the paper's reported figures beside ours through
 `roma_lab.results.beside_paper`, with the suite's hash on every comparison row, and returns them all
@@ -33,9 +34,10 @@ from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, 
                       suite_families, summarize_routes, sweep_threshold)
 from ...router import suite_hash as hash_tasks
 from ...stats import DEFAULT_STATS, StatsSettings, stratified_sample
+from ._paraphrase import paraphrase_table
 
 TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid",
-                           "semantic", "semantic_hybrid")
+                           "semantic", "semantic_hybrid", "paraphrase")
 #: Encoder candidates of the semantic tables, in tie-break order (design/router_semantic.md).
 ENCODER_CANDIDATES: tuple[str, ...] = tuple(ENCODERS)
 #: Tables that need the semantic variants (a sentence encoder); the others need the lexical study only.
@@ -477,6 +479,12 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
                              "max_entropy": None if pd.isna(gate["max_entropy"]) else float(gate["max_entropy"]),
                              "success": {r["subset"]: float(r["success"]) for _, r in rows.iterrows()},
                              "backoff_rate": {r["subset"]: float(r["backoff_rate"]) for _, r in rows.iterrows()}}
+    if "paraphrase_selection" in tables:
+        chosen = tables["paraphrase_selection"].query("selected").iloc[0]["variant"]
+        rows = wide(tables["paraphrase_summary"])
+        summary["paraphrase"] = {"chosen": chosen, **{
+            f"{r['condition']}@{r['subset']}": float(r["success"] if r["subset"] in ("test", "challenge") else r["coverage"])
+            for r in rows.to_dict("records")}}
     return summary
 
 
@@ -511,7 +519,8 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
     }
     sem = SemanticStudy.build(study, encoders=encoders) if set(tables) & set(SEMANTIC_TABLES) else None
     producers |= {"semantic": lambda: semantic_table(sem, stats=stats),
-                  "semantic_hybrid": lambda: semantic_hybrid_table(sem, stats=stats)}
+                  "semantic_hybrid": lambda: semantic_hybrid_table(sem, stats=stats),
+                  "paraphrase": lambda: paraphrase_table(study, stats=stats)}
     out: dict[str, pd.DataFrame] = {"tau_selection": study.tau_selection, "model_vs_paper": model_vs_paper(study)}
     for name in TABLES:
         if name in tables:
