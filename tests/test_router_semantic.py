@@ -168,6 +168,19 @@ def test_the_encoder_is_chosen_by_the_semantic_variants_dev_figures(study, fake_
     assert (sem.selection["encoder_selected"] == (sem.selection["encoder_name"].isin([sem.encoder, ""]))).all()
 
 
+def test_given_train_texts_are_what_the_embedding_variants_learn_from(study, fake_encoders):
+    """Issue 45: train plus extra texts (paraphrases) reach the n-grams and the encoder; lexical stays the study's."""
+    train = study.split("train")
+    extra = ["Zorblat quux the ledger, pls", "zorblat quux it again"]
+    labels = np.vstack([router.labels_matrix(train), router.labels_matrix(train[:2])])
+    sem = router.SemanticStudy.build(study, encoders=("words",), train=([t.prompt for t in train] + extra, labels))
+    assert "\nzorblat" in sem.models["lexical+semantic"].featurizer.lexical.vocabulary
+    assert set(extra) <= set(fake_encoders["words"].seen)
+    assert sem.models["lexical"] is study.model
+    plain = router.SemanticStudy.build(study, encoders=("words",))
+    assert "\nzorblat" not in plain.models["lexical+semantic"].featurizer.lexical.vocabulary
+
+
 def test_combined_features_are_the_ngrams_then_the_scaled_embedding(sem, study):
     model = sem.models["lexical+semantic"]
     X = model.featurizer.transform(["Which laboratory first synthesised compound BK-42?"]).toarray()

@@ -367,7 +367,7 @@ def paraphrase_table(study, *, stats: StatsSettings = DEFAULT_STATS, variants: S
     summary = pd.concat([summarize_routes(tasks, stats=stats),
                          summarize(shown, routed, ci=["coverage"], run=None, stats=stats),
                          summarize(natural, routed, ci=["coverage"], run=None, stats=stats)], ignore_index=True)
-    paired = pd.DataFrame()
+    paired = pd.DataFrame(columns=["condition", "metric", "value"])   # today's router chosen: nothing to pair
     if chosen != "lexical":
         paired = pd.concat([compare(tasks, chosen, "lexical", m, stats=stats) for m in ("success", "cost")]
                            + [compare(frame, chosen, "lexical", m, stats=stats)
