@@ -123,7 +123,8 @@ def test_the_shipped_paraphrases_are_what_their_record_says(train):
     assert record["command"].startswith("python -m roma_lab.papers.routing paraphrase --out data/router_paraphrases")
     texts, _ = P.read_paraphrases(train)
     assert len(texts) == record["kept"]
-    assert record["train_prompts"] % len(router.FAMILIES) == 0    # whole rounds: every family alike
+    assert record["train_prompts"] == record["of_train_prompts"] == len(train)   # every train prompt was asked
+    assert record["model_sha256"] == __import__("roma_lab.lm", fromlist=["MODELS"]).MODELS["qwen2.5-coder-1.5b"].sha256
 
 
 def test_the_paraphrase_dev_set_is_pinned_and_balanced(tmp_path):
