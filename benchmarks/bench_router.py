@@ -15,7 +15,7 @@ import time
 
 from roma_lab import router
 from roma_lab.papers import routing
-from roma_lab.router import _model, _semantic
+from roma_lab.router import _execute, _model, _semantic
 
 PAPER_TRAIN_S = 0.12
 PAPER_ROUTE_MS = 0.17
@@ -42,7 +42,7 @@ def main() -> None:
     tasks = router.generate_suite()
     train = router.split_tasks(tasks, "train")
     texts, labels = [t.prompt for t in train], router.labels_matrix(train)
-    X = router.Featurizer.fit(texts).transform(texts)
+    X = _model.Featurizer.fit(texts).transform(texts)
     train_s = best_of(lambda: _model.train_heads(X, labels, router.TrainingConfig()))
     fit_s = best_of(lambda: router.OperationModel.fit(texts, labels))
     study = routing.RouterStudy.build()
@@ -51,7 +51,7 @@ def main() -> None:
     learned = router.Learned(study.model)
     route_s = best_of(lambda: [learned(t) for t in test]) / len(test)
     batch_s = best_of(lambda: study.model.routes(test_texts)) / len(test)
-    route_exec_s = best_of(lambda: [router.execute(t, learned(t)) for t in test]) / len(test)
+    route_exec_s = best_of(lambda: [_execute.execute(t, learned(t)) for t in test]) / len(test)
     per_task = router.evaluate([learned], test, repeats=5)["latency_ms"]
 
     print(f"features: {study.model.featurizer.n_features}")

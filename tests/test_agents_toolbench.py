@@ -16,7 +16,7 @@ from roma_lab.lm import ScriptedEngine
 from roma_lab.agents import SUITE_TOOLS, Agent, AgentConfig, ToolUnavailable, suite_tasks
 from roma_lab.router import generate_suite, split_tasks
 from roma_lab.router._execute import direct_answer
-from roma_lab.router._suite import FAMILIES
+from roma_lab.router._benchmark import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES, OperationSession, tool_outcome
 
 EVAL_SPLITS = ("dev", "test", "challenge")

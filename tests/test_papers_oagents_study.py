@@ -20,7 +20,7 @@ from roma_lab.papers.oagents import Condition, compare_tts, measure_protocol, ru
 from roma_lab.papers.oagents._studies import _tasks
 from roma_lab.results import read_provenance, write_provenance
 from roma_lab.router._execute import direct_answer
-from roma_lab.router._suite import FAMILIES
+from roma_lab.router._benchmark import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
 from roma_lab.stats import StatsSettings
 

@@ -11,7 +11,7 @@ from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
 from roma_lab.papers.routing.__main__ import main as router_cli
-from roma_lab.router import _suite
+from roma_lab.router import _benchmark
 from roma_lab.stats import StatsSettings
 
 
@@ -261,7 +261,7 @@ def test_cli_writes_provenance_and_reports_bad_input(tmp_path, capsys):
 def test_training_subsets_are_stratified(study):
     train = study.split("train")
     sub = _tables._training_subset(train, 36)
-    assert len(sub) == 36 and len({t.family for t in sub}) == len(_suite.FAMILIES)
+    assert len(sub) == 36 and len({t.family for t in sub}) == len(_benchmark.FAMILIES)
     with pytest.raises(ValueError, match="training size"):
         _tables._training_subset(train, 0)
 

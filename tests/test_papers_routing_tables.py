@@ -50,9 +50,10 @@ def _small_suite():
 def study():
     vocab = {"\n" + word: i for i, word in enumerate(CUES)}
     weights = np.array([TEMPERATURES * logit(np.array(p)) for p in CUES.values()])
-    model = router.OperationModel(router.Featurizer(vocab, chars=False), weights, np.zeros(5), TEMPERATURES, TAU)
-    hand = routing.RouterStudy(_small_suite(), model, pd.DataFrame(), np.full(5, np.nan), 0.0, None,
-                              router.TrainingConfig())
+    model = router.OperationModel(_model.Featurizer(vocab, chars=False), weights, np.zeros(5), TEMPERATURES, TAU)
+    # tau "selected" from the router's grid: Table 5 sweeps the grid a study selected tau from
+    hand = routing.RouterStudy(_small_suite(), model, pd.DataFrame({"tau": _model.TAU_GRID}), np.full(5, np.nan), 0.0,
+                              None, router.TrainingConfig())
     for t in hand.tasks:   # the premise of every expectation below
         if t.split != "train":
             assert model.known_features(t.prompt) == 1, t.prompt
@@ -111,7 +112,7 @@ def test_table4_ablations(study):
     word_only = table[table["condition"] == "no_char_features"].iloc[0]
     assert word_only["tau"] == refit.model.tau
     train = [t.prompt for t in study.split("train")]
-    assert word_only["n_features"] == router.Featurizer.fit(train, chars=False).n_features
+    assert word_only["n_features"] == _model.Featurizer.fit(train, chars=False).n_features
 
 
 def test_failure_analysis_by_family(study):
@@ -150,7 +151,7 @@ def test_training_size_curve_refits_each_size_on_train(study):
             assert rows.loc[split, "success"] == res["success"].mean()
     # 12 is all of train: the same vocabulary as a fit on every train prompt
     train = [t.prompt for t in study.split("train")]
-    assert set(curve.loc[curve["n_train"] == 12, "n_features"]) == {router.Featurizer.fit(train).n_features}
+    assert set(curve.loc[curve["n_train"] == 12, "n_features"]) == {_model.Featurizer.fit(train).n_features}
     beside = out["training_size_vs_paper"]
     assert sorted(beside["n_train"].unique()) == [6, 12] and set(beside["paper"]) == {1.0, 0.759}
 

@@ -12,7 +12,7 @@ from scipy import sparse
 from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
-from roma_lab.router import _evaluate, _execute, _model, _ops, _policies, _suite
+from roma_lab.router import _benchmark, _evaluate, _execute, _model, _ops, _policies
 from roma_lab.stats import StatsSettings
 
 
@@ -36,7 +36,7 @@ def test_suite_sizes_and_workload_balance(suite):
     for split, size in {"train": 216, "dev": 72, "test": 108, "challenge": 108}.items():
         tasks = router.split_tasks(suite, split)
         assert len(tasks) == size
-        per_workload = {w: sum(t.workload == w for t in tasks) for w in _suite.WORKLOADS}
+        per_workload = {w: sum(t.workload == w for t in tasks) for w in _benchmark.WORKLOADS}
         assert set(per_workload.values()) == {size // 3}
     assert len({t.task_id for t in suite}) == 504
 
@@ -47,19 +47,19 @@ def test_same_seed_same_hash_other_seed_other_hash(suite):
 
 
 def test_templates_disjoint_across_splits_and_challenge_more_distant():
-    for family in _suite.FAMILIES.values():
+    for family in _benchmark.FAMILIES.values():
         t = family.templates
         assert len(set(t.values())) == 4, family.name
         # challenge paraphrases share fewer template words with train than the standard test does
-        assert router.train_overlap(family, t["challenge"]) < router.train_overlap(family, t["test"]), family.name
+        assert _benchmark.train_overlap(family, t["challenge"]) < _benchmark.train_overlap(family, t["test"]), family.name
 
 
 def test_template_words_drop_slots_and_case():
-    assert _suite.template_words("Sum the {stat} of Q1-values: {values}.") == {"sum", "the", "of", "q", "values"}
-    family = _suite.FAMILIES["growth_rate"]
-    assert router.train_overlap(family, family.templates["train"]) == 1.0
+    assert _benchmark.template_words("Sum the {stat} of Q1-values: {values}.") == {"sum", "the", "of", "q", "values"}
+    family = _benchmark.FAMILIES["growth_rate"]
+    assert _benchmark.train_overlap(family, family.templates["train"]) == 1.0
     # 3 shared words (by, what, percentage) out of 14 train words + 2 new ones
-    assert router.train_overlap(family, "By what percentage, roughly, overall?") == pytest.approx(3 / 16)
+    assert _benchmark.train_overlap(family, "By what percentage, roughly, overall?") == pytest.approx(3 / 16)
 
 
 def test_every_template_obeys_the_split_rule():
@@ -69,37 +69,37 @@ def test_every_template_obeys_the_split_rule():
 
 def test_standard_band_is_the_one_dev_already_spans():
     # the band is derived from dev (never rewritten), not chosen to admit a test template
-    dev = [router.train_overlap(f, f.templates["dev"]) for f in _suite.FAMILIES.values()]
-    challenge = [router.train_overlap(f, f.templates["challenge"]) for f in _suite.FAMILIES.values()]
+    dev = [_benchmark.train_overlap(f, f.templates["dev"]) for f in _benchmark.FAMILIES.values()]
+    challenge = [_benchmark.train_overlap(f, f.templates["challenge"]) for f in _benchmark.FAMILIES.values()]
     low, high = router.STANDARD_OVERLAP
     assert 0 <= min(dev) - low < 0.01 and 0 <= high - max(dev) < 0.01
     assert 0 <= router.CHALLENGE_MAX_OVERLAP - max(challenge) < 0.05
 
 
 def test_split_rule_rejects_the_pre_lock_test_wording():
-    pre_lock = {name: replace(f, templates={**f.templates, "test": _suite.PRE_LOCK_TEST_TEMPLATES.get(name, f.templates["test"])})
-                for name, f in _suite.FAMILIES.items()}
+    pre_lock = {name: replace(f, templates={**f.templates, "test": _benchmark.PRE_LOCK_TEST_TEMPLATES.get(name, f.templates["test"])})
+                for name, f in _benchmark.FAMILIES.items()}
     problems = router.split_rule_violations(pre_lock)
-    assert sorted(p.split()[0] for p in problems) == sorted(_suite.PRE_LOCK_TEST_TEMPLATES)
+    assert sorted(p.split()[0] for p in problems) == sorted(_benchmark.PRE_LOCK_TEST_TEMPLATES)
     assert all(" test: overlap with train " in p for p in problems)
     # a challenge template as close to train as a standard one breaks the rule too
-    near = {"statistic": replace(_suite.FAMILIES["statistic"], templates={
-        **_suite.FAMILIES["statistic"].templates, "challenge": "Compute the {stat} of the values {values}."})}
+    near = {"statistic": replace(_benchmark.FAMILIES["statistic"], templates={
+        **_benchmark.FAMILIES["statistic"].templates, "challenge": "Compute the {stat} of the values {values}."})}
     assert router.split_rule_violations(near) == ["statistic challenge: overlap with train 0.800, must be <= 0.2"]
 
 
 def test_suite_families_shows_every_overlap_with_train():
     table = router.suite_families().set_index("family")
-    for name, f in _suite.FAMILIES.items():
+    for name, f in _benchmark.FAMILIES.items():
         for split in ("dev", "test", "challenge"):
-            assert table.loc[name, f"overlap_{split}"] == router.train_overlap(f, f.templates[split])
+            assert table.loc[name, f"overlap_{split}"] == _benchmark.train_overlap(f, f.templates[split])
     pre_lock = table["overlap_test_pre_lock"].dropna()
-    assert set(pre_lock.index) == set(_suite.PRE_LOCK_TEST_TEMPLATES)
+    assert set(pre_lock.index) == set(_benchmark.PRE_LOCK_TEST_TEMPLATES)
     assert (pre_lock > router.STANDARD_OVERLAP[1]).all()
 
 
 def test_every_family_kind_is_present_in_every_split(suite):
-    for split in _suite.SPLITS:
+    for split in _benchmark.SPLITS:
         kinds = {t.kind for t in router.split_tasks(suite, split)}
         assert kinds == {"literal", "selection", "composition", "conflict", "availability"}
 
@@ -112,7 +112,7 @@ def test_only_literal_prompts_carry_a_quoted_answer(suite):
 
 def test_suite_families_documents_each_minimum_route():
     table = router.suite_families()
-    assert len(table) == len(_suite.FAMILIES)
+    assert len(table) == len(_benchmark.FAMILIES)
     assert dict(zip(table.family, table.minimum_route))["invoice_reconciliation"] == "TCV"
 
 
@@ -124,49 +124,49 @@ def test_unknown_split_is_a_clear_error(suite):
 # ----------------------------------------------------------------------------- operations
 def test_oracle_route_solves_every_task_and_direct_only_literals(suite):
     for t in suite:
-        assert router.execute(t, t.labels).success, t.task_id
-        assert router.execute(t, ()).success == (t.kind == "literal")
+        assert _execute.execute(t, t.labels).success, t.task_id
+        assert _execute.execute(t, ()).success == (t.kind == "literal")
 
 
 def test_execution_is_order_sensitive(suite):
     t = first(suite, "filtered_computation")
-    assert router.execute(t, ("D", "T", "C")).success
-    out = router.execute(t, ("T", "D", "C"))   # retrieval ran before the filter existed
+    assert _execute.execute(t, ("D", "T", "C")).success
+    out = _execute.execute(t, ("T", "D", "C"))   # retrieval ran before the filter existed
     assert out.status == "incorrect_answer"
-    assert router.execute(t, ("D", "C", "T")).status == "no_answer"
+    assert _execute.execute(t, ("D", "C", "T")).status == "no_answer"
 
 
 def test_missing_prerequisite_changes_the_artifact(suite):
     hop = first(suite, "multi_hop")
-    out = router.execute(hop, ("T",))
+    out = _execute.execute(hop, ("T",))
     assert out.status == "incorrect_answer" and out.answer == hop.payload["lab"]
     locale = first(suite, "locale_normalisation")
-    assert not router.execute(locale, ("C",)).success
+    assert not _execute.execute(locale, ("C",)).success
 
 
 def test_verification_needs_its_prerequisite(suite):
     inv = first(suite, "invoice_reconciliation")
     stated = f"{inv.payload['stated_total']:.2f}"
-    assert router.execute(inv, ("T", "V")).answer == stated          # nothing recomputed to verify against
-    assert router.execute(inv, ("T", "V", "C")).answer == stated     # verify ran before the code
-    assert router.execute(inv, ("T", "C", "V")).success
+    assert _execute.execute(inv, ("T", "V")).answer == stated          # nothing recomputed to verify against
+    assert _execute.execute(inv, ("T", "V", "C")).answer == stated     # verify ran before the code
+    assert _execute.execute(inv, ("T", "C", "V")).success
     conflict = first(suite, "conflicting_sources")
-    assert router.execute(conflict, ("V", "T")).status == "incorrect_answer"
-    assert router.execute(conflict, ("T", "V")).success
+    assert _execute.execute(conflict, ("V", "T")).status == "incorrect_answer"
+    assert _execute.execute(conflict, ("T", "V")).success
 
 
 def test_unavailable_component_stops_with_a_typed_failure(suite):
     t = first(suite, "retrieval_outage")
-    out = router.execute(t, ("T", "G"))
+    out = _execute.execute(t, ("T", "G"))
     assert out.status == "unavailable_component" and out.answer is None
     assert [s.op for s in out.trace] == ["T"]                         # G never ran
     assert out.cost == pytest.approx(1.0)
-    assert router.execute(t, ("G",)).success
+    assert _execute.execute(t, ("G",)).success
 
 
 def test_irrelevant_operation_costs_but_does_not_change_the_answer(suite):
     t = first(suite, "record_lookup")
-    base, extra = router.execute(t, ("T",)), router.execute(t, ("T", "G"))
+    base, extra = _execute.execute(t, ("T",)), _execute.execute(t, ("T", "G"))
     assert base.answer == extra.answer and extra.success
     assert extra.cost == pytest.approx(base.cost + _ops.COSTS["G"])
 
@@ -174,8 +174,8 @@ def test_irrelevant_operation_costs_but_does_not_change_the_answer(suite):
 def test_labels_never_grant_success(suite):
     t = first(suite, "filtered_computation")
     relabelled = replace(t, labels=("T",))
-    assert not router.execute(relabelled, ("T",)).success
-    assert router.execute(relabelled, ("D", "T", "C")).success
+    assert not _execute.execute(relabelled, ("T",)).success
+    assert _execute.execute(relabelled, ("D", "T", "C")).success
 
 
 def test_evaluator_is_exact(suite):
@@ -187,7 +187,7 @@ def test_evaluator_is_exact(suite):
 
 def test_unknown_operation_is_an_error(suite):
     with pytest.raises(ValueError, match="unknown operation"):
-        router.execute(suite[0], ("X",))
+        _execute.execute(suite[0], ("X",))
     with pytest.raises(ValueError, match="unknown operation"):
         _ops.canonical(["T", "Q"])
 
@@ -195,7 +195,7 @@ def test_unknown_operation_is_an_error(suite):
 @settings(max_examples=200, deadline=None)
 @given(index=st.integers(0, 503), route=st.lists(st.sampled_from(_ops.SUPPORT_OPS), max_size=6))
 def test_any_route_ends_in_a_typed_outcome(suite, index, route):
-    out = router.execute(suite[index], route)
+    out = _execute.execute(suite[index], route)
     assert out.status in _execute.OUTCOMES
     assert out.cost <= _ops.route_cost(tuple(route)) + 1e-9
     assert out.trace[-1].op == "A" or out.status == "unavailable_component"
@@ -204,7 +204,7 @@ def test_any_route_ends_in_a_typed_outcome(suite, index, route):
 # ----------------------------------------------------------------------------- model
 def test_dual_form_training_equals_plain_gradient_descent(suite):
     train = _tables._training_subset(router.split_tasks(suite, "train"), 40)
-    feats = router.Featurizer.fit([t.prompt for t in train])
+    feats = _model.Featurizer.fit([t.prompt for t in train])
     X, Y = feats.transform([t.prompt for t in train]), router.labels_matrix(train)
     _assert_textbook_update(X, Y, router.TrainingConfig(steps=60))
 
@@ -235,7 +235,7 @@ def _assert_textbook_update(X, Y, config):
 
 
 def test_featurizer_min_df_and_binary_values():
-    feats = router.Featurizer.fit(["alpha beta", "alpha gamma", "delta"], chars=False, min_df=2)
+    feats = _model.Featurizer.fit(["alpha beta", "alpha gamma", "delta"], chars=False, min_df=2)
     assert set(feats.vocabulary) == {"\nalpha"}
     X = feats.transform(["alpha alpha", "zeta"])
     assert isinstance(X, sparse.csr_matrix) and X.toarray().tolist() == [[1.0], [0.0]]
@@ -304,7 +304,7 @@ def test_batch_routes_equal_the_greedy_route_of_every_row(rows, tau, budget, max
 
 @pytest.mark.parametrize("chars", [True, False])
 def test_the_numpy_batch_featurizer_equals_the_per_prompt_n_grams(suite, chars):
-    feats = router.Featurizer.fit([t.prompt for t in router.split_tasks(suite, "train")], chars=chars)
+    feats = _model.Featurizer.fit([t.prompt for t in router.split_tasks(suite, "train")], chars=chars)
     texts = ([t.prompt for t in suite] + list(router.natural_prompts()["prompt"])
              + ["Ünïcode: the revenue of R-1234", "ab", "x", "Q3  revenue\tof\nR-1"])
     batch = feats.transform(texts)
@@ -327,16 +327,16 @@ def test_threshold_outside_unit_interval_is_rejected(study, tau):
 
 def test_negative_budget_is_rejected(study, suite):
     with pytest.raises(ValueError, match="budget must be >= 0"):
-        router.evaluate([router.Direct()], suite[:3], budget=-1)
+        router.evaluate([_policies.Direct()], suite[:3], budget=-1)
 
 
 # ----------------------------------------------------------------------------- policies
 def test_random_policy_is_deterministic_and_bounded(suite):
-    policy = router.Random(seed=3)
+    policy = _policies.Random(seed=3)
     routes = [policy(t) for t in suite]
-    assert routes == [router.Random(seed=3)(t) for t in suite]
+    assert routes == [_policies.Random(seed=3)(t) for t in suite]
     assert {len(r) for r in routes} == {0, 1, 2, 3}
-    assert routes != [router.Random(seed=4)(t) for t in suite]
+    assert routes != [_policies.Random(seed=4)(t) for t in suite]
 
 
 def _phrases_outside(rules, prompts):
@@ -357,7 +357,7 @@ def test_keyword_rules_come_from_training_vocabulary_only(suite):
 
 
 def test_keyword_policy_routes_by_whole_word_cues(suite):
-    keyword = router.Keyword()
+    keyword = _policies.Keyword()
     expected = {"multi_hop": ("D", "T"), "retrieval_outage": ("G",), "conflicting_sources": ("T", "V"),
                 "invoice_reconciliation": ("T", "C", "V"), "locale_normalisation": ("D", "C"), "data_literal": ()}
     for family, route in expected.items():
@@ -369,8 +369,8 @@ def test_keyword_policy_routes_by_whole_word_cues(suite):
 
 def test_static_and_fixed_fail_exactly_the_outages(suite):
     test = router.split_tasks(suite, "test")
-    for policy in (router.StaticWorkload(), router.FixedAgent()):
-        failed = {t.family for t in test if not router.execute(t, policy(t)).success}
+    for policy in (router.StaticWorkload(), _policies.FixedAgent()):
+        failed = {t.family for t in test if not _execute.execute(t, policy(t)).success}
         assert failed == {"retrieval_outage"}
 
 
@@ -397,7 +397,7 @@ def test_summary_metrics_on_a_known_table(study, suite):
     from roma_lab.results import compare, wide
 
     test = router.split_tasks(suite, "test")
-    scores = router.evaluate([router.StaticWorkload(), router.FixedAgent(), router.Oracle()], test, repeats=1)
+    scores = router.evaluate([router.StaticWorkload(), _policies.FixedAgent(), _policies.Oracle()], test, repeats=1)
     assert set(scores["condition"]) == {"static", "fixed_agent", "oracle"} and set(scores["subset"]) == {"test"}
     long = _evaluate.summarize_routes(scores, stats=StatsSettings(n_resamples=200))
     assert not long.duplicated(["condition", "subset", "metric"]).any()
@@ -420,15 +420,15 @@ def test_summary_metrics_on_a_known_table(study, suite):
 
 def test_reword_changes_only_the_named_families(suite):
     test = router.split_tasks(suite, "test")
-    reworded = _suite.reword(test, _suite.PRE_LOCK_TEST_TEMPLATES)
+    reworded = _benchmark.reword(test, _benchmark.PRE_LOCK_TEST_TEMPLATES)
     changed = {a.family for a, b in zip(test, reworded) if a.prompt != b.prompt}
-    assert changed == set(_suite.PRE_LOCK_TEST_TEMPLATES)
+    assert changed == set(_benchmark.PRE_LOCK_TEST_TEMPLATES)
     assert all(a.answer == b.answer and a.labels == b.labels and a.task_id == b.task_id for a, b in zip(test, reworded))
     growth = next(t for t in reworded if t.family == "growth_rate")
-    assert growth.prompt == _suite.PRE_LOCK_TEST_TEMPLATES["growth_rate"].format(**growth.slots)
-    assert _suite.reword(test, {}) == test
+    assert growth.prompt == _benchmark.PRE_LOCK_TEST_TEMPLATES["growth_rate"].format(**growth.slots)
+    assert _benchmark.reword(test, {}) == test
     with pytest.raises(ValueError, match="unknown family"):
-        _suite.reword(test, {"growth": "x"})
+        _benchmark.reword(test, {"growth": "x"})
 
 
 def _router_imports() -> dict[str, set[str]]:
@@ -448,8 +448,8 @@ def test_router_modules_import_each_other_without_a_cycle():
     from graphlib import TopologicalSorter
 
     graph = _router_imports()
-    assert graph["_ops"] == set() and graph["_suite"] == {"_ops"}   # the executor sits above both
-    assert {"_ops", "_suite"} <= graph["_execute"]
+    assert graph["_ops"] == set() and graph["_benchmark"] == {"_ops"}   # the executor sits above both
+    assert {"_ops", "_benchmark"} <= graph["_execute"]
     list(TopologicalSorter(graph).static_order())                    # raises CycleError on any cycle
 
 
@@ -464,6 +464,31 @@ def test_notebooks_benchmarks_and_widgets_use_public_router_names_only():
                                               (root / "roma_lab/widgets/_router.py").read_text()).group(1)))
     assert used and used <= set(router.__all__), sorted(used - set(router.__all__))
     assert all(hasattr(router, name) for name in router.__all__)
+
+
+def test_other_rooms_import_public_router_names_only_and_the_surface_stays_small():
+    """Issue 40: the router's public surface is what other rooms use (at most 35 names); no module of
+    the package outside `roma_lab/router/` imports a router name that is not in `__all__`, nor a
+    private router module."""
+    import ast
+    from pathlib import Path
+
+    package = Path(router.__file__).parents[1]
+    imported: dict[str, set[str]] = {}
+    for path in package.rglob("*.py"):
+        if path.parent.name == "router" and path.parent.parent == package:
+            continue
+        depth = len(path.relative_to(package).parts) - 1          # levels from the file's package to roma_lab
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                module = node.module or ""
+                absolute = module if node.level == 0 else ".".join(
+                    ["roma_lab", *path.relative_to(package).parts[:depth - node.level + 1], *filter(None, [module])])
+                if absolute.startswith("roma_lab.router"):
+                    imported.setdefault(absolute, set()).update(a.name for a in node.names)
+    assert imported.keys() <= {"roma_lab.router"}, sorted(imported)
+    assert imported["roma_lab.router"] <= set(router.__all__), sorted(imported["roma_lab.router"] - set(router.__all__))
+    assert len(router.__all__) <= 35
 
 
 def test_route_inspector_record(study):
@@ -499,7 +524,7 @@ def test_routing_text_without_words_or_with_control_characters_is_a_value_error(
     with pytest.raises(ValueError, match=problem):
         study.model.probabilities(["Compute the mean of 1, 2.", prompt])
     for policy in (router.Learned(study.model), router.OneShot(study.model), router.Hybrid(study.model, 0.1),
-                   router.Keyword()):
+                   _policies.Keyword()):
         with pytest.raises(ValueError, match=problem):
             policy(replace(suite[0], prompt=prompt))
 

@@ -13,7 +13,7 @@ import pytest
 from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
-from roma_lab.router import _suite
+from roma_lab.router import _benchmark
 from roma_lab.stats import StatsSettings
 
 HELD_OUT = ("test", "challenge")
@@ -79,7 +79,7 @@ def planted():
     wire = Tripwire()
     tasks = wire.plant(router.generate_suite())
     with wire.armed_():
-        study = routing.RouterStudy.fit(tasks, suite_seed=_suite.DEFAULT_SEED)
+        study = routing.RouterStudy.fit(tasks, suite_seed=_benchmark.DEFAULT_SEED)
     return wire, study, list(wire.reads)   # reads during the build, kept before any test clears them
 
 

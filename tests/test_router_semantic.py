@@ -12,7 +12,7 @@ import pytest
 from roma_lab import router
 from roma_lab.papers import routing
 from roma_lab.papers.routing import _tables
-from roma_lab.router import _encoder, _semantic
+from roma_lab.router import _encoder, _execute, _semantic
 from roma_lab.stats import StatsSettings
 
 
@@ -168,6 +168,19 @@ def test_the_encoder_is_chosen_by_the_semantic_variants_dev_figures(study, fake_
     assert (sem.selection["encoder_selected"] == (sem.selection["encoder_name"].isin([sem.encoder, ""]))).all()
 
 
+def test_given_train_texts_are_what_the_embedding_variants_learn_from(study, fake_encoders):
+    """Issue 45: train plus extra texts (paraphrases) reach the n-grams and the encoder; lexical stays the study's."""
+    train = study.split("train")
+    extra = ["Zorblat quux the ledger, pls", "zorblat quux it again"]
+    labels = np.vstack([router.labels_matrix(train), router.labels_matrix(train[:2])])
+    sem = router.SemanticStudy.build(study, encoders=("words",), train=([t.prompt for t in train] + extra, labels))
+    assert "\nzorblat" in sem.models["lexical+semantic"].featurizer.lexical.vocabulary
+    assert set(extra) <= set(fake_encoders["words"].seen)
+    assert sem.models["lexical"] is study.model
+    plain = router.SemanticStudy.build(study, encoders=("words",))
+    assert "\nzorblat" not in plain.models["lexical+semantic"].featurizer.lexical.vocabulary
+
+
 def test_combined_features_are_the_ngrams_then_the_scaled_embedding(sem, study):
     model = sem.models["lexical+semantic"]
     X = model.featurizer.transform(["Which laboratory first synthesised compound BK-42?"]).toarray()
@@ -204,8 +217,8 @@ def test_a_semantic_route_is_never_the_empty_evidence_direct_route(sem):
 def test_natural_prompts_are_pinned_and_cover_every_family():
     table = router.natural_prompts()
     assert len(table) == 136 and table["prompt_id"].is_unique
-    assert table.groupby("family").size().to_dict() == {f: 8 for f in router._suite.FAMILIES}
-    assert all(table["labels"] == ["".join(router._suite.FAMILIES[f].route) for f in table["family"]])
+    assert table.groupby("family").size().to_dict() == {f: 8 for f in router.FAMILIES}
+    assert all(table["labels"] == ["".join(router.FAMILIES[f].route) for f in table["family"]])
 
 
 def test_an_edited_natural_prompt_file_is_refused(tmp_path):
@@ -262,7 +275,7 @@ def test_semantic_tables_score_what_the_routers_route(sem, study):
     tasks = tables["semantic_tasks"].query("condition == 'semantic'")
     challenge = study.split("challenge")
     routes = sem.models["semantic"].routes([t.prompt for t in challenge])
-    expected = [router.execute(t, r).success for t, r in zip(challenge, routes)]
+    expected = [_execute.execute(t, r).success for t, r in zip(challenge, routes)]
     assert list(tasks.query("subset == 'challenge'")["success"]) == expected
 
 

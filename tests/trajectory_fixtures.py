@@ -20,7 +20,7 @@ import dspy
 
 from roma_lab.agents import Agent, AgentConfig, read_trajectories, run_agent, suite_tasks
 from roma_lab.lm import CachingEngine, ScriptedEngine, script_reply
-from roma_lab.router._suite import FAMILIES
+from roma_lab.router._benchmark import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
 
 FAMILY = "conflicting_sources"

@@ -14,16 +14,16 @@ from operator import attrgetter
 from typing import Any
 
 from roma_lab.bench import Grade, Item, exact_key, guarded, prediction_text
-from roma_lab.router import (DEFAULT_SEED, SPLITS, SUCCESS, TOOL_DESCRIPTIONS, TOOL_NAMES, OperationSession,
-                             generate_suite, split_tasks, tool_outcome)
+from roma_lab.router import (DEFAULT_SEED, SPLITS, SUCCESS, TOOLS, OperationSession, generate_suite, split_tasks,
+                             tool_outcome)
 
 from ._env import AgentTask, Tool, ToolContext, ToolUnavailable
 
 __all__ = ["SUITE_BENCHMARK", "SUITE_TOOLS", "SuiteGrader", "sample_suite_tasks", "suite_tasks"]
 
 SUITE_BENCHMARK = "meta-routing-tools"
-SUITE_TOOLS: tuple[Tool, ...] = tuple(Tool(TOOL_NAMES[op], TOOL_DESCRIPTIONS[op]) for op in TOOL_NAMES)
-_OP_OF = {name: op for op, name in TOOL_NAMES.items()}
+SUITE_TOOLS: tuple[Tool, ...] = tuple(Tool(t.name, t.description) for t in TOOLS)
+_OP_OF = {t.name: t.op for t in TOOLS}
 
 
 class _SuiteEnvironment:

@@ -2,7 +2,8 @@
 
 `evaluate` gives one row per task x policy (the policy in `condition`, the split in `subset`);
 `summarize_routes` is `roma_lab.results.summarize` over those scores plus what only the router
-knows how to compute from them (micro route quality, failure counts by status), as tidy rows;
+knows how to compute from them (micro route quality, failure counts by status: `count_failures`),
+as tidy rows;
 `sweep_threshold` scores one fitted model at every tau of a grid without refitting.
 """
 
@@ -16,17 +17,17 @@ import pandas as pd
 
 from ..results import summarize
 from ..stats import DEFAULT_STATS, StatsSettings
+from ._benchmark import labels_matrix
 from ._execute import INCORRECT, NO_ANSWER, UNAVAILABLE, execute
 from ._model import TAU_GRID, route_matrix, route_quality, routes_at
 from ._ops import BUDGET, MAX_SUPPORT_OPS, is_feasible, route_cost
-from ._suite import labels_matrix
 
 #: Columns of the tidy per-task table (one row per task x policy).
 TASK_COLUMNS = ("subset", "condition", "task_id", "workload", "family", "kind", "route", "labels", "status",
                 "success", "answer", "cost", "executed_cost", "budget_compliant", "exact_route", "latency_ms")
 #: Per-task columns summarised as means; success also gets a task-bootstrap CI.
 MEAN_METRICS = ("success", "cost", "latency_ms", "budget_compliant", "exact_route")
-_COUNTED = {"n_incorrect": INCORRECT, "n_no_answer": NO_ANSWER, "n_unavailable": UNAVAILABLE}
+_FAILURES = {"incorrect": INCORRECT, "no_answer": NO_ANSWER, "unavailable": UNAVAILABLE}
 
 
 def evaluate(policies: Sequence, tasks: Sequence, *, repeats: int = 5, budget: float = BUDGET,
@@ -70,10 +71,16 @@ def summarize_routes(scores: pd.DataFrame, *, stats: StatsSettings = DEFAULT_STA
     for (condition, subset), g in scores.groupby(["condition", "subset"], sort=False):
         quality = route_quality(list(g["route"]), route_matrix(g["labels"]))
         figures = {m: quality[m] for m in ("precision", "recall", "f1")} | {"n_failures": int((~g["success"]).sum())}
-        figures |= {name: int((g["status"] == status).sum()) for name, status in _COUNTED.items()}
+        figures |= {f"n_{name}": n for name, n in count_failures(g["status"]).items()}
         rows += [{"condition": condition, "subset": subset, "metric": metric, "value": value, "n": len(g)}
                  for metric, value in figures.items()]
     return pd.concat([means, pd.DataFrame(rows)], ignore_index=True)
+
+
+def count_failures(statuses) -> dict[str, int]:
+    """How many of `statuses` are each kind of failure: `incorrect`, `no_answer`, `unavailable`."""
+    statuses = list(statuses)
+    return {name: sum(s == status for s in statuses) for name, status in _FAILURES.items()}
 
 
 def sweep_threshold(model, tasks: Sequence, taus: Sequence[float] = TAU_GRID) -> pd.DataFrame:

@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Mapping
 
+from ._benchmark import FAMILIES
 from ._ops import ANSWER, COSTS, OP_NAMES, SUPPORT_OPS, Handler, _State
-from ._suite import FAMILIES
 
 SUCCESS = "success"
 INCORRECT = "incorrect_answer"

@@ -188,10 +188,13 @@ class TrainingConfig:
     lr0: float = 0.35
     chars: bool = True
     min_df: int = 2
+    #: every head's target becomes (1 - e) y + e / 2 (issue 45); the class balance still counts hard labels
+    label_smoothing: float = 0.0
 
     def __post_init__(self):
-        if self.l2 < 0 or self.steps < 1 or self.lr0 <= 0 or self.min_df < 1:
-            raise ValueError(f"need l2 >= 0, steps >= 1, lr0 > 0 and min_df >= 1, got {self}")
+        if self.l2 < 0 or self.steps < 1 or self.lr0 <= 0 or self.min_df < 1 or not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"need l2 >= 0, steps >= 1, lr0 > 0, min_df >= 1 and label_smoothing in [0, 1), "
+                             f"got {self}")
 
 
 def _sigmoid(z: np.ndarray) -> np.ndarray:
@@ -212,6 +215,7 @@ def train_heads(X, Y: np.ndarray, config: TrainingConfig) -> tuple[np.ndarray, n
         raise ValueError("every operation head needs both positive and negative training tasks")
     # positives and negatives each carry half of the total weight, per head
     weights = np.where(Y == 1, n / (2 * pos), n / (2 * (n - pos))) / n
+    targets = Y * (1 - config.label_smoothing) + config.label_smoothing / 2
     K = X @ X.T
     K = np.ascontiguousarray(K.toarray() if sparse.issparse(K) else K, dtype=np.float64)
     A = np.zeros(Y.shape)
@@ -219,7 +223,7 @@ def train_heads(X, Y: np.ndarray, config: TrainingConfig) -> tuple[np.ndarray, n
     decay = 1 - config.l2 * config.lr0 / np.sqrt(1 + np.arange(config.steps) / 50)
     for epoch in range(config.steps):
         lr = config.lr0 / np.sqrt(1 + epoch / 50)
-        residual = weights * (_sigmoid(K @ A + b) - Y)
+        residual = weights * (_sigmoid(K @ A + b) - targets)
         A *= decay[epoch]
         A -= lr * residual
         b -= lr * residual.sum(axis=0)

@@ -3,7 +3,7 @@ task state they act on.
 
 Every operation reads and writes the artifacts in `_State`, so a missing or misordered prerequisite
 changes the answer that reaches the evaluator. Family-specific behaviour (one handler per operation
-a family reacts to) lives in `_suite.FAMILIES`; running a route is `_execute.execute`.
+a family reacts to) lives in `_benchmark.FAMILIES`; running a route is `_execute.execute`.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
@@ -23,10 +23,10 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from ._benchmark import FAMILIES, labels_matrix
 from ._encoder import GGUFPooled, MiniLM, encode_cached
 from ._model import Featurizer, OperationModel, check_prompt, route_quality
 from ._ops import route_cost
-from ._suite import FAMILIES, labels_matrix
 
 VARIANTS: tuple[str, ...] = ("lexical", "semantic", "lexical+semantic")
 #: Embedding-block scales tried on dev: an embedding has norm 1, a train prompt ~230 active n-grams.
@@ -123,14 +123,18 @@ def _best(rows: list[dict]) -> dict:
     return max(rows, key=lambda r: (r["dev_exact_route"], r["dev_f1"], -r["dev_brier"], -r["order"]))
 
 
-def fit_variant(study, variant: str, encoder: CachedEncoder | None, *,
-                scales: Sequence[float] = SCALE_GRID) -> tuple[OperationModel, list[dict]]:
-    """Fit `variant` on the study's train split, calibrate and threshold on dev, and choose the
-    embedding scale on dev; returns the chosen model and one dev row per scale (`selected` marks it)."""
+def fit_variant(study, variant: str, encoder: CachedEncoder | None, *, scales: Sequence[float] = SCALE_GRID,
+                train: tuple[Sequence[str], np.ndarray] | None = None) -> tuple[OperationModel, list[dict]]:
+    """Fit `variant` on the study's train split (or on `train`, (texts, labels), e.g. train plus its
+    paraphrases), calibrate and threshold on dev, and choose the embedding scale on dev; returns the
+    chosen model and one dev row per scale (`selected` marks it)."""
     if variant not in VARIANTS:
         raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}")
-    train, dev = study.split("train"), study.split("dev")
-    texts, labels = [t.prompt for t in train], labels_matrix(train)
+    dev = study.split("dev")
+    if train is None:
+        texts, labels = [t.prompt for t in study.split("train")], labels_matrix(study.split("train"))
+    else:
+        texts, labels = list(train[0]), np.asarray(train[1], dtype=np.float64)
     if variant == "lexical":
         candidates = [(float("nan"), None)]
     else:
@@ -169,16 +173,19 @@ class SemanticStudy:
 
     @classmethod
     def build(cls, study, *, encoders: Sequence[str] = ("minilm",), scales: Sequence[float] = SCALE_GRID,
-              directory: Path | None = None) -> "SemanticStudy":
+              directory: Path | None = None, train: tuple[Sequence[str], np.ndarray] | None = None) -> "SemanticStudy":
+        """Every variant fitted on the study's train split, or on `train` ((texts, labels)) when given:
+        then `models["lexical"]` is still the study's own router; the other two learn from `train`."""
         if not encoders:
             raise ValueError("need at least one encoder candidate")
         rows: list[dict] = []
         fits: dict[str, tuple[OperationModel, CachedEncoder]] = {}
         start = time.perf_counter()
+        train_texts = [t.prompt for t in study.split("train")] if train is None else list(train[0])
         for name in encoders:
             encoder = encoder_named(name, directory)
-            encoder.encode([t.prompt for t in study.split("train") + study.split("dev")])
-            model, dev_rows = fit_variant(study, "semantic", encoder, scales=scales)
+            encoder.encode(train_texts + [t.prompt for t in study.split("dev")])
+            model, dev_rows = fit_variant(study, "semantic", encoder, scales=scales, train=train)
             rows += [r | {"encoder_name": name} for r in dev_rows]
             fits[name] = (model, encoder)
         encode_seconds = time.perf_counter() - start
@@ -188,7 +195,7 @@ class SemanticStudy:
         for r in rows:
             r["encoder_selected"] = r["encoder_name"] == chosen
         model, encoder = fits[chosen]
-        combined, combined_rows = fit_variant(study, "lexical+semantic", encoder, scales=scales)
+        combined, combined_rows = fit_variant(study, "lexical+semantic", encoder, scales=scales, train=train)
         _, lexical_rows = fit_variant(study, "lexical", None)
         rows += [r | {"encoder_name": chosen, "encoder_selected": True} for r in combined_rows]
         rows += [r | {"encoder_name": "", "encoder_selected": True} for r in lexical_rows]
@@ -197,16 +204,17 @@ class SemanticStudy:
 
 
 # --------------------------------------------------------------------------- natural prompts
-def natural_prompts(path: str | Path | None = None) -> pd.DataFrame:
-    """The hand-written natural prompts with their family's minimum route; a file whose SHA-256 is not
-    the pinned one is refused (they are an evaluation set, never edited after a look at a score)."""
+def natural_prompts(path: str | Path | None = None, *, sha256: str = NATURAL_PROMPTS_SHA256) -> pd.DataFrame:
+    """The hand-written natural prompts (or another hand-written set in their format, pinned by its own
+    `sha256`) with their family's minimum route; a file whose SHA-256 is not the pinned one is refused
+    (they are evaluation or selection sets, never edited after a look at a score)."""
     path = Path(path or NATURAL_PROMPTS)
     if not path.is_file():
-        raise FileNotFoundError(f"natural prompts not found at {path}")
+        raise FileNotFoundError(f"hand-written prompts not found at {path}")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    if digest != NATURAL_PROMPTS_SHA256:
-        raise ValueError(f"{path} has SHA-256 {digest}, not the pinned {NATURAL_PROMPTS_SHA256}: the natural "
-                         "prompts are never edited (data/router_natural_prompts/README.md)")
+    if digest != sha256:
+        raise ValueError(f"{path} has SHA-256 {digest}, not the pinned {sha256}: hand-written prompts are never "
+                         f"edited ({path.parent / 'README.md'})")
     table = pd.read_csv(path, dtype=str, keep_default_na=False)
     unknown = sorted(set(table["family"]) - set(FAMILIES))
     if unknown:
@@ -228,17 +236,3 @@ def route_natural(models: Mapping[str, OperationModel], prompts: pd.DataFrame) -
                          "coverage": all(op in route for op in r.labels),
                          "exact_route": "".join(route) == r.labels, "cost": route_cost(route)})
     return pd.DataFrame(rows)
-
-
-def coverage_by_family(scores: pd.DataFrame) -> pd.DataFrame:
-    """Natural-prompt coverage per family x variant (wide, for reading; the tidy scores stay the source)."""
-    table = scores.pivot_table(index=["family", "labels"], columns="condition", values="coverage", aggfunc="mean")
-    return table.reindex(columns=[c for c in VARIANTS if c in table.columns]).reset_index()
-
-
-def with_name(model: OperationModel, name: str):
-    """The learned policy of `model`, named for the tables."""
-    from ._policies import Learned
-
-    return replace(Learned(model), name=name)
-

@@ -12,22 +12,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ._benchmark import FAMILIES, _fmt
 from ._execute import INCORRECT, NO_ANSWER, SUCCESS, UNAVAILABLE, is_correct
 from ._ops import SUPPORT_OPS, _State
-from ._suite import FAMILIES, _fmt
 
-__all__ = ["TOOL_DESCRIPTIONS", "TOOL_NAMES", "OperationObservation", "OperationSession", "tool_outcome"]
+__all__ = ["TOOLS", "OperationObservation", "OperationSession", "OperationTool", "tool_outcome"]
 
+
+@dataclass(frozen=True, slots=True)
+class OperationTool:
+    op: str                   # the support operation the tool runs
+    name: str
+    description: str          # in words that hold for every family (no family-specific hints)
+
+
+#: Each support operation as a tool, in canonical order.
+TOOLS: tuple[OperationTool, ...] = (
+    OperationTool("D", "decompose", "break the task into explicit requirements (filters, hops, formats) that later "
+                  "tools honour"),
+    OperationTool("T", "retrieve", "fetch the records, documents or table rows the task refers to from the data stores"),
+    OperationTool("C", "compute", "compute a value (statistic, count, sum, conversion) from the prompt or from "
+                  "fetched data"),
+    OperationTool("G", "delegate", "ask a specialist desk to answer the task directly"),
+    OperationTool("V", "verify", "check the current candidate answer against the fetched evidence and correct it"),
+)
 #: Tool name of each support operation.
-TOOL_NAMES: dict[str, str] = {"D": "decompose", "T": "retrieve", "C": "compute", "G": "delegate", "V": "verify"}
-#: What each tool does, in words that hold for every family (no family-specific hints).
-TOOL_DESCRIPTIONS: dict[str, str] = {
-    "D": "break the task into explicit requirements (filters, hops, formats) that later tools honour",
-    "T": "fetch the records, documents or table rows the task refers to from the data stores",
-    "C": "compute a value (statistic, count, sum, conversion) from the prompt or from fetched data",
-    "G": "ask a specialist desk to answer the task directly",
-    "V": "check the current candidate answer against the fetched evidence and correct it",
-}
+TOOL_NAMES: dict[str, str] = {t.op: t.name for t in TOOLS}
 
 _ARTIFACTS = ("subgoals", "evidence", "computed")
 _LABELS = {"subgoals": "Requirements", "evidence": "Fetched", "computed": "Computed"}

@@ -1,8 +1,10 @@
-"""Headless reproduction of the meta-routing paper: `python -m roma_lab.papers.routing reproduce --out DIR`."""
+"""Headless reproduction of the meta-routing paper: `python -m roma_lab.papers.routing reproduce --out DIR`;
+`python -m roma_lab.papers.routing paraphrase --out DIR` writes issue 45's train paraphrases (the embedded model)."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import sys
 import time
@@ -27,7 +29,13 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--encoders", nargs="+", default=list(ENCODER_CANDIDATES), choices=ENCODER_CANDIDATES,
                      help="sentence-encoder candidates of the semantic tables (chosen on dev)")
     rep.add_argument("--force", action="store_true", help="empty a non-empty --out first")
+    para = sub.add_parser("paraphrase", help="rewrite the train prompts with the embedded model (issue 45's protocol)")
+    para.add_argument("--out", required=True, help="output directory (resumes from its replies.jsonl)")
+    para.add_argument("--limit", type=int, default=None, help="only the first N train prompts (families in turn)")
+    para.add_argument("--suite-seed", type=int, default=DEFAULT_SEED)
     args = parser.parse_args(argv)
+    if args.command == "paraphrase":
+        return _paraphrase(args, argv)
 
     from ...results import write_provenance
 
@@ -58,6 +66,20 @@ def main(argv: list[str] | None = None) -> int:
         print("learned success on the standard test, by wording of the four reworded families:")
         for r in out["table2_sensitivity"].itertuples():
             print(f"  {r.wording:<13} {r.success:.3f} [{r.ci_low:.3f}, {r.ci_high:.3f}]  {r.description}")
+    return 0
+
+
+def _paraphrase(args, argv) -> int:
+    import shlex
+
+    from ...router import generate_suite, split_tasks
+    from ._paraphrase import generate_paraphrases
+
+    argv = sys.argv[1:] if argv is None else argv
+    command = "python -m roma_lab.papers.routing " + shlex.join(argv)
+    record = generate_paraphrases(split_tasks(generate_suite(args.suite_seed), "train"), args.out, limit=args.limit,
+                                  command=command, log=lambda line: print(line, flush=True))
+    print(json.dumps(record, indent=2))
     return 0
 
 

@@ -4,7 +4,8 @@
 test or challenge prompt or label is read for fitting or selection; every refit follows the same
 protocol). Each table function (`family_table` for Table 1, `standard_test_table` 2,
 `challenge_table` 3, `ablation_table` 4, `threshold_table` 5, then `training_size_curve`,
-`failure_analysis`, `hybrid_table`, `semantic_table`, `semantic_hybrid_table`) is a pure function
+`failure_analysis`, `hybrid_table`, `semantic_table`, `semantic_hybrid_table`, and issue 45's
+`paraphrase_table` from `_paraphrase`) is a pure function
 of the study returning DataFrames; `reproduce_tables(out_dir, ...)` runs the requested tables once,
 writes CSVs plus `summary.json`, puts the paper's reported figures beside ours through
 `roma_lab.results.beside_paper`, with the suite's hash on every comparison row, and returns them all
@@ -26,17 +27,17 @@ import pandas as pd
 
 from ...results import (MeasuredTables, as_metrics, beside_paper, compare, read_paper_reported, record_stats,
                         summarize, wide, write_table, write_text_atomic)
-from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, INCORRECT, NO_ANSWER,
-                      PRE_LOCK_TEST_TEMPLATES, SPLITS, STANDARD_OVERLAP, SUPPORT_OPS, TAU_GRID, UNAVAILABLE, Hybrid,
-                      Learned, OneShot, OperationModel, SemanticStudy, StaticWorkload, Task, TrainingConfig,
-                      baseline_policies, coverage_by_family, evaluate, generate_suite, labels_matrix, natural_prompts,
-                      reword, route_natural, split_tasks, suite_families, summarize_routes, sweep_threshold,
-                      with_name)
+from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, PRE_LOCK_TEST_TEMPLATES, SPLITS,
+                      STANDARD_OVERLAP, SUPPORT_OPS, Hybrid, Learned, OneShot, OperationModel, SemanticStudy,
+                      StaticWorkload, Task, TrainingConfig, baseline_policies, count_failures, evaluate,
+                      generate_suite, labels_matrix, natural_prompts, reword, route_natural, split_tasks,
+                      suite_families, summarize_routes, sweep_threshold)
 from ...router import suite_hash as hash_tasks
 from ...stats import DEFAULT_STATS, StatsSettings, stratified_sample
+from ._paraphrase import paraphrase_table
 
 TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid",
-                           "semantic", "semantic_hybrid")
+                           "semantic", "semantic_hybrid", "paraphrase")
 #: Encoder candidates of the semantic tables, in tie-break order (design/router_semantic.md).
 ENCODER_CANDIDATES: tuple[str, ...] = tuple(ENCODERS)
 #: Tables that need the semantic variants (a sentence encoder); the others need the lexical study only.
@@ -280,7 +281,9 @@ def ablation_table(study: RouterStudy, *, stats: StatsSettings = DEFAULT_STATS):
     return {"table4_ablations": summary, "table4_vs_paper": _vs_paper(summary, "table4", study, stats=stats)}
 
 
-def threshold_table(study: RouterStudy, *, taus: Sequence[float] = TAU_GRID):
+def threshold_table(study: RouterStudy, *, taus: Sequence[float] | None = None):
+    """Table 5: the fitted router at every tau of `taus` (default: the grid tau was selected from on dev)."""
+    taus = tuple(study.tau_selection["tau"]) if taus is None else taus
     sweep = pd.concat([sweep_threshold(study.model, study.split(s), taus).assign(subset=s)
                        for s in ("test", "challenge")], ignore_index=True)
     sweep["condition"] = sweep["tau"].map(lambda t: f"learned@{t:.2f}")
@@ -322,9 +325,7 @@ def failure_analysis(study: RouterStudy, split: str = "challenge"):
                  .agg(n_tasks=("task_id", "size"), n_failures=("failed", "sum"),
                       typical_route=("route", lambda r: r.mode().iat[0]),
                       **{f"p_{o}": (f"p_{o}", "mean") for o in SUPPORT_OPS},
-                      incorrect=("status", lambda s: int((s == INCORRECT).sum())),
-                      no_answer=("status", lambda s: int((s == NO_ANSWER).sum())),
-                      unavailable=("status", lambda s: int((s == UNAVAILABLE).sum())))
+                      **{kind: ("status", lambda s, kind=kind: count_failures(s)[kind]) for kind in count_failures(())})
                  .reset_index().rename(columns={"labels": "minimum_route"}))
     by_family.insert(0, "subset", split)
     needed = pd.DataFrame([{"condition": r["family"], "subset": split, "metric": f"p_{op}", "value": r[f"p_{op}"]}
@@ -392,13 +393,19 @@ def _semantic_models(sem: SemanticStudy) -> dict[str, str]:
             for v in sem.models} | {"static": "none (the static route)"}
 
 
+def _coverage_by_family(scores: pd.DataFrame, variants: Sequence[str]) -> pd.DataFrame:
+    """Natural-prompt coverage per family x variant (wide, for reading; the tidy scores stay the source)."""
+    table = scores.pivot_table(index=["family", "labels"], columns="condition", values="coverage", aggfunc="mean")
+    return table.reindex(columns=[c for c in variants if c in table.columns]).reset_index()
+
+
 def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, natural_path=None):
     """The router variants (lexical, semantic, lexical+semantic) and static routing on test and
     challenge, paired against the lexical router and against static routing; their coverage of the
     hand-written natural prompts, paired against the lexical router; the paper's lexical figures beside.
     Every variant was fitted and chosen on train and dev (`semantic_selection`)."""
     study = sem.study
-    policies = [with_name(m, v) for v, m in sem.models.items()] + [StaticWorkload()]
+    policies = [Learned(m, name=v) for v, m in sem.models.items()] + [StaticWorkload()]
     models = _semantic_models(sem)
     scores = evaluate(policies, study.split("test") + study.split("challenge"), repeats=1)
     scores["model"] = scores["condition"].map(models)
@@ -420,7 +427,7 @@ def semantic_table(sem: SemanticStudy, *, stats: StatsSettings = DEFAULT_STATS, 
     ours = pd.concat([summary, as_metrics(paired, ["ci_low", "ci_high", "sign_test_p"])], ignore_index=True)
     return {"semantic_selection": sem.selection, "semantic_tasks": scores, "semantic_summary": summary,
             "semantic_paired": paired, "semantic_natural_tasks": natural, "semantic_natural_summary": natural_summary,
-            "semantic_natural_paired": natural_paired, "semantic_natural_by_family": coverage_by_family(natural),
+            "semantic_natural_paired": natural_paired, "semantic_natural_by_family": _coverage_by_family(natural, list(sem.models)),
             "semantic_vs_paper": _vs_paper(ours, "semantic", study, stats=stats)}
 
 
@@ -472,6 +479,12 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
                              "max_entropy": None if pd.isna(gate["max_entropy"]) else float(gate["max_entropy"]),
                              "success": {r["subset"]: float(r["success"]) for _, r in rows.iterrows()},
                              "backoff_rate": {r["subset"]: float(r["backoff_rate"]) for _, r in rows.iterrows()}}
+    if "paraphrase_selection" in tables:
+        chosen = tables["paraphrase_selection"].query("selected").iloc[0]["variant"]
+        rows = wide(tables["paraphrase_summary"])
+        summary["paraphrase"] = {"chosen": chosen, **{
+            f"{r['condition']}@{r['subset']}": float(r["success"] if r["subset"] in ("test", "challenge") else r["coverage"])
+            for r in rows.to_dict("records")}}
     return summary
 
 
@@ -506,7 +519,8 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
     }
     sem = SemanticStudy.build(study, encoders=encoders) if set(tables) & set(SEMANTIC_TABLES) else None
     producers |= {"semantic": lambda: semantic_table(sem, stats=stats),
-                  "semantic_hybrid": lambda: semantic_hybrid_table(sem, stats=stats)}
+                  "semantic_hybrid": lambda: semantic_hybrid_table(sem, stats=stats),
+                  "paraphrase": lambda: paraphrase_table(study, stats=stats)}
     out: dict[str, pd.DataFrame] = {"tau_selection": study.tau_selection, "model_vs_paper": model_vs_paper(study)}
     for name in TABLES:
         if name in tables:
