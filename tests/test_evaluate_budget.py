@@ -80,6 +80,7 @@ def test_a_run_stops_at_its_cap_keeps_its_rows_says_why_and_a_higher_cap_complet
     summary = capped.summary().iloc[0]
     per_task = done.groupby("task_id")["score"].mean()
     assert summary["value"] == pytest.approx(per_task.mean()) and summary["n"] == len(per_task)
+    assert summary["n_missing"] == 0  # a task kept back is neither a wrong answer nor an unscored one
     assert summary["n_not_run"] == len(kept_back) and summary["cost_usd"] == pytest.approx(spent(capped))
     assert capped.budget.stopped and capped.budget.n_not_run == len(kept_back)
     written = json.loads((tmp_path / "capped" / "provenance.json").read_text())
