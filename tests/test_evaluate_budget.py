@@ -5,6 +5,7 @@ unknown cost is never 0; the cap reaches notebooks through $ROMA_LAB_BUDGET_USD.
 the simulated provider on 127.0.0.1, priced."""
 
 import json
+from pathlib import Path
 
 import pytest
 from online_server import online_isolation  # noqa: F401 - autouse fixture: a fresh DSPy cache per test
@@ -19,8 +20,11 @@ from roma_lab.evaluate import (
     tasks_from,
 )
 from roma_lab.evaluate.__main__ import main as evaluate_shell
+from roma_lab.experiments import load_spec
 from roma_lab.lm import LIMIT_ENV, SimLatency, SimModel, resolve_lm, simulated_provider
 
+REPO = Path(__file__).resolve().parents[1]
+NOTEBOOK = load_spec(REPO / "experiments" / "40_evaluate_your_tasks.toml")
 PRICED = SimModel(0.6, usd_per_1k_input=0.5, usd_per_1k_output=2.0)
 KEEP = ["condition", "run", "task_id", "prediction", "score", "cost"]
 
@@ -138,3 +142,57 @@ def test_the_shell_takes_budget_usd_and_says_where_it_stopped(sim, tmp_path, cap
                            "--budget-usd", "1e-9"]) == 0
     out = capsys.readouterr().out
     assert "stopped at its dollar cap" in out and "5 task(s) not run" in out
+
+
+# --- the runner and the planner -------------------------------------------------------------------
+
+
+def test_experiments_run_hands_the_cap_to_each_kernel_records_it_and_reruns_a_run_made_under_another(
+        tmp_path, monkeypatch):
+    from roma_lab.experiments import _runner
+    from roma_lab.experiments._cli import main as experiments_shell
+
+    seen = []
+
+    def fake_run(specs, **kwargs):
+        seen.append(kwargs["budget_usd"])
+        return []
+
+    monkeypatch.setattr("roma_lab.experiments._cli.run_experiments", fake_run)
+    assert experiments_shell(["--root", str(REPO), "run", NOTEBOOK.stem, "--budget-usd", "2.5",
+                              "--results", str(tmp_path)]) == 0
+    assert seen == [2.5]
+    with pytest.raises(SystemExit):  # not an amount of dollars
+        experiments_shell(["--root", str(REPO), "run", NOTEBOOK.stem, "--budget-usd", "-1", "--results", str(tmp_path)])
+
+    kernels = []
+
+    def fake_execute(spec, out_dir, params, kernel_env):
+        kernels.append(dict(kernel_env))
+        for name in spec.outputs:
+            (out_dir / name).write_text("x\n")
+
+    monkeypatch.setattr(_runner, "_execute", fake_execute)
+    monkeypatch.setattr(_runner, "finish_notebook", lambda *a, **k: True)
+    assert _runner.run_experiment(NOTEBOOK, results_root=tmp_path, budget_usd=2.5).status == "completed"
+    assert kernels[-1][BUDGET_ENV] == "2.5"
+    record = json.loads((tmp_path / NOTEBOOK.stem / "provenance.json").read_text())
+    assert record["extra"]["budget_usd"] == 2.5
+    assert _runner.run_experiment(NOTEBOOK, results_root=tmp_path, budget_usd=2.5).status == "skipped"
+    # a higher cap runs it again in the same folder (evaluate resumes the rows), and without one too
+    assert _runner.run_experiment(NOTEBOOK, results_root=tmp_path, budget_usd=10.0).status == "completed"
+    assert _runner.run_experiment(NOTEBOOK, results_root=tmp_path).status == "completed"
+    assert BUDGET_ENV not in kernels[-1] and len(kernels) == 3
+
+
+def test_the_planner_says_how_many_tasks_the_dollars_buy_where_a_price_per_task_is_known(tmp_path, monkeypatch):
+    from roma_lab.experiments import _plan
+
+    per_task_tokens = 2_000.0  # as a measured run's tokens per unit would give
+    monkeypatch.setattr(_plan, "_cost", lambda spec, root: (60.0, "measured (test)", per_task_tokens))
+    monkeypatch.setattr(_plan, "_price", lambda lm: 1e-6)  # dollars per token
+    (notebook,) = _plan.plan_study([NOTEBOOK], results_root=tmp_path, lm="openai/m", budget_usd=1.0).notebooks
+    assert notebook.dollars_n == 500 and "$1.00 buys n = 500" in notebook.line
+    monkeypatch.setattr(_plan, "_price", lambda lm: None)
+    (unknown,) = _plan.plan_study([NOTEBOOK], results_root=tmp_path, lm="openai/m", budget_usd=1.0).notebooks
+    assert unknown.dollars_n is None and "unknown n" in unknown.line

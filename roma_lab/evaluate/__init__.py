@@ -10,7 +10,7 @@ model's bound, traces saved) and returns an :class:`Evaluation` whose ``summary(
 shell. ``budget_usd`` caps the dollars an ``out`` folder's rows may cost. See design/evaluate.md.
 """
 
-from ._budget import BUDGET_ENV, BudgetReport, BudgetUnknownCostError, budget_usd_from_env
+from ._budget import BUDGET_ENV, BudgetReport, BudgetUnknownCostError, budget_usd_from_env, check_budget
 from ._evaluate import NOT_RUN, ROW_COLUMNS, Evaluation, EvaluationMismatchError, evaluate
 from ._systems import (SYSTEM_NAMES, AgentSystem, FunctionSystem, RomaRunError, RomaSystem, RomaTimeoutError,
                        SingleCall, SingleCallAnswer, System, agent, as_system, function, named_systems, roma,
@@ -18,7 +18,7 @@ from ._systems import (SYSTEM_NAMES, AgentSystem, FunctionSystem, RomaRunError, 
 from ._tasks import (MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES, TaskFileError, TaskSet, benchmark_tasks, export_world_tasks,
                      tasks_from, world_task_set)
 
-__all__ = ["BUDGET_ENV", "NOT_RUN", "BudgetReport", "BudgetUnknownCostError", "budget_usd_from_env", "MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "ROW_COLUMNS", "SYSTEM_NAMES", "named_systems", "AgentSystem", "Evaluation", "EvaluationMismatchError", "FunctionSystem", "RomaRunError",
+__all__ = ["BUDGET_ENV", "NOT_RUN", "BudgetReport", "BudgetUnknownCostError", "budget_usd_from_env", "check_budget", "MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "ROW_COLUMNS", "SYSTEM_NAMES", "named_systems", "AgentSystem", "Evaluation", "EvaluationMismatchError", "FunctionSystem", "RomaRunError",
            "RomaSystem", "RomaTimeoutError", "SingleCall", "SingleCallAnswer", "System", "TaskFileError", "TaskSet",
            "agent", "as_system", "benchmark_tasks", "evaluate", "export_world_tasks", "function", "roma", "roma_output", "single_call", "tasks_from",
            "world_task_set"]

@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["BUDGET_ENV", "BudgetReport", "BudgetUnknownCostError", "budget_usd_from_env"]
+__all__ = ["BUDGET_ENV", "BudgetReport", "BudgetUnknownCostError", "budget_usd_from_env", "check_budget"]
 
 #: The dollar cap ``evaluate`` keeps when it is given none (``python -m roma_lab.experiments run
 #: --budget-usd`` sets it for every notebook kernel it starts).
