@@ -47,8 +47,8 @@ def sim(monkeypatch):
 
 def run(out, task_set, budget_usd=None, model="m", runs=1):
     # no request cache: a cached reply costs nothing, and each run here must pay for its calls
-    return evaluate([single_call(resolve_lm(f"openai/{model}", cache=False), label=model)], task_set, "quasi-exact", runs=runs, out=out,
-                    progress=False, budget_usd=budget_usd)
+    return evaluate([single_call(resolve_lm(f"openai/{model}", cache=False), label=model)], task_set, "quasi-exact",
+                    runs=runs, out=out, progress=False, budget_usd=budget_usd)
 
 
 def spent(result):
@@ -126,6 +126,15 @@ def test_the_cap_comes_from_the_environment_when_none_is_given_and_is_recorded(s
     monkeypatch.setenv(BUDGET_ENV, "lots")
     with pytest.raises(ValueError, match=BUDGET_ENV):
         run(tmp_path / "other", tasks(6))
+
+
+def test_a_system_the_cap_kept_from_every_task_is_in_the_summary_with_n_0_and_has_no_pair(sim, tmp_path):
+    systems = [single_call(resolve_lm("openai/m", cache=False), label=label) for label in ("a", "b")]
+    result = evaluate(systems, tasks(4), "quasi-exact", out=tmp_path, progress=False, budget_usd=1e-9)
+    summary = result.summary().set_index("condition")
+    assert summary.loc["a", "n"] == 1 and summary.loc["a", "n_not_run"] == 3
+    assert summary.loc["b", "n"] == 0 and summary.loc["b", "n_not_run"] == 4 and summary.loc["b", "cost_usd"] == 0
+    assert not result.can_pair() and not (tmp_path / "paired.csv").exists()
 
 
 @pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), True])

@@ -483,8 +483,8 @@ def run_benchmark(
                 rows.close()  # cancels the items not yet finished
         else:
             attempt = partial(_attempt, *shared)
-            outcomes = concurrent_map(attempt if gate is None else partial(_gated, gate, attempt), todo, workers=workers,
-                                      on_done=lambda index, outcome: outcome is None or record(*outcome))
+            outcomes = concurrent_map(attempt if gate is None else partial(_gated, gate, attempt), todo,
+                                      workers=workers, on_done=lambda index, outcome: outcome is None or record(*outcome))
             not_started = {(it.benchmark, it.item_id) for it, outcome in zip(todo, outcomes, strict=True)
                            if outcome is None}
     with _file_lock(path):

@@ -102,7 +102,8 @@ class Spending:
             with self._lock:
                 if self.stopped or self.unknown or (limit is not None and started >= limit):
                     return False
-                in_flight = sum(n * self._sum[s] / self._rows[s] for s, n in self._in_flight.items() if self._rows.get(s))
+                in_flight = sum(n * self._sum[s] / self._rows[s]  # each at its system's mean cost per row
+                                for s, n in self._in_flight.items() if self._rows.get(s))
                 if self.spent_usd + in_flight >= self.cap_usd:
                     self.stopped = True
                     return False

@@ -36,7 +36,13 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from roma_lab.results import MODEL, safe_name
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-from ._budget import BUDGET_ENV, BudgetReport, Spending, budget_usd_from_env, check_budget
+from ._budget import (
+    BUDGET_ENV,
+    BudgetReport,
+    Spending,
+    budget_usd_from_env,
+    check_budget,
+)
 from ._systems import SINGLE_CALL_KIND, SingleCallAnswer, as_system, roma_output
 from ._tasks import TaskSet, tasks_from
 
@@ -274,7 +280,8 @@ class Evaluation:
             counts = statuses.apply(lambda column, status=status: int(column.eq(status).sum()))
             table.insert(table.columns.get_loc("n_missing") + 1 if "n_missing" in table.columns else len(table.columns),
                          f"n_{status}", table["condition"].map(counts).fillna(0).astype(int))
-        table["n_not_run"] = table["condition"].map(statuses.apply(lambda c: int(c.eq(NOT_RUN).sum()))).fillna(0).astype(int)
+        not_run = statuses.apply(lambda column: int(column.eq(NOT_RUN).sum()))
+        table["n_not_run"] = table["condition"].map(not_run).fillna(0).astype(int)
         costs = pd.to_numeric(self.rows["cost"], errors="coerce").groupby(self.rows["condition"])
         # a sum with an unknown term is unknown: min_count over the rows, not pandas' skipna sum
         total = costs.apply(lambda c: float(c.sum()) if c.notna().all() else math.nan)
