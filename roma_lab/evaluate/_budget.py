@@ -16,11 +16,13 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from roma_lab._environment import ENV
+
 __all__ = ["BUDGET_ENV", "BudgetReport", "BudgetUnknownCostError", "budget_usd_from_env", "check_budget"]
 
 #: The dollar cap ``evaluate`` keeps when it is given none (``python -m roma_lab.experiments run
 #: --budget-usd`` sets it for every notebook kernel it starts).
-BUDGET_ENV = "ROMA_LAB_BUDGET_USD"
+BUDGET_ENV = ENV.budget_usd
 
 
 class BudgetUnknownCostError(RuntimeError):

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from roma_lab._environment import ENV
 from roma_lab.results import (
     PROVENANCE_FILE,
     Provenance,
@@ -587,9 +588,7 @@ def run_experiment(
         return RunOutcome(spec.stem, "skipped", out_dir)
     kernel_env = dict(kernel_env or {})
     if budget_usd is not None:
-        from roma_lab.evaluate import BUDGET_ENV
-
-        kernel_env[BUDGET_ENV] = repr(budget_usd)
+        kernel_env[ENV.budget_usd] = repr(budget_usd)  # roma_lab.evaluate reads it
     try:
         with _exclusive(out_dir):
             error = _run(spec, out_dir, key, smoke=smoke, force=force, kernel_env=kernel_env, cluster=cluster,
