@@ -29,6 +29,7 @@ class Environment:
     threads: str = "ROMA_LAB_THREADS"  # CPU threads of the embedded model (default: the affinity mask)
     speed_log: str = "ROMA_LAB_LM_LOG"  # where embedded models log their tokens/s (the runner sets it)
     cluster: str = "ROMA_LAB_CLUSTER"  # the Dask cluster runs go to (default: in-process)
+    budget_usd: str = "ROMA_LAB_BUDGET_USD"  # evaluate's dollar cap per out folder when given none (run --budget-usd)
     sandbox: str = "ROMA_LAB_SANDBOX"  # "audit-hook-only" accepts the weaker sandbox where the jail cannot run
     data: str = "ROMA_LAB_DATA"  # another copy of the benchmark data (kept out of the jail too)
     mcp_server: str = "ROMA_LAB_MCP_SERVER"  # set by roma_lab in an MCP server's environment, to find its children

@@ -357,6 +357,11 @@ def _on_cluster(todo: Sequence[Item], shared: tuple, how, path: Path, system_nam
             f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
 
+def _gated(gate: Callable[[], bool], attempt: Callable[[Item], Any], item: Item) -> Any:
+    """``attempt(item)`` if the gate lets it start now, else None (not started)."""
+    return attempt(item) if gate() else None
+
+
 def run_benchmark(
     items: Sequence[Item],
     system: Callable[[str], Any],
@@ -373,6 +378,7 @@ def run_benchmark(
     redacted: bool = False,
     workers: int = 1,
     on_row: Callable[[dict[str, Any]], None] | None = None,
+    gate: Callable[[], bool] | None = None,
 ):
     """Run ``system`` on every item, grade it, and append one row per item to ``out_path``.
 
@@ -411,6 +417,9 @@ def run_benchmark(
     ``run_agent``'s (task, run) pairs do): reading the file and appending a row hold a lock per file.
     ``on_row``: called with each row this call writes, once it is on disk (a caller's own progress
     bar over several calls, as ``roma_lab.evaluate`` keeps).
+    ``gate``: asked in the item's own thread just before each item starts (a dollar budget's, in
+    ``roma_lab.evaluate``); False: the item does not start and gets no row, so a rerun runs it. The
+    returned rows are then those of the items that have one. Items run in this process only.
     """
     from tqdm.auto import tqdm
 
@@ -424,6 +433,8 @@ def run_benchmark(
             "questions and answers; run them through roma_lab.papers.oagents.evaluate_browsecomp (notebook 29), which "
             "redacts them and keeps them out of every completion cache")
     how = batch.Dispatch.of(cluster)
+    if gate is not None and not how.in_process:
+        raise ValueError("a gate is asked before each item starts in this process: run without a cluster")
     path = Path(out_path)
     fmt = _format(path)
     keys = [(it.benchmark, it.item_id) for it in items]
@@ -471,11 +482,16 @@ def run_benchmark(
             finally:
                 rows.close()  # cancels the items not yet finished
         else:
-            concurrent_map(partial(_attempt, *shared), todo, workers=workers,
-                           on_done=lambda index, outcome: record(*outcome))
+            attempt = partial(_attempt, *shared)
+            outcomes = concurrent_map(attempt if gate is None else partial(_gated, gate, attempt), todo,
+                                      workers=workers, on_done=lambda index, outcome: outcome is None or record(*outcome))
+            not_started = {(it.benchmark, it.item_id) for it, outcome in zip(todo, outcomes, strict=True)
+                           if outcome is None}
     with _file_lock(path):
         table = read_results_df(path)
     mine = table[table["condition"] == system_name].set_index(["benchmark", "item_id"])
+    if not on_cluster and gate is not None:  # an item the gate kept back keeps its earlier row, if any
+        keys = [key for key in keys if key not in not_started or key in mine.index]
     unread = [key[1] for key in keys if key not in mine.index]
     if unread:  # each was written above or found on disk; a row that does not read back is damaged
         raise RunFileError(f"{path}: the rows of {len(unread)} item(s) written for {system_name!r} do not read back "

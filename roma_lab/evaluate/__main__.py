@@ -8,7 +8,8 @@ import sys
 
 from roma_lab.results import DamagedFileError
 
-from ._evaluate import evaluate
+from ._budget import BudgetUnknownCostError
+from ._evaluate import NOT_RUN, evaluate
 from ._systems import SYSTEM_NAMES, named_systems
 from ._tasks import TaskFileError, tasks_from
 
@@ -30,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-depth", type=int, default=1, help="ROMA's max_depth")
     parser.add_argument("--timeout-s", type=float, default=None, help="a system's limit per task")
     parser.add_argument("--out", required=True, help="results folder (a rerun resumes)")
+    parser.add_argument("--budget-usd", type=float, default=None,
+                        help="stop starting tasks once the folder's rows cost this many dollars (default: "
+                             "$ROMA_LAB_BUDGET_USD, else no cap); a rerun with a higher cap resumes")
     args = parser.parse_args(argv)
     if len(set(args.system)) != len(args.system):
         parser.error(f"each --system once, got {args.system}")
@@ -43,23 +47,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     systems = named_systems(args.system, args.lm, max_depth=args.max_depth)
     try:
-        result = evaluate(systems, tasks, args.grader, runs=args.runs, out=args.out, timeout_s=args.timeout_s)
+        result = evaluate(systems, tasks, args.grader, runs=args.runs, out=args.out, timeout_s=args.timeout_s,
+                          budget_usd=args.budget_usd)
     except KeyboardInterrupt:
         print(f"\ninterrupted: every row finished so far is kept in {args.out}; run the same command again to "
               "resume (finished rows are not run again)", file=sys.stderr)
         return 130
-    except DamagedFileError as err:
+    except (DamagedFileError, BudgetUnknownCostError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     import pandas as pd
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(result.summary()[["condition", "model", "grader", "value", "ci_low", "ci_high", "n", "n_no_answer",
-                                "n_system_error", "n_missing", "runs"]].to_string(index=False))
-        if len(result.systems) > 1:
+                                "n_system_error", "n_missing", "n_not_run", "runs", "cost_usd"]].to_string(index=False))
+        if result.can_pair():
             paired = result.paired_all()
             print(paired[["condition", "model", "value", "ci_low", "ci_high", "n", "wins", "losses", "ties",
                           "sign_test_p", "sign_test_p_holm", "mde_bound"]].to_string(index=False))
+    budget = result.budget
+    if budget is not None and budget.stopped:
+        print(f"stopped at its dollar cap: ${budget.spent_usd:.4f} spent of ${budget.cap_usd:g}, "
+              f"{budget.n_not_run} task(s) not run (status {NOT_RUN} in rows.csv); rerun with a higher "
+              "--budget-usd to run them")
     print(f"rows, summary, paired table, traces and provenance in {args.out}")
     return 0
 

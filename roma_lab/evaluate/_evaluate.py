@@ -13,6 +13,11 @@ Files in ``out``: ``run<r>.csv`` (the runner's rows), ``traces/<system>/r<r>/<ta
 ``rows.csv`` (the tidy rows), ``summary.csv`` (mean with task-bootstrap CI per system), ``paired.csv``
 (each system against the first, with two systems or more),
 ``evaluation.json`` and ``provenance.json``.
+
+``budget_usd`` (else $ROMA_LAB_BUDGET_USD) caps the dollars the folder's rows may cost: at the cap no
+task starts, tasks in flight finish, and each (system, task, run) left without a row is a
+``not_run_budget`` row of ``rows.csv`` (not in the mean, counted in the summary's ``n_not_run``); a
+rerun with a higher cap runs exactly those (``_budget.py``).
 """
 
 from __future__ import annotations
@@ -21,14 +26,23 @@ import hashlib
 import json
 import math
 import os
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from roma_lab.results import MODEL, safe_name
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
+from ._budget import (
+    BUDGET_ENV,
+    BudgetReport,
+    Spending,
+    budget_usd_from_env,
+    check_budget,
+)
 from ._systems import SINGLE_CALL_KIND, SingleCallAnswer, as_system, roma_output
 from ._tasks import TaskSet, tasks_from
 
@@ -37,7 +51,7 @@ if TYPE_CHECKING:
 
     from roma_lab.bench import Item
 
-__all__ = ["ROW_COLUMNS", "Evaluation", "EvaluationMismatchError", "evaluate"]
+__all__ = ["NOT_RUN", "ROW_COLUMNS", "Evaluation", "EvaluationMismatchError", "evaluate"]
 
 RECORD_FILE = "evaluation.json"
 #: The tidy rows: one per (system, task, run). A system is named in ``condition`` and a task in
@@ -46,6 +60,9 @@ ROW_COLUMNS = ("condition", "run", "benchmark", "task_id", "gold", "prediction",
                "error", "error_stage", "latency_s", "model_calls", "input_tokens", "output_tokens", "cost", "trace")
 _USAGE_COLUMNS = ("model_calls", "input_tokens", "output_tokens", "cost")
 _METRIC = "score"
+#: The status of a (system, task, run) that never started because the dollar cap was reached.
+NOT_RUN = "not_run_budget"
+_RUN_FILE = re.compile(r"run(\d+)\.csv")
 
 
 class EvaluationMismatchError(ValueError):
@@ -214,7 +231,8 @@ class Evaluation:
     ``paired(a, b)``: ``a - b`` paired on tasks (bootstrap CI, exact sign test, MDE); each names its
     systems' models (``models``) in the results vocabulary's ``model`` column; ``trace(...)``
     loads a row's saved trace; ``view(...)`` opens it in the viewer (a ROMA tree, an agent
-    trajectory); ``side_by_side(task_id, a, b)`` two systems' traces for one task."""
+    trajectory); ``side_by_side(task_id, a, b)`` two systems' traces for one task. ``budget``: what a
+    dollar cap let the evaluation spend, and whether it stopped there (None: no cap)."""
 
     rows: pd.DataFrame
     out: Path
@@ -222,23 +240,38 @@ class Evaluation:
     grader: str
     models: Mapping[str, str | None]  # per system, the model it called (None: not known)
     stats: StatsSettings = DEFAULT_STATS
+    budget: BudgetReport | None = None
 
     def scores(self) -> pd.DataFrame:
         """Per (system, task, run) scores under the bench NaN policy: a system error scores 0 (no
-        answer), a grader error is NaN (not scored, counted in ``n_missing``); ``model``: the system's."""
+        answer), a grader error is NaN (not scored, counted in ``n_missing``); ``model``: the system's.
+        A task kept back by the dollar cap (``not_run_budget``) has no score: it is no observation."""
         import pandas as pd
 
-        score = self.rows["score"].astype(float).mask(self.rows["error_stage"].eq("system"), 0.0)
-        return pd.DataFrame({"condition": self.rows["condition"], MODEL: self.rows["condition"].map(self.models),
-                             "subset": self.rows["benchmark"], "task_id": self.rows["task_id"],
-                             "run": self.rows["run"], _METRIC: score})
+        rows = self.rows[self.rows["status"].ne(NOT_RUN)]
+        score = rows["score"].astype(float).mask(rows["error_stage"].eq("system"), 0.0)
+        return pd.DataFrame({"condition": rows["condition"], MODEL: rows["condition"].map(self.models),
+                             "subset": rows["benchmark"], "task_id": rows["task_id"],
+                             "run": rows["run"], _METRIC: score})
 
     def summary(self) -> pd.DataFrame:
         """Mean score per system with its CI; ``n_no_answer``, ``n_system_error`` and ``n_grader_error``
-        count its rows of each kind (the first two are in the mean as wrong answers; the last is not)."""
+        count its rows of each kind (the first two are in the mean as wrong answers; the last is not),
+        ``n_not_run`` its tasks the dollar cap kept back (not in the mean), and ``cost_usd`` the dollars
+        its rows cost, every run together (NaN: some row's cost is unknown, never counted as 0)."""
+        import pandas as pd
+
         from roma_lab.results import summarize
 
-        table = summarize(self.scores(), [_METRIC], stats=self.stats)
+        scores = self.scores()
+        table = summarize(scores, [_METRIC], stats=self.stats)
+        unscored = [s for s in self.systems if s not in set(scores["condition"])]
+        if unscored:  # every task of these was kept back by the cap: a row each, n = 0
+            table = pd.concat([table, pd.DataFrame({
+                "condition": unscored, "subset": self.rows["benchmark"].iloc[0], "metric": _METRIC, "value": math.nan,
+                "ci_method": "no CI: no task run", "n": 0, "n_missing": 0, "runs": 0,
+                **({MODEL: [self.models.get(s) for s in unscored]} if MODEL in table.columns else {})})],
+                ignore_index=True)
         order = {s: i for i, s in enumerate(self.systems)}
         table = table.sort_values("condition", key=lambda c: c.map(order), kind="stable", ignore_index=True)
         table.insert(1, "grader", self.grader)
@@ -247,6 +280,12 @@ class Evaluation:
             counts = statuses.apply(lambda column, status=status: int(column.eq(status).sum()))
             table.insert(table.columns.get_loc("n_missing") + 1 if "n_missing" in table.columns else len(table.columns),
                          f"n_{status}", table["condition"].map(counts).fillna(0).astype(int))
+        not_run = statuses.apply(lambda column: int(column.eq(NOT_RUN).sum()))
+        table["n_not_run"] = table["condition"].map(not_run).fillna(0).astype(int)
+        costs = pd.to_numeric(self.rows["cost"], errors="coerce").groupby(self.rows["condition"])
+        # a sum with an unknown term is unknown: min_count over the rows, not pandas' skipna sum
+        total = costs.apply(lambda c: float(c.sum()) if c.notna().all() else math.nan)
+        table["cost_usd"] = table["condition"].map(total)
         return table
 
     def paired(self, a: str, b: str) -> pd.DataFrame:
@@ -259,15 +298,26 @@ class Evaluation:
         scores[MODEL] = scores["condition"].map(self.models)
         return compare(scores, a, b, _METRIC, stats=self.stats)
 
+    def _run_systems(self) -> list[str]:
+        """The systems with a row run (the dollar cap may have kept one from every task), in order."""
+        ran = set(self.scores()["condition"])
+        return [s for s in self.systems if s in ran]
+
+    def can_pair(self) -> bool:
+        """Whether ``paired_all`` has a table: the first system and another have rows run."""
+        ran = self._run_systems()
+        return len(ran) > 1 and ran[0] == self.systems[0]
+
     def paired_all(self) -> pd.DataFrame:
-        """Every system against the first, with Holm's correction over the comparisons."""
+        """Every system against the first, with Holm's correction over the comparisons (a system the
+        dollar cap kept from every task is left out)."""
         import pandas as pd
 
         from roma_lab.stats import holm_adjust
 
-        if len(self.systems) < 2:
-            raise ValueError("a paired table needs two systems or more")
-        table = pd.concat([self.paired(s, self.systems[0]) for s in self.systems[1:]], ignore_index=True)
+        if not self.can_pair():
+            raise ValueError("a paired table needs the first system and another with rows run")
+        table = pd.concat([self.paired(s, self.systems[0]) for s in self._run_systems()[1:]], ignore_index=True)
         table["sign_test_p_holm"] = holm_adjust(table["sign_test_p"].to_numpy())
         return table
 
@@ -308,7 +358,7 @@ class Evaluation:
 
 def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: int = 1,
              out: str | os.PathLike[str], timeout_s: float | None = None, progress: bool = True,
-             stats: StatsSettings = DEFAULT_STATS) -> Evaluation:
+             stats: StatsSettings = DEFAULT_STATS, budget_usd: float | None = None) -> Evaluation:
     """Run every system on every task ``runs`` times and return the :class:`Evaluation`.
 
     ``systems``: ``roma_lab.evaluate`` systems (``single_call``, ``roma``, ``agent``, ``function``) or
@@ -316,13 +366,21 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
     ``grader``: a name (``exact``, ``quasi-exact``, ``numeric``, ``contains``, ``judge``), a grader,
     or a callable ``(prediction, gold) -> bool | float`` (``roma_lab.bench.grader_named``); None:
     the task set's own grader (a registered benchmark's), else GAIA's quasi-exact match.
-    ``timeout_s``: a system's hard limit per task (an error row). ``stats``: the CIs' settings."""
+    ``timeout_s``: a system's hard limit per task (an error row). ``stats``: the CIs' settings.
+    ``budget_usd``: a cap on the dollars the rows of ``out`` cost, earlier runs' rows included (None:
+    $ROMA_LAB_BUDGET_USD, else no cap); the rule is ``_budget.py``'s. A row of unknown cost under a
+    cap raises ``BudgetUnknownCostError`` (at the start, for rows already in ``out``)."""
     from roma_lab.bench import read_results_df, run_benchmark
     from roma_lab.lm import max_concurrency
     from roma_lab.results import write_provenance, write_table
 
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be a positive integer, got {runs!r}")
+    source = "budget_usd"
+    if budget_usd is None:
+        budget_usd, source = budget_usd_from_env(), f"${BUDGET_ENV}"
+    else:
+        budget_usd = check_budget(budget_usd)
     task_set = tasks_from(tasks)
     chosen = [as_system(s) for s in systems]
     if not chosen:
@@ -336,6 +394,7 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
               "grader": grading.name,
               "systems": {s.label: s.describe() for s in chosen}}
     _check_record(out_dir, record)
+    spending = None if budget_usd is None else Spending(budget_usd, _folder_costs(out_dir, read_results_df))
     from tqdm.auto import tqdm
 
     items = list(task_set.items)
@@ -348,23 +407,80 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
                 bar.set_postfix_str(f"{system.label}, run {run}")
                 before = bar.n
                 where = Path(safe_name(system.label)) / f"r{run}"
-                run_benchmark(items, _Answerer(answer, out_dir / "traces" / where,
-                                               out_dir / "usage" / where, run), grading,
-                              out_path=out_dir / f"run{run}.csv", system_name=system.label, timeout_s=timeout_s,
-                              progress=False, workers=workers, on_row=lambda row: bar.update(1))
+                traces, usage = out_dir / "traces" / where, out_dir / "usage" / where
+
+                def on_row(row: dict[str, Any], label: str = system.label, run: int = run,
+                           traces: Path = traces, usage: Path = usage) -> None:
+                    bar.update(1)
+                    if spending is not None:
+                        name = f"{safe_name(row['item_id'])}.json"
+                        spending.finished(label, _recorded_usage(traces / name, usage / name)["cost"],
+                                          f"{label}, run {run}, task {row['item_id']}")
+
+                run_items = partial(run_benchmark, items, _Answerer(answer, traces, usage, run), grading,
+                                    out_path=out_dir / f"run{run}.csv", system_name=system.label, timeout_s=timeout_s,
+                                    progress=False, on_row=on_row)
+                if spending is not None and workers > 1 and not spending.known(system.label):
+                    run_items(workers=1, gate=spending.gate(system.label, limit=1))  # one task at a price not yet seen
+                run_items(workers=workers, gate=None if spending is None else spending.gate(system.label))
                 bar.update(len(items) - (bar.n - before))
     rows = _tidy(out_dir, task_set, labels, runs, read_results_df)
+    report = None
+    if spending is not None:
+        report = BudgetReport(budget_usd, spending.spent_usd, spending.stopped,
+                              int(rows["status"].eq(NOT_RUN).sum()), source)
     evaluation = Evaluation(rows, out_dir, tuple(labels), grading.name,
-                            {label: d.get("model") for label, d in record["systems"].items()}, stats)
+                            {label: d.get("model") for label, d in record["systems"].items()}, stats, report)
     write_table(rows, out_dir, "rows")
     write_table(evaluation.summary(), out_dir, "summary")
-    if len(labels) > 1:
+    if evaluation.can_pair():
         write_table(evaluation.paired_all(), out_dir, "paired")
+    else:
+        (out_dir / "paired.csv").unlink(missing_ok=True)  # an earlier call's table would pass for this one's
+    _record_budget(out_dir, report)
     models = sorted({m for m in evaluation.models.values() if m})
     write_provenance(out_dir, parameters={"tasks": task_set.name, "source": task_set.source, "runs": runs,
-                                          "systems": labels, "grader": grading.name},
-                     model=", ".join(models) or None, extra={"systems": record["systems"]}, stats=stats)
+                                          "systems": labels, "grader": grading.name, "budget_usd": budget_usd},
+                     model=", ".join(models) or None,
+                     extra={"systems": record["systems"], "budget": None if report is None else report.as_json()},
+                     stats=stats)
     return evaluation
+
+
+def _folder_costs(out: Path, read) -> list[tuple[str, float]]:
+    """(system, cost) of every row in ``out``'s run files, whatever system or task set made it: the
+    dollars the folder has spent. A row of unknown cost raises ``BudgetUnknownCostError``."""
+    from ._budget import BudgetUnknownCostError
+
+    costs, unknown = [], []
+    for path in sorted(out.glob("run*.csv")):
+        match = _RUN_FILE.fullmatch(path.name)
+        if match is None:
+            continue
+        for row in read(path).to_dict(orient="records"):
+            where = Path(safe_name(row["condition"])) / f"r{match.group(1)}" / f"{safe_name(row['item_id'])}.json"
+            cost = _recorded_usage(out / "traces" / where, out / "usage" / where)["cost"]
+            if cost is None:
+                unknown.append(f"{row['condition']}, run {match.group(1)}, task {row['item_id']}")
+            else:
+                costs.append((row["condition"], float(cost)))
+    if unknown:
+        raise BudgetUnknownCostError(
+            f"{out} holds {len(unknown)} row(s) of unknown cost (e.g. {unknown[0]}): the dollars spent so far are "
+            "unknown, so no cap can be kept; rerun without a dollar cap, or in another out folder")
+    return costs
+
+
+def _record_budget(out: Path, report: BudgetReport | None) -> None:
+    """The last call's cap and where it stopped, in evaluation.json (``budget``; gone without a cap)."""
+    from roma_lab.results import read_json_file, write_text_atomic
+
+    path = out / RECORD_FILE
+    data = read_json_file(path)
+    data.pop("budget", None)
+    if report is not None:
+        data["budget"] = report.as_json()
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True) + "\n")
 
 
 def _tidy(out: Path, tasks: TaskSet, labels: Sequence[str], runs: int, read) -> pd.DataFrame:
@@ -380,11 +496,27 @@ def _tidy(out: Path, tasks: TaskSet, labels: Sequence[str], runs: int, read) -> 
         table["run"] = run
         frames.append(table)
     rows = pd.concat(frames, ignore_index=True)
+    # a (system, run, task) without a row never started: the dollar cap kept it back (without a cap,
+    # run_benchmark leaves no item without a row)
+    have = set(zip(rows["condition"], rows["run"], rows["item_id"], strict=True))
+    missing = [(label, run, it.item_id) for label in labels for run in range(runs) for it in tasks.items
+               if (label, run, it.item_id) not in have]
+    if missing:
+        rows = pd.concat([rows, pd.DataFrame({"condition": [m[0] for m in missing], "run": [m[1] for m in missing],
+                                              "item_id": [m[2] for m in missing], "benchmark": tasks.name,
+                                              "error_stage": NOT_RUN})], ignore_index=True)
     rank = {label: i for i, label in enumerate(labels)}
     rows = rows.iloc[sorted(range(len(rows)), key=lambda i: (rank[rows["condition"].iat[i]], rows["run"].iat[i],
                                                               order[rows["item_id"].iat[i]]))]
     records = []
     for row in rows.to_dict(orient="records"):
+        if row["error_stage"] == NOT_RUN:  # no call made: nothing spent, nothing scored
+            records.append({"condition": row["condition"], "run": row["run"], "benchmark": row["benchmark"],
+                            "task_id": row["item_id"], "gold": gold[row["item_id"]], "prediction": None,
+                            "status": NOT_RUN, "label": None, "score": None, "grader": None, "error": None,
+                            "error_stage": None, "latency_s": None, "model_calls": 0, "input_tokens": 0,
+                            "output_tokens": 0, "cost": 0.0, "trace": None})
+            continue
         where = Path(safe_name(row["condition"])) / f"r{row['run']}" / f"{safe_name(row['item_id'])}.json"
         trace = out / "traces" / where
         records.append({

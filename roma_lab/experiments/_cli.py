@@ -1,6 +1,6 @@
 """Command line: ``list`` the experiments with their status, ``plan`` what a run of them will cost and
-can detect, ``run`` some or all of them (``--budget`` sizes them by the plan), ``times`` prints the
-run-time table (markdown) from each results folder's provenance.json."""
+can detect, ``run`` some or all of them (``--budget`` sizes them by the plan, ``--budget-usd`` caps each
+notebook's dollars), ``times`` prints the run-time table (markdown) from each results folder's provenance.json."""
 
 from __future__ import annotations
 
@@ -55,6 +55,10 @@ def _parser() -> argparse.ArgumentParser:
     budget = argparse.ArgumentParser(add_help=False)
     budget.add_argument("--budget", help="a time budget such as 2h or 90min: each sized notebook runs at the n its "
                                          "share buys (the rule: design/planning.md)")
+    budget.add_argument("--budget-usd", type=float, default=None,
+                        help="a dollar cap per notebook: plan says how many tasks it buys where a price per task is "
+                             "known; run hands it to each notebook's evaluations ($ROMA_LAB_BUDGET_USD), which stop "
+                             "starting tasks at it (a rerun with a higher cap resumes)")
     budget.add_argument("--concurrency", type=int, default=None,
                         help="units of work a named remote model runs at once (default: its max_concurrency)")
     plan = commands.add_parser("plan", parents=[shared, budget],
@@ -136,8 +140,10 @@ def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
 
         concurrency = 1 if not args.lm or in_process(args.lm) else max_concurrency(args.lm)
     plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s, lm=args.lm, concurrency=concurrency,
-                      target_mde=getattr(args, "mde", None))
+                      target_mde=getattr(args, "mde", None), budget_usd=args.budget_usd)
     budget = f"budget {format_seconds(args.budget_s)}" if args.budget_s else "at the notebooks' own sizes"
+    if args.budget_usd is not None:
+        budget += f", at most ${args.budget_usd:,.2f} a notebook"
     model = args.lm or "each notebook's own"
     print(f"plan ({budget}; model {model}, {concurrency} at once; "
           "paired MDE at 80% power, alpha 0.05):")
@@ -158,14 +164,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("run", "plan"):
         try:
             args.budget_s = parse_budget(args.budget) if args.budget else None
+            if args.budget_usd is not None:
+                from roma_lab.evaluate import check_budget
+
+                check_budget(args.budget_usd, "--budget-usd")
         except ValueError as exc:
             parser.error(f"{args.command}: {exc}")
     if args.command == "run":
         texts = _assignments(parser, args.assignments)
         try:
-            resolve_cluster(args.cluster)
+            how = resolve_cluster(args.cluster)
         except ValueError as exc:
             parser.error(f"run: {exc}")
+        if args.budget_usd is not None and how.kind != "in-process" and args.per == "item":
+            parser.error("run: --budget-usd is kept in each notebook's kernel, which then runs its items itself: "
+                         "add --per notebook (or run without --cluster)")
     root = (args.root or default_repo_root()).resolve()
     try:
         specs, bad = scan_specs(root)
@@ -236,7 +249,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for group, values in groups:
             outcomes += run_experiments(group, results_root=results_root, smoke=args.smoke, lm=args.lm,
-                                        force=args.force, cluster=args.cluster, per=args.per, overrides=values)
+                                        force=args.force, cluster=args.cluster, per=args.per, overrides=values,
+                                        budget_usd=args.budget_usd)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -10,7 +10,9 @@ wall time over its units of work, so fixed costs count against the units: an ove
 the spec's per-unit timeout over 3 (each spec's timeout is 3x a measured run, design/runner.md), and
 it is labelled with its source. A named remote model runs ``concurrency`` units at once; its dollars
 are its tokens per unit (the embedded model's counted tokens on the measured run) at LiteLLM's price
-of that model (unknown stays unknown, never 0).
+of that model (unknown stays unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is
+reported as the n it buys at that price per task; where no price per task is known the line says so
+(the cap itself is kept at run time by ``roma_lab.evaluate``, whatever the plan predicted).
 
 **The budget rule** (never from a score): notebooks without a size cost their measured or estimated
 time; what is left is split equally among the sized notebooks, and each gets the largest n its share
@@ -63,7 +65,8 @@ class NotebookPlan:
     """One notebook's plan. ``unit``: the size parameter planned (None: a fixed-size notebook);
     ``seconds_per_unit`` and ``cost_source`` say what one unit costs and how that is known; ``n`` is
     what the budget buys (None: no budget given), ``mde`` the paired MDE at n, ``target_n`` the n a
-    target MDE needs; seconds and dollars are predictions (dollars None: no price known)."""
+    target MDE needs, ``dollars_n`` the n a dollar cap buys; seconds and dollars are predictions
+    (dollars None: no price known)."""
 
     stem: str
     unit: str | None
@@ -81,6 +84,7 @@ class NotebookPlan:
     target_n: int | None
     target_seconds: float | None
     target_dollars: float | None
+    dollars_n: int | None  # the tasks the dollar cap buys (None: no cap, or no price per task known)
     line: str
 
 
@@ -90,6 +94,7 @@ class StudyPlan:
     lm: str | None
     concurrency: int
     notebooks: tuple[NotebookPlan, ...]
+    budget_usd: float | None = None
 
     @property
     def seconds(self) -> float:
@@ -99,7 +104,7 @@ class StudyPlan:
         def clean(value):  # NaN is not JSON: null
             return None if isinstance(value, float) and not math.isfinite(value) else value
 
-        data = {"budget_s": self.budget_s, "lm": self.lm, "concurrency": self.concurrency, "seconds": self.seconds,
+        data = {"budget_s": self.budget_s, "budget_usd": self.budget_usd, "lm": self.lm, "concurrency": self.concurrency, "seconds": self.seconds,
                 "notebooks": [{k: clean(v) for k, v in asdict(p).items()} for p in self.notebooks]}
         return json.dumps(data, indent=2) + "\n"
 
@@ -169,7 +174,7 @@ def _price(lm: str | None) -> float | None:
 
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
                target_mde: float | None = None, lm: str | None = None, concurrency: int = 1,
-               alpha: float = 0.05, power: float = 0.8) -> StudyPlan:
+               alpha: float = 0.05, power: float = 0.8, budget_usd: float | None = None) -> StudyPlan:
     """The plan of ``specs`` under the budget rule of the module docstring."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
@@ -194,7 +199,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         if not task_sized(spec):
             seconds = fixed_seconds(spec)
             plans.append(NotebookPlan(spec.stem, None, None, seconds, source, None, seconds, None, None, None, None, "",
-                                      None, None, None, None,
+                                      None, None, None, None, None,
                                       f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
             continue
         unit = spec.timeout_units[0]
@@ -217,12 +222,21 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             line += f"; {target_mde:.2f} needs n = {target.n} ({_time(target.n * per_task)}"
             line += f", ${target.n * money:,.2f})" if money is not None else (
                 ", dollars unknown: no measured tokens or no price)" if price != 0.0 else ")")
+        dollars_n = None
+        if budget_usd is not None:
+            if money is None:
+                line += f"; ${budget_usd:,.2f} buys an unknown n (no measured tokens or no price)"
+            elif money == 0:
+                line += f"; ${budget_usd:,.2f}: its model costs no dollars"
+            else:
+                dollars_n = math.floor(round(budget_usd / money, 9))  # 1.0 // 0.002 is 499.0 in floats
+                line += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} per task)"
         plans.append(NotebookPlan(
             spec.stem, unit, default_n, per_task, source, n, n * per_task, None if money is None else n * money,
             at_n.mde, at_n.mde_worst, psi, psi_source, target_mde, None if target is None else target.n,
             None if target is None else target.n * per_task,
-            None if target is None or money is None else target.n * money, line))
-    return StudyPlan(budget_s, lm, concurrency, tuple(plans))
+            None if target is None or money is None else target.n * money, dollars_n, line))
+    return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd)
 
 
 def write_plan(plan: StudyPlan, results_root: str | Path) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal
 
+from roma_lab._environment import ENV
 from roma_lab.results import (
     PROVENANCE_FILE,
     Provenance,
@@ -555,6 +556,7 @@ def run_experiment(
     kernel_env: Mapping[str, str] | None = None,
     cluster: Mapping[str, Any] | None = None,
     overrides: Mapping[str, ParamValue] | None = None,
+    budget_usd: float | None = None,
 ) -> RunOutcome:
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
@@ -573,20 +575,35 @@ def run_experiment(
     runner owns or a value of another type raises :class:`OverrideError` before anything runs.
     They are parameters of the run (its identity and provenance's ``parameters``), listed again
     under ``extra.overrides``, and scale the cell timeout (``extra.cell_timeout_s``).
+    ``budget_usd``: a dollar cap handed to the kernel as $ROMA_LAB_BUDGET_USD (``roma_lab.evaluate``
+    keeps it when a notebook names none) and recorded under ``extra.budget_usd``. It is not part of the
+    run's identity, so another cap resumes the same rows; but a completed run is skipped only when it
+    ran under the cap asked now (one stopped at a lower cap runs again, resuming).
     """
     start = time.perf_counter()
     out_dir = (Path(results_root) / spec.stem).resolve()
     overrides = check_overrides(spec, overrides or {})
     key = run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm, overrides=overrides)  # the one identity of this run
-    if not force and _status(spec, out_dir, lambda: key) == "completed":
+    if not force and _status(spec, out_dir, lambda: key) == "completed" and _budget_of(out_dir) == budget_usd:
         return RunOutcome(spec.stem, "skipped", out_dir)
+    kernel_env = dict(kernel_env or {})
+    if budget_usd is not None:
+        kernel_env[ENV.budget_usd] = repr(budget_usd)  # roma_lab.evaluate reads it
     try:
         with _exclusive(out_dir):
-            error = _run(spec, out_dir, key, smoke=smoke, force=force, kernel_env=kernel_env or {}, cluster=cluster,
-                         overrides=overrides)
+            error = _run(spec, out_dir, key, smoke=smoke, force=force, kernel_env=kernel_env, cluster=cluster,
+                         overrides=overrides, budget_usd=budget_usd)
     except RunnerStateError as exc:
         error = str(exc)
     return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
+
+
+def _budget_of(out_dir: Path) -> float | None:
+    """The dollar cap the folder's recorded run was given (None: none, or no readable record)."""
+    try:
+        return read_provenance(out_dir).extra.get("budget_usd")
+    except (FileNotFoundError, ProvenanceError):
+        return None
 
 
 @contextlib.contextmanager
@@ -606,7 +623,7 @@ def _exclusive(out_dir: Path):
 
 def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force: bool,
          kernel_env: Mapping[str, str], cluster: Mapping[str, Any] | None,
-         overrides: Mapping[str, ParamValue]) -> str | None:
+         overrides: Mapping[str, ParamValue], budget_usd: float | None) -> str | None:
     """Prepare the folder, execute, write the record; returns the error (None when completed)."""
     note = _prepare(spec, out_dir, key, force)
     recorded = dict(key.recorded)
@@ -622,6 +639,8 @@ def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force
         extra["recovered"] = note
     if cluster:
         extra["cluster"] = dict(cluster)
+    if budget_usd is not None:
+        extra["budget_usd"] = budget_usd
 
     def record(status: str, error: str | None = None) -> None:
         kept = quarantined_files(out_dir)  # damaged files moved aside by the runner or the notebook
@@ -677,6 +696,7 @@ def run_experiments(
     cluster: str | None = None,
     per: Per = "item",
     overrides: Mapping[str, ParamValue] | None = None,
+    budget_usd: float | None = None,
 ) -> list[RunOutcome]:
     """Run specs with a tqdm bar; one failure does not stop the rest.
 
@@ -691,6 +711,8 @@ def run_experiments(
 
     ``overrides`` (``--set``) apply to every spec and must suit each: they are checked against all
     of them (one :class:`OverrideError` naming each that refuses them) before any notebook runs.
+    ``budget_usd``: each notebook's dollar cap (:func:`run_experiment`); its items then run in its own
+    kernel, so not with ``per="item"`` on a cluster (a ValueError).
     """
     from tqdm.auto import tqdm
 
@@ -699,6 +721,9 @@ def run_experiments(
     if per not in ("item", "notebook"):
         raise ValueError(f"per must be 'item' or 'notebook', got {per!r}")
     how = batch.resolve_cluster(cluster)
+    if budget_usd is not None and how.kind != "in-process" and per == "item":
+        raise ValueError("a dollar cap is kept in each notebook's kernel, which then runs its items itself: "
+                         "use --per notebook (or no cluster) with --budget-usd")
     overrides = dict(overrides or {})
     refused = []
     for spec in specs:
@@ -708,7 +733,8 @@ def run_experiments(
             refused.append(str(exc))
     if refused:
         raise OverrideError("\n".join(refused))
-    kwargs = {"results_root": results_root, "smoke": smoke, "lm": lm, "force": force, "overrides": overrides}
+    kwargs = {"results_root": results_root, "smoke": smoke, "lm": lm, "force": force, "overrides": overrides,
+              "budget_usd": budget_usd}
     outcomes = []
     with tqdm(total=len(specs), desc="experiments", unit="exp", disable=not progress) as bar:
 
