@@ -458,7 +458,7 @@ def test_usage_table_has_table5_layout():
     run = run_bounded(Roma(**roles.role_kwargs(), max_depth=1), roles.goal)
     table = run.usage_df()
     assert list(table.columns) == ["component", "calls", "cost", "input_tokens", "output_tokens", "latency_s",
-                                   "tool_calls", "tool_errors"]
+                                   "tool_calls", "tool_errors", "replayed_calls"]
     assert list(table["component"]) == ["atomizer", "planner", "executor", "aggregator", "total"]
     assert list(table["calls"]) == [1, 1, 3, 1, 6]
 

@@ -233,7 +233,7 @@ def test_a_run_file_written_before_artifacts_loads_and_saves_with_the_new_fields
             call["tools"] = []
             for exchange in call.get("exchanges", []):
                 exchange["recorded_latency_s"] = None  # no cache latency recorded then (issue 26)
-    old.update(artifact_store=None, repair=None)
+    old.update(artifact_store=None, repair=None, kind="run")  # saved traces name their kind (issue 40)
     old["settings"].update(artifacts={"min_chars": None, "summary_chars": 200},
                            tools={"call_timeout_s": 30.0, "mcp_start_timeout_s": 60.0})
     assert saved == old  # every old field keeps its value

@@ -475,13 +475,13 @@ def test_a_single_call_and_roma_run_on_the_same_tasks_and_are_counted_level_by_l
     tables = measure_levels(tmp_path, lm="scripted", n_tasks=6, stats=StatsSettings(n_resamples=30))
     systems = tables.extra["systems"]
     assert list(dict.fromkeys(systems["condition"])) == ["single", "roma"]
-    for name, group in systems.groupby("system"):  # the agent's tasks, each once
+    for name, group in systems.groupby("condition"):  # the agent's tasks, each once
         assert sorted(group["task_id"]) == sorted(tables.rows["task_id"]), name
     assert (tmp_path / "systems" / "rows.csv").exists() and (tmp_path / "systems" / "provenance.json").exists()
     trend = tables.extra["trend"]
     assert list(dict.fromkeys(trend["condition"])) == ["OAgents", "single", "roma"]
     levels = {t: lvl for t, lvl in zip(tables.rows["task_id"], tables.rows["stratum"])}
-    for name, group in systems.groupby("system"):
+    for name, group in systems.groupby("condition"):
         scored = group.assign(level=group["task_id"].map(levels),
                               score=group["score"].astype(float).mask(group["error_stage"].eq("system"), 0.0))
         counts = scored.groupby("level")["score"].agg(["sum", "size"])

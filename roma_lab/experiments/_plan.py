@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roma_lab.stats import n_for_mde, plan_paired
+from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
 from ._spec import ExperimentSpec, _work_units
 from ._times import SPEED_LOG, read_run_time
@@ -174,7 +174,7 @@ def _price(lm: str | None) -> float | None:
 
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
                target_mde: float | None = None, lm: str | None = None, concurrency: int = 1,
-               alpha: float = 0.05, power: float = 0.8, budget_usd: float | None = None) -> StudyPlan:
+               alpha: float = DEFAULT_STATS.alpha, power: float = DEFAULT_STATS.power, budget_usd: float | None = None) -> StudyPlan:
     """The plan of ``specs`` under the budget rule of the module docstring."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")

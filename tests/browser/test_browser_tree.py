@@ -84,7 +84,7 @@ def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_ca
                "max_concurrency=MAX_CONCURRENCY, on_event=tree.on_event, plan_root=PLAN_ROOT))")
     tree.locator(".rt-cached").first.wait_for()
     calls = sum(len(n["calls"]) for n in run["nodes"])
-    assert f"({calls} cached)" in tree.locator(".rt-summary").inner_text()
+    assert f"{calls} of {calls} replayed from the cache" in tree.locator(".rt-summary").inner_text()
     assert "lookup" in tree.locator('[data-detail="0"]').inner_text()
     assert tree.locator('.rt-seg[data-cached="true"]').count() == calls
 
