@@ -135,6 +135,9 @@ def test_a_call_in_flight_is_drawn_up_to_the_latest_moment_of_the_trace():
     assert tree["span_s"] == 0.7 and tree["nodes"]["0"]["state"] == "running"
     assert [(s["kind"], s["start_s"], s["end_s"]) for s in tree["nodes"]["0"]["segments"]] == [
         ("queued", 0.1, 0.4), ("call", 0.4, 0.7)]
+    # the detail says how long the call has waited on the model, in a clock the live view ticks on
+    detail = node_detail_html(tree, "0")
+    assert "now waiting on the model in atomizer" in detail and 'class="rt-tick" data-tick-from="0.300"' in detail
 
 
 # --- the HTML ---

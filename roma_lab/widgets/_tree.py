@@ -162,6 +162,7 @@ def nodes_to_tree(nodes: Iterable[Node], *, status: str = "running", output: str
             "output_tokens": known_sum(c.output_tokens for c in n.calls),
             "latency_s": round(sum(c.latency_s for c in n.calls), 6),
             "segments": _segments(n, [by_id[k] for k in children[n.id]], now, schedule),
+            "now_s": round(now, 6),  # the latest moment the trace records (a live run's clock)
         }
     calls = [c for n in nodes for c in n.calls]
     return {
@@ -313,8 +314,13 @@ def _times_html(n: dict[str, Any]) -> str:
         parts.append(f"{queued:.3f} s queued for slots")
     if n["in_flight"]:
         f = n["in_flight"]
-        parts.append(f"now {'queued for' if f['started_s'] is None else 'in'} {esc(f['role'])} "
-                     f"(since {(f['queued_s'] if f['started_s'] is None else f['started_s']):.3f} s)")
+        since = f["queued_s"] if f["started_s"] is None else f["started_s"]
+        waited = max(0.0, (n.get("now_s") or since) - since)
+        # the live view ticks this on (view.js: .rt-tick), so a long model call never reads as frozen
+        clock = f'<span class="rt-tick" data-tick-from="{waited:.3f}">{waited:.0f}</span> s'
+        doing = f"queued for a slot of {esc(f['role'])}" if f["started_s"] is None else \
+            f"waiting on the model in {esc(f['role'])}"
+        parts.append(f"now {doing}: {clock} (since {since:.3f} s)")
     if n["forced_atomic"]:
         parts.append("max depth: executed directly")
     return f"<div>{' &middot; '.join(parts)}</div>" if parts else ""

@@ -141,3 +141,31 @@ def test_the_offline_harness_refuses_and_records_every_request_but_the_file(offl
     page.wait_for_load_state()
     assert sorted(asked) == ["http://example.invalid/a.png", "https://cdn.invalid/b.js"]
     assert page.inner_text("body") == "x"
+
+
+def test_a_call_in_flight_ticks_on_in_the_live_tree_between_trace_events(lab, page, tmp_path):
+    """Issue 44: "now in planner (since 0.005 s)" read the same for 83 s; the live tree now says how long
+    the call has waited on the model, and its clock runs on without a new event."""
+    import nbformat
+
+    source = ("from roma_lab.trace import CallInFlight, Node\n"
+              "from roma_lab.trace import NodeEvent\n"
+              "from roma_lab.widgets import ExecutionTreeWidget\n"
+              "root = Node(id='0', parent_id=None, depth=0, goal='g', task_type='think', status='running', "
+              "created_s=0.0, started_s=0.0, in_flight=CallInFlight('planner', queued_s=0.0, started_s=0.005))\n"
+              "w = ExecutionTreeWidget()\n"
+              "w.on_event(NodeEvent('running', root))\n"
+              "w.selected_id = '0'\n"
+              "w")
+    notebook = tmp_path / "ticking.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(nb, notebook)
+    opened = lab.open(page, notebook)
+    opened.run_all()
+    tick = page.locator(f"{TREE} [data-detail='0'] .rt-tick")
+    tick.wait_for()
+    first = int(tick.inner_text())
+    page.wait_for_timeout(2500)
+    assert "waiting on the model in planner" in page.locator(f"{TREE} [data-detail='0']").inner_text()
+    assert int(tick.inner_text()) >= first + 2  # ticking, with no event from the kernel

@@ -7,12 +7,21 @@
 //   - the row holding data-detail="<id>" is open only while <id> is selected (in every pane);
 //   - <select data-filter="<attr>"> hides the rows whose data-<attr> (space-separated words) does
 //     not contain the chosen value ("" shows all);
-//   - <details data-key> keep their open/closed state when Python sends new HTML.
+//   - <details data-key> keep their open/closed state when Python sends new HTML;
+//   - <span class="rt-tick" data-tick-from="<s>"> counts on in seconds from its value while the view
+//     is live, so a call in flight shows how long it has waited even between trace events.
 // Filters and open details are view state: they stay in the browser.
 
 function render({ model, el }) {
   const filters = {};
   const opened = {};
+  let drawnAt = performance.now();
+  const ticker = setInterval(() => {
+    const elapsed = (performance.now() - drawnAt) / 1000;
+    for (const tick of el.querySelectorAll(".rt-tick[data-tick-from]")) {
+      tick.textContent = Math.round(parseFloat(tick.dataset.tickFrom) + elapsed).toString();
+    }
+  }, 1000);
 
   function showSelected() {
     const id = model.get("selected_id");
@@ -35,6 +44,7 @@ function render({ model, el }) {
   function draw() {
     for (const d of el.querySelectorAll("details[data-key]")) opened[d.dataset.key] = d.open;
     el.innerHTML = model.get("_html");
+    drawnAt = performance.now();
     for (const view of el.querySelectorAll(".roma-view")) view.classList.add("rv-live");
     for (const d of el.querySelectorAll("details[data-key]")) {
       if (d.dataset.key in opened) d.open = opened[d.dataset.key];
@@ -68,6 +78,7 @@ function render({ model, el }) {
   model.on("change:selected_id", showSelected);
   draw();
   return () => {
+    clearInterval(ticker);
     el.removeEventListener("click", onClick);
     model.off("change:_html", draw);
     model.off("change:selected_id", showSelected);
