@@ -89,3 +89,25 @@ def test_run_with_a_budget_runs_each_sized_notebook_at_its_planned_n(tmp_path, m
     assert ([LEVELS.stem], {"N_TASKS": n}) in seen and ([QUICKSTART.stem], {}) in seen
     assert main(["--root", str(REPO), "run", LEVELS.stem, "--budget", "2h", "--set", "N_TASKS=3",
                  "--results", str(tmp_path)]) == 2
+
+
+def test_a_set_that_changes_what_a_notebook_does_runs_into_a_folder_of_its_own(tmp_path, monkeypatch, capsys):
+    """Issue 44: --set GOAL= no longer replaces the default quickstart run; sizes alone keep the folder."""
+    seen = []
+
+    def fake_run(specs, **kwargs):
+        seen.append((kwargs["results_root"], kwargs["overrides"]))
+        return []
+
+    monkeypatch.setattr("roma_lab.experiments._cli.run_experiments", fake_run)
+    goal = '"Find the population of Canada and of Australia, then say which is larger."'
+    assert main(["--root", str(REPO), "run", QUICKSTART.stem, "--set", f"GOAL={goal}"]) == 0
+    (where, values), = seen
+    assert where.parent == (REPO / "results" / "own").resolve() and values["GOAL"].startswith("Find the population")
+    assert "the default run in" in capsys.readouterr().out
+    seen.clear()
+    assert main(["--root", str(REPO), "run", LEVELS.stem, "--set", "N_TASKS=3"]) == 0
+    assert seen == [((REPO / "results").resolve(), {"N_TASKS": 3})]  # a size: the same folder
+    seen.clear()
+    assert main(["--root", str(REPO), "run", QUICKSTART.stem, "--set", f"GOAL={goal}", "--results", str(tmp_path)]) == 0
+    assert seen[0][0] == tmp_path.resolve()  # a folder named by the user is used as named

@@ -132,6 +132,21 @@ def _overrides(specs: list[ExperimentSpec], texts: dict[str, str]) -> dict[str, 
     return {name: value for name, (_, value) in typed.items()}
 
 
+def _own_folder(results_root: Path, specs: list[ExperimentSpec], values: dict[str, ParamValue]) -> Path:
+    """Where a run goes whose ``--set`` values change what a notebook does (a goal, a task file), not
+    only its size: a folder of its own under ``results/own/``, named by those values, so the default
+    run is never replaced (and ``list`` and ``times`` keep reading it); sizes alone keep the folder."""
+    import hashlib
+    import json
+
+    sizes = {name for spec in specs for name in spec.timeout_units}
+    content = {name: value for name, value in sorted(values.items()) if name not in sizes}
+    if not content:
+        return results_root
+    digest = hashlib.sha256(json.dumps(content, sort_keys=True, default=repr).encode()).hexdigest()[:10]
+    return results_root / "own" / digest
+
+
 def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace):
     """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
     concurrency = args.concurrency
@@ -248,7 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     outcomes = []
     try:
         for group, values in groups:
-            outcomes += run_experiments(group, results_root=results_root, smoke=args.smoke, lm=args.lm,
+            where = results_root if args.results else _own_folder(results_root, group, values)
+            if where != results_root:
+                print(f"--set changes what the notebook does, not only its size: results in {where}, "
+                      f"the default run in {results_root} stays as it is (--results names another folder)")
+            outcomes += run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
                                         force=args.force, cluster=args.cluster, per=args.per, overrides=values,
                                         budget_usd=args.budget_usd)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
