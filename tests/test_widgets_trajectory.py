@@ -432,9 +432,11 @@ def test_the_picker_lists_the_saved_tasks_and_shows_the_one_picked(study_dir, tm
     picker = TrajectoryPicker(altered(study_dir, tmp_path))
     assert picker.picker.options == ((f"{TASK} · 2/2 correct", TASK), (f"{OTHER} · 1/2 correct", OTHER))
     assert picker.picker.value == OTHER and {v["task_id"] for v in picker.comparison.views} == {OTHER}
+    assert f"showing task <code>{OTHER}</code>" in picker.shown.value and "needs the notebook's kernel" in picker.shown.value
     picker.comparison.selected_id = "r1.1"
     picker.picker.value = TASK  # as the dropdown in the browser sets it
     assert {v["task_id"] for v in picker.comparison.views} == {TASK}
+    assert f"showing task <code>{TASK}</code>" in picker.shown.value
     assert picker.comparison.labels == ["best-of-3-vote", "plan-and-revise"]
     assert picker.comparison.selected_id == "r1.1"  # the same step of the other task
     static = picker._repr_mimebundle_()["text/html"]

@@ -585,8 +585,16 @@ class TrajectoryPicker(widgets.VBox):
         shown = next(iter(first.values())).task_id
         self.picker = widgets.Dropdown(description="task", options=self._options(), value=shown)
         self.comparison = TrajectoryComparison(first)
-        super().__init__(children=[self.picker, self.comparison], **kwargs)
+        # says which task the panes show: in a saved notebook opened without running it, the menu has
+        # no kernel to answer it, and this line tells the reader why the panes stay
+        self.shown = widgets.HTML(self._shown_note(shown))
+        super().__init__(children=[self.picker, self.shown, self.comparison], **kwargs)
         self.picker.observe(self._picked, names="value")
+
+    @staticmethod
+    def _shown_note(task: str) -> str:
+        return (f"<small>showing task <code>{esc(task)}</code>; picking another needs the notebook's kernel "
+                "(run the notebook, then pick)</small>")
 
     def _options(self) -> list[tuple[str, str]]:
         by_task: dict[str, list[Trajectory]] = {}
@@ -598,6 +606,7 @@ class TrajectoryPicker(widgets.VBox):
 
     def _picked(self, change: dict[str, Any]) -> None:
         self.comparison.show_trajectories(_of_task(self._found, change["new"], self.run, self._where))
+        self.shown.value = self._shown_note(change["new"])
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         static = f"<p>task <code>{esc(self.picker.value)}</code></p>" + self.comparison._repr_html_()
