@@ -55,7 +55,7 @@ _PANE_CSS = """
 .roma-view table.{p}-table{border-collapse:collapse;width:100%;min-width:{min_width}px;table-layout:fixed}
 .roma-view .{p}-table th{text-align:left;font-weight:600;border-bottom:1px solid #bbb;font-size:12px;padding:1px 4px}
 .roma-view .{p}-table td{border-bottom:1px solid rgba(127,127,127,.15);padding:1px 4px;white-space:nowrap;
-  overflow:hidden;text-overflow:ellipsis}
+  overflow:hidden;text-overflow:ellipsis;text-align:left}
 .roma-view .{p}-num{text-align:right}
 .roma-view .{p}-detail{border-left:3px solid rgba(30,136,229,.35);margin:2px 0 8px 4px;padding:2px 0 2px 8px}
 .roma-view .{p}-detail h5{margin:6px 0 2px;font-size:12px}

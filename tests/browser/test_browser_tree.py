@@ -126,6 +126,14 @@ def test_an_exported_notebook_shows_its_tree_with_the_network_off(offline_page, 
     final = trees.last
     assert final.is_visible()
     assert final.locator("tr[data-select]").count() == len(run["nodes"])
+    # the node column reads as a tree: left-aligned, a child indented under its parent (not right-aligned
+    # by the page's table style, where 0.2 read as the root's sibling)
+    cells = final.locator("tr[data-select] td:first-child")
+    assert {cells.nth(i).evaluate("c => getComputedStyle(c).textAlign") for i in range(cells.count())} == {"left"}
+    child = final.locator('tr[data-select]:not([data-select="0"]) td:first-child').first
+    root = final.locator('tr[data-select="0"] td:first-child')
+    assert child.evaluate("c => parseFloat(getComputedStyle(c).paddingLeft)") > root.evaluate(
+        "c => parseFloat(getComputedStyle(c).paddingLeft)")
     assert "Usage per component" in page.inner_text("body")  # the rest of the notebook is there too
     assert not final.locator('[data-detail="0"]').is_visible()
     final.locator('tr[data-select="0"]').click()  # without JavaScript a row opens onto its role calls
