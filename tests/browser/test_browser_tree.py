@@ -135,6 +135,13 @@ def test_an_exported_notebook_shows_its_tree_with_the_network_off(offline_page, 
     assert child.evaluate("c => parseFloat(getComputedStyle(c).paddingLeft)") > root.evaluate(
         "c => parseFloat(getComputedStyle(c).paddingLeft)")
     assert "Usage per component" in page.inner_text("body")  # the rest of the notebook is there too
+    roles = final.locator('select[data-filter="roles"]')  # the filter the notebook's text mentions
+    assert roles.is_visible()
+    roles.select_option("aggregator")
+    shown = [r.get_attribute("data-select") for r in final.locator("tr[data-select]").all() if r.is_visible()]
+    assert 0 < len(shown) < len(run["nodes"])  # only the nodes that called the aggregator
+    roles.select_option("")
+    assert all(r.is_visible() for r in final.locator("tr[data-select]").all())
     assert not final.locator('[data-detail="0"]').is_visible()
     final.locator('tr[data-select="0"]').click()  # without JavaScript a row opens onto its role calls
     assert final.locator('[data-detail="0"]').is_visible()
