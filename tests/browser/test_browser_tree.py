@@ -184,3 +184,30 @@ def test_a_call_in_flight_ticks_on_in_the_live_tree_between_trace_events(lab, pa
     page.wait_for_timeout(2500)
     assert "waiting on the model in planner" in page.locator(f"{TREE} [data-detail='0']").inner_text()
     assert int(tick.inner_text()) >= first + 2  # ticking, with no event from the kernel
+
+
+def test_the_teacher_goal_shows_its_answers_without_evidence_flagged_amber_in_the_live_tree(lab, page, tmp_path):
+    """Issue 44: a search that found nothing (and the nodes built on it) is never a green 'completed'."""
+    import nbformat
+
+    source = ("import sys\n"
+              f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
+              "from test_widgets_tree import teacher_run\n"
+              "from roma_lab.widgets import ExecutionTreeWidget\n"
+              "ExecutionTreeWidget(teacher_run())")
+    notebook = tmp_path / "teacher.ipynb"
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(nb, notebook)
+    opened = lab.open(page, notebook)
+    opened.run_all()
+    tree = page.locator(TREE)
+    tree.wait_for()
+    assert "3 without evidence" in tree.locator(".rt-summary").inner_text()
+    flagged = {r.get_attribute("data-select") for r in tree.locator("tr[data-select]").all()
+               if "no evidence" in r.inner_text()}
+    assert flagged == {"0", "0.1", "0.3"}
+    badge = tree.locator('tr[data-select="0.2"] .rt-badge')
+    assert badge.inner_text() == "completed" and "67, 160, 71" in badge.evaluate("b => getComputedStyle(b).backgroundColor")
+    tree.locator('tr[data-select="0.1"]').click()
+    assert "its search found no passage" in tree.locator('[data-detail="0.1"]').inner_text()
