@@ -234,8 +234,13 @@ def run_study(
         return (f"a different model, benchmark and size ({row['setting']}); the paper runs GPT-4.1 "
                 "(Claude-3.7 for its Table 1 and 9 rows) on GAIA once per configuration")
 
+    sampled = set(ours["subset"])
+
     def not_measured(row: Mapping[str, Any]) -> str:
         if row["condition"] in names or row["condition"] in {f"{c} - {b}" for c, b in pairs.items()}:
+            if row["subset"] in sampled:  # the subset was sampled, but this row could not be computed on it
+                return (f"our sample of {row['subset']} is too small for this row (a paired difference needs two "
+                        "tasks both conditions scored)")
             return f"this subset was not in our sample ({row['subset']})"
         return why_not_measured(row) if callable(why_not_measured) else (
             why_not_measured or "a configuration or model this study does not run offline")
