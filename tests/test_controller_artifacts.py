@@ -14,9 +14,15 @@ from types import SimpleNamespace
 
 import pytest
 
-from roma_lab.tools import ArtifactCorruptedError, ArtifactError, ArtifactMissingError, ArtifactStore, read_artifact
-from roma_lab.trace import ArtifactRef, InvalidRunError, Node, Run
 from roma_lab.controller import Roma
+from roma_lab.tools import (
+    ArtifactCorruptedError,
+    ArtifactError,
+    ArtifactMissingError,
+    ArtifactStore,
+    read_artifact,
+)
+from roma_lab.trace import ArtifactRef, InvalidRunError, Node, Run
 
 RUNS = Path(__file__).parent / "fixtures" / "runs"
 NOTE = 600  # characters of every executor output: well over the artifact threshold below
@@ -264,9 +270,8 @@ def test_the_read_artifact_tool_returns_a_long_artifact_in_bounded_parts(tmp_pat
     each part is at most max_tool_result_chars and says where the next one starts."""
     import re
 
-    from roma_lab.tools._artifacts import _RUN_STORE
     from roma_lab.controller._roles import ToolExecutor
-    from roma_lab.tools._calls import _TOOL_LOG, ToolLog
+    from roma_lab.tools import RUN_STORE, TOOL_LOG, ToolLog
 
     store = ArtifactStore(tmp_path / "store")
     whole = "".join(f"{i:05d}" for i in range(50))  # 250 characters
@@ -274,9 +279,9 @@ def test_the_read_artifact_tool_returns_a_long_artifact_in_bounded_parts(tmp_pat
     tool = ToolExecutor(None)
 
     async def read_all() -> tuple[list[str], list[str]]:
-        _RUN_STORE.set(store)
+        RUN_STORE.set(store)
         log = ToolLog(t0=0.0, timeout_s=30.0, max_result_chars=100)
-        _TOOL_LOG.set(log)
+        TOOL_LOG.set(log)
         parts, offset = [], 0
         while True:
             shown = await tool.read_artifact(ref.id, offset)
@@ -294,14 +299,14 @@ def test_the_read_artifact_tool_returns_a_long_artifact_in_bounded_parts(tmp_pat
 
 
 def test_the_read_artifact_tool_returns_a_short_artifact_whole(tmp_path):
-    from roma_lab.tools._artifacts import _RUN_STORE
     from roma_lab.controller._roles import ToolExecutor
+    from roma_lab.tools import RUN_STORE
 
     store = ArtifactStore(tmp_path / "store")
     ref = store.put("short text")
 
     async def read() -> str:
-        _RUN_STORE.set(store)
+        RUN_STORE.set(store)
         return await ToolExecutor(None).read_artifact(ref.id)
 
     assert asyncio.run(read()) == "short text"

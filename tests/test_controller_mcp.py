@@ -23,11 +23,17 @@ from pathlib import Path
 
 import pytest
 
-from roma_lab.tools import McpServer, ToolTimeoutError, run_tools
-from roma_lab.trace import Run
 from roma_lab.controller import Roma
-from roma_lab.tools._calls import ToolLog, _TOOL_LOG, traced_call
 from roma_lab.lm import ScriptedRequest, script_reply, scripted_lm
+from roma_lab.tools import (
+    TOOL_LOG,
+    McpServer,
+    ToolLog,
+    ToolTimeoutError,
+    run_tools,
+    traced_call,
+)
+from roma_lab.trace import Run
 
 ROOT = Path(__file__).resolve().parents[1]
 SERVER = str(ROOT / "tests" / "mcp_server.py")
@@ -189,7 +195,7 @@ def test_a_tool_that_ignores_cancellation_is_still_cut_at_its_time_limit():
 
     async def call():
         log = ToolLog(time.monotonic(), timeout_s=0.2)
-        _TOOL_LOG.set(log)
+        TOOL_LOG.set(log)
         with pytest.raises(ToolTimeoutError, match="tool 'slow': no answer within 0.2 s"):
             await traced_call("slow", None, {"x": 1}, stubborn)
         return log.calls

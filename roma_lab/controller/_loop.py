@@ -6,7 +6,6 @@ run has a loop of its own and no role can hang it: design/scheduling.md.
 
 from __future__ import annotations
 
-
 import asyncio
 import contextlib
 import inspect
@@ -18,8 +17,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from roma_lab.tools import ArtifactStore
-from roma_lab.tools._calls import _TOOL_LOG, McpConnections, ToolLog
+from roma_lab.tools import TOOL_LOG, ArtifactStore, McpConnections, ToolLog
 from roma_lab.trace import (
     Node,
     NodeEvent,
@@ -28,7 +26,6 @@ from roma_lab.trace import (
 )
 
 from ._repair import RepairPlan
-
 
 _STOP = (KeyboardInterrupt, SystemExit)  # raised by a role: the run stops (see _Stopped)
 
@@ -65,7 +62,7 @@ def _call_setting(lm: Any, tools: ToolLog) -> Iterator[Callable[[Any, BaseExcept
     outcome from what it returned or raised."""
     from roma_lab.lm import metered_call
 
-    _TOOL_LOG.set(tools)  # the call's thread or task runs in a copy of the run's context: the setting stays there
+    TOOL_LOG.set(tools)  # the call's thread or task runs in a copy of the run's context: the setting stays there
     with metered_call(lm) as meter:
         yield lambda result, error: _Outcome(result, error, meter.tokens(), meter.history())
 

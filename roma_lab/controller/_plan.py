@@ -14,6 +14,7 @@ from typing import Any
 
 from roma_lab.trace import show
 
+
 @dataclass(frozen=True, slots=True)
 class Subtask:
     goal: str

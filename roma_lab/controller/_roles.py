@@ -18,8 +18,14 @@ from pydantic import BaseModel, Field
 from typing_extensions import TypeAliasType
 
 from roma_lab.lm import JSONRole
-from roma_lab.tools import check_sandbox, read_artifact, run_python, run_tools
-from roma_lab.tools._calls import tool_result_limit, traced_call
+from roma_lab.tools import (
+    check_sandbox,
+    read_artifact,
+    run_python,
+    run_tools,
+    tool_result_limit,
+    traced_call,
+)
 from roma_lab.trace import NO_EVIDENCE, TASK_TYPES
 
 MAX_PLAN_ITEMS = 8  # schema bound; Roma(max_subtasks=...) may cut plans further
@@ -225,12 +231,12 @@ class ToolExecutor:
 
     def tools(self) -> list[dspy.Tool]:
         """The tools of one call: the built-in ones, then the run's MCP tools."""
-        from roma_lab.tools._artifacts import _RUN_STORE
+        from roma_lab.tools import RUN_STORE
 
         builtin = [dspy.Tool(self.run_python, name="run_python")]
         if self.retriever is not None:
             builtin.insert(0, dspy.Tool(self.search, name="search"))
-        if _RUN_STORE.get() is not None:
+        if RUN_STORE.get() is not None:
             builtin.append(dspy.Tool(self.read_artifact, name="read_artifact"))
         tools = [*builtin, *run_tools()]
         names = [t.name for t in tools]

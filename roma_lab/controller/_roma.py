@@ -27,9 +27,17 @@ from dataclasses import replace
 from os import PathLike
 from typing import Any
 
-from roma_lab.tools import ArtifactError, ArtifactMissingError, ArtifactStore, McpServer, McpServerError
-from roma_lab.tools._artifacts import _RUN_STORE
-from roma_lab.tools._calls import _RUN_TOOLS, McpConnections, ToolLog
+from roma_lab.tools import (
+    RUN_STORE,
+    RUN_TOOLS,
+    ArtifactError,
+    ArtifactMissingError,
+    ArtifactStore,
+    McpConnections,
+    McpServer,
+    McpServerError,
+    ToolLog,
+)
 from roma_lab.trace import (
     OUTPUT_STATUSES,
     TASK_TYPES,
@@ -194,7 +202,13 @@ class Roma:
         self.uses_default_roles = None in (atomizer, planner, executors, aggregator) or (
             settings.verify and verifier is None)
         if self.uses_default_roles:
-            from ._roles import Aggregator, Atomizer, Planner, Verifier, default_executors
+            from ._roles import (
+                Aggregator,
+                Atomizer,
+                Planner,
+                Verifier,
+                default_executors,
+            )
 
             atomizer = atomizer or Atomizer()
             planner = planner or Planner()
@@ -628,7 +642,7 @@ class Roma:
         early (KeyboardInterrupt/SystemExit from a role, or a bug in this controller), never raises
         it: a BaseException must not escape a task."""
         root_id = next(iter(state.nodes))
-        _RUN_STORE.set(state.store)  # this task's context: every role call of the run inherits both
+        RUN_STORE.set(state.store)  # this task's context: every role call of the run inherits both
         connections = state.connections = McpConnections()
         try:
             tools = []
@@ -638,7 +652,7 @@ class Roma:
                 clashes = sorted({n for n in names if names.count(n) > 1})
                 if clashes:  # ReAct keys tools by name: one server's tool would silently replace the other's
                     raise McpServerError(server.name, f"lists tools another server lists too: {clashes}")
-            _RUN_TOOLS.set(tuple(tools))
+            RUN_TOOLS.set(tuple(tools))
             await self._solve(state, root_id, inherited=(), dep_results=())
         except McpServerError as err:  # nothing ran yet: the root fails, naming the server
             state.update(root_id, status="failed", error=_describe(err), started_s=state.now(), ended_s=state.now())

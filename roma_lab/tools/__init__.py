@@ -8,6 +8,7 @@
 """
 
 from ._artifacts import (
+    RUN_STORE,
     ArtifactCorruptedError,
     ArtifactError,
     ArtifactMissingError,
@@ -15,27 +16,45 @@ from ._artifacts import (
     UntrustedStoreError,
 )
 from ._calls import (
+    RUN_TOOLS,
+    TOOL_LOG,
+    McpConnections,
     McpServer,
     McpServerError,
     ToolCallError,
     ToolFailedError,
+    ToolLog,
     ToolResultError,
     ToolServerGoneError,
     ToolTimeoutError,
     read_artifact,
     run_tools,
+    tool_result_limit,
+    traced_call,
 )
 from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
-from ._sandbox import ISOLATION_MODES, SandboxResult, SandboxUnavailableError, check_sandbox, run_python
+from ._sandbox import (
+    ISOLATION_MODES,
+    SandboxResult,
+    SandboxUnavailableError,
+    check_sandbox,
+    run_python,
+)
 
+# A run's context for the tools its executors call (set by the system that runs them, e.g. ROMA's
+# controller): its artifact store, its MCP tools and the log each role call's tool calls go to.
 __all__ = [
     "ISOLATION_MODES",
+    "RUN_STORE",
+    "RUN_TOOLS",
+    "TOOL_LOG",
     "ArtifactCorruptedError",
     "ArtifactError",
     "ArtifactMissingError",
     "ArtifactStore",
     "BM25Retriever",
     "EmptyCorpusError",
+    "McpConnections",
     "McpServer",
     "McpServerError",
     "Passage",
@@ -43,6 +62,7 @@ __all__ = [
     "SandboxUnavailableError",
     "ToolCallError",
     "ToolFailedError",
+    "ToolLog",
     "ToolResultError",
     "ToolServerGoneError",
     "ToolTimeoutError",
@@ -51,4 +71,6 @@ __all__ = [
     "read_artifact",
     "run_python",
     "run_tools",
+    "tool_result_limit",
+    "traced_call",
 ]

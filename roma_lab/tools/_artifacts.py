@@ -236,4 +236,4 @@ def _detail(err: BaseException) -> str:
 
 # The store of the run a role call belongs to: set by the controller for the whole run, read by
 # read_artifact (_tools.py; a ContextVar, so concurrent runs in one process never see each other's store).
-_RUN_STORE: contextvars.ContextVar[ArtifactStore | None] = contextvars.ContextVar("roma_artifact_store", default=None)
+RUN_STORE: contextvars.ContextVar[ArtifactStore | None] = contextvars.ContextVar("roma_artifact_store", default=None)

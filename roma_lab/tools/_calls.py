@@ -28,7 +28,7 @@ from roma_lab._environment import ENV
 from roma_lab.trace import RomaSettings, ToolCall, clip, jsonable, reference
 from roma_lab.trace._types import ToolStatus
 
-from ._artifacts import _RUN_STORE, ArtifactError, ArtifactRef
+from ._artifacts import RUN_STORE, ArtifactError, ArtifactRef
 
 if TYPE_CHECKING:
     import dspy
@@ -96,20 +96,20 @@ class ToolLog:
     max_result_chars: int | None = _DEFAULT_RESULT_CHARS  # the run's max_tool_result_chars (None: never cut)
 
 
-_TOOL_LOG: contextvars.ContextVar[ToolLog | None] = contextvars.ContextVar("roma_tool_log", default=None)
+TOOL_LOG: contextvars.ContextVar[ToolLog | None] = contextvars.ContextVar("roma_tool_log", default=None)
 _DEFAULT_TIMEOUT_S = 30.0  # a tool called outside a ROMA role call (RomaSettings' default)
 
 
 def tool_result_limit() -> int | None:
     """The current role call's ``max_tool_result_chars`` (None: never cut)."""
-    log = _TOOL_LOG.get()
+    log = TOOL_LOG.get()
     return log.max_result_chars if log is not None else _DEFAULT_RESULT_CHARS
 
 
 def _record(name: str, server: str | None, arguments: Mapping[str, Any], started: float, *,
             status: ToolStatus, result_chars: int | None, error: str | None, shown_chars: int | None = None,
             artifact: str | None = None) -> None:
-    log = _TOOL_LOG.get()
+    log = TOOL_LOG.get()
     if log is not None:
         log.calls.append(ToolCall(name=name, server=server, arguments=jsonable(dict(arguments)), status=status,
                                   result_chars=result_chars, latency_s=time.monotonic() - started,
@@ -140,7 +140,7 @@ class _Cut:
 async def _cut(text: str, limit: int) -> _Cut:
     """Cut ``text`` as a context cuts a long dependency result (``clip``) and, when the run has an
     artifact store, keep the whole of it there and name it as an artifact output is named."""
-    store = _RUN_STORE.get()
+    store = RUN_STORE.get()
     if store is None:
         return _Cut(clip(text, limit), None)
     ref = await asyncio.to_thread(store.put, text)
@@ -160,7 +160,7 @@ async def traced_call(name: str, server: str | None, arguments: Mapping[str, Any
     the call honours cancellation. Raises a :class:`ToolCallError` on any failure. A result whose
     ``text`` is longer than ``max_tool_result_chars`` is cut (:func:`_cut`): the caller gets
     ``shown(cut text)`` and the trace records the whole size, the size shown and the artifact."""
-    log = _TOOL_LOG.get()
+    log = TOOL_LOG.get()
     timeout_s = log.timeout_s if log is not None else _DEFAULT_TIMEOUT_S
     limit = tool_result_limit()
     started = time.monotonic()
@@ -215,7 +215,7 @@ def traced_sync(name: str, server: str | None, arguments: Mapping[str, Any], cal
 def read_artifact(ref: ArtifactRef | str) -> str:
     """The full text of an artifact of the current ROMA run: the typed accessor for roles that need
     more than the summary in their context. Only inside a role call of a run with a store."""
-    store = _RUN_STORE.get()
+    store = RUN_STORE.get()
     if store is None:
         raise ArtifactError("read_artifact works inside a role call of a ROMA run that has an artifact store")
     name = ref.id if isinstance(ref, ArtifactRef) else ref
@@ -460,9 +460,9 @@ class McpConnections:
 
 
 # The current run's MCP tools, for executors (a ContextVar: each run sees only its own).
-_RUN_TOOLS: contextvars.ContextVar[tuple] = contextvars.ContextVar("roma_run_tools", default=())
+RUN_TOOLS: contextvars.ContextVar[tuple] = contextvars.ContextVar("roma_run_tools", default=())
 
 
 def run_tools() -> tuple[dspy.Tool, ...]:
     """The MCP tools of the ROMA run this role call belongs to (empty outside a run, or without servers)."""
-    return _RUN_TOOLS.get()
+    return RUN_TOOLS.get()
