@@ -8,6 +8,7 @@ frozen values (``RomaSettings``, ``StatsSettings``, ``AgentConfig``...).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, fields
 
 __all__ = ["ENV", "Environment"]
@@ -36,6 +37,18 @@ class Environment:
 
     def names(self) -> tuple[str, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
+
+    @staticmethod
+    def number(name: str, unit: str) -> float | None:
+        """The number variable ``name`` holds (None: unset or blank); ValueError naming it and its
+        ``unit`` when it holds anything else. Its range is the reader's to check."""
+        text = os.environ.get(name, "").strip()
+        if not text:
+            return None
+        try:
+            return float(text)
+        except ValueError:
+            raise ValueError(f"${name} must be a number of {unit}, got {text!r}") from None
 
 
 ENV = Environment()

@@ -11,7 +11,6 @@ is never taken for 0: it stops the run with :class:`BudgetUnknownCostError`.
 from __future__ import annotations
 
 import math
-import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -39,14 +38,8 @@ def check_budget(value: float, what: str = "budget_usd") -> float:
 
 def budget_usd_from_env() -> float | None:
     """The cap named by $ROMA_LAB_BUDGET_USD (None: not set or empty)."""
-    text = os.environ.get(BUDGET_ENV, "").strip()
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"${BUDGET_ENV} must be a number of dollars, got {text!r}") from None
-    return check_budget(value, f"${BUDGET_ENV}")
+    value = ENV.number(BUDGET_ENV, "dollars")
+    return None if value is None else check_budget(value, f"${BUDGET_ENV}")
 
 
 @dataclass(frozen=True, slots=True)

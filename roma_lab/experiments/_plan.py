@@ -113,12 +113,9 @@ class StudyPlan:
         return {p.stem: {p.unit: p.n} for p in self.notebooks if p.unit is not None and p.n is not None}
 
 
-def _cost(spec: ExperimentSpec, results_root: Path) -> tuple[float, str, float | None]:
+def _cost(spec: ExperimentSpec, results_root: Path, speeds) -> tuple[float, str, float | None]:
     """(seconds per unit of ``spec.timeout_units`` -- or of the whole run for a fixed notebook --, where
     that comes from, prompt + generated tokens per unit or None)."""
-    from roma_lab.lm import read_speeds
-
-    speeds, _ = read_speeds(results_root / SPEED_LOG)
     ran = read_run_time(results_root, spec.stem, speeds)
     units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
     if ran.status == "completed" and ran.smoke is False and ran.seconds:
@@ -180,7 +177,10 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     root = Path(results_root)
     price = _price(lm)
-    costs = {s.stem: _cost(s, root) for s in specs}
+    from roma_lab.lm import read_speeds
+
+    speeds, _ = read_speeds(root / SPEED_LOG)  # once for every notebook
+    costs = {s.stem: _cost(s, root, speeds) for s in specs}
     def task_sized(spec: ExperimentSpec) -> bool:
         return bool(spec.timeout_units) and spec.timeout_units[0] in TASK_UNITS
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
-import os
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -38,13 +37,9 @@ class ModelCallDeadlineError(TimeoutError):
 def call_deadline_s(given: float | None = None) -> float:
     """The deadline in force: ``given`` (a model's own), else $ROMA_LAB_CALL_DEADLINE_S, else the default."""
     if given is None:
-        text = os.environ.get(CALL_DEADLINE_ENV, "").strip()
-        if not text:
+        given = ENV.number(CALL_DEADLINE_ENV, "seconds")
+        if given is None:
             return DEFAULT_CALL_DEADLINE_S
-        try:
-            given = float(text)
-        except ValueError:
-            raise ValueError(f"${CALL_DEADLINE_ENV} must be a number of seconds, got {text!r}") from None
     if isinstance(given, bool) or not isinstance(given, int | float) or not math.isfinite(given) or given <= 0:
         raise ValueError(f"a model call's deadline must be a positive number of seconds, got {given!r}")
     return float(given)

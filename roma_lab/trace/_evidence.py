@@ -34,6 +34,9 @@ def without_evidence(nodes: Sequence[Node]) -> dict[str, str]:
     """Node id -> why it has no evidence, for every node with an output that rests on a search that
     found nothing: its own, a dependency's, or (for a parent) a subtask's."""
     by_id = {n.id: n for n in nodes}
+    children: dict[str, list[str]] = {}
+    for n in nodes:
+        children.setdefault(n.parent_id, []).append(n.id)
     flagged = {n.id: "its search found no passage" for n in nodes if n.status in OUTPUT_STATUSES and _empty_search(n)}
     changed = True
     while changed:  # dependencies and parents, until nothing more is flagged (a tree: this ends)
@@ -42,7 +45,7 @@ def without_evidence(nodes: Sequence[Node]) -> dict[str, str]:
             if n.id in flagged or n.status not in OUTPUT_STATUSES:
                 continue
             used = [d for d in n.depends_on if d in flagged]
-            below = [c.id for c in nodes if c.parent_id == n.id and c.id in flagged]
+            below = [c for c in children.get(n.id, ()) if c in flagged]
             if used or below:
                 flagged[n.id] = (f"it used the result of {used[0]}, which has no evidence" if used
                                  else f"it aggregates {below[0]}, which has no evidence")

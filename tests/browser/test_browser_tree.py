@@ -22,6 +22,16 @@ COMPARISON = '.roma-view.rv-live[data-view="run-comparison"]'
 TREE = '.roma-view.rv-live[data-view="execution-tree"]'
 
 
+def one_cell_notebook(path: Path, source: str) -> Path:
+    """A notebook of one code cell at ``path``, its kernelspec as JupyterLab writes it."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
 def call_intervals(pane) -> list[tuple[float, float]]:
     return [(float(s.get_attribute("data-start")), float(s.get_attribute("data-end")))
             for s in pane.locator('.rt-seg[data-kind="call"]').all()]
@@ -161,8 +171,6 @@ def test_the_offline_harness_refuses_and_records_every_request_but_the_file(offl
 def test_a_call_in_flight_ticks_on_in_the_live_tree_between_trace_events(lab, page, tmp_path):
     """Issue 44: "now in planner (since 0.005 s)" read the same for 83 s; the live tree now says how long
     the call has waited on the model, and its clock runs on without a new event."""
-    import nbformat
-
     source = ("from roma_lab.trace import CallInFlight, Node\n"
               "from roma_lab.trace import NodeEvent\n"
               "from roma_lab.widgets import ExecutionTreeWidget\n"
@@ -172,11 +180,7 @@ def test_a_call_in_flight_ticks_on_in_the_live_tree_between_trace_events(lab, pa
               "w.on_event(NodeEvent('running', root))\n"
               "w.selected_id = '0'\n"
               "w")
-    notebook = tmp_path / "ticking.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    nbformat.write(nb, notebook)
-    opened = lab.open(page, notebook)
+    opened = lab.open(page, one_cell_notebook(tmp_path / "ticking.ipynb", source))
     opened.run_all()
     tick = page.locator(f"{TREE} [data-detail='0'] .rt-tick")
     tick.wait_for()
@@ -188,18 +192,12 @@ def test_a_call_in_flight_ticks_on_in_the_live_tree_between_trace_events(lab, pa
 
 def test_the_teacher_goal_shows_its_answers_without_evidence_flagged_amber_in_the_live_tree(lab, page, tmp_path):
     """Issue 44: a search that found nothing (and the nodes built on it) is never a green 'completed'."""
-    import nbformat
-
     source = ("import sys\n"
               f"sys.path.insert(0, {str(REPO / 'tests')!r})\n"
               "from test_widgets_tree import teacher_run\n"
               "from roma_lab.widgets import ExecutionTreeWidget\n"
               "ExecutionTreeWidget(teacher_run())")
-    notebook = tmp_path / "teacher.ipynb"
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    nbformat.write(nb, notebook)
-    opened = lab.open(page, notebook)
+    opened = lab.open(page, one_cell_notebook(tmp_path / "teacher.ipynb", source))
     opened.run_all()
     tree = page.locator(TREE)
     tree.wait_for()
