@@ -32,6 +32,7 @@ from roma_lab.agents import (
     pick_best_score,
     sampling_seed,
     run_agent,
+    trajectory_rows_df,
 )
 from roma_lab.agents._select import vote_selection as vote
 from roma_lab.bench import Item, StringMatchGrader, normalize_answer
@@ -539,16 +540,39 @@ def test_reanswer_only_on_an_empty_or_unable_to_determine_answer_and_logged():
     def actor(first):
         return lambda i: act("final_answer", "42" if "without an answer" in i["feedback"] else first)
 
+    whole = AgentConfig(reanswer_with="rollout")
     for first in ("Unable to determine.", ""):
         lm, _ = scripted(actor(first))
-        trajectory = Agent(AgentConfig(), lm=lm).run(toy_task())
+        trajectory = Agent(whole, lm=lm).run(toy_task())
         assert trajectory.reanswered and [r.kind for r in trajectory.rollouts] == ["main", "reanswer"]
         assert trajectory.answer == "42" and "re-answered" in trajectory.selection.note
-    lm, _ = scripted(actor("41"))  # a wrong answer is never re-asked
+    for config in (whole, AgentConfig()):
+        lm, _ = scripted(actor("41"))  # a wrong answer is never re-asked
+        trajectory = Agent(config, lm=lm).run(toy_task())
+        assert not trajectory.reanswered and len(trajectory.rollouts) == 1
+        lm, _ = scripted(actor("Unable to determine"))
+        assert not Agent(replace(config, reanswer=False), lm=lm).run(toy_task()).reanswered
+
+
+def test_the_default_reanswer_is_one_answerer_call_from_the_failed_attempt_s_steps():
+    lm, engine = scripted(lambda i: act() if steps_done(i["memory"]) < 2 else act("final_answer", "Unable to determine."),
+                          answerer=lambda inputs: {"answer": "42"})
     trajectory = Agent(AgentConfig(), lm=lm).run(toy_task())
-    assert not trajectory.reanswered and len(trajectory.rollouts) == 1
-    lm, _ = scripted(actor("Unable to determine"))
-    assert not Agent(AgentConfig(reanswer=False), lm=lm).run(toy_task()).reanswered
+    assert trajectory.reanswered and [r.kind for r in trajectory.rollouts] == ["main", "reanswer"]
+    assert trajectory.answer == "42" and trajectory.status == "answered"
+    assert len(role_inputs(engine, "actor")) == 3  # the main rollout's three steps, none repeated
+    (asked,) = role_inputs(engine, "answerer")
+    # the answerer reads the failed attempt's memory, its last step included
+    assert "counter is now 2" in asked["memory"] and "Unable to determine." in asked["memory"]
+    reanswer = trajectory.rollouts[1]
+    assert len(reanswer.steps) == 1 and reanswer.steps[0].answer == "42" and "without an answer" in reanswer.note
+
+
+def test_no_reanswer_call_repeats_the_answerer_call_that_ended_the_attempt():
+    lm, engine = scripted(lambda i: act())  # never answers: the step limit, then the answerer's empty reply
+    trajectory = Agent(AgentConfig(max_steps=2), lm=lm).run(toy_task())
+    assert trajectory.status == "step_limit" and not trajectory.reanswered and len(trajectory.rollouts) == 1
+    assert len(role_inputs(engine, "answerer")) == 1
 
 
 # --- typed failures ------------------------------------------------------------------------------
@@ -1006,3 +1030,70 @@ def test_every_request_names_its_rollout_and_judges_name_the_run():
     trajectory, _ = best_of_n(["7", "8"], selection="score", gate=gate)
     assert trajectory.run == 0
     assert sorted({(role, rid) for role, rid in seen}) == [("actor", "0:0"), ("actor", "0:1"), ("scorer", "0")]
+
+
+# --- the repeat guard ----------------------------------------------------------------------------
+
+
+class LookupEnv(CounterEnv):
+    """CounterEnv whose ``lookup`` is idempotent (a fixed dictionary): the repeat guard may skip it."""
+
+    tools = (Tool("count", "add one to the counter"), Tool("lookup", "look a word up", ("query",), idempotent=True))
+
+    def __init__(self):
+        super().__init__()
+        self.lookups = 0
+
+    def call(self, name, arguments):
+        self.lookups += name == "lookup"
+        return super().call(name, arguments)
+
+
+def lookup_then_answer(repeats, answer="42"):
+    """The actor looks up "x" ``repeats`` + 1 times, then answers."""
+    return lambda inputs: (act("lookup", arguments={"query": "x"}) if steps_done(inputs["memory"]) <= repeats
+                           else act("final_answer", answer))
+
+
+def test_an_identical_idempotent_call_is_not_run_again_the_actor_is_told_and_the_row_counts_it():
+    envs = []
+
+    def task():
+        return toy_task(env=lambda: envs.append(LookupEnv()) or envs[-1])
+
+    lm, engine = scripted(lookup_then_answer(1))
+    trajectory = Agent(AgentConfig(reanswer=False), lm=lm).run(task())
+    steps = trajectory.rollouts[0].steps
+    assert [s.error_kind for s in steps] == [None, "repeated_call", None] and trajectory.answer == "42"
+    assert envs[-1].lookups == 1 and trajectory.n_tool_calls == 1 and trajectory.n_repeated_calls == 1
+    assert "already called with these arguments at step 1" in steps[1].error
+    assert "definition of x" in steps[1].error  # the earlier result, shown again
+    assert "already called" in role_inputs(engine, "actor")[2]["feedback"]  # said to the model
+    row = trajectory_rows_df([trajectory]).iloc[0]
+    assert row["repeated_calls"] == 1 and row["tool_calls"] == 1
+
+    lm, _ = scripted(lookup_then_answer(1))
+    unguarded = Agent(AgentConfig(reanswer=False, repeat_guard=False), lm=lm).run(task())
+    assert envs[-1].lookups == 2 and unguarded.n_repeated_calls == 0
+
+
+def test_a_stateful_tool_and_new_arguments_are_never_guarded():
+    lm, _ = scripted(count_then_answer(3))  # count() three times: the counter moves each time
+    counted = Agent(AgentConfig(reanswer=False), lm=lm).run(toy_task(env=LookupEnv))
+    assert counted.n_tool_calls == 3 and counted.n_repeated_calls == 0
+    queries = iter(["a", "b", "a"])  # "a" again after "b" is a repeat; "b" is not
+    lm, _ = scripted(lambda inputs: act("lookup", arguments={"query": next(queries)})
+                     if steps_done(inputs["memory"]) < 3 else act("final_answer", "42"))
+    mixed = Agent(AgentConfig(reanswer=False), lm=lm).run(toy_task(env=LookupEnv))
+    assert [s.error_kind for s in mixed.rollouts[0].steps] == [None, None, "repeated_call", None]
+
+
+def test_a_rollout_stuck_repeating_is_stopped_and_asked_for_its_answer():
+    lm, engine = scripted(lookup_then_answer(99), answerer=lambda inputs: {"answer": "from memory"})
+    stuck = Agent(AgentConfig(reanswer=False, max_steps=10, max_consecutive_errors=3), lm=lm).run(
+        toy_task(env=LookupEnv))
+    kinds = [s.error_kind for s in stuck.rollouts[0].steps]
+    # one lookup, three repeats (the error limit), then the answerer instead of six more steps
+    assert kinds == [None, "repeated_call", "repeated_call", "repeated_call", None]
+    assert stuck.answer == "from memory" and stuck.status == "answered"
+    assert len(role_inputs(engine, "actor")) == 4

@@ -259,11 +259,16 @@ class Agent:
 
         reanswered = False
         final = rollouts[selection.chosen]
-        if cfg.reanswer and is_non_answer(final.answer) and not ctx.timed_out():
+        asked = bool(final.steps) and final.steps[-1].feedback_shown == AT_LIMIT  # the answerer's call ended it
+        if (cfg.reanswer and is_non_answer(final.answer) and not ctx.timed_out()
+                and not (cfg.reanswer_with == "call" and asked)):
             reanswered = True
-            attempt("reanswer", note=f"A previous attempt ended without an answer ({final.status}"
-                                     f"{': ' + final.error if final.error else ''}). Solve the task and give "
-                                     "a definite answer.")
+            why = f"A previous attempt ended without an answer ({final.status}{': ' + final.error if final.error else ''})."
+            if cfg.reanswer_with == "call":  # one call from the steps already taken, not the trajectory again
+                with rollout(f"{run}:{len(rollouts)}"):
+                    rollouts.append(self._reanswer_call(ctx, final, len(rollouts), why))
+            else:
+                attempt("reanswer", note=f"{why} Solve the task and give a definite answer.")
             selection = _override(selection, len(rollouts) - 1,
                                   f"re-answered: rollout {final.index} gave no answer ({final.status})")
         final = rollouts[selection.chosen]
@@ -338,6 +343,7 @@ class Agent:
         pending = _PENDING.get()
         steps: list[Step] = []
         errors_in_a_row, since_plan = 0, []
+        done: dict[tuple[str, str], tuple[int, str]] = {}  # tool calls that ran: (step, result), for the repeat guard
         status, error, answer = "step_limit", f"no answer within {max_steps} steps", None
         feedback = ""
         for index in range(1, max_steps + 1):
@@ -350,7 +356,7 @@ class Agent:
             prediction, act_call = self._call(ctx.t0, "actor", seed, task=question, tools=ctx.tools_text,
                                               plan=plan_shown, tips=tips_text, memory=memory_shown, feedback=feedback_shown)
             thought, action, arguments, tool_call, observation, kind, message, final = self._act(
-                ctx, env, prediction, act_call)
+                ctx, env, prediction, act_call, index, done)
             result = (f"final answer {final!r}" if final is not None else
                       observation if kind is None else f"ERROR ({kind}): {message}")
             text = _step_text(index, thought, action or "?", arguments, result)
@@ -382,18 +388,37 @@ class Agent:
             if subtask is None and index < max_steps and self._revision_due(index):
                 plans.append(self._revise(ctx, seed, question, tips_text, plans[-1].plan, since_plan, index))
                 since_plan = []
-        if status == "step_limit" and cfg.answer_at_limit and not ctx.timed_out():
+        # a rollout stuck repeating itself has its steps' results: asked for an answer as at the limit
+        if status in ("step_limit", "repeated_call") and cfg.answer_at_limit and not ctx.timed_out():
             step = self._answer_at_limit(ctx, seed, question, memory, len(steps) + 1, subtask)
             steps.append(step)
             if step.answer:
                 status, error, answer = "answered", None, step.answer
         return _Loop(steps, plans, status, error, answer, memory.long_term)
 
-    def _answer_at_limit(self, ctx: _Context, seed: int | None, question: str, memory: Memory, index: int,
+    def _reanswer_call(self, ctx: _Context, failed: Rollout, index: int, why: str) -> Rollout:
+        """The re-answer as one call of the answerer, shown the failed rollout's memory after its last
+        step, recorded as a rollout of one step."""
+        memory = ""
+        if failed.steps:
+            last = failed.steps[-1]
+            result = (f"final answer {last.answer!r}" if last.answer is not None else
+                      f"ERROR ({last.error_kind}): {last.error}" if last.error_kind else last.observation or "")
+            text = _step_text(last.index, last.thought, last.action or "?",
+                              last.tool_call.arguments if last.tool_call else {}, result)
+            memory = "\n".join(x for x in (last.memory_shown, text) if x)
+        step = self._answer_at_limit(ctx, failed.seed, ctx.task.item.question, memory, 1, None)
+        return Rollout(index=index, kind="reanswer", seed=failed.seed,
+                       status="answered" if step.answer else step.error_kind or "step_limit",
+                       error=None if step.answer else step.error, answer=step.answer, note=why, tips_shown=(),
+                       steps=(step,), plans=(), long_term_before=failed.long_term_after,
+                       long_term_after=failed.long_term_after)
+
+    def _answer_at_limit(self, ctx: _Context, seed: int | None, question: str, memory: Memory | str, index: int,
                          subtask: str | None) -> Step:
         """The step after the last: the answerer's one call, recorded as a step whose action is the
-        final answer (or whose error is the call's failure)."""
-        memory_shown = memory.render(question)
+        final answer (or whose error is the call's failure). ``memory``: the rollout's, or its text."""
+        memory_shown = memory if isinstance(memory, str) else memory.render(question)
         prediction, call = self._call(ctx.t0, "answerer", seed, task=question, memory=memory_shown)
         answer = str(getattr(prediction, "answer", "") or "").strip() if prediction is not None else ""
         if prediction is None:
@@ -405,10 +430,12 @@ class Agent:
                     thought="", action=FINAL, answer=answer or None, tool_call=None, observation=None,
                     error_kind=kind, error=error, summary=None, critique=None, calls=(call,))
 
-    def _act(self, ctx: _Context, env: Environment, prediction: Any, act_call: RoleCall) -> tuple:
-        """Carry out the actor's reply: (thought, action, arguments, tool call, observation, error
-        kind, error message, final answer). Exactly one of error kind and final answer is set, or
-        neither when a tool call went through."""
+    def _act(self, ctx: _Context, env: Environment, prediction: Any, act_call: RoleCall, index: int,
+             done: dict[tuple[str, str], tuple[int, str]]) -> tuple:
+        """Carry out the actor's reply at step ``index``: (thought, action, arguments, tool call,
+        observation, error kind, error message, final answer). Exactly one of error kind and final
+        answer is set, or neither when a tool call went through. ``done`` holds the rollout's tool
+        calls that went through, by (tool, arguments): the repeat guard's memory."""
         if prediction is None:
             kind = "malformed_output" if (act_call.error or "").startswith("AdapterParseError") else "model_error"
             return "", "", {}, None, None, kind, act_call.error, None
@@ -432,7 +459,18 @@ class Agent:
         if missing:
             return thought, action, arguments, None, None, "bad_arguments", \
                 f"{tool.name} needs the argument(s) {', '.join(missing)} as a JSON object", None
+        key = (tool.name, json.dumps(arguments, sort_keys=True))
+        if self.config.repeat_guard and tool.idempotent and key in done:
+            # An idempotent tool answers an identical call identically: running it again buys a step of
+            # nothing. A failed call is not remembered, so it may be retried.
+            step, result = done[key]
+            return thought, action, arguments, None, None, "repeated_call", \
+                (f"{tool.name} was already called with these arguments at step {step} and was not run again; its "
+                 f"result was: {trim_observation(result, 4)}\nCall another tool, change the arguments, or give "
+                 "the final answer."), None
         tool_call, observation, kind, message = self._use_tool(ctx, env, tool.name, arguments)
+        if kind is None:
+            done[key] = (index, observation)
         return thought, action, arguments, tool_call, observation, kind, message, None
 
     def _use_tool(self, ctx: _Context, env: Environment, name: str,

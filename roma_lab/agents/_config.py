@@ -24,6 +24,7 @@ REFLECT_AT = ("step", "end")
 SELECTION = ("list", "score", "vote")
 QUERY_OPTIMIZATION = ("none", "reflect", "expand", "reflect+expand")
 VARIANTS = ("paper", "official")
+REANSWER_WITH = ("call", "rollout")
 #: Model roles. Every role not named in ``AgentConfig.models`` is played by the actor's model.
 ROLES = ("actor", "planner", "reviser", "summarizer", "memory", "step_reflector", "answer_reflector", "selector",
          "scorer", "query_rewriter", "decomposer", "answerer")
@@ -76,12 +77,18 @@ class AgentConfig:
 
     Search (environments with a corpus): the first ``search_sources`` sources, ``search_k``
     passages, ``query_optimization`` reflect (model rewrite) and/or expand (synonym variants from the
-    benchmark's thesaurus). ``reanswer``: one more attempt when the answer is empty or "unable to determine".
+    benchmark's thesaurus). ``reanswer``: one more attempt when the answer is empty or "unable to determine":
+    ``reanswer_with="call"``, one call of the answerer from the failed attempt's steps (none when that
+    attempt already ended with the answerer's call, which would only repeat it); ``"rollout"``, a
+    whole new rollout told why, which repeats the trajectory.
     ``models`` names a model (``roma_lab.lm.resolve_lm`` name) per role; an unnamed role uses the actor.
     ``temperature`` and ``max_tokens`` apply to every call (the cap bounds a runaway generation;
     replies here are short); with sampling the run index seeds every call. ``thought``: the actor
     writes a free-text thought before each action (ReAct); off by default, for its cost on the
-    embedded model (design/agents.md). The last of ``max_steps`` steps tells the actor to answer now;
+    embedded model (design/agents.md). ``repeat_guard``: a call of an idempotent tool (``Tool.idempotent``:
+    search, read_file) identical to an earlier one of the same rollout is not run again; the actor is told so, with the
+    earlier result, the step counts as a failed one (``repeated_call``, counted in every row), and a
+    rollout stopped by such repeats is asked for its answer as at the step limit. The last of ``max_steps`` steps tells the actor to answer now;
     ``answer_at_limit``: when it still calls a tool, one more call (role ``answerer``, the actor's model
     unless named) asks for the answer from the steps so far, with no tool, as smolagents' agents do
     at their step limit (``provide_final_answer``, the official code's base).
@@ -95,6 +102,7 @@ class AgentConfig:
     temperature: float = 0.0
     max_tokens: int = 512
     thought: bool = False
+    repeat_guard: bool = True
     planning: str = "none"
     revise_every: int = 3
     revision_visibility: str = "paper"
@@ -115,6 +123,7 @@ class AgentConfig:
     search_k: int = 3
     query_optimization: str = "none"
     reanswer: bool = True
+    reanswer_with: str = "call"
     answer_at_limit: bool = True
     models: dict[str, str] = field(default_factory=dict)
 
@@ -122,7 +131,8 @@ class AgentConfig:
         for name, options in (("planning", PLANNING), ("memory", MEMORY), ("tts", TTS), ("reflect_at", REFLECT_AT),
                               ("selection", SELECTION), ("query_optimization", QUERY_OPTIMIZATION),
                               ("revision_visibility", VARIANTS), ("long_term_visibility", VARIANTS),
-                              ("rollout_isolation", VARIANTS), ("tips_usage", VARIANTS)):
+                              ("rollout_isolation", VARIANTS), ("tips_usage", VARIANTS),
+                              ("reanswer_with", REANSWER_WITH)):
             _choice(name, getattr(self, name), options)
         for name in ("max_steps", "max_consecutive_errors", "max_tokens", "revise_every", "subtask_steps",
                      "memory_window", "retrieval_k", "n_rollouts", "search_sources", "search_k"):

@@ -30,6 +30,9 @@ class Tool:
     name: str
     description: str
     parameters: tuple[str, ...] = ()  # required string arguments; extra ones are ignored
+    # The same arguments always give the same result and change no state (a search over a fixed
+    # collection, reading a fixed file): the agent's repeat guard never runs such a call twice.
+    idempotent: bool = False
 
 
 def describe_tools(tools: Sequence[Tool]) -> str:

@@ -23,7 +23,8 @@ __all__ = ["BM25Source", "Source", "expand_query", "qa_tasks", "search_passages"
 
 _RRF_K = 60  # reciprocal-rank-fusion constant of Cormack et al. (2009)
 _PASSAGE_CHARS = 600
-_SEARCH = Tool("search", "search the document collection; returns the best matching passages", ("query",))
+_SEARCH = Tool("search", "search the document collection; returns the best matching passages", ("query",),
+               idempotent=True)
 _PYTHON = Tool("python", "run a short Python script (standard library only) and return what it prints", ("code",))
 
 

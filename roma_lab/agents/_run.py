@@ -33,7 +33,7 @@ from ._types import RecordedGrade, Trajectory, read_trajectory
 __all__ = ["ROW_COLUMNS", "read_trajectories", "run_agent", "run_label", "trajectory_rows_df"]
 
 ROW_COLUMNS = ("config", "config_hash", "benchmark", "task_id", "split", "stratum", "run", "seed", "temperature",
-               "answer", "correct", "status", "agent_status", "steps", "tool_calls", "model_calls", "input_tokens",
+               "answer", "correct", "status", "agent_status", "steps", "tool_calls", "repeated_calls", "model_calls", "input_tokens",
                "output_tokens", "cost", "wall_s", "rollouts", "reanswered", "uses_gold_answers", "grader", "error")
 _REDACTED = "[question redacted: this benchmark's items are not stored in the clear]"
 
@@ -93,7 +93,7 @@ def _row(t: Trajectory, label: str) -> dict[str, Any]:
         "split": t.split, "stratum": t.stratum, "run": t.run, "seed": t.rollouts[0].seed, "temperature": t.temperature,
         "answer": t.answer, "correct": None if grade is None or grade.score is None else grade.score == 1.0,
         "status": grade.label if grade else None, "agent_status": t.status, "steps": t.n_steps,
-        "tool_calls": t.n_tool_calls, "model_calls": int(usage["calls"]),
+        "tool_calls": t.n_tool_calls, "repeated_calls": t.n_repeated_calls, "model_calls": int(usage["calls"]),
         "input_tokens": _known(usage["input_tokens"], int), "output_tokens": _known(usage["output_tokens"], int),
         "cost": _known(usage["cost"], float), "wall_s": t.wall_s, "rollouts": len(t.rollouts),
         "reanswered": t.reanswered, "uses_gold_answers": t.uses_gold_answers,

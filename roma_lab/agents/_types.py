@@ -28,9 +28,9 @@ __all__ = ["ROLLOUT_STATUSES", "PlanRevision", "Rollout", "Selection", "Step", "
 
 #: Why a rollout ended. ``answered`` is the only one with an answer from the actor.
 ROLLOUT_STATUSES = ("answered", "step_limit", "timeout", "unavailable_tool", "malformed_output", "unknown_tool",
-                    "bad_arguments", "tool_error", "model_error")
+                    "bad_arguments", "tool_error", "model_error", "repeated_call")
 RolloutStatus = Literal["answered", "step_limit", "timeout", "unavailable_tool", "malformed_output",
-                        "unknown_tool", "bad_arguments", "tool_error", "model_error"]
+                        "unknown_tool", "bad_arguments", "tool_error", "model_error", "repeated_call"]
 RolloutKind = Literal["main", "best_of_n", "reflection_retry", "tips_retry", "reanswer"]
 _STRICT = ConfigDict(extra="forbid")
 _ROOT = "task"  # the id of a trajectory's root node in :meth:`Trajectory.as_run`
@@ -172,6 +172,11 @@ class Trajectory:
     @property
     def n_tool_calls(self) -> int:
         return sum(s.tool_call is not None for r in self.rollouts for s in r.steps)
+
+    @property
+    def n_repeated_calls(self) -> int:
+        """Tool calls the repeat guard did not run again (``AgentConfig.repeat_guard``)."""
+        return sum(s.error_kind == "repeated_call" for r in self.rollouts for s in r.steps)
 
     def as_run(self) -> Run:
         """The trajectory as a ROMA run trace whose nodes are the task, its rollouts and their steps.

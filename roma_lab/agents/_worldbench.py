@@ -43,7 +43,7 @@ __all__ = ["FLOORS", "WORLD_BENCHMARK", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGr
            "floors_df", "floors_table", "world_level", "world_tasks"]
 
 _READ_FILE = Tool("read_file", "read one of the collection's files (e.g. a ledger named in a document) as CSV text",
-                  ("name",))
+                  ("name",), idempotent=True)
 WORLD_TOOLS = (_SEARCH, _READ_FILE, _PYTHON)
 
 
