@@ -508,3 +508,26 @@ def test_every_system_on_the_one_model_carries_the_agent_s_label_for_it(tmp_path
     tables = measure_levels(tmp_path, lm="scripted", n_tasks=3, systems=("single",),
                             stats=StatsSettings(n_resamples=20))
     assert set(tables.extra["systems"]["model"]) == set(tables.rows["model"]) == set(tables.extra["trend"]["model"])
+
+
+def test_the_levels_study_pairs_each_system_with_the_single_call_on_the_levels_asked(tmp_path, monkeypatch):
+    import roma_lab.evaluate._systems as systems
+    from roma_lab.papers.oagents import measure_levels
+
+    # the agent answers the gold on L1 and "unknown" on L2; the single call answers "ok" everywhere
+    monkeypatch.setattr(systems, "_resolved", lambda lm: gold_lm({"L1"}) if isinstance(lm, str) else lm)
+    tables = measure_levels(tmp_path, lm=gold_lm({"L1"}), n_tasks=8, systems=("single",), levels=("L1", "L2"),
+                            stats=StatsSettings(n_resamples=20))
+    assert tables.rows.groupby("stratum").size().to_dict() == {"L1": 4, "L2": 4}
+    paired = tables.extra["paired"].set_index("level")
+    assert set(paired["condition"]) == {"OAgents - single"}
+    assert paired.loc["L1", "diff"] == 1.0 and paired.loc["L1", "wins"] == 4 and paired.loc["L1", "n"] == 4
+    assert paired.loc["L2", "diff"] == 0.0 and paired.loc["L2", "ties"] == 4
+    assert paired.loc["L1", "p"] == pytest.approx(2 * 0.5 ** 4)  # exact two-sided sign test, 4 of 4
+    assert paired.loc["L1", "p_holm"] == paired.loc["L1", "p"]  # one system compared in the level
+    assert paired.loc["L1", "excludes_0"] and not paired.loc["L2", "excludes_0"]
+    assert (tmp_path / "levels_paired.csv").exists()
+    # no single call among the systems: nothing to pair, no table
+    alone = measure_levels(tmp_path / "alone", lm=gold_lm({"L1"}), n_tasks=2, systems=(), levels=("L1", "L3"),
+                           stats=StatsSettings(n_resamples=20))
+    assert "paired" not in alone.extra and not (tmp_path / "alone" / "levels_paired.csv").exists()

@@ -82,6 +82,7 @@ def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
 def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 15,
                    systems: Sequence[str] = ("single", "roma"), max_depth: int = 1, plan_root: bool = True,
                    item_timeout_s: float | None = 900, split: str = STUDY_SPLIT, seed: int = 0,
+                   levels: Sequence[str] = ("L1", "L2", "L3"),
                    stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 27 (Table 1's levels): whether the generated world gets harder with its level for a
     model, as GAIA does for the paper's agents. The default agent (``AgentConfig()``: no planning,
@@ -92,14 +93,18 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     each (their rows, traces and provenance under ``systems/``). ``levels_trend.csv``: per system
     and level the tasks answered, n and pass@1 with its task-bootstrap CI, and per system
     ``stats.level_trend``'s one-sided Fisher test of the easiest level against the hardest with its
-    verdict. Beside the paper: Table 1's OAgents row by GAIA level (the agent). Fixed before it was
-    scored: design/world_benchmark.md."""
+    verdict. ``levels_paired.csv``: on the same tasks, per level, every other system minus the single
+    call (the agent ``OAgents`` among them): the mean paired difference with its CI
+    (``stats.paired_ci``), the exact sign test, Holm over the systems compared in that level, and the
+    MDE bound at that n. ``levels`` restricts the draw (``n_tasks`` spread evenly over them). Beside
+    the paper: Table 1's OAgents row by GAIA level (the agent). Fixed before it was scored:
+    design/world_benchmark.md."""
     import pandas as pd
 
     from roma_lab.results import write_table
 
     condition = Condition("OAgents", AgentConfig())
-    tasks = _tasks(split, n_tasks, seed)
+    tasks = _tasks(split, n_tasks, seed, levels=tuple(levels))
     tables = _study(out_dir, prefix="levels", artefacts=("table1",), paper_conditions=("OAgents",),
                     conditions=[condition], split=split, tasks=tasks, baseline=None, runs=1,
                     lm=lm, why_not_measured=_OFFLINE, stats=stats)
@@ -111,7 +116,8 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
         from roma_lab.evaluate import evaluate, named_systems, world_task_set
 
         evaluation = evaluate(named_systems(systems, lm, max_depth=max_depth, plan_root=plan_root),
-                              world_task_set(split, n_tasks, seed=seed), runs=1, out=Path(out_dir) / "systems",
+                              world_task_set(split, n_tasks, seed=seed, levels=levels), runs=1,
+                              out=Path(out_dir) / "systems",
                               timeout_s=item_timeout_s, progress=False, stats=stats)
         # every system runs on ``lm``: one label for it in every table, the agent's
         model = _model_name(condition.config, lm)
@@ -119,9 +125,38 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
             model=model))
         extra["systems"] = evaluation.rows.assign(model=model)
     scores = pd.concat(scores, ignore_index=True)
-    trend = _trend_df(scores.assign(subset=scores["task_id"].map(level_of)), stats)
+    scores = scores.assign(subset=scores["task_id"].map(level_of))
+    trend = _trend_df(scores, stats)
     write_table(trend, out_dir, "levels_trend")
-    return replace(tables, extra={**extra, "trend": trend})
+    extra["trend"] = trend
+    if "single" in set(scores["condition"]):
+        extra["paired"] = _paired_df(scores, "single", stats)
+        write_table(extra["paired"], out_dir, "levels_paired")
+    return replace(tables, extra=extra)
+
+
+#: The rows of ``levels_paired.csv``: each comparison's difference, its tests and what n can detect.
+PAIRED_METRICS = ("pass@1_diff", "sign_test_p", "sign_test_p_holm", "mde_bound")
+
+
+def _paired_df(scores, baseline: str, stats: StatsSettings):
+    """Every condition minus ``baseline`` per level, on the tasks both scored, one row per comparison
+    (``results.summarize_protocol``'s comparison rows, pivoted): difference, CI, wins/losses/ties,
+    sign-test p, its Holm adjustment over the conditions compared in that level, and the MDE bound."""
+    from roma_lab.results import summarize_protocol
+
+    rows = summarize_protocol(scores, baseline=baseline, metric="success", by=("subset",), stats=stats)
+    rows = rows[rows["metric"].isin(PAIRED_METRICS)]
+    diff = rows[rows["metric"] == "pass@1_diff"].set_index(["condition", "subset"])
+    table = diff[["n", "value", "ci_low", "ci_high", "ci_method", "wins", "losses", "ties"]].rename(
+        columns={"value": "diff"})
+    for metric in PAIRED_METRICS[1:]:
+        table[metric.replace("sign_test_p_holm", "p_holm").replace("sign_test_p", "p")] = rows[
+            rows["metric"] == metric].set_index(["condition", "subset"])["value"]
+    table["excludes_0"] = (table["ci_low"] > 0) | (table["ci_high"] < 0)
+    if "model" in diff.columns:
+        table["model"] = diff["model"]
+    return table.reset_index().rename(columns={"subset": "level"})
 
 
 def _trend_df(scores, stats: StatsSettings):
