@@ -56,12 +56,13 @@ def test_a_measured_run_sets_the_cost_and_a_pilot_s_discordance_the_mde(tmp_path
 
     out = tmp_path / LEVELS.stem
     out.mkdir()
-    write_provenance(out, parameters={"N_TASKS": 15}, model="local", extra={"smoke": False},
-                     started_at=datetime.now(UTC) - timedelta(minutes=30))  # finished now: 30 min for 15 tasks
+    n = {**LEVELS.defaults, **LEVELS.parameters}["N_TASKS"]  # a run at the notebook's own size
+    write_provenance(out, parameters={"N_TASKS": n}, model="local", extra={"smoke": False},
+                     started_at=datetime.now(UTC) - timedelta(minutes=30))  # finished now: 30 min for n tasks
     (out / "levels_comparisons.csv").write_text("condition,n,wins,losses,ties\na - b,10,3,1,6\n")
     plan = plan_study([LEVELS], results_root=tmp_path, budget_s=3600)
     (notebook,) = plan.notebooks
-    assert notebook.cost_source.startswith("measured") and notebook.seconds_per_unit == pytest.approx(1800 / 15, rel=0.01)
+    assert notebook.cost_source.startswith("measured") and notebook.seconds_per_unit == pytest.approx(1800 / n, rel=0.01)
     assert notebook.discordance == pytest.approx(0.4)
     assert notebook.mde == pytest.approx(plan_paired(notebook.n, discordance=0.4).mde)
 
@@ -79,7 +80,10 @@ def test_run_with_a_budget_runs_each_sized_notebook_at_its_planned_n(tmp_path, m
 
     def fake_run(specs, **kwargs):
         seen.append(([s.stem for s in specs], kwargs["overrides"]))
+        plans.update(kwargs["plans"])
         return []
+
+    plans = {}
 
     monkeypatch.setattr("roma_lab.experiments._cli.run_experiments", fake_run)
     assert main(["--root", str(REPO), "run", LEVELS.stem, QUICKSTART.stem, "--budget", "2h",
@@ -87,6 +91,9 @@ def test_run_with_a_budget_runs_each_sized_notebook_at_its_planned_n(tmp_path, m
     planned = json.loads((tmp_path / "plan.json").read_text())["notebooks"]
     n = next(p["n"] for p in planned if p["stem"] == LEVELS.stem)
     assert ([LEVELS.stem], {"N_TASKS": n}) in seen and ([QUICKSTART.stem], {}) in seen
+    # each notebook is handed its own line of the plan, for its provenance
+    assert plans[LEVELS.stem]["n"] == n and plans[LEVELS.stem]["line"].startswith(f"{LEVELS.stem}: n = {n} ")
+    assert plans[LEVELS.stem]["budget_s"] == 7200 and plans[QUICKSTART.stem]["unit"] is None
     assert main(["--root", str(REPO), "run", LEVELS.stem, "--budget", "2h", "--set", "N_TASKS=3",
                  "--results", str(tmp_path)]) == 2
 
@@ -111,3 +118,22 @@ def test_a_set_that_changes_what_a_notebook_does_runs_into_a_folder_of_its_own(t
     seen.clear()
     assert main(["--root", str(REPO), "run", QUICKSTART.stem, "--set", f"GOAL={goal}", "--results", str(tmp_path)]) == 0
     assert seen[0][0] == tmp_path.resolve()  # a folder named by the user is used as named
+
+
+def test_a_run_prints_its_plan_line_first_and_records_the_plan_in_provenance(tmp_path, monkeypatch, capsys):
+    from roma_lab.experiments import _runner
+
+    def fake_execute(spec, out_dir, params, kernel_env):
+        print("notebook ran")
+        for name in spec.outputs:
+            (out_dir / name).write_text("x\n")
+
+    monkeypatch.setattr(_runner, "_execute", fake_execute)
+    monkeypatch.setattr(_runner, "finish_notebook", lambda *a, **k: True)
+    plan = plan_study([QUICKSTART], results_root=tmp_path, budget_s=3600).records()[QUICKSTART.stem]
+    assert _runner.run_experiment(QUICKSTART, results_root=tmp_path, plan=plan).status == "completed"
+    out = capsys.readouterr().out
+    assert out.index(f"plan: {QUICKSTART.stem}: at its spec's sizes") < out.index("notebook ran")
+    record = json.loads((tmp_path / QUICKSTART.stem / "provenance.json").read_text())
+    assert record["extra"]["plan"] == plan and record["extra"]["plan"]["budget_s"] == 3600
+    assert "plan" not in json.loads(json.dumps(record["parameters"]))  # a plan is no parameter of the run

@@ -269,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"the default run in {results_root} stays as it is (--results names another folder)")
             outcomes += run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
                                         force=args.force, cluster=args.cluster, per=args.per, overrides=values,
-                                        budget_usd=args.budget_usd)
+                                        budget_usd=args.budget_usd, plans=planned.records() if planned else None)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2

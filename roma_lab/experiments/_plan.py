@@ -108,6 +108,12 @@ class StudyPlan:
                 "notebooks": [{k: clean(v) for k, v in asdict(p).items()} for p in self.notebooks]}
         return json.dumps(data, indent=2) + "\n"
 
+    def records(self) -> dict[str, dict]:
+        """Per notebook stem, its plan as provenance records it (JSON values: NaN as null)."""
+        plan = json.loads(self.to_json())
+        return {p["stem"]: {**p, "budget_s": plan["budget_s"], "budget_usd": plan["budget_usd"], "lm": plan["lm"]}
+                for p in plan["notebooks"]}
+
     def overrides(self) -> dict[str, dict[str, int]]:
         """Per notebook, the ``--set`` sizes this plan runs it at (only where the budget sets an n)."""
         return {p.stem: {p.unit: p.n} for p in self.notebooks if p.unit is not None and p.n is not None}

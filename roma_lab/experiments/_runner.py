@@ -557,6 +557,7 @@ def run_experiment(
     cluster: Mapping[str, Any] | None = None,
     overrides: Mapping[str, ParamValue] | None = None,
     budget_usd: float | None = None,
+    plan: Mapping[str, Any] | None = None,
 ) -> RunOutcome:
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
@@ -579,6 +580,8 @@ def run_experiment(
     keeps it when a notebook names none) and recorded under ``extra.budget_usd``. It is not part of the
     run's identity, so another cap resumes the same rows; but a completed run is skipped only when it
     ran under the cap asked now (one stopped at a lower cap runs again, resuming).
+    ``plan``: the study plan's line for this notebook (``experiments plan``: its n, predicted time and
+    MDE), printed before it runs and recorded under ``extra.plan``.
     """
     start = time.perf_counter()
     out_dir = (Path(results_root) / spec.stem).resolve()
@@ -591,8 +594,10 @@ def run_experiment(
         kernel_env[ENV.budget_usd] = repr(budget_usd)  # roma_lab.evaluate reads it
     try:
         with _exclusive(out_dir):
+            if plan is not None:
+                print(f"plan: {plan['line']}", flush=True)
             error = _run(spec, out_dir, key, smoke=smoke, force=force, kernel_env=kernel_env, cluster=cluster,
-                         overrides=overrides, budget_usd=budget_usd)
+                         overrides=overrides, budget_usd=budget_usd, plan=plan)
     except RunnerStateError as exc:
         error = str(exc)
     return RunOutcome(spec.stem, "failed" if error else "completed", out_dir, error, time.perf_counter() - start)
@@ -623,7 +628,8 @@ def _exclusive(out_dir: Path):
 
 def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force: bool,
          kernel_env: Mapping[str, str], cluster: Mapping[str, Any] | None,
-         overrides: Mapping[str, ParamValue], budget_usd: float | None) -> str | None:
+         overrides: Mapping[str, ParamValue], budget_usd: float | None,
+         plan: Mapping[str, Any] | None = None) -> str | None:
     """Prepare the folder, execute, write the record; returns the error (None when completed)."""
     note = _prepare(spec, out_dir, key, force)
     recorded = dict(key.recorded)
@@ -641,6 +647,8 @@ def _run(spec: ExperimentSpec, out_dir: Path, key: RunKey, *, smoke: bool, force
         extra["cluster"] = dict(cluster)
     if budget_usd is not None:
         extra["budget_usd"] = budget_usd
+    if plan is not None:
+        extra["plan"] = dict(plan)
 
     def record(status: str, error: str | None = None) -> None:
         kept = quarantined_files(out_dir)  # damaged files moved aside by the runner or the notebook
@@ -697,6 +705,7 @@ def run_experiments(
     per: Per = "item",
     overrides: Mapping[str, ParamValue] | None = None,
     budget_usd: float | None = None,
+    plans: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[RunOutcome]:
     """Run specs with a tqdm bar; one failure does not stop the rest.
 
@@ -712,7 +721,8 @@ def run_experiments(
     ``overrides`` (``--set``) apply to every spec and must suit each: they are checked against all
     of them (one :class:`OverrideError` naming each that refuses them) before any notebook runs.
     ``budget_usd``: each notebook's dollar cap (:func:`run_experiment`); its items then run in its own
-    kernel, so not with ``per="item"`` on a cluster (a ValueError).
+    kernel, so not with ``per="item"`` on a cluster (a ValueError). ``plans``: per notebook stem, its
+    line of the study plan (:func:`run_experiment`'s ``plan``).
     """
     from tqdm.auto import tqdm
 
@@ -724,7 +734,7 @@ def run_experiments(
     if budget_usd is not None and how.kind != "in-process" and per == "item":
         raise ValueError("a dollar cap is kept in each notebook's kernel, which then runs its items itself: "
                          "use --per notebook (or no cluster) with --budget-usd")
-    overrides = dict(overrides or {})
+    overrides, plans = dict(overrides or {}), dict(plans or {})
     refused = []
     for spec in specs:
         try:
@@ -746,18 +756,19 @@ def run_experiments(
         if how.kind == "in-process":
             for spec in specs:
                 bar.set_postfix_str(spec.stem)
-                report(run_experiment(spec, **kwargs))
+                report(run_experiment(spec, plan=plans.get(spec.stem), **kwargs))
             return outcomes
         record = _cluster_record(how, specs, smoke=smoke, lm=lm, per=per, overrides=overrides)
         if per == "item":
             kernel_env = {batch.ENV_VAR: record["scheduler"]}
             for spec in specs:
                 bar.set_postfix_str(spec.stem)
-                report(run_experiment(spec, kernel_env=kernel_env, cluster=record, **kwargs))
+                report(run_experiment(spec, kernel_env=kernel_env, cluster=record, plan=plans.get(spec.stem),
+                                      **kwargs))
             return outcomes
         # per notebook: the kernels on the workers run their items in-process (nested dispatch could
         # hold every worker waiting for work that has no worker left to run it)
-        work = _Experiment(kwargs, record)
+        work = _Experiment(kwargs, record, plans)
         for done in batch.dispatch(work, list(specs), how=batch.Dispatch(cluster=how.name), label="notebook"):
             spec = specs[done.index]
             report(done.value if done.error is None else RunOutcome(
@@ -794,6 +805,7 @@ class _Experiment:
 
     kwargs: Mapping[str, Any]
     record: Mapping[str, Any]
+    plans: Mapping[str, Mapping[str, Any]]
 
     def __call__(self, spec: ExperimentSpec) -> RunOutcome:
         from distributed import get_worker
@@ -801,4 +813,5 @@ class _Experiment:
         from roma_lab import cluster as batch
 
         cluster = {**self.record, "worker": get_worker().address}
-        return run_experiment(spec, kernel_env={batch.ENV_VAR: batch.IN_PROCESS}, cluster=cluster, **self.kwargs)
+        return run_experiment(spec, kernel_env={batch.ENV_VAR: batch.IN_PROCESS}, cluster=cluster,
+                              plan=self.plans.get(spec.stem), **self.kwargs)
