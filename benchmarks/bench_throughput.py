@@ -3,6 +3,7 @@
     python benchmarks/bench_throughput.py                         # loopback server, 32 tasks, 2 s a reply
     python benchmarks/bench_throughput.py --tasks 16 --latency 0.5 --concurrency 1 4 16
     python benchmarks/bench_throughput.py --embedded              # also the embedded model (loads it)
+    python benchmarks/bench_throughput.py --no-loopback --world 12  # the default agent on world tasks, switches off/on
 
 The loopback part needs no model: a stdlib HTTP server on 127.0.0.1 answers every OpenAI chat
 completion after a fixed latency (``--latency``) with a reply that plans and answers at once, so
@@ -118,6 +119,32 @@ def embedded(args, tasks, config) -> None:
               f"{rows['input_tokens'].mean():>9.0f} {rows['output_tokens'].mean():>8.0f}", flush=True)
 
 
+def world(args) -> None:
+    """The default agent on world dev tasks (L1, L2), serial engine: the agent's cheaper-task switches
+    off (the repeat guard; a re-answer as a whole new rollout) and on (the defaults), same tasks."""
+    from dataclasses import replace
+
+    from roma_lab.agents import AgentConfig, world_tasks
+    from roma_lab.lm import resolve_lm
+
+    tasks = world_tasks("dev", args.world, seed=0, levels=("L1", "L2"))
+    print(f"\nembedded model {args.model!r}, {len(tasks)} world dev tasks (L1, L2) x {args.runs} run(s), the default "
+          "agent, serial engine, no completion cache")
+    print(f"{'agent':>34} {'wall s':>8} {'tasks/hour':>11} {'calls/task':>10} {'sent/task':>9} {'gen/task':>8} "
+          f"{'repeats':>7} {'reanswers':>9} {'correct':>7} {'x before':>8}")
+    before = None
+    for name, config in (("before (no guard, re-answer rollout)", AgentConfig(repeat_guard=False, reanswer_with="rollout")),
+                         ("after (the defaults)", AgentConfig())):
+        lm = resolve_lm(args.model, engine="llama-cpp-python", cache=False)
+        wall, rows = run_tasks(lm, tasks, replace(config, name="world"), args.runs)
+        per_hour = len(rows) / wall * 3600
+        before = before or per_hour
+        print(f"{name:>34} {wall:>8.1f} {per_hour:>11.1f} {rows['model_calls'].mean():>10.2f} "
+              f"{rows['input_tokens'].mean():>9.0f} {rows['output_tokens'].mean():>8.0f} "
+              f"{int(rows['repeated_calls'].sum()):>7} {int(rows['reanswered'].sum()):>9} "
+              f"{int(rows['correct'].eq(True).sum()):>4}/{len(rows):<2} {per_hour / before:>7.2f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=32, help="dev tasks of the offline tool suite")
@@ -129,6 +156,8 @@ def main() -> None:
     parser.add_argument("--slots", type=int, nargs="*", default=[1, 2, 4, 8],
                         help="server slot counts, with --embedded; none (`--slots` alone) runs the serial engine only")
     parser.add_argument("--no-loopback", action="store_true", help="skip the loopback server part")
+    parser.add_argument("--world", type=int, default=0, metavar="N",
+                        help="also the default agent on N world dev tasks, its cheaper-task switches off and on")
     args = parser.parse_args()
     os.environ.setdefault("ROMA_LAB_CACHE", tempfile.mkdtemp(prefix="bench_throughput_cache_"))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch inside the first timed call
@@ -142,6 +171,8 @@ def main() -> None:
         loopback(args, tasks, config)
     if args.embedded:
         embedded(args, tasks, config)
+    if args.world:
+        world(args)
     print(f"load average {os.getloadavg()[0]:.2f}")
 
 
