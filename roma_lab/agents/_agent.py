@@ -96,6 +96,12 @@ def trim_observation(text: str, max_lines: int = _SHOWN_LINES) -> str:
     return "\n".join([*head, f"... ({len(lines) - len(head) - len(tail)} more lines)", *tail])
 
 
+def _step_result(answer: str | None, observation: str | None, kind: str | None, message: str | None) -> str:
+    """What a step's memory says it returned: the final answer, the observation, or the error."""
+    return (f"final answer {answer!r}" if answer is not None else
+            observation if kind is None else f"ERROR ({kind}): {message}")
+
+
 def _step_text(index: int, thought: str, action: str, arguments: Mapping[str, str], result: str) -> str:
     args = ", ".join(f"{k}={v!r}" for k, v in arguments.items())
     head = f"Step {index}: {thought}\n" if thought else f"Step {index}:\n"
@@ -357,9 +363,7 @@ class Agent:
                                               plan=plan_shown, tips=tips_text, memory=memory_shown, feedback=feedback_shown)
             thought, action, arguments, tool_call, observation, kind, message, final = self._act(
                 ctx, env, prediction, act_call, index, done)
-            result = (f"final answer {final!r}" if final is not None else
-                      observation if kind is None else f"ERROR ({kind}): {message}")
-            text = _step_text(index, thought, action or "?", arguments, result)
+            text = _step_text(index, thought, action or "?", arguments, _step_result(final, observation, kind, message))
             if subtask is not None:
                 text = f"[subtask: {subtask}] {text}"
             step_calls = [act_call, *pending]
@@ -402,10 +406,9 @@ class Agent:
         memory = ""
         if failed.steps:
             last = failed.steps[-1]
-            result = (f"final answer {last.answer!r}" if last.answer is not None else
-                      f"ERROR ({last.error_kind}): {last.error}" if last.error_kind else last.observation or "")
             text = _step_text(last.index, last.thought, last.action or "?",
-                              last.tool_call.arguments if last.tool_call else {}, result)
+                              last.tool_call.arguments if last.tool_call else {},
+                              _step_result(last.answer, last.observation or "", last.error_kind, last.error))
             memory = "\n".join(x for x in (last.memory_shown, text) if x)
         step = self._answer_at_limit(ctx, failed.seed, ctx.task.item.question, memory, 1, None)
         return Rollout(index=index, kind="reanswer", seed=failed.seed,
