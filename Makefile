@@ -36,6 +36,8 @@ venv: llama-build-$(TEST_EXTRAS)
 
 # Every run checks that the venv's llama.cpp build is the one for this CPU (instant when it is): a venv
 # copied to another machine, or LLAMA_BUILD changed, gets its own build.
+# The stamp is this chain's intermediate file: make must keep it, or every run reinstalls.
+.PRECIOUS: $(VENV)/.installed-%
 llama-build-%: $(VENV)/.installed-%
 	@$(PY) roma_lab/lm/_native_build.py --python $(PY) $(LLAMA_BUILD_FLAG)
 

@@ -42,7 +42,8 @@ from ._view import (
 # a rollout ends with one of ROLLOUT_STATUSES.
 STATUS_COLORS = {"ok": "#1e88e5", "answered": "#43a047", "step_limit": "#fb8c00", "timeout": "#6d4c41",
                  "unavailable_tool": "#8e24aa", "malformed_output": "#e53935", "unknown_tool": "#e53935",
-                 "bad_arguments": "#e53935", "tool_error": "#e53935", "model_error": "#b71c1c"}
+                 "bad_arguments": "#e53935", "tool_error": "#e53935", "model_error": "#b71c1c",
+                 "repeated_call": "#fb8c00"}  # a loop the guard stopped: amber, as the step limit
 SELECTION_RULES = {
     "single": "one rollout: nothing to choose",
     "vote": "majority vote over normalised answers (empty and 'unable to determine' answers do not vote); "
