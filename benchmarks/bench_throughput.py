@@ -4,6 +4,7 @@
     python benchmarks/bench_throughput.py --tasks 16 --latency 0.5 --concurrency 1 4 16
     python benchmarks/bench_throughput.py --embedded              # also the embedded model (loads it)
     python benchmarks/bench_throughput.py --no-loopback --world 12  # the default agent on world tasks, switches off/on
+    python benchmarks/bench_throughput.py --no-loopback --world 9 --levels L1 L2 L3  # ... and per level (a dev pilot)
 
 The loopback part needs no model: a stdlib HTTP server on 127.0.0.1 answers every OpenAI chat
 completion after a fixed latency (``--latency``) with a reply that plans and answers at once, so
@@ -120,19 +121,25 @@ def embedded(args, tasks, config) -> None:
 
 
 def world(args) -> None:
-    """The default agent on world dev tasks (L1, L2), serial engine: the agent's cheaper-task switches
-    off (the repeat guard; a re-answer as a whole new rollout) and on (the defaults), same tasks."""
+    """The default agent on world dev tasks (``--levels``, the draw spread evenly over them), serial
+    engine: the agent's cheaper-task switches off (the repeat guard; a re-answer as a whole new
+    rollout) and on (the defaults), same tasks; then each row's correct answers per level (a dev pilot
+    of where the model has room: design/world_benchmark.md)."""
     from dataclasses import replace
 
     from roma_lab.agents import AgentConfig, world_tasks
     from roma_lab.lm import resolve_lm
 
-    tasks = world_tasks("dev", args.world, seed=0, levels=("L1", "L2"))
-    print(f"\nembedded model {args.model!r}, {len(tasks)} world dev tasks (L1, L2) x {args.runs} run(s), the default "
+    from roma_lab.agents import world_level
+
+    tasks = world_tasks("dev", args.world, seed=0, levels=tuple(args.levels))
+    levels = {t.item.item_id: world_level(t) for t in tasks}
+    print(f"\nembedded model {args.model!r}, {len(tasks)} world dev tasks ({', '.join(args.levels)}) x {args.runs} "
+          "run(s), the default "
           "agent, serial engine, no completion cache")
     print(f"{'agent':>34} {'wall s':>8} {'tasks/hour':>11} {'calls/task':>10} {'sent/task':>9} {'gen/task':>8} "
           f"{'repeats':>7} {'reanswers':>9} {'correct':>7} {'x before':>8}")
-    before = None
+    before, by_level = None, {}
     for name, config in (("before (no guard, re-answer rollout)", AgentConfig(repeat_guard=False, reanswer_with="rollout")),
                          ("after (the defaults)", AgentConfig())):
         lm = resolve_lm(args.model, engine="llama-cpp-python", cache=False)
@@ -143,6 +150,11 @@ def world(args) -> None:
               f"{rows['input_tokens'].mean():>9.0f} {rows['output_tokens'].mean():>8.0f} "
               f"{int(rows['repeated_calls'].sum()):>7} {int(rows['reanswered'].sum()):>9} "
               f"{int(rows['correct'].eq(True).sum()):>4}/{len(rows):<2} {per_hour / before:>7.2f}x", flush=True)
+        level = rows["task_id"].map(levels)
+        by_level[name] = {lv: (int(rows.loc[level == lv, "correct"].eq(True).sum()), int((level == lv).sum()))
+                          for lv in args.levels}
+    print("correct per level: " + "; ".join(
+        f"{name}: " + ", ".join(f"{lv} {c}/{n}" for lv, (c, n) in counts.items()) for name, counts in by_level.items()))
 
 
 def main() -> None:
@@ -158,6 +170,8 @@ def main() -> None:
     parser.add_argument("--no-loopback", action="store_true", help="skip the loopback server part")
     parser.add_argument("--world", type=int, default=0, metavar="N",
                         help="also the default agent on N world dev tasks, its cheaper-task switches off and on")
+    parser.add_argument("--levels", nargs="+", default=["L1", "L2"], choices=["L1", "L2", "L3"],
+                        help="the world levels of --world's tasks")
     args = parser.parse_args()
     os.environ.setdefault("ROMA_LAB_CACHE", tempfile.mkdtemp(prefix="bench_throughput_cache_"))
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no network fetch inside the first timed call

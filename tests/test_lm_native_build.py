@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import platform
 import re
+import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -77,6 +80,8 @@ args = sys.argv[1:]
 if args[0] == "-c":
     print(json.dumps(["cp311", data["installed"], data["prefix"]]))
 elif args[:3] == ["-m", "pip", "wheel"]:
+    import os
+    data["build_env"] = {{v: os.environ.get(v) for v in ("CMAKE_ARGS", "CFLAGS", "CXXFLAGS")}}
     out = pathlib.Path(args[args.index("-w") + 1])
     (out / "llama_cpp_python-0.3.36-cp311-cp311-linux_x86_64.whl").write_text(data["cpu"])
     data["log"].append("wheel")
@@ -116,6 +121,10 @@ def venv(tmp_path):
         def log(self):
             return json.loads(state.read_text())["log"]
 
+        @property
+        def build_env(self):
+            return json.loads(state.read_text())["build_env"]
+
     return Venv()
 
 
@@ -141,3 +150,48 @@ def test_portable_and_native_builds_are_kept_apart(venv, monkeypatch):
     venv.set(cpu="P")
     assert "built" in venv.ensure("portable")
     assert venv.log == ["wheel", "install A", "wheel", "install P"]
+
+
+AMX_OFF = ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")
+
+
+def test_a_native_x86_build_leaves_out_amx_and_says_so_in_its_key(venv, monkeypatch):
+    # AMX listed by /proc/cpuinfo but refused by the hypervisor: the first tile instruction killed the model.
+    assert nb.compile_flags("native", "x86_64") == AMX_OFF
+    assert nb.compile_flags("native", "AMD64") == AMX_OFF
+    assert nb.compile_flags("portable", "x86_64") == ()
+    assert nb.compile_flags("native", "aarch64") == ()  # GCC on ARM knows no such flag
+    monkeypatch.setattr(nb.platform, "machine", lambda: "x86_64")
+    monkeypatch.setenv("CFLAGS", "-O2")
+    monkeypatch.delenv("CXXFLAGS", raising=False)
+    venv.on_cpu("A", AVX512, monkeypatch)
+    venv.ensure()
+    env = venv.build_env
+    assert env["CFLAGS"].split() == ["-O2", *AMX_OFF]  # the user's flags kept, ours after them
+    assert env["CXXFLAGS"].split() == list(AMX_OFF)
+    assert "-DGGML_NATIVE=ON" in env["CMAKE_ARGS"].split()
+    venv.set(cpu="P")
+    venv.ensure("portable")
+    assert venv.build_env["CFLAGS"].split() == ["-O2"]
+
+
+def test_the_environments_compile_flags_are_part_of_the_key(monkeypatch):
+    monkeypatch.delenv("CFLAGS", raising=False)
+    plain = key()
+    monkeypatch.setattr(nb, "NATIVE_CFLAGS", {})  # a build with AMX is another binary: another key
+    assert key() != plain
+    monkeypatch.undo()
+    monkeypatch.delenv("CFLAGS", raising=False)
+    assert key() == plain
+    monkeypatch.setenv("CFLAGS", "-O0")
+    assert key() != plain
+
+
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64") or not shutil.which("cc"),
+                    reason="needs an x86-64 C compiler")
+def test_the_compiler_keeps_the_amx_opt_out_over_march_native():
+    # CMake puts CFLAGS before ggml's own -march=native: the opt-out must survive that order.
+    macros = subprocess.run(["cc", *AMX_OFF, "-march=native", "-dM", "-E", "-"], input="", capture_output=True,
+                            text=True, check=True).stdout
+    assert "__AMX_TILE__" not in macros and "__AMX_INT8__" not in macros and "__AMX_BF16__" not in macros
+    assert "__SSE2__" in macros  # the rest of -march=native is still there

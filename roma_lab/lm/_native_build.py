@@ -40,6 +40,11 @@ CMAKE_ARGS = {
     # The portable build of the Makefile before native builds: AVX2, FMA and F16C, no AVX-512.
     "portable": ("-DGGML_NATIVE=OFF", "-DGGML_AVX2=ON", "-DGGML_FMA=ON", "-DGGML_F16C=ON") + COMMON,
 }
+# A native build leaves out Intel's AMX kernels: /proc/cpuinfo can list AMX where the hypervisor does not
+# let a program use it, and ggml's first tile instruction then dies (seen on a Firecracker VM, 2026-12-05:
+# a general protection fault at `ldtilecfg`, the whole model process gone). GCC and Clang keep an explicit
+# -mno-<isa> over what -march=native would turn on. Given through CFLAGS/CXXFLAGS, which CMake reads.
+NATIVE_CFLAGS = {"x86_64": ("-mno-amx-tile", "-mno-amx-int8", "-mno-amx-bf16")}
 MARKER = "llama-cpp-build.json"  # in the venv: the key of the build it holds
 
 
@@ -84,9 +89,15 @@ def build_key(version: str, mode: str, flags: tuple[str, ...], machine: str, com
     if mode == "native" and not flags:
         raise ValueError("a native build needs the CPU's flags; none could be read (use --portable)")
     what = {"package": PACKAGE, "version": version, "mode": mode, "cmake_args": CMAKE_ARGS[mode],
-            "cpu_flags": flags if mode == "native" else (), "machine": machine, "compiler": compiler_line,
-            "python": python_tag}
+            "cflags": compile_flags(mode, machine), "env_cflags": [os.environ.get(v, "") for v in ("CFLAGS", "CXXFLAGS")],
+            "cpu_flags": flags if mode == "native" else (),
+            "machine": machine, "compiler": compiler_line, "python": python_tag}
     return hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def compile_flags(mode: str, machine: str) -> tuple[str, ...]:
+    """The C/C++ flags a build adds to the environment's: a native x86-64 build's AMX opt-out."""
+    return NATIVE_CFLAGS.get(machine.lower().replace("amd64", "x86_64"), ()) if mode == "native" else ()
 
 
 def cache_root() -> Path:
@@ -133,6 +144,8 @@ def build(python: str, version: str, mode: str, folder: Path) -> Path:
     """Compile the wheel with pip's cache off (so pip never keeps a CPU-specific build under a key
     that ignores the CPU); move it into ``folder`` only once whole."""
     env = dict(os.environ, CMAKE_ARGS=" ".join(CMAKE_ARGS[mode]))
+    for var in ("CFLAGS", "CXXFLAGS"):
+        env[var] = " ".join(filter(None, (os.environ.get(var, ""), *compile_flags(mode, platform.machine()))))
     env.setdefault("CMAKE_BUILD_PARALLEL_LEVEL", str(os.cpu_count() or 2))
     folder.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=folder.parent) as tmp:
