@@ -79,13 +79,14 @@ CHROMIUM_MISSING := "make: /usr/bin/chromium is missing: the browser tests (test
 browser-tool:
 	$(call apt_tool,test -x /usr/bin/chromium,chromium,$(CHROMIUM_WHAT),$(CHROMIUM_MISSING),true)
 
-# The plan first (each notebook's n, predicted time and what it can detect), then the run. BUDGET=2h
-# runs each task-sized notebook at the n its share buys (design/planning.md); LM= names another model.
-BUDGET ?=
+# The plan first (each notebook's n, predicted time and what it can detect), then the run: within
+# BUDGET (2 hours unless given), each task-sized notebook at the n its share buys (design/planning.md);
+# BUDGET=none runs every notebook at its own sizes. LM= names another model.
+BUDGET ?= 2h
 LM ?=
-REPRODUCE_ARGS := $(if $(BUDGET),--budget $(BUDGET),) $(if $(LM),--lm $(LM),)
+REPRODUCE_ARGS := $(if $(filter-out none,$(BUDGET)),--budget $(BUDGET),) $(if $(LM),--lm $(LM),)
 reproduce: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
-	$(if $(BUDGET),,$(PY) -m roma_lab.experiments plan --all $(REPRODUCE_ARGS))
+	$(if $(filter-out none,$(BUDGET)),,$(PY) -m roma_lab.experiments plan --all $(REPRODUCE_ARGS))
 	$(PY) -m roma_lab.experiments run --all $(REPRODUCE_ARGS)
 
 # Notebook 01 alone, then how to open it: the first thing a newcomer runs (README "Start here").

@@ -747,6 +747,9 @@ def test_the_kernel_gets_the_timeout_of_the_sizes_asked(project, tmp_path):
         ('timeout_per_unit_s = 5\ntimeout_units = ["N_RWOS"]', "\\['N_RWOS'\\] are not declared"),
         ('timeout_per_unit_s = 5\ntimeout_units = ["FAIL"]', "FAIL = False counts units of work"),
         ('timeout_per_unit_s = 20\ntimeout_units = ["N_ROWS"]', "must exceed timeout_per_unit_s x 3 = 60"),
+        ('measured_s = 0', "'measured_s' must be a positive number"),
+        ('measured_s = "56 s"', "'measured_s' must be a positive number"),
+        ('measured_s = true', "'measured_s' must be a positive number"),
     ],
 )
 def test_bad_timeout_keys_raise_naming_the_file(project, keys, message):

@@ -49,6 +49,63 @@ def test_fixed_costs_come_first_and_a_notebook_that_can_detect_nothing_says_so_i
     assert tight.seconds > 60  # over budget, and the total says so
 
 
+def test_the_budget_pays_each_notebook_two_tasks_first_then_shares_the_rest_up_to_its_own_size():
+    from roma_lab.experiments._plan import _allocate
+
+    # (own n, seconds a task): after 2 tasks each, 3000 s split three ways; b stops at its own 5 and a at
+    # its 100, and what they leave cannot buy c (1000 s a task) another task alone in the next round
+    sizes = {"a": (100, 10.0), "b": (5, 100.0), "c": (60, 1000.0)}
+    assert _allocate(sizes, 2 * 10 + 2 * 100 + 2 * 1000 + 3000) == {"a": 100, "b": 5, "c": 3}
+    assert _allocate(sizes, 10) == {"a": 2, "b": 2, "c": 2}  # over budget: the floor, and the total says so
+    assert _allocate({"one": (1, 50.0)}, 1e6) == {"one": 1}  # never more than the notebook's own size
+
+
+def test_the_budget_is_never_overspent_when_two_tasks_each_fit():
+    import numpy as np
+
+    from roma_lab.experiments._plan import _allocate
+
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        k = int(rng.integers(1, 8))
+        sizes = {f"s{i}": (int(rng.integers(1, 80)), float(rng.uniform(1, 500))) for i in range(k)}
+        floor = sum(min(2, own) * cost for own, cost in sizes.values())
+        budget = floor + float(rng.uniform(0, 20000))
+        n = _allocate(sizes, budget)
+        assert sum(n[s] * cost for s, (_, cost) in sizes.items()) <= budget + 1e-6
+        assert all(min(2, own) <= n[s] <= own for s, (own, _) in sizes.items())
+        # what is left could not buy any open notebook's next task from an equal share
+        left = budget - sum(n[s] * cost for s, (_, cost) in sizes.items())
+        open_ = [s for s, (own, _) in sizes.items() if n[s] < own]
+        assert all(left / len(open_) < sizes[s][1] for s in open_) if open_ else True
+
+
+def test_a_spec_s_measured_run_is_the_cost_before_this_machine_has_one(tmp_path):
+    assert QUICKSTART.measured_s is not None
+    (quick,) = plan_study([QUICKSTART], results_root=tmp_path).notebooks
+    assert quick.seconds == QUICKSTART.measured_s and quick.cost_source == "estimate (the spec's measured run)"
+
+
+def test_make_reproduce_plans_first_and_keeps_to_two_hours_unless_told_otherwise():
+    import shutil
+    import subprocess
+
+    if not shutil.which("make"):
+        pytest.skip("no make")
+
+    def dry(*args):
+        out = subprocess.run(["make", "-n", "-C", str(REPO), "reproduce", *args], capture_output=True, text=True,
+                             check=True).stdout
+        return [line for line in out.splitlines() if "roma_lab.experiments" in line]
+
+    assert [line.split() for line in dry()] == [  # run --budget prints the plan first itself
+        [".venv/bin/python", "-m", "roma_lab.experiments", "run", "--all", "--budget", "2h"]]
+    assert [line.split() for line in dry("BUDGET=none")] == [
+        [".venv/bin/python", "-m", "roma_lab.experiments", "plan", "--all"],
+        [".venv/bin/python", "-m", "roma_lab.experiments", "run", "--all"]]
+    assert dry("BUDGET=90min", "LM=openai/x")[0].split()[-4:] == ["--budget", "90min", "--lm", "openai/x"]
+
+
 def test_a_measured_run_sets_the_cost_and_a_pilot_s_discordance_the_mde(tmp_path):
     from datetime import UTC, datetime, timedelta
 

@@ -15,8 +15,11 @@ reported as the n it buys at that price per task; where no price per task is kno
 (the cap itself is kept at run time by ``roma_lab.evaluate``, whatever the plan predicted).
 
 **The budget rule** (never from a score): notebooks without a size cost their measured or estimated
-time; what is left is split equally among the sized notebooks, and each gets the largest n its share
-buys, at least 2. A notebook whose n can detect nothing useful says so in one line.
+time, and every sized notebook its first 2 tasks; what is left is split equally among the sized
+notebooks, each adding the tasks its share buys, never beyond the notebook's own size (a budget shrinks
+a study to what it can pay for; it never makes one larger than its protocol). Share a notebook cannot
+use goes back to the others, round after round. A notebook whose n can detect nothing useful says so
+in one line.
 
 **The discordance** (share of tasks on which two conditions disagree) is read from the notebook's
 earlier paired tables (``wins + losses`` over ``n`` in any ``*comparisons*.csv`` / ``*paired*.csv``)
@@ -46,6 +49,8 @@ MIN_N = 2
 #: The size parameters that count tasks (items): a paired comparison's n. A notebook sized by anything
 #: else (repeats, benchmarks, studies, metric calls) runs at its spec's sizes and costs what they cost.
 TASK_UNITS = ("N_TASKS", "N_ITEMS")
+#: The difference a line that can detect nothing names the n for (issue 42's 30-point difference).
+UNDETECTABLE_TARGET = 0.30
 
 
 def parse_budget(text: str) -> float:
@@ -130,6 +135,8 @@ def _cost(spec: ExperimentSpec, results_root: Path, speeds) -> tuple[float, str,
             units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **asked})
         tokens = sum(s.prompt_tokens + s.generated_tokens for s in ran.speeds) / units if ran.speeds else None
         return ran.seconds / units, f"measured ({ran.finished:%Y-%m-%d}, {ran.model})", tokens
+    if spec.measured_s is not None:  # what a run at the spec's sizes took on a machine like this one
+        return spec.measured_s / units, "estimate (the spec's measured run)", None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, "estimate (spec timeout / 3)", None
 
@@ -194,9 +201,15 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
         return costs[spec.stem][0] * units / concurrency
 
+    def size_of(spec: ExperimentSpec) -> tuple[int, float]:  # (the notebook's own n, seconds per task)
+        sizes = {**spec.defaults, **spec.parameters}
+        own = sizes[spec.timeout_units[0]]
+        others = _work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
+        return (len(own) if isinstance(own, list) else int(own)), costs[spec.stem][0] * others / concurrency
+
     sized = [s for s in specs if task_sized(s)]
     fixed_s = sum(fixed_seconds(s) for s in specs if not task_sized(s))
-    share = None if budget_s is None or not sized else max(0.0, budget_s - fixed_s) / len(sized)
+    budget_n = None if budget_s is None else _allocate({s.stem: size_of(s) for s in sized}, budget_s - fixed_s)
     plans = []
     for spec in specs:
         per_unit, source, tokens = costs[spec.stem]
@@ -210,10 +223,9 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             continue
         unit = spec.timeout_units[0]
         others = _work_units(spec.timeout_units[1:], {**spec.defaults, **spec.parameters}) if spec.timeout_units[1:] else 1
-        per_task = per_unit * others  # the other units (runs, conditions...) stay at the spec's sizes
-        default_n = int({**spec.defaults, **spec.parameters}[unit]) if not isinstance(
-            {**spec.defaults, **spec.parameters}[unit], list) else len({**spec.defaults, **spec.parameters}[unit])
-        n = default_n if share is None else max(MIN_N, int(share // per_task))
+        # the other units (runs, conditions...) stay at the spec's sizes
+        default_n, per_task = size_of(spec)
+        n = default_n if budget_n is None else budget_n[spec.stem]
         psi, psi_source = _discordance(root, spec.stem)
         at_n = plan_paired(n, discordance=psi, alpha=alpha, power=power)
         target = n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power) if target_mde else None
@@ -224,6 +236,9 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         elif at_n.mde >= 0.5:
             line = (f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) can detect no difference under "
                     f"{at_n.mde:.2f}: nothing a paper reports")
+        if target is None and (not math.isfinite(at_n.mde) or at_n.mde >= 0.5):  # what it would take
+            needs = n_for_mde(UNDETECTABLE_TARGET, discordance=psi, alpha=alpha, power=power).n
+            line += f"; a difference of {UNDETECTABLE_TARGET:.2f} needs n = {needs} ({_time(needs * per_task)} here)"
         if target is not None:
             line += f"; {target_mde:.2f} needs n = {target.n} ({_time(target.n * per_task)}"
             line += f", ${target.n * money:,.2f})" if money is not None else (
@@ -243,6 +258,28 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             None if target is None else target.n * per_task,
             None if target is None or money is None else target.n * money, dollars_n, line))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd)
+
+
+def _allocate(sizes: dict[str, tuple[int, float]], seconds: float) -> dict[str, int]:
+    """The budget rule's n per notebook: (own n, seconds per task) each, ``seconds`` left after the
+    fixed notebooks. Each starts at ``MIN_N`` (or its own n, if smaller); the rest is split equally,
+    round after round, among the notebooks still below their own n."""
+    n = {stem: min(MIN_N, own) for stem, (own, _) in sizes.items()}
+    left = seconds - sum(n[stem] * cost for stem, (_, cost) in sizes.items())
+    while left > 0:
+        open_ = [stem for stem, (own, _) in sizes.items() if n[stem] < own]
+        if not open_:
+            break
+        share, spent = left / len(open_), 0.0
+        for stem in open_:
+            own, cost = sizes[stem]
+            more = min(own - n[stem], int(share // cost) if cost > 0 else own - n[stem])
+            n[stem] += more
+            spent += more * cost
+        if spent == 0:  # no share buys another task: the rest of the budget stays unspent
+            break
+        left -= spent
+    return n
 
 
 def write_plan(plan: StudyPlan, results_root: str | Path) -> Path:

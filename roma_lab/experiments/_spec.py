@@ -21,7 +21,8 @@ INJECTED = ("OUT_DIR",)
 REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
-_OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "inputs", "outputs", "parameters", "smoke")
+_OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "inputs", "outputs", "parameters",
+                  "smoke")
 # Parameters a command line cannot set (--set), and what sets them instead.
 RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
 # A size asked for is a number a notebook can use: an int within 64 bits (numpy's, a seed's), a finite
@@ -56,6 +57,9 @@ class ExperimentSpec:
     timeout_s: int  # per cell, at the spec's own sizes (see cell_timeout_s)
     timeout_per_unit_s: float  # added per unit of work more than at those sizes (0: a fixed timeout)
     timeout_units: tuple[str, ...]  # the parameters whose product is the units of work
+    # seconds a run at the spec's own sizes took on a machine like this one (its comment names the run): the
+    # plan's cost before this results folder holds a run (None: the timeout over 3, design/planning.md)
+    measured_s: float | None
     inputs: tuple[str, ...]  # root-relative files hashed into provenance
     outputs: tuple[str, ...]  # files the notebook must write into OUT_DIR
     parameters: Mapping[str, ParamValue]  # overrides of the notebook's defaults for `make reproduce`
@@ -305,6 +309,11 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
     if bool(units) != bool(per_unit_s):
         problems.append("'timeout_per_unit_s' and 'timeout_units' go together: the seconds per unit and the "
                         "parameters whose product counts the units")
+    measured_s = data.get("measured_s")
+    if measured_s is not None and (isinstance(measured_s, bool) or not isinstance(measured_s, int | float)
+                                   or not _is_literal(measured_s) or measured_s <= 0):
+        problems.append(f"'measured_s' must be a positive number of seconds (a measured run), got {measured_s!r}")
+        measured_s = None
     file_lists = {}
     for key in ("inputs", "outputs"):
         items = data.get(key, [])
@@ -362,6 +371,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         timeout_s=timeout_s,
         timeout_per_unit_s=per_unit_s,
         timeout_units=tuple(units),
+        measured_s=None if measured_s is None else float(measured_s),
         inputs=file_lists["inputs"],
         outputs=file_lists["outputs"],
         parameters=MappingProxyType(dict(parameters)),
