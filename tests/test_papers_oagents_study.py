@@ -531,3 +531,28 @@ def test_the_levels_study_pairs_each_system_with_the_single_call_on_the_levels_a
     alone = measure_levels(tmp_path / "alone", lm=gold_lm({"L1"}), n_tasks=2, systems=(), levels=("L1", "L3"),
                            stats=StatsSettings(n_resamples=20))
     assert "paired" not in alone.extra and not (tmp_path / "alone" / "levels_paired.csv").exists()
+
+
+@pytest.mark.parametrize("study", ["measure_protocol", "compare_planning", "compare_memory", "compare_tts",
+                                   "compare_backbones", "compare_search"])
+def test_each_design_study_scores_only_the_levels_asked_and_says_which(tmp_path, study):
+    # issue 42 item 5: notebooks 21-26 run where the model has room (the dev pilot's levels)
+    from roma_lab.papers import oagents
+
+    sizes = dict(n_tasks=2, levels=("L1",), stats=StatsSettings(n_resamples=20))
+    if study == "compare_backbones":
+        tables = oagents.compare_backbones(tmp_path, models=("scripted",), **sizes)
+    else:
+        tables = getattr(oagents, study)(tmp_path, lm=gold_lm({"L1"}), **({"runs": 1} if study == "measure_protocol"
+                                                                        else {}), **sizes)
+    assert set(tables.rows["stratum"]) == {"L1"} and tables.rows["task_id"].str.startswith("L1-").all()
+    floors = tables.extra["floors"]
+    assert "L1" in floors and not {"L2", "L3"} & set(floors.columns)  # the floors on the same tasks
+    settings = tables.vs_paper["setting"].dropna()
+    settings = settings[settings.str.contains("generated world")]
+    assert len(settings) and settings.str.contains(r"levels L1[;,)]").all()
+    if study == "compare_planning":  # tips are mined from failures at the same levels
+        train = pd.read_csv(next((tmp_path / "train").rglob("runs.csv")))
+        assert len(train) and train["item_id"].str.startswith("L1-").all()
+    everywhere = getattr(oagents, study).__kwdefaults__["levels"]
+    assert tuple(everywhere) == ("L1", "L2", "L3")  # the default stays every level

@@ -3,8 +3,9 @@ names them), which tasks, which paper artefacts. Fixed before anything was score
 on the generated-world agent benchmark (``agents.world_tasks``, design/world_benchmark.md; the
 meta-routing suite's tool view stays the router's benchmark), its evaluation split is ``test`` (dev
 served only to make a step cheap, train only to mine plan tips and the floors' priors), tasks are
-drawn by ``world_tasks`` with the notebook's seed, and every condition of a notebook runs on the
-same tasks and runs. Each function returns ``run_study``'s tables, with the benchmark's floors on
+drawn by ``world_tasks`` with the notebook's seed from the ``levels`` it names (every level unless
+told: the notebooks name the levels a dev-split pilot showed the model has room at,
+design/world_benchmark.md), and every condition of a notebook runs on the same tasks and runs. Each function returns ``run_study``'s tables, with the benchmark's floors on
 the same tasks in ``extra["floors"]``.
 """
 
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from roma_lab.agents import AgentConfig, AgentTask, world_level, world_tasks
+from roma_lab.bench import LEVELS as WORLD_LEVELS
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 from ._study import Condition, OAgentsTables, _model_name, _scores, run_study
@@ -26,7 +28,7 @@ __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory"
 
 #: The split every study scores (train: tips and floor priors only; dev: development only).
 STUDY_SPLIT = "test"
-_WORLD = ("the generated-world agent benchmark ({split} split, world seed {world_seed}, "
+_WORLD = ("the generated-world agent benchmark ({split} split, levels {levels}, world seed {world_seed}, "
           "GAIA's quasi-exact match)")
 WORLD_LEVEL_RULE = ("levels of the generated world (L1: one lookup, L2: two or three hops, L3: hops and a "
                     "computation over a ledger file), GAIA-like, not GAIA's tasks")
@@ -39,7 +41,8 @@ def _tasks(split: str, n_tasks: int | None, seed: int, **sources: Any) -> list[A
     return world_tasks(split, n_tasks, seed=seed, **sources)
 
 
-def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefix: str, **study: Any) -> OAgentsTables:
+def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefix: str,
+           levels: Sequence[str] = WORLD_LEVELS, **study: Any) -> OAgentsTables:
     """``run_study`` on world tasks, plus the floors on the same tasks, written as
     ``<prefix>_floors.csv``: the fixed scripts of ``agents.floors_table`` (priors from the train
     split) and ``closed-book model``, the study's first condition's model answering the same tasks
@@ -51,7 +54,8 @@ def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefi
 
     seed = int(tasks[0].item.metadata["world_seed"]) if tasks else 0
     tables = run_study(out_dir, prefix=prefix, tasks=tasks, level=world_level, level_rule=WORLD_LEVEL_RULE,
-                       benchmark=study.pop("benchmark", _WORLD.format(split=split, world_seed=seed)), **study)
+                       benchmark=study.pop("benchmark", _WORLD.format(split=split, levels=", ".join(levels),
+                                                                      world_seed=seed)), **study)
     first = study["conditions"][0].config  # the closed-book model decodes as the first condition does
     named = {k: v for k, v in first.models.items() if k == "actor"}
     closed = run_agent(AgentConfig(name="closed_book", models=named, temperature=first.temperature), closed_book(tasks),
@@ -67,6 +71,7 @@ def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefi
 
 def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 3,
                      temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
+                     levels: Sequence[str] = WORLD_LEVELS,
                      stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 21: the protocol on our runs. The baseline agent at temperature 0 (R runs share the
     completion cache: greedy decoding repeats itself) and sampled at ``temperature`` (R seeded runs):
@@ -75,8 +80,8 @@ def measure_protocol(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     conditions = [Condition("OAgents (temperature 0)", AgentConfig(name="greedy")),
                   Condition("OAgents", AgentConfig(name="sampled", temperature=temperature))]
     return _study(out_dir, prefix="protocol", artefacts=("table9",), conditions=conditions, split=split,
-                  tasks=_tasks(split, n_tasks, seed), baseline="OAgents (temperature 0)", runs=runs, lm=lm,
-                  why_not_measured=_OFFLINE, stats=stats)
+                  tasks=_tasks(split, n_tasks, seed, levels=tuple(levels)), levels=levels,
+                  baseline="OAgents (temperature 0)", runs=runs, lm=lm, why_not_measured=_OFFLINE, stats=stats)
 
 
 def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 15,
@@ -105,7 +110,7 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
 
     condition = Condition("OAgents", AgentConfig())
     tasks = _tasks(split, n_tasks, seed, levels=tuple(levels))
-    tables = _study(out_dir, prefix="levels", artefacts=("table1",), paper_conditions=("OAgents",),
+    tables = _study(out_dir, prefix="levels", artefacts=("table1",), paper_conditions=("OAgents",), levels=levels,
                     conditions=[condition], split=split, tasks=tasks, baseline=None, runs=1,
                     lm=lm, why_not_measured=_OFFLINE, stats=stats)
     level_of = {t.item.item_id: world_level(t) for t in tasks}
@@ -196,10 +201,11 @@ def _trend_df(scores, stats: StatsSettings):
 
 def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 4, n_train: int = 4,
                      runs: int = 1, revise_every: int = 2, split: str = STUDY_SPLIT, seed: int = 0,
+                     levels: Sequence[str] = WORLD_LEVELS,
                      stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 22 (Table 7): plan-and-revise (the paper's OAgents baseline, revised every
     ``revise_every`` steps), a static workflow, + subtask decomposition through ROMA, + plan tips
-    mined from the baseline's failures on ``n_train`` TRAIN tasks, and the official code's
+    mined from the baseline's failures on ``n_train`` TRAIN tasks (of the same ``levels``), and the official code's
     behaviour as named rows (interval 1 with revisions never shown; tips only on a retry after a
     failed gold check). The tips are written to ``planning_tips.json``."""
     import pandas as pd
@@ -208,7 +214,7 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     from roma_lab.results import write_table, write_text_atomic
 
     base = AgentConfig(name="plan_review", planning="revise", revise_every=revise_every)
-    train = world_tasks("train", n_train, seed=seed)
+    train = world_tasks("train", n_train, seed=seed, levels=tuple(levels))
     train_dir = Path(out_dir) / "train"
     run_agent(base, train, out_dir=train_dir, lm=lm, progress=False)
     mined = mine_tips(read_trajectories(train_dir / run_label(base)), lm=lm)
@@ -224,7 +230,8 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
                   replace(base, name="tips_official", tips=mined, tips_usage="official")),
     ]
     tables = _study(out_dir, prefix="planning", artefacts=("table7", "table7 text"), conditions=conditions,
-                    split=split, tasks=_tasks(split, n_tasks, seed), baseline="OAgents", runs=runs, lm=lm,
+                    split=split, tasks=_tasks(split, n_tasks, seed, levels=tuple(levels)), levels=levels,
+                    baseline="OAgents", runs=runs, lm=lm,
                     why_not_measured=_OFFLINE, stats=stats)
     tips = pd.DataFrame({"tip": list(mined.tips) or [f"(no tips: {mined.error or 'no train failure to mine'})"],
                          "model": mined.model, "mined_from": ", ".join(mined.source_task_ids) or "(no failures)"})
@@ -241,6 +248,7 @@ def _tips_json(tips) -> str:
 
 def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                    memory_window: int = 1, split: str = STUDY_SPLIT, seed: int = 0,
+                   levels: Sequence[str] = WORLD_LEVELS,
                    stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 23 (Figure 2): current memory (the last ``memory_window`` steps), + a summary of
     every older step, + retrieval of the summaries BM25 ranks highest (the paper embeds them in a
@@ -256,12 +264,14 @@ def compare_memory(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
                   replace(current, name="long_term_official", memory="long_term", long_term_visibility="official")),
     ]
     return _study(out_dir, prefix="memory", artefacts=("figure2",), conditions=conditions, split=split,
-                  tasks=_tasks(split, n_tasks, seed), baseline="Current Memory", runs=runs, lm=lm,
+                  tasks=_tasks(split, n_tasks, seed, levels=tuple(levels)), levels=levels, baseline="Current Memory",
+                  runs=runs, lm=lm,
                   why_not_measured=_OFFLINE, stats=stats)
 
 
 def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                 temperature: float = 0.7, split: str = STUDY_SPLIT, seed: int = 0,
+                levels: Sequence[str] = WORLD_LEVELS,
                 stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 24 (Figure 3): the baseline, reflection as the paper's formula has it (a critique of
     every step, shown at the next; c_t), reflection on the answer as a named variant (one retry with
@@ -283,7 +293,8 @@ def compare_tts(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None =
         Condition("BO4 (voting)", replace(bo4, name="bo4_vote", selection="vote")),
     ]
     return _study(out_dir, prefix="tts", artefacts=("figure3",), conditions=conditions, split=split,
-                  tasks=_tasks(split, n_tasks, seed), baseline="baseline", runs=runs, lm=lm,
+                  tasks=_tasks(split, n_tasks, seed, levels=tuple(levels)), levels=levels, baseline="baseline",
+                  runs=runs, lm=lm,
                   why_not_measured=_OFFLINE, stats=stats)
 
 
@@ -295,6 +306,7 @@ ADVANCED = dict(planning="revise", revise_every=2, memory="summary", tts="reflec
 
 def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",), n_tasks: int | None = 6,
                       runs: int = 1, split: str = STUDY_SPLIT, seed: int = 0,
+                      levels: Sequence[str] = WORLD_LEVELS,
                       stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 25 (Table 6): each backbone with the baseline agent and with the advanced stack
     (``ADVANCED``), every role played by that backbone; each model's Advance - Baseline gap is a
@@ -313,7 +325,8 @@ def compare_backbones(out_dir: str | Path, *, models: Sequence[str] = ("local",)
         conditions += [baseline, advance]
         pairs[advance.name] = baseline.name
     return _study(out_dir, prefix="backbones", artefacts=("table6", "table6 text"), conditions=conditions,
-                  split=split, tasks=_tasks(split, n_tasks, seed), baseline=pairs, runs=runs, lm=None,
+                  split=split, tasks=_tasks(split, n_tasks, seed, levels=tuple(levels)), levels=levels, baseline=pairs,
+                  runs=runs, lm=None,
                   why_not_measured=_OFFLINE, stats=stats)
 
 
@@ -448,6 +461,7 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
 
 def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | None = 6, runs: int = 1,
                    n_sources: int = 5, coverage: float = 0.6, split: str = STUDY_SPLIT, seed: int = 0,
+                   levels: Sequence[str] = WORLD_LEVELS,
                    stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 26 (Tables 3-5): the number of search sources (1, 3, 5 of ``n_sources`` partial
     copies of the generated world's documents, each holding a document with probability
@@ -475,11 +489,12 @@ def compare_search(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
                     "plain passages")
         return _OFFLINE
 
-    tasks = _tasks(split, n_tasks, seed, n_sources=n_sources, coverage=coverage)
+    tasks = _tasks(split, n_tasks, seed, n_sources=n_sources, coverage=coverage, levels=tuple(levels))
     return _study(out_dir, prefix="search", artefacts=("table3", "table3 text", "table4", "table4 text", "table5",
                                                      "table5 text"),
                   conditions=conditions, split=split, tasks=tasks, baseline=pairs, runs=runs, lm=lm,
-                  benchmark=(f"offline BM25 search over the generated world's documents ({split} split; not web "
+                  benchmark=(f"offline BM25 search over the generated world's documents ({split} split, levels "
+                             f"{', '.join(levels)}; not web "
                              f"search): sources are {n_sources} seeded copies each holding a document with "
                              f"probability {coverage:g}; GAIA's quasi-exact match"),
                   why_not_measured=why_not_measured, stats=stats)
