@@ -200,6 +200,68 @@ def test_a_reply_that_failed_to_parse_is_removed_from_the_completion_cache(mode,
     assert run() == "Paris" and len(engine.requests) == len(garbage) + 1  # a reply that parses stays cached
 
 
+def test_identical_requests_in_flight_together_share_one_reply_so_a_replay_is_the_run(tmp_path):
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    # Two identical requests generated side by side can differ (llama.cpp reuses another prefix for
+    # each); the model here answers each call differently and holds the first until a second arrives.
+    second = threading.Event()
+    answers = iter(["1976", "1977"])
+
+    def respond(request):
+        if not second.is_set() and len(engine.requests) > 1:
+            second.set()
+        second.wait(timeout=1.0)
+        return {"answer": next(answers)}
+
+    engine = ScriptedEngine(respond)
+    lm = dspy.LM("local/fake", engine=CachingEngine(engine, model_id="fake", directory=tmp_path), cache=False)
+    with ThreadPoolExecutor(2) as pool:
+        served_now = list(pool.map(lambda _: ask(lm, "Which year?"), range(2)))
+    assert len(engine.requests) == 1  # before: 2, and the run saw 1976 and 1977
+    assert served_now == ["1976", "1976"]
+    assert replay_of(tmp_path, "Which year?") == "1976"  # what the run was served, not what was written last
+
+
+def test_a_failed_request_in_flight_fails_its_twin_and_the_next_one_asks_again(tmp_path, monkeypatch):
+    import threading
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from roma_lab.lm import _cache
+
+    twin_waits, calls = threading.Event(), []
+
+    class Flight(Future):  # says when the twin waits on the first request's reply
+        def result(self, timeout=None):
+            twin_waits.set()
+            return super().result(timeout)
+
+    monkeypatch.setattr(_cache, "Future", Flight)
+
+    def respond(request):
+        calls.append(request)
+        if len(calls) == 1:
+            twin_waits.wait(timeout=2.0)
+            raise TimeoutError("the model took too long")
+        return {"answer": "42"}
+
+    engine = ScriptedEngine(respond)
+    cached = CachingEngine(engine, model_id="fake", directory=tmp_path)
+    lm = dspy.LM("local/fake", engine=cached, cache=False)
+
+    def one(i):
+        try:
+            return ask(lm, "Six times seven?")
+        except Exception as exc:  # DSPy wraps the engine's error
+            return type(exc).__name__
+
+    with ThreadPoolExecutor(2) as pool:
+        outcomes = list(pool.map(one, range(2)))
+    assert "42" not in outcomes and len(calls) == 1  # the twin was not served a reply nobody generated
+    assert ask(lm, "Six times seven?") == "42" and len(calls) == 2  # nothing recorded, nothing stuck in flight
+
+
 # --- completion-cache entries are checked against what they store ----------------------------------
 
 
@@ -273,6 +335,11 @@ def _old_digest(data: dict) -> str:
 
     fields = {k: v for k, v in data.items() if k != "digest"}
     return hashlib.sha256(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def replay_of(directory: Path, question: str) -> str:
+    """The recorded answer to ``question``, replayed."""
+    return ask(dspy.LM("local/fake", engine=ReplayEngine(model_id="fake", directory=directory), cache=False), question)
 
 
 def served(directory: Path) -> dict:

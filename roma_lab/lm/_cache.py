@@ -19,7 +19,9 @@ import json
 import logging
 import os
 import stat
+import threading
 import time
+from concurrent.futures import Future
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -201,19 +203,28 @@ class CachingEngine:
             except FileNotFoundError:  # another process moved it aside first
                 pass
         if entry is None:
-            started = time.monotonic()
-            response = self.inner.complete(request)
-            latency = time.monotonic() - started
-            usage = response.usage
-            # The request as JSON data, so the key recomputes from the stored copy exactly.
-            fields = {"key": key, "model_id": self.model_id,
-                      "request": json.loads(_canonical_json(canonical_request(self.model_id, request, self.settings,
-                                                                              rollout))),
-                      "text": response.text or "", "finish_reason": response.finish_reason,
-                      "input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0,
-                      "latency_s": latency}
-            entry = CachedCompletion(**fields, digest=entry_digest(fields))
-            write_text_atomic(path, entry.model_dump_json(indent=1))  # an interrupted run leaves no half entry
+            # The same request already in flight here: wait for its reply and serve that. Two identical
+            # requests generated side by side can differ (llama.cpp reuses a different prefix for each),
+            # and whichever was written last would then be the one a replay serves, not the one every
+            # later call in the run was served: the replay would not be the run.
+            with _flights_lock:
+                flight = _flights.get(path)
+                leading = flight is None
+                if leading:
+                    flight = _flights[path] = Future()
+            if leading:
+                try:
+                    response, entry = self._generate(request, key, rollout, path)
+                    flight.set_result(entry)
+                except BaseException as exc:
+                    flight.set_exception(exc)
+                    raise
+                finally:
+                    with _flights_lock:
+                        del _flights[path]
+            else:
+                entry = flight.result()  # the leader's error, if it failed: the same request would fail
+                response = _to_response(entry)
         else:
             response = _to_response(entry)
         from ._unparsed import remember, watch_parses
@@ -224,6 +235,23 @@ class CachingEngine:
         remember(entry.text, ("completion", str(path)), lambda: _forget(path))
         return response
 
+    def _generate(self, request, key: str, rollout, path: Path):
+        """Ask the wrapped engine and record its reply at ``path``: (the response, the entry)."""
+        started = time.monotonic()
+        response = self.inner.complete(request)
+        latency = time.monotonic() - started
+        usage = response.usage
+        # The request as JSON data, so the key recomputes from the stored copy exactly.
+        fields = {"key": key, "model_id": self.model_id,
+                  "request": json.loads(_canonical_json(canonical_request(self.model_id, request, self.settings,
+                                                                          rollout))),
+                  "text": response.text or "", "finish_reason": response.finish_reason,
+                  "input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0,
+                  "latency_s": latency}
+        entry = CachedCompletion(**fields, digest=entry_digest(fields))
+        write_text_atomic(path, entry.model_dump_json(indent=1))  # an interrupted run leaves no half entry
+        return response, entry
+
     def stream(self, request):
         from dspy.lm15 import response_to_events
 
@@ -231,6 +259,11 @@ class CachingEngine:
 
     def close(self) -> None:
         self.inner.close()
+
+
+# Requests being generated in this process, by entry path: identical ones in flight share one reply.
+_flights: dict[Path, Future] = {}
+_flights_lock = threading.Lock()
 
 
 def _forget(path: Path) -> None:

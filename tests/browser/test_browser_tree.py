@@ -89,14 +89,27 @@ def test_quickstart_tree_on_the_embedded_model_shows_prompts_and_marks_cached_ca
     assert "model request 1" in text and "system" in text and "completion" in text
     assert "Your output fields are" in text  # DSPy's prompt itself, not only the role's inputs
 
-    # the same goal again, shown in the same widget: every completion now comes from the cache, and says so
+    # the same goal again, shown in the same widget: every completion now comes from the cache, and says so,
+    # except those whose text failed to parse: such a reply is never served again (lm/_unparsed.py). A call
+    # whose reply failed to parse has a further exchange (DSPy's adapter asked again); the 135M model's
+    # replies differ with the CPU's kernels, so whether any failed differs from machine to machine.
+    calls = [c for n in run["nodes"] for c in n["calls"]]
+    failed = {str(e["completions"][0]) for c in calls for e in c.get("exchanges", [])[:-1] if e["completions"]}
+    clean = [c for c in calls if len(c.get("exchanges", [])) == 1 and not c.get("error")
+             and not {str(x) for e in c.get("exchanges", []) for x in e["completions"]} & failed]
+    assert clean  # the check below is about something
     nb.execute("tree.show_run(run_quickstart(GOAL, OUT_DIR, lm=LM, max_depth=MAX_DEPTH, "
                "max_concurrency=MAX_CONCURRENCY, on_event=tree.on_event, plan_root=PLAN_ROOT))")
     tree.locator(".rt-cached").first.wait_for()
-    calls = sum(len(n["calls"]) for n in run["nodes"])
-    assert f"{calls} of {calls} replayed from the cache" in tree.locator(".rt-summary").inner_text()
+    again = json.loads((Path(parameters["OUT_DIR"]) / "run.json").read_text())
+    replayed = sum(all(e["cached"] for e in c.get("exchanges", [])) and bool(c.get("exchanges", []))
+                   for n in again["nodes"] for c in n["calls"])
+    assert sum(len(n["calls"]) for n in again["nodes"]) == len(calls)  # the same calls, in the same order
+    assert len(clean) <= replayed <= len(calls)  # every cleanly parsed reply came from the cache
+    assert replayed == len(calls) or failed  # a call asked anew only where a reply had failed to parse
+    assert f"{replayed} of {len(calls)} replayed from the cache" in tree.locator(".rt-summary").inner_text()
     assert "lookup" in tree.locator('[data-detail="0"]').inner_text()
-    assert tree.locator('.rt-seg[data-cached="true"]').count() == calls
+    assert tree.locator('.rt-seg[data-cached="true"]').count() == replayed
 
 
 @pytest.fixture(scope="module")
