@@ -750,6 +750,13 @@ def test_the_kernel_gets_the_timeout_of_the_sizes_asked(project, tmp_path):
         ('measured_s = 0', "'measured_s' must be a positive number"),
         ('measured_s = "56 s"', "'measured_s' must be a positive number"),
         ('measured_s = true', "'measured_s' must be a positive number"),
+        ('measured_sizes = {{ N_ROWS = 2 }}', "it needs 'measured_s'"),
+        ('measured_s = 9\ntimeout_per_unit_s = 5\ntimeout_units = ["N_ROWS"]\nmeasured_sizes = {{ SLEEP_S = 2 }}',
+         "\\['SLEEP_S'\\] are not 'timeout_units'"),
+        ('measured_s = 9\ntimeout_per_unit_s = 5\ntimeout_units = ["N_ROWS"]\nmeasured_sizes = {{ N_ROWS = 0 }}',
+         "gives no units of work"),
+        ('measured_s = 9\ntimeout_per_unit_s = 5\ntimeout_units = ["N_ROWS"]\nmeasured_sizes = {{ N_ROWS = 1.5 }}',
+         "N_ROWS = 1.5 counts units of work"),
     ],
 )
 def test_bad_timeout_keys_raise_naming_the_file(project, keys, message):

@@ -3,8 +3,10 @@ measured or estimated costs, and ``run --budget`` running each notebook at its p
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
+from types import MappingProxyType
 
 import pytest
 
@@ -31,8 +33,9 @@ def test_a_budget_that_is_no_time_is_refused(text):
 
 
 def test_the_budget_buys_n_at_the_estimated_cost_and_the_mde_is_the_planner_s(tmp_path):
-    per_task = LEVELS.timeout_per_unit_s / 3  # no run here: the spec's measured rate
-    plan = plan_study([LEVELS], results_root=tmp_path, budget_s=3600, target_mde=0.3)
+    unmeasured = dataclasses.replace(LEVELS, measured_s=None, measured_sizes=MappingProxyType({}))
+    per_task = LEVELS.timeout_per_unit_s / 3  # no run here and none in the spec: the timeout's rate
+    plan = plan_study([unmeasured], results_root=tmp_path, budget_s=3600, target_mde=0.3)
     (notebook,) = plan.notebooks
     assert notebook.unit == "N_TASKS" and notebook.seconds_per_unit == per_task
     assert notebook.n == int(3600 // per_task) and "estimate" in notebook.cost_source
@@ -84,6 +87,15 @@ def test_a_spec_s_measured_run_is_the_cost_before_this_machine_has_one(tmp_path)
     assert QUICKSTART.measured_s is not None
     (quick,) = plan_study([QUICKSTART], results_root=tmp_path).notebooks
     assert quick.seconds == QUICKSTART.measured_s and quick.cost_source == "estimate (the spec's measured run)"
+
+
+def test_a_measured_run_at_another_size_is_divided_by_its_own_units_of_work(tmp_path):
+    # 27's spec times its own 60 tasks; the same seconds timed at 2 tasks are 30x the cost of a task
+    (own,) = plan_study([LEVELS], results_root=tmp_path).notebooks
+    assert own.seconds_per_unit == LEVELS.measured_s / 60
+    at_two = dataclasses.replace(LEVELS, measured_sizes=MappingProxyType({"N_TASKS": 2}))
+    (two,) = plan_study([at_two], results_root=tmp_path).notebooks
+    assert two.seconds_per_unit == LEVELS.measured_s / 2 and two.cost_source == "estimate (the spec's measured run)"
 
 
 def test_make_reproduce_plans_first_and_keeps_to_two_hours_unless_told_otherwise():

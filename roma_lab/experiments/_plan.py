@@ -135,7 +135,9 @@ def _cost(spec: ExperimentSpec, results_root: Path, speeds) -> tuple[float, str,
             units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **asked})
         tokens = sum(s.prompt_tokens + s.generated_tokens for s in ran.speeds) / units if ran.speeds else None
         return ran.seconds / units, f"measured ({ran.finished:%Y-%m-%d}, {ran.model})", tokens
-    if spec.measured_s is not None:  # what a run at the spec's sizes took on a machine like this one
+    if spec.measured_s is not None:  # what a run took on a machine like this one, at the sizes it names
+        if spec.timeout_units:
+            units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **spec.measured_sizes})
         return spec.measured_s / units, "estimate (the spec's measured run)", None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, "estimate (spec timeout / 3)", None
@@ -201,15 +203,17 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
         return costs[spec.stem][0] * units / concurrency
 
-    def size_of(spec: ExperimentSpec) -> tuple[int, float]:  # (the notebook's own n, seconds per task)
+    def size_of(spec: ExperimentSpec) -> tuple[int, float, int]:
+        """(the notebook's own n, seconds per task, the other units of a task: runs, conditions... at the
+        spec's sizes)."""
         sizes = {**spec.defaults, **spec.parameters}
         own = sizes[spec.timeout_units[0]]
         others = _work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
-        return (len(own) if isinstance(own, list) else int(own)), costs[spec.stem][0] * others / concurrency
+        return (len(own) if isinstance(own, list) else int(own)), costs[spec.stem][0] * others / concurrency, others
 
     sized = [s for s in specs if task_sized(s)]
     fixed_s = sum(fixed_seconds(s) for s in specs if not task_sized(s))
-    budget_n = None if budget_s is None else _allocate({s.stem: size_of(s) for s in sized}, budget_s - fixed_s)
+    budget_n = None if budget_s is None else _allocate({s.stem: size_of(s)[:2] for s in sized}, budget_s - fixed_s)
     plans = []
     for spec in specs:
         per_unit, source, tokens = costs[spec.stem]
@@ -222,9 +226,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                                       f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
             continue
         unit = spec.timeout_units[0]
-        others = _work_units(spec.timeout_units[1:], {**spec.defaults, **spec.parameters}) if spec.timeout_units[1:] else 1
-        # the other units (runs, conditions...) stay at the spec's sizes
-        default_n, per_task = size_of(spec)
+        default_n, per_task, others = size_of(spec)
         n = default_n if budget_n is None else budget_n[spec.stem]
         psi, psi_source = _discordance(root, spec.stem)
         at_n = plan_paired(n, discordance=psi, alpha=alpha, power=power)

@@ -21,8 +21,8 @@ INJECTED = ("OUT_DIR",)
 REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
-_OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "inputs", "outputs", "parameters",
-                  "smoke")
+_OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "measured_sizes", "inputs",
+                  "outputs", "parameters", "smoke")
 # Parameters a command line cannot set (--set), and what sets them instead.
 RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
 # A size asked for is a number a notebook can use: an int within 64 bits (numpy's, a seed's), a finite
@@ -60,6 +60,9 @@ class ExperimentSpec:
     # seconds a run at the spec's own sizes took on a machine like this one (its comment names the run): the
     # plan's cost before this results folder holds a run (None: the timeout over 3, design/planning.md)
     measured_s: float | None
+    # the sizes of that measured run where they differ from the spec's own (a run at a budget's n, say):
+    # the plan divides measured_s by the units of work at these sizes
+    measured_sizes: Mapping[str, ParamValue]
     inputs: tuple[str, ...]  # root-relative files hashed into provenance
     outputs: tuple[str, ...]  # files the notebook must write into OUT_DIR
     parameters: Mapping[str, ParamValue]  # overrides of the notebook's defaults for `make reproduce`
@@ -243,20 +246,23 @@ def _parameter_table(data: dict, key: str, problems: list[str]) -> dict[str, Par
 
 
 def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], defaults: Mapping[str, ParamValue],
-                      parameters: Mapping[str, ParamValue], smoke: Mapping[str, ParamValue]) -> list[str]:
+                      parameters: Mapping[str, ParamValue], smoke: Mapping[str, ParamValue],
+                      measured_sizes: Mapping[str, ParamValue]) -> list[str]:
     """The timeout units must be declared parameters counting work at every size the spec names, and
     ``timeout_s`` must leave a positive timeout for no work at all (it holds the units at the spec's
     own sizes)."""
     undeclared = [u for u in units if u not in defaults]
     if undeclared:
         return [f"'timeout_units' {undeclared} are not declared in the notebook's 'parameters' cell"]
-    problems = [problem for values in (defaults, parameters, smoke) for name, value in values.items()
+    problems = [problem for values in (defaults, parameters, smoke, measured_sizes) for name, value in values.items()
                 if name in units and (problem := _unit_problem(name, value))]
     if units and not problems and isinstance(timeout_s, int):
         own = _work_units(tuple(units), {**defaults, **parameters})
         if timeout_s - per_unit_s * own <= 0:
             problems.append(f"'timeout_s' ({timeout_s}) is the cell timeout at the spec's own sizes, "
                             f"{own} units of work: it must exceed timeout_per_unit_s x {own} = {per_unit_s * own:g}")
+        if measured_sizes and not _work_units(tuple(units), {**defaults, **parameters, **measured_sizes}):
+            problems.append("'measured_sizes' gives no units of work: a measured run did some")
     return problems
 
 
@@ -314,6 +320,12 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
                                    or not _is_literal(measured_s) or measured_s <= 0):
         problems.append(f"'measured_s' must be a positive number of seconds (a measured run), got {measured_s!r}")
         measured_s = None
+    measured_sizes = _parameter_table(data, "measured_sizes", problems)
+    if measured_sizes and measured_s is None:
+        problems.append("'measured_sizes' names the sizes of the run 'measured_s' times: it needs 'measured_s'")
+    strange = sorted(set(measured_sizes) - set(units if isinstance(units, list) else []))
+    if strange:
+        problems.append(f"'measured_sizes' {strange} are not 'timeout_units': only the units of work set a run's size")
     file_lists = {}
     for key in ("inputs", "outputs"):
         items = data.get(key, [])
@@ -357,7 +369,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
             repeated = sorted(k for k, v in parameters.items() if k in defaults and defaults[k] == v)
             if repeated:
                 problems.append(f"[parameters] {repeated} repeat the notebook's defaults; a spec holds overrides only")
-            problems += _timeout_problems(timeout_s, per_unit_s, units, defaults, parameters, smoke)
+            problems += _timeout_problems(timeout_s, per_unit_s, units, defaults, parameters, smoke, measured_sizes)
     if problems:
         raise SpecError(f"{path}:\n  " + "\n  ".join(problems))
     return ExperimentSpec(
@@ -372,6 +384,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         timeout_per_unit_s=per_unit_s,
         timeout_units=tuple(units),
         measured_s=None if measured_s is None else float(measured_s),
+        measured_sizes=MappingProxyType(dict(measured_sizes)),
         inputs=file_lists["inputs"],
         outputs=file_lists["outputs"],
         parameters=MappingProxyType(dict(parameters)),
