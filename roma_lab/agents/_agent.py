@@ -29,7 +29,7 @@ from ._config import ROLES, AgentConfig, config_hash
 from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
 from ._memory import Memory
 from ._select import is_non_answer, pick_best_score, vote_selection
-from ._types import PlanRevision, Rollout, Selection, Step, Trajectory
+from roma_lab.trace import PlanRevision, Rollout, Selection, Step, Trajectory
 
 __all__ = ["STATIC_WORKFLOW", "Agent", "sampling_seed"]
 
@@ -132,8 +132,9 @@ class Agent:
 
     # --- models ---
 
-    def _setup(self) -> None:
-        """Resolve each role's model and module once (names resolved lazily: a cached run loads nothing)."""
+    def setup(self) -> None:
+        """Resolve each role's model and module once (names resolved lazily: a cached run loads nothing).
+        A runner calls it before the first task, so a missing model fails once, not once per task."""
         if self._modules is not None:
             return
         import dspy
@@ -159,6 +160,11 @@ class Agent:
         self._signature = {role: role for role in ROLES} | {"actor": "actor_thought" if self.config.thought else "actor"}
         self._modules = {role: self._role_overrides.get(role) or default_module(self._signature[role])
                          for role in ROLES if role != "decomposer"}
+
+    def models(self) -> dict[str, Any]:
+        """Each role's model (after :meth:`setup`): what bounds its concurrency, what may cache."""
+        self.setup()
+        return dict(self._lms)
 
     def _lm_for(self, role: str, seed: int | None) -> tuple[Any, dict[str, Any]]:
         """The role's model and this run's sampling settings for it (part of every completion-cache key)."""
@@ -213,7 +219,7 @@ class Agent:
         cached replies, even at temperature 0."""
         from roma_lab.lm import rollout
 
-        self._setup()
+        self.setup()
         with rollout(str(run)):
             return self._run(task, run, long_term)
 

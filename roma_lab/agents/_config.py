@@ -188,3 +188,8 @@ def config_hash(config: AgentConfig) -> str:
     data = asdict(config)
     data.pop("name")
     return parameters_hash(data)
+
+
+def run_label(config: AgentConfig) -> str:
+    """``<name>@<first 10 hex of the config hash>``: a changed configuration never resumes another's rows."""
+    return f"{config.name}@{config_hash(config)[:10]}"

@@ -17,7 +17,7 @@ from operator import itemgetter
 from roma_lab.bench import exact_key
 from roma_lab.stats import vote
 
-from ._types import Selection
+from roma_lab.trace import Selection
 
 __all__ = ["is_non_answer", "pick_best_score", "vote_selection"]
 

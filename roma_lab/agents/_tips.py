@@ -1,7 +1,8 @@
 """Plan tips: heuristics mined from failed trajectories of a split disjoint from the one evaluated.
 
 ``mine_tips`` refuses trajectories from any split but the allowed ones (train by default) and
-records the task ids it read; ``run_agent`` refuses to evaluate those tasks or splits with the tips.
+records the task ids it read; ``check_tips`` (asked by ``roma_lab.evaluate`` before the agent runs)
+refuses to evaluate those tasks or splits with the tips.
 """
 
 from __future__ import annotations
@@ -9,15 +10,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ._agent import _digest
-from ._config import PlanTips
-from ._types import Trajectory
+from roma_lab.trace import Trajectory
 
-__all__ = ["SplitLeakError", "mine_tips"]
+from ._agent import _digest
+from ._config import AgentConfig, PlanTips
+from ._env import AgentTask
+
+__all__ = ["SplitLeakError", "check_tips", "mine_tips"]
 
 
 class SplitLeakError(ValueError):
     """Tips would be mined from, or used on, the split being evaluated."""
+
+
+def check_tips(config: AgentConfig, tasks: Sequence[AgentTask]) -> None:
+    """Refuse to evaluate ``config``'s plan tips on the tasks or splits they were mined from."""
+    tips = config.tips
+    if tips is None:
+        return
+    source = set(tips.source_task_ids)
+    bad = [t.item.item_id for t in tasks if t.item.item_id in source or t.split in tips.source_splits]
+    if bad:
+        raise SplitLeakError(f"{len(bad)} tasks are from the split or the tasks the plan tips were mined from "
+                             f"({tips.source_splits}), e.g. {bad[:3]}; evaluate tips on a disjoint split")
 
 
 def mine_tips(trajectories: Sequence[Trajectory], *, lm: Any = None, allowed_splits: Sequence[str] = ("train",),

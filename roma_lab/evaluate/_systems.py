@@ -1,16 +1,18 @@
-"""Systems a researcher compares on their own tasks: one model call, ROMA with any settings or roles,
-an agent with any ``AgentConfig``, or any callable. Each has a ``label`` (the ``condition`` of every
-row it answers) and ``bind(tasks)``, which returns ``answer(item, run)`` for that task set (ROMA
-and the agent search the set's corpus).
+"""Systems ``evaluate`` compares: one model call, ROMA with any settings or roles, an agent with any
+``AgentConfig``, or any callable. Each has a ``label`` (the ``condition`` of every row it answers) and
+``bind(tasks)``, which returns its answer function for that task set (ROMA and the agent search the
+set's corpus, or use its own tools).
 
-An answer is a str, or a trace with ``.output`` and ``.to_json()`` (a ROMA ``Run``, an agent
-``Trajectory``), saved beside the row and counted for usage; a single call returns a
-:class:`SingleCallAnswer` (its tokens and cost, from the one usage count ``roma_lab.lm.call_usage``).
+The call contract is one: ``answer(item, run, previous)`` with the task's ``roma_lab.bench.Item``, the
+run index and, for a system whose tasks are a chain (``chained``: the agent's long-term memory), the
+trace of the task before it in the run (else None). It returns a trace (``roma_lab.trace``: a ROMA or
+single-call ``Run``, an agent ``Trajectory``), saved beside the row and counted for usage; a
+function system may return plain text (no trace, its usage unknown).
 """
 
 from __future__ import annotations
 
-import json
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -18,48 +20,27 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from roma_lab.bench import Item
+    from roma_lab.trace import Run
 
     from ._tasks import TaskSet
 
-__all__ = ["AgentSystem", "FunctionSystem", "RomaRunError", "RomaSystem", "RomaTimeoutError", "SingleCall",
-           "SYSTEM_NAMES", "SingleCallAnswer", "System", "agent", "as_system", "function", "named_systems", "roma",
-           "roma_output", "single_call"]
-
-
-#: The ``kind`` a single call's saved answer names (a run's is "run", an agent trajectory's "trajectory").
-SINGLE_CALL_KIND = "single_call"
-
-
-class RomaRunError(RuntimeError):
-    """ROMA's root task failed; recorded as a system error row (its run JSON is kept)."""
-
-
-class RomaTimeoutError(TimeoutError):
-    """ROMA's run reached its deadline (``timed_out``, its run JSON kept). A TimeoutError, so that
-    ``run_benchmark``'s stall guard counts it: a model that stopped answering stops the run after
-    ``max_consecutive_timeouts`` items instead of spending every item's deadline."""
-
-
-def roma_output(run: Any) -> str:
-    """A finished ROMA run's answer, or the typed error its row records."""
-    if run.status == "timed_out" and run.output is None:
-        raise RomaTimeoutError(f"ROMA run timed_out: {run.root.error}")
-    if run.status == "failed" or run.output is None:
-        raise RomaRunError(f"ROMA run {run.status}: {run.root.error}")
-    return run.output
+__all__ = ["AgentSystem", "FunctionSystem", "RomaSystem", "SingleCall", "SYSTEM_NAMES", "System", "agent",
+           "as_system", "function", "named_systems", "roma", "single_call"]
 
 
 class System:
     """The call contract: ``label``, ``model`` (what bounds its concurrency; None: one at a time),
-    ``describe()`` (its settings, for provenance) and ``bind(tasks) -> answer(item, run)``."""
+    ``chained`` (a run's tasks run in task order, each handed the trace before it), ``describe()`` (its
+    settings, for provenance) and ``bind(tasks) -> answer(item, run, previous)``."""
 
     label: str
     model: Any = None
+    chained: bool = False
 
     def describe(self) -> dict[str, Any]:
         raise NotImplementedError
 
-    def bind(self, tasks: TaskSet) -> Callable[[Item, int], Any]:
+    def bind(self, tasks: TaskSet) -> Callable[[Item, int, Any], Any]:
         raise NotImplementedError
 
 
@@ -83,24 +64,9 @@ def _direct_signature():
 
 
 @dataclass(frozen=True, slots=True)
-class SingleCallAnswer:
-    """A single call's answer and what it consumed (cost None: unknown, never 0)."""
-
-    output: str
-    input_tokens: int
-    output_tokens: int
-    cost: float | None
-    model: str | None
-
-    def to_json(self) -> str:
-        return json.dumps({"kind": SINGLE_CALL_KIND, "output": self.output, "input_tokens": self.input_tokens,
-                           "output_tokens": self.output_tokens, "cost": self.cost, "model": self.model})
-
-
-@dataclass(frozen=True, slots=True)
 class SingleCall(System):
-    """The model called once: ``dspy.Predict`` question -> answer with the JSON adapter (the ROMA
-    tables' base-model row). ``task`` words the question (default: as it is)."""
+    """The model called once: ``dspy.Predict`` question -> answer with the JSON adapter. ``task`` words
+    the question (default: as it is). Its trace is a one-node run holding the call."""
 
     lm: Any
     label: str = "single"
@@ -111,36 +77,53 @@ class SingleCall(System):
         return self.lm
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": SINGLE_CALL_KIND, "model": _model_name(self.lm)}
+        return {"kind": "single_call", "model": _model_name(self.lm)}
 
-    def __call__(self, question: str) -> str:
-        return self.answer(question).output
+    def bind(self, tasks: TaskSet) -> SingleCall:
+        return self
 
-    def answer(self, question: str) -> SingleCallAnswer:
+    def __call__(self, item: Item, run: int, previous: Any = None) -> Run:
+        return self.answer(item.question)
+
+    def answer(self, question: str) -> Run:
+        """The one call on ``question`` as a one-node run (its prompt, completion, tokens and cost)."""
         import dspy
 
         from roma_lab.lm import metered_call
+        from roma_lab.trace import LMExchange, single_call_run
 
+        asked = self.task(question)
+        start = time.perf_counter()
         with metered_call(self.lm, adapter=dspy.JSONAdapter()) as meter:
-            output = dspy.Predict(_direct_signature())(question=self.task(question)).answer
+            output = dspy.Predict(_direct_signature())(question=asked).answer
             usage = meter.usage()
-        return SingleCallAnswer(output, usage.input_tokens, usage.output_tokens, usage.cost,
-                                usage.model or getattr(meter.lm, "model", None))
+        return single_call_run(question=asked, output=output, input_tokens=usage.input_tokens,
+                               output_tokens=usage.output_tokens, cost=usage.cost,
+                               model=usage.model or getattr(meter.lm, "model", None),
+                               latency_s=time.perf_counter() - start,
+                               exchanges=LMExchange.from_history(meter.history()))
 
-    def bind(self, tasks: TaskSet) -> Callable[[Item, int], SingleCallAnswer]:
-        return lambda item, run: self.answer(item.question)
+
+@dataclass(frozen=True, slots=True)
+class _RomaAnswer:
+    roma: Any  # roma_lab.controller.Roma
+    task: Callable[[str], str]
+
+    def __call__(self, item: Item, run: int, previous: Any = None) -> Run:
+        return self.roma.run(self.task(item.question))
 
 
 @dataclass(frozen=True, slots=True)
 class RomaSystem(System):
     """ROMA (``roma_lab.controller.Roma``) with any settings or roles; it searches the task set's
-    corpus (closed-book without one). Answers with its ``Run`` (the trace saved beside the row); a
-    failed root or a run stopped at its deadline is a system error row, its trace still saved."""
+    corpus (closed-book without one). ``task`` words the question. Answers with its ``Run``; a failed
+    root or a run stopped at its deadline is a system error row, its trace still saved."""
 
     lm: Any
     label: str = "roma"
     roles: Mapping[str, Any] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
+    task: Callable[[str], str] = str
 
     @property
     def model(self) -> Any:
@@ -150,45 +133,81 @@ class RomaSystem(System):
         return {"kind": "roma", "model": _model_name(self.lm), "roles": sorted(self.roles),
                 "settings": {k: v for k, v in sorted(self.settings.items())}}
 
-    def bind(self, tasks: TaskSet) -> Callable[[Item, int], Any]:
+    def bind(self, tasks: TaskSet) -> _RomaAnswer:
         from roma_lab.controller import Roma
 
-        roma = Roma(lm=self.lm, corpus=tasks.corpus, **dict(self.roles), **dict(self.settings))
-        return lambda item, run: roma.run(item.question)
+        return _RomaAnswer(Roma(lm=self.lm, corpus=tasks.corpus, **dict(self.roles), **dict(self.settings)), self.task)
+
+
+@dataclass(frozen=True, slots=True)
+class _AgentAnswer:
+    agent: Any  # roma_lab.agents.Agent
+    task_of: Callable[[Item], Any]
+
+    @property
+    def model(self) -> Any:
+        return self.agent.models()["actor"]  # what bounds how many tasks run at once
+
+    def __call__(self, item: Item, run: int, previous: Any = None) -> Any:
+        # a chain hands on the long-term memory the task before left (its chosen rollout's)
+        memory = previous.final_rollout.long_term_after if previous is not None else ""
+        return self.agent.run(self.task_of(item), run=run, long_term=memory)
 
 
 @dataclass(frozen=True, slots=True)
 class AgentSystem(System):
-    """The tool-using agent (``roma_lab.agents.Agent``) with any ``AgentConfig``: on the generated
-    world it has the world's tools, elsewhere search over the task set's corpus (no tool without
-    one). Answers with its ``Trajectory``; the run index is the agent's run (its seeds and rollout ids)."""
+    """The tool-using agent (``roma_lab.agents.Agent``) with any ``AgentConfig``: on a task set of agent
+    tasks (the generated world, the suite) it has their tools, elsewhere search over the task set's
+    corpus (no tool without one). Answers with its ``Trajectory``; the run index is the agent's run
+    (its seeds and rollout ids). ``roles`` replace any of the agent's model roles by a callable. With
+    the paper's long-term memory, a run's tasks are a chain, each shown the memory the one before left."""
 
     config: Any
     lm: Any = None
     label: str = "agent"
+    roles: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
 
     @property
     def model(self) -> Any:
-        return self.lm
+        return self.config.models.get("actor", self.lm)
+
+    @property
+    def chained(self) -> bool:
+        return self.config.memory == "long_term" and self.config.long_term_visibility == "paper"
 
     def describe(self) -> dict[str, Any]:
         from roma_lab.agents import run_label
 
-        return {"kind": "agent", "model": _model_name(self.lm), "config": run_label(self.config)}
+        return {"kind": "agent", "model": _model_name(self.model), "config": run_label(self.config)}
 
-    def bind(self, tasks: TaskSet) -> Callable[[Item, int], Any]:
-        from roma_lab.agents import Agent, BM25Source, qa_tasks
+    def bind(self, tasks: TaskSet) -> _AgentAnswer:
+        from roma_lab.agents import Agent, BM25Source, check_tips, qa_tasks
 
-        agent = Agent(self.config, lm=self.lm)
-        agent._setup()  # a missing model fails here, once, not as one error row per task
+        agent = Agent(self.config, lm=self.lm, roles=dict(self.roles) or None)
+        agent.setup()  # a missing model fails here, once, not as one error row per task
         if tasks.agent_task is not None:
             task_of = tasks.agent_task
         else:
             sources = [BM25Source.over("corpus", tasks.corpus)] if tasks.corpus is not None else []
             built = {t.item.item_id: t for t in qa_tasks(tasks.items, sources=sources, grader=tasks.grader
                                                          or _placeholder_grader())}
-            task_of = lambda item: built[item.item_id]  # noqa: E731
-        return lambda item, run: agent.run(task_of(item), run=run)
+            task_of = _Lookup(built)
+        check_tips(self.config, [task_of(item) for item in tasks.items])
+        if tasks.private:
+            from ._private import refuse_caching_models
+
+            refuse_caching_models(agent.models().items())
+        return _AgentAnswer(agent, task_of)
+
+
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """An item's agent task, built once per task set."""
+
+    tasks: Mapping[str, Any]
+
+    def __call__(self, item: Item) -> Any:
+        return self.tasks[item.item_id]
 
 
 def _placeholder_grader():
@@ -200,8 +219,16 @@ def _placeholder_grader():
 
 
 @dataclass(frozen=True, slots=True)
+class _FunctionAnswer:
+    fn: Callable[[str], Any]
+
+    def __call__(self, item: Item, run: int, previous: Any = None) -> Any:
+        return self.fn(item.question)
+
+
+@dataclass(frozen=True, slots=True)
 class FunctionSystem(System):
-    """Any ``fn(question) -> str`` (or a trace with ``.output``); ``model`` bounds how many run at once."""
+    """Any ``fn(question) -> str`` (or a trace); ``model`` bounds how many run at once."""
 
     fn: Callable[[str], Any]
     label: str
@@ -211,8 +238,8 @@ class FunctionSystem(System):
         return {"kind": "function", "function": getattr(self.fn, "__qualname__", type(self.fn).__name__),
                 "model": _model_name(self.model)}
 
-    def bind(self, tasks: TaskSet) -> Callable[[Item, int], Any]:
-        return lambda item, run: self.fn(item.question)
+    def bind(self, tasks: TaskSet) -> _FunctionAnswer:
+        return _FunctionAnswer(self.fn)
 
 
 def _resolved(lm: Any) -> Any:
@@ -221,30 +248,33 @@ def _resolved(lm: Any) -> Any:
     return resolve_lm(lm) if lm is None or isinstance(lm, str) else lm
 
 
-def single_call(lm: Any = "local", *, label: str = "single") -> SingleCall:
+def single_call(lm: Any = "local", *, label: str = "single", task: Callable[[str], str] = str) -> SingleCall:
     """The model called once per task (``lm``: a name for ``roma_lab.lm.resolve_lm`` or a dspy LM)."""
-    return SingleCall(_resolved(lm), label)
+    return SingleCall(_resolved(lm), label, task)
 
 
 _ROMA_ARGUMENTS = ("role_lms", "artifacts", "mcp_servers")
 
 
 def roma(lm: Any = "local", *, label: str = "roma", roles: Mapping[str, Any] | None = None,
-         **settings: Any) -> RomaSystem:
+         task: Callable[[str], str] = str, **settings: Any) -> RomaSystem:
     """ROMA on ``lm``; ``roles`` replace any role (atomizer, planner, executors, aggregator, verifier)
     and ``settings`` are ``RomaSettings`` fields (``max_depth``, ``max_concurrency``, ``run_timeout_s``...)."""
     from roma_lab.controller import RomaSettings
 
     # checked now, not at the first task: Roma's own arguments, then RomaSettings' fields
     RomaSettings.from_keywords(None, {k: v for k, v in settings.items() if k not in _ROMA_ARGUMENTS})
-    return RomaSystem(_resolved(lm), label, dict(roles or {}), settings)
+    return RomaSystem(_resolved(lm), label, dict(roles or {}), settings, task)
 
 
-def agent(config: Any = None, lm: Any = "local", *, label: str = "agent") -> AgentSystem:
-    """The agent with ``config`` (an ``AgentConfig``; None: its defaults) on ``lm``."""
+def agent(config: Any = None, lm: Any = "local", *, label: str = "agent",
+          roles: Mapping[str, Callable[..., Any]] | None = None) -> AgentSystem:
+    """The agent with ``config`` (an ``AgentConfig``; None: its defaults) on ``lm`` (None: the models
+    ``config`` names)."""
     from roma_lab.agents import AgentConfig
 
-    return AgentSystem(config if config is not None else AgentConfig(), _resolved(lm), label)
+    return AgentSystem(config if config is not None else AgentConfig(), None if lm is None else _resolved(lm), label,
+                       dict(roles or {}))
 
 
 def function(fn: Callable[[str], Any], *, label: str | None = None, model: Any = None) -> FunctionSystem:

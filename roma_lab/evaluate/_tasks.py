@@ -86,6 +86,14 @@ class TaskSet:
     def __len__(self) -> int:
         return len(self.items)
 
+    @property
+    def private(self) -> frozenset[str]:
+        """The benchmarks among these tasks whose questions and answers must never reach the disk in
+        the clear (``roma_lab.bench.PRIVATE_BENCHMARKS``): their traces and rows are redacted."""
+        from roma_lab.bench import PRIVATE_BENCHMARKS
+
+        return frozenset(it.benchmark for it in self.items) & PRIVATE_BENCHMARKS
+
     def to_df(self):
         """The tasks as a table: id, question, answer and each metadata key."""
         import pandas as pd

@@ -4,6 +4,8 @@ a regular file's bytes, a JSONL file's objects."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -57,6 +59,28 @@ def read_regular_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = 
         if len(data) > max_bytes:
             raise ValueError(f"{path} holds more than {max_bytes:,} bytes")
         return data
+
+
+def open_regular(path: str | os.PathLike[str], mode: str = "r"):
+    """The text file (UTF-8) at ``path`` opened for reading (``"r"``) or appending (``"a"``, created
+    if missing), checked to be a regular file once open: the one way the package opens a file in a
+    results folder that it does not write whole. It is opened without blocking, so a FIFO, device or
+    socket in the file's place raises ValueError (naming it) instead of hanging the run."""
+    flags = {"r": os.O_RDONLY, "a": os.O_WRONLY | os.O_APPEND | os.O_CREAT}[mode] | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as err:
+        if err.errno == errno.ENXIO:  # a FIFO with no reader, opened to write without blocking
+            raise ValueError(f"{path} is not a regular file") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{path} is not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, mode, encoding="utf-8", newline="")
 
 
 class JsonlLineError(ValueError):
@@ -170,3 +194,34 @@ def quarantined_files(folder: str | os.PathLike[str]) -> list[str]:
     """Paths (relative to ``folder``, sorted) of the files and folders :func:`quarantine` kept in it."""
     folder = Path(folder)
     return sorted(p.relative_to(folder).as_posix() for p in folder.rglob(f"*{QUARANTINED}*"))
+
+
+class FolderBusyError(RuntimeError):
+    """Another process is writing the folder now; the message says which one."""
+
+
+@contextlib.contextmanager
+def folder_lock(folder: str | os.PathLike[str], lock_name: str, what: str) -> Iterator[None]:
+    """Hold ``folder/lock_name`` exclusively while the block runs (the OS drops it when the process dies,
+    even by kill -9). A second holder gets :class:`FolderBusyError` naming the first (its process id,
+    what it is and since when), never a second writer of the same files. ``what`` says what this
+    holder is (e.g. "evaluate")."""
+    import fcntl
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    lock = folder / lock_name
+    with open_regular(lock, "a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = lock.read_text(encoding="utf-8", errors="replace").strip() or "a process that names itself not"
+            raise FolderBusyError(f"{folder} is being written by another process ({holder}); wait for it to finish, "
+                                  "or stop it and run again") from None
+        os.truncate(lock, 0)
+        handle.write(f"{what}, process {os.getpid()}, since {datetime.now(UTC).isoformat(timespec='seconds')}\n")
+        handle.flush()
+        try:
+            yield
+        finally:
+            os.truncate(lock, 0)

@@ -2,8 +2,11 @@
 
 A :class:`Run` is a flat tuple of :class:`Node` s (parent links give the tree); every model call is a
 :class:`RoleCall` (its requests :class:`LMExchange` s), every tool call a :class:`ToolCall`. ROMA writes
-one node per subtask; the tool-using agent's trajectory is shown as a run of the same vocabulary
-(``Trajectory.as_run``); a single call is a one-node run. ``jsonable`` is the one serializer of
+one node per subtask; a single call is a one-node run (:func:`single_call_run`); the tool-using agent
+records a :class:`Trajectory` (its rollouts and steps), shown as a run of the same vocabulary
+(``Trajectory.as_run``). Every saved trace names its kind; :func:`load_trace` reads any of them and
+:func:`trace_path` says where a runner saves one. ``usage()`` totals a trace's model calls by one rule,
+``facts()`` gives what a table needs beyond a row. ``jsonable`` is the one serializer of
 recorded values; ``RomaSettings`` is the record of the bounds a run ran under, saved in its file.
 ``replayed_schedule`` and ``schedule_bounds`` read a run's timeline back. Nothing here runs a model
 or a tool: ``roma_lab.controller`` and ``roma_lab.agents`` write these records, ``roma_lab.tools``
@@ -12,9 +15,13 @@ holds what their tools call, ``roma_lab.widgets`` draws them.
 
 from ._artifact_ref import ArtifactRef
 from ._evidence import NO_EVIDENCE, without_evidence
+from ._load import TRACE_KINDS, Trace, load_trace, read_trajectories, trace_path
 from ._replay import ReplayedCall, ReplayedNode, ReplayedSchedule, replayed_schedule
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import TASK_TYPES, RomaSettings
+from ._single import SINGLE_CALL_ROLE, single_call_run
+from ._trajectory import (ROLLOUT_STATUSES, TRAJECTORY_KIND, PlanRevision, RecordedGrade, Rollout, Selection, Step,
+                          Trajectory, TrajectoryFormatError, read_trajectory)
 from ._types import (
     NODE_STATUSES,
     OUTPUT_STATUSES,
@@ -27,14 +34,35 @@ from ._types import (
     NodeEvent,
     RepairRecord,
     RoleCall,
+    RomaRunError,
+    RomaTimeoutError,
     Run,
     ToolCall,
+    Usage,
     run_status,
 )
 from ._values import clip, context_chars, jsonable, reference, show
 
 __all__ = [
     "NODE_STATUSES",
+    "ROLLOUT_STATUSES",
+    "SINGLE_CALL_ROLE",
+    "TRACE_KINDS",
+    "TRAJECTORY_KIND",
+    "PlanRevision",
+    "RecordedGrade",
+    "Rollout",
+    "Selection",
+    "Step",
+    "Trace",
+    "Trajectory",
+    "TrajectoryFormatError",
+    "Usage",
+    "load_trace",
+    "read_trajectories",
+    "read_trajectory",
+    "single_call_run",
+    "trace_path",
     "NO_EVIDENCE",
     "OUTPUT_STATUSES",
     "RUN_STATUSES",
@@ -51,6 +79,8 @@ __all__ = [
     "ReplayedNode",
     "ReplayedSchedule",
     "RoleCall",
+    "RomaRunError",
+    "RomaTimeoutError",
     "RomaSettings",
     "Run",
     "ScheduleBounds",

@@ -52,6 +52,16 @@ class InvalidRunError(ValueError):
     """A run (built in memory or read from JSON) breaks an invariant of the trace format."""
 
 
+class RomaRunError(RuntimeError):
+    """A run's root task failed: its answer is this error (a system error row; the trace is kept)."""
+
+
+class RomaTimeoutError(TimeoutError):
+    """A run reached its deadline without an answer (``timed_out``; the trace is kept). A TimeoutError,
+    so that a runner's stall guard counts it: a model that stopped answering stops the run after a few
+    tasks instead of spending every task's deadline."""
+
+
 def run_status(nodes: tuple[Node, ...]) -> RunStatus:
     """The status of a run that was not stopped: ``failed`` if the root has no output, ``completed``
     if every node completed, else ``partial`` (some node failed, was skipped, degraded or unverified)."""
@@ -217,6 +227,23 @@ class NodeEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class Usage:
+    """What a trace's model calls consumed in all (``Run.usage``): a sum with an unknown term is unknown
+    (None), never 0, and a trace without a model call has an unknown cost. ``replayed_calls``: calls
+    served from a completion cache (no model ran)."""
+
+    model_calls: int
+    input_tokens: int | None
+    output_tokens: int | None
+    cost: float | None
+    replayed_calls: int
+
+
+def _known_sum(values: list[Any]) -> Any:
+    return None if any(v is None for v in values) else sum(values)
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
     """A finished run; construction checks the trace's invariants (:class:`InvalidRunError`).
 
@@ -315,6 +342,29 @@ class Run:
         } for component, part in groups])
         return table.astype({"calls": int, "cost": float, "input_tokens": "Int64", "output_tokens": "Int64",
                              "tool_calls": int, "tool_errors": int, "replayed_calls": int})
+
+    def final_answer(self) -> str:
+        """The run's answer, or the typed error a runner records for it (:class:`RomaTimeoutError` for a
+        run stopped at its deadline, :class:`RomaRunError` for one whose root has no output)."""
+        if self.status == "timed_out" and self.output is None:
+            raise RomaTimeoutError(f"ROMA run timed_out: {self.root.error}")
+        if self.status == "failed" or self.output is None:
+            raise RomaRunError(f"ROMA run {self.status}: {self.root.error}")
+        return self.output
+
+    def usage(self) -> Usage:
+        """The total of :meth:`usage_df`, without building a table (a runner reads it once per row)."""
+        calls = [c for n in self.nodes for c in n.calls]
+        costs = [c.cost for c in calls]
+        return Usage(model_calls=len(calls), input_tokens=_known_sum([c.input_tokens for c in calls]),
+                     output_tokens=_known_sum([c.output_tokens for c in calls]),
+                     cost=float(_known_sum(costs)) if calls and None not in costs else None,
+                     replayed_calls=sum(c.cached is True for c in calls))
+
+    def facts(self) -> dict[str, Any]:
+        """What a table may need of this run beyond its row (the run's status, size and time)."""
+        return {"run_status": self.status, "nodes": len(self.nodes), "max_depth": max(n.depth for n in self.nodes),
+                "root_atomic": self.root.is_atomic, "wall_s": self.wall_s}
 
     def tools_df(self) -> pd.DataFrame:
         """One row per tool call (tidy): the node and role that made it, the tool, its server (empty

@@ -1,4 +1,4 @@
-"""The record of one agent run on one task: frozen dataclasses in memory, JSON through pydantic.
+"""The record of one tool-using agent's run on one task: frozen dataclasses in memory, JSON through pydantic.
 
 A :class:`Trajectory` holds every attempt (rollout) the agent made, the steps of each (what the
 actor was shown, what it chose, the tool call and its observation), plan revisions, memory
@@ -6,7 +6,8 @@ contents, and how the final answer was chosen among rollouts. Calls are recorded
 vocabulary of a ROMA run: every model call is a ``trace.RoleCall`` and every tool call a
 ``trace.ToolCall``, and :meth:`Trajectory.as_run` gives the trajectory as a ``trace.Run``
 whose nodes are the task, its rollouts and their steps, so one usage count and one set of tables
-(``calls_df``, ``usage_df``, ``tools_df``) serve both. See design/agents.md.
+(``calls_df``, ``usage_df``, ``tools_df``) serve both. It lives in the trace room beside ``Run``:
+the runner, the viewers and the paper wings read it without importing the agent. See design/agents.md.
 """
 
 from __future__ import annotations
@@ -18,12 +19,12 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, TypeAdapter, ValidationError
 
-from roma_lab.trace import Node, RoleCall, Run, ToolCall, run_status
+from ._types import Node, RoleCall, Run, ToolCall, Usage, run_status
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ROLLOUT_STATUSES", "PlanRevision", "Rollout", "Selection", "Step", "Trajectory",
+__all__ = ["ROLLOUT_STATUSES", "TRAJECTORY_KIND", "PlanRevision", "Rollout", "Selection", "Step", "Trajectory",
            "TrajectoryFormatError", "RecordedGrade", "read_trajectory"]
 
 #: Why a rollout ended. ``answered`` is the only one with an answer from the actor.
@@ -206,6 +207,27 @@ class Trajectory:
         for r in self.rollouts:
             nodes.extend(_rollout_nodes(r, self.question))
         return Run(goal=self.question, status=run_status(tuple(nodes)), output=self.answer, nodes=tuple(nodes), wall_s=self.wall_s)
+
+    def final_answer(self) -> str | None:
+        """The answer a runner grades (None: the agent gave none, graded as the wrong answer it is)."""
+        return self.answer
+
+    def usage(self) -> Usage:
+        """Usage in total (:meth:`Run.usage` of :meth:`as_run`)."""
+        return self.as_run().usage()
+
+    def facts(self) -> dict[str, Any]:
+        """What a table may need of this trajectory beyond its row: how the agent ran (status of the
+        chosen rollout, steps, tool calls, repeated calls, rollouts, re-answer) and with what."""
+        return {"agent_status": self.status, "steps": self.n_steps, "tool_calls": self.n_tool_calls,
+                "repeated_calls": self.n_repeated_calls, "rollouts": len(self.rollouts),
+                "reanswered": self.reanswered, "uses_gold_answers": self.uses_gold_answers,
+                "seed": self.rollouts[0].seed, "temperature": self.temperature, "config_hash": self.config_hash,
+                "wall_s": self.wall_s}
+
+    def with_grade(self, grade: RecordedGrade) -> Trajectory:
+        """This trajectory with its final answer's grade recorded (a runner grades, then saves)."""
+        return replace(self, grade=grade)
 
     def calls_df(self) -> pd.DataFrame:
         """One row per model call (:meth:`Run.calls_df` of :meth:`as_run`)."""
