@@ -40,8 +40,9 @@ def main() -> None:
         models.parent.mkdir(parents=True, exist_ok=True)
         models.symlink_to(shared_models)  # reuse the assembled model file instead of a 1 GB copy
 
-    from roma_lab.agents import AgentConfig, run_agent, suite_tasks
+    from roma_lab.agents import AgentConfig, suite_tasks
     from roma_lab.lm import resolve_lm
+    from roma_lab.papers.oagents import Condition, run_conditions
 
     configs = {
         "baseline": AgentConfig(name="baseline"),
@@ -59,30 +60,30 @@ def main() -> None:
     first = None
     for name in args.configs:
         start = time.perf_counter()
-        rows = run_agent(configs[name], tasks, out_dir=out / "cold", lm=lm, progress=False)
+        rows = run_conditions([Condition(name, configs[name])], tasks, out / "cold", runs=1, lm=lm, progress=False)
         wall = time.perf_counter() - start
         first = first or (name, rows)
         _report(name, "cold", rows, wall, out / "cold")
     name, cold_rows = first
     before = len(list(entries.rglob("*.json")))
     start = time.perf_counter()
-    warm_rows = run_agent(configs[name], tasks, out_dir=out / "warm", lm=lm, progress=False)
+    warm_rows = run_conditions([Condition(name, configs[name])], tasks, out / "warm", runs=1, lm=lm, progress=False)
     wall = time.perf_counter() - start
     added = len(list(entries.rglob("*.json"))) - before
     _report(name, "warm", warm_rows, wall, out / "warm")
-    same = warm_rows["answer"].tolist() == cold_rows["answer"].tolist()
+    same = warm_rows["prediction"].tolist() == cold_rows["prediction"].tolist()
     print(f"warm rerun of {name}: {added} new cache entries (model calls), answers identical to cold: {same}; "
           f"load average {os.getloadavg()[0]:.2f}")
 
 
 def _report(name: str, tier: str, rows, wall: float, root: Path) -> None:
-    from roma_lab.agents import read_trajectories
+    from roma_lab.trace import read_trajectories
 
     actor = [c for t in read_trajectories(root) if t.config["name"] == name
              for r in t.rollouts for s in r.steps for c in s.calls if c.role == "actor"]
     latency = [c.latency_s for c in actor]
     print(f"\n[{name}, {tier}] {len(rows)} tasks in {wall:.1f} s ({wall / len(rows):.1f} s/task); "
-          f"success {rows['correct'].sum()}/{len(rows)}; statuses {rows['status'].value_counts().to_dict()}")
+          f"success {int(rows['score'].eq(1.0).sum())}/{len(rows)}; statuses {rows['status'].value_counts().to_dict()}")
     print(f"  steps/task {rows['steps'].mean():.1f}, model calls/task {rows['model_calls'].mean():.1f}, "
           f"tokens/task in {rows['input_tokens'].mean():.0f} out {rows['output_tokens'].mean():.0f}")
     if latency:
@@ -91,7 +92,7 @@ def _report(name: str, tier: str, rows, wall: float, root: Path) -> None:
               f"out {statistics.mean(c.output_tokens for c in actor):.0f}")
     for row in rows.itertuples():
         print(f"  {row.task_id:<36} {row.status:<18} agent={row.agent_status:<16} steps={row.steps} "
-              f"answer={row.answer!r}")
+              f"answer={row.prediction!r}")
 
 
 if __name__ == "__main__":

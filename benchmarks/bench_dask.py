@@ -3,7 +3,7 @@
 A remote provider answers each request after network and queue latency, and serves many requests
 at once; this machine reaches no provider, so the stand-in is a loopback OpenAI-compatible endpoint
 (below) that answers every chat completion after a fixed delay, concurrently. The sweep is
-``roma_lab.bench.run_benchmark`` over N items, each one call through LiteLLM
+``roma_lab.evaluate`` over N items, each one call through LiteLLM
 (``resolve_lm("openai/<name>", api_base=...)``, DSPy's request cache off), in-process and on a
 LocalCluster of 1, 2 and 4 worker processes. Each cluster is started, its workers import DSPy and
 LiteLLM, and a short warm-up sweep runs before the timed sweep; start-up (with the imports) is printed apart.
@@ -24,7 +24,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 from roma_lab import cluster as roma_cluster
-from roma_lab.bench import Item, StringMatchGrader, run_benchmark
+from roma_lab.bench import Item, StringMatchGrader
+from roma_lab.evaluate import TaskSet, evaluate, function
 from roma_lab.lm import resolve_lm
 
 SERVED = "latency-stand-in"
@@ -75,9 +76,10 @@ def _import_models() -> None:
 
 
 def sweep(items, system, out: Path, cluster: str) -> float:
+    os.environ[roma_cluster.ENV_VAR] = cluster  # where evaluate sends the items
     start = time.perf_counter()
-    result = run_benchmark(items, system, StringMatchGrader(), out_path=out, system_name="stand-in", progress=False,
-                           cluster=cluster)
+    result = evaluate([function(system, label="stand-in")], TaskSet(items[0].benchmark, tuple(items)),
+                      StringMatchGrader(), out=out, progress=False).rows
     seconds = time.perf_counter() - start
     if result["error"].notna().any() or len(result) != len(items):
         raise RuntimeError(f"the sweep on {cluster} had errors: {result['error'].dropna().unique()[:3]}")
@@ -107,8 +109,8 @@ def main() -> None:
             startup[name] = f"{time.perf_counter() - start:.2f}"
         # first calls (LiteLLM's HTTP client, DSPy's settings) in each process: not part of the sweep
         warm = [Item(benchmark="warm-up", item_id=str(i), question=f"warm {i}", answer="ok") for i in range(2 * max(n, 1))]
-        sweep(warm, system, work / f"warm-{n}.csv", name)
-        seconds[name] = sweep(items, system, work / f"{n}.csv", name)
+        sweep(warm, system, work / f"warm-{n}", name)
+        seconds[name] = sweep(items, system, work / f"sweep-{n}", name)
         roma_cluster.shutdown()
     server.shutdown()
 

@@ -20,7 +20,7 @@ can be killed), the simulated provider (``roma_lab.lm.simulated_provider``) in t
 3. **kills**: the same as clean, the runner SIGKILLed ``--kills`` (3) times at moments drawn
    uniformly within the clean run's wall (seeded), restarted at once each time, then run to the
    end: the rows must equal the clean run's, one per (system, run, task), nothing duplicated.
-4. **simpleqa**: SimpleQA's 4,326 items (``--simpleqa``) through ``run_benchmark`` with a single call
+4. **simpleqa**: SimpleQA's 4,326 items (``--simpleqa``) through ``evaluate`` with a single call
    at concurrency 64 (string-match graded): wall against the bound, and the accuracy against the
    planted skill.
 
@@ -146,24 +146,24 @@ def kills_pass(args, sim, root: Path, clean_wall: float) -> dict:
 
     rows = rows_of(out)
     keys = rows[["condition", "run", "task_id"]]
-    # the runner's own files too: a row written twice (or an error row left by a kill) would show here
-    written = pd.concat([pd.read_csv(out / f"run{r}.csv", dtype=str) for r in range(args.runs)], keys=range(args.runs))
+    # the runner's own log too: a row written twice (or an error row left by a kill) would show here
+    written = pd.read_csv(out / "attempts.csv", dtype=str)
     return {"part": "kills", "wall_s": wall, "killed_at_s": killed_at, "calls": len(sim.calls) - before,
             "rows": len(rows), "duplicated_rows": int(keys.duplicated().sum()),
             "runner_rows": len(written), "runner_error_rows": int(written["error"].notna().sum()),
-            "runner_duplicates": int(written.reset_index(level=0).duplicated(["level_0", "condition", "item_id"]).sum()),
+            "runner_duplicates": int(written.duplicated(["run", "condition", "task_id"]).sum()),
             "out": out}
 
 
 SIMPLEQA_RUNNER = """
 import sys, time
 from roma_lab import bench
-from roma_lab.evaluate import single_call
+from roma_lab.evaluate import TaskSet, evaluate, single_call
 from roma_lab.lm import set_max_concurrency
 items = bench.load_simpleqa()[:int(sys.argv[1])]
 set_max_concurrency("openai/{model}", int(sys.argv[2]))
-rows = bench.run_benchmark(items, single_call("openai/{model}"), bench.StringMatchGrader(), out_path=sys.argv[3],
-                           system_name="single", progress=False, workers=int(sys.argv[2]))
+rows = evaluate([single_call("openai/{model}")], TaskSet("simpleqa", tuple(items)), bench.StringMatchGrader(),
+                out=sys.argv[3], progress=False).rows
 print("accuracy", rows["score"].mean(), "errors", int(rows["error"].notna().sum()))
 """
 
@@ -179,7 +179,7 @@ def simpleqa_pass(args, root: Path) -> dict:
                             latency=SimLatency(args.median_s, args.p99_s)) as sim:
         started = time.monotonic()
         command = [sys.executable, "-c", SIMPLEQA_RUNNER.format(model=MODEL), str(args.simpleqa), "64",
-                   str(out / "simpleqa.csv")]
+                   str(out / "simpleqa")]
         code, usage = finish(start(command, runner_env(sim, out, 64), out / "log.txt"))
         wall = time.monotonic() - started
         if code != 0:

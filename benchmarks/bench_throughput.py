@@ -1,4 +1,4 @@
-"""Throughput of the agent benchmark: tasks per hour through ``run_agent`` as concurrency grows.
+"""Throughput of the agent benchmark: tasks per hour through ``evaluate`` as concurrency grows.
 
     python benchmarks/bench_throughput.py                         # loopback server, 32 tasks, 2 s a reply
     python benchmarks/bench_throughput.py --tasks 16 --latency 0.5 --concurrency 1 4 16
@@ -63,12 +63,12 @@ class Latency:
 
 
 def run_tasks(lm, tasks, config, runs: int) -> tuple[float, object]:
-    """(wall seconds, rows) of one run_agent call from a fresh folder."""
-    from roma_lab.agents import run_agent
+    """(wall seconds, rows) of one evaluation of ``config`` from a fresh folder."""
+    from roma_lab.papers.oagents import Condition, run_conditions
 
     out = Path(tempfile.mkdtemp(prefix="bench_throughput_"))
     start = time.perf_counter()
-    rows = run_agent(config, tasks, out_dir=out, runs=runs, lm=lm, progress=False)
+    rows = run_conditions([Condition(config.name, config)], tasks, out, runs=runs, lm=lm, progress=False)
     return time.perf_counter() - start, rows
 
 

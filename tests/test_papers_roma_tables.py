@@ -97,18 +97,18 @@ def test_task_wording_fills_the_spec_template():
 def test_interrupted_run_resumes_without_losing_or_repeating_items(tmp_path):
     lm = counting_lm(interrupt_at=3)  # base system: one call per item, so items 1-2 finish
     with pytest.raises(KeyboardInterrupt):
-        run_seal0(tmp_path, lm=lm, systems=("base",))
+        run_seal0(tmp_path, lm=lm, systems=("single",))
     assert len(raw_rows(tmp_path / "seal0_results.csv")) == 2
 
     lm = counting_lm()
-    tables = run_seal0(tmp_path, lm=lm, systems=("base",))
+    tables = run_seal0(tmp_path, lm=lm, systems=("single",))
     assert len(lm.engine.requests) == 2  # only the two unfinished items were asked
     rows = raw_rows(tmp_path / "seal0_results.csv")
     assert len(rows) == 4 and rows["item_id"].is_unique
     assert set(rows["item_id"]) == set(tables["seal0_results"]["item_id"])
 
     lm = counting_lm()
-    run_seal0(tmp_path, lm=lm, systems=("base",))
+    run_seal0(tmp_path, lm=lm, systems=("single",))
     assert len(lm.engine.requests) == 0  # everything finished: a rerun asks nothing
 
 
@@ -207,7 +207,7 @@ def test_the_level_given_is_the_level_computed_with_and_recorded(tmp_path):
     widths = {}
     for level in (0.95, 0.9):
         out = tmp_path / str(level)
-        tables = roma.run_roma_table("seal0", out, lm=scripted_lm(half_right), n_items=8, seed=1, systems=("base",),
+        tables = roma.run_roma_table("seal0", out, lm=scripted_lm(half_right), n_items=8, seed=1, systems=("single",),
                                      progress=False, stats=StatsSettings(level=level))
         row = tables["seal0_summary"].set_index("metric").loc["accuracy"]
         assert row["value"] == 0.5 and f"{level:.0%}" in row["ci_method"]
@@ -307,7 +307,7 @@ def gold_reply(gold):
 
 def test_measured_accuracy_is_read_in_the_papers_percent(tmp_path):
     gold = {it.question: str(it.answer) for it in bench.load_seal0()}
-    tables = run_seal0(tmp_path, lm=scripted_lm(gold_reply(gold)), systems=("base",))
+    tables = run_seal0(tmp_path, lm=scripted_lm(gold_reply(gold)), systems=("single",))
     summary = tables["seal0_summary"].set_index("metric")
     assert summary.loc["accuracy", "value"] == 1.0 and summary.loc["accuracy", "unit"] == "fraction"
     row = tables["seal0_vs_paper"].set_index("condition").loc["GLM-4.6"]
@@ -316,7 +316,7 @@ def test_measured_accuracy_is_read_in_the_papers_percent(tmp_path):
 
 
 def test_a_system_not_run_and_a_benchmark_the_paper_lacks_are_said_so(tmp_path):
-    vs = run_seal0(tmp_path / "base", lm="scripted", systems=("base",))["seal0_vs_paper"].set_index("condition")
+    vs = run_seal0(tmp_path / "base", lm="scripted", systems=("single",))["seal0_vs_paper"].set_index("condition")
     assert vs.loc["ROMA (GLM-4.6)", "agreement"] == NOT_MEASURED
     assert vs.loc["ROMA (GLM-4.6)", "why"] == "not run: this call's systems were ['base']"
     assert vs.loc["GLM-4.6", "agreement"] == DIFFERS
@@ -386,14 +386,14 @@ def test_grader_errors_are_not_scored_but_counted(tmp_path):
 
 def test_paired_comparison_uses_items_both_systems_scored(tmp_path):
     results = two_systems(tmp_path)
-    cmp = compare_systems(results, SIMPLEQA, "roma", "base", stats=StatsSettings(n_resamples=200)).iloc[0]
+    cmp = compare_systems(results, SIMPLEQA, "roma", "single", stats=StatsSettings(n_resamples=200)).iloc[0]
     assert cmp["n"] == 10 and cmp["value"] == pytest.approx(0.5)
     assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 0, 5)
     assert cmp["sign_test_p"] == pytest.approx(0.0625) and cmp["ci_low"] > 0
     graded = results.copy()
     graded.loc[(graded["condition"] == "roma") & (graded["item_id"] == "0"), ["score", "error_stage"]] = [math.nan,
                                                                                                      "grader"]
-    assert compare_systems(graded, SIMPLEQA, "roma", "base", stats=StatsSettings(n_resamples=50)).iloc[0]["n"] == 9
+    assert compare_systems(graded, SIMPLEQA, "roma", "single", stats=StatsSettings(n_resamples=50)).iloc[0]["n"] == 9
 
 
 def story_system(fail_on):
@@ -675,12 +675,12 @@ def test_every_probed_table_file_damage_is_recovered(case, tmp_path):
 def test_a_damaged_run_config_sets_the_old_results_aside_and_starts_over(tmp_path):
     from roma_lab.results import QuarantineWarning
 
-    run_seal0(tmp_path, lm="scripted", systems=("base",))
+    run_seal0(tmp_path, lm="scripted", systems=("single",))
     config = tmp_path / "seal0_run_config.json"
     config.write_bytes(b'{"benchmark": "seal0", "model": tru')
     lm = counting_lm()
     with pytest.warns(QuarantineWarning, match="seal0_run_config.json is damaged"):
-        run_seal0(tmp_path, lm=lm, systems=("base",))
+        run_seal0(tmp_path, lm=lm, systems=("single",))
     assert len(lm.engine.requests) == 4  # results of unknown settings are never resumed: every item runs again
     assert len(raw_rows(tmp_path / "seal0_results.csv")) == 4
     assert len(list(tmp_path.glob("seal0_results.csv.quarantined-*"))) == 1  # kept aside, not deleted

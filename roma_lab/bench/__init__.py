@@ -6,11 +6,9 @@ Loaders read the copied files under data/benchmarks/ (override with ``$ROMA_LAB_
 follow each benchmark's published protocol with its official prompt text, and fall back to a
 labelled string match when no judge model is given (design/grading.md); ``grader_named`` picks a
 grader for a researcher's own tasks by name ("exact", "quasi-exact", "numeric", "contains", "judge")
-or wraps a comparison function; ``run_benchmark`` evaluates
-any ``question -> answer`` callable and appends one row per item so interrupted runs resume;
-``summarize_results`` / ``compare_systems`` turn its rows into the results vocabulary; a graded
-run's saved ROMA traces load back with ``load_item_run`` (the item picker
-``roma_lab.widgets.ItemRunPicker``). ROMA paper Tables 1-6 are built on these in
+or wraps a comparison function; ``roma_lab.evaluate`` runs systems on the items and grades them,
+and ``summarize_results`` / ``compare_systems`` turn its rows into the results vocabulary with a
+benchmark's own metrics. ROMA paper Tables 1-6 are built on these in
 ``roma_lab.papers.roma`` (design/roma_tables.md). ``generate_world`` builds the seeded fictional
 world of the agent benchmark (documents, ledger files, three levels of tasks with code-derived gold
 answers; design/world_benchmark.md).
@@ -58,8 +56,6 @@ from roma_lab.bench._graders import (
 )
 from roma_lab.bench._registry import (BENCHMARKS, LONGFORM_TASK, QUESTION, BenchmarkSpec, GraderSpec, benchmark_spec,
                                       grader_for)
-from roma_lab.bench._run import PrivateItemsError, RunFileError, SystemStalledError, read_results_df, run_benchmark
-from roma_lab.bench._run_files import load_item_run, run_file, saved_item_ids, saved_run
 from roma_lab.bench._scripted import ScriptedJudge
 from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
 from roma_lab.bench._world import (DEFAULT_WORLD_SEED, LEVELS, WORLD_BENCHMARK, WORLD_SPLITS, Fact, World, WorldTask,
@@ -111,13 +107,10 @@ __all__ = [
     "LongformStory",
     "NumericGrader",
     "PapillonGrader",
-    "RunFileError",
     "STRING_MATCH",
     "ScriptedJudge",
     "SimpleQAGrader",
     "StringMatchGrader",
-    "SystemStalledError",
-    "PrivateItemsError",
     "PRIVATE_BENCHMARKS",
     "benchmark_spec",
     "compare_systems",
@@ -129,17 +122,11 @@ __all__ = [
     "load_eqbench_longform",
     "load_frames",
     "load_hotpotqa",
-    "load_item_run",
     "load_longform_spec",
     "load_papillon",
     "load_seal0",
     "load_simpleqa",
-    "read_results_df",
-    "run_benchmark",
-    "run_file",
     "sample",
-    "saved_item_ids",
-    "saved_run",
     "scores_df",
     "summarize_results",
 ]

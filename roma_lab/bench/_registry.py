@@ -118,7 +118,7 @@ class BenchmarkSpec:
 
 def _qa(name: str, load: Callable[[], list[Item]], grader: GraderSpec, artefact: str = "", **kwargs: Any):
     # The paper's Tables 1-3 run ROMA and its base model GLM-4.6, both with search.
-    names = {"roma": "ROMA (GLM-4.6)", "base": "GLM-4.6"} if artefact else {}
+    names = {"roma": "ROMA (GLM-4.6)", "single": "GLM-4.6"} if artefact else {}
     return BenchmarkSpec(name, load, grader, three_way=True, artefact=artefact, paper_names=names, **kwargs)
 
 

@@ -28,13 +28,14 @@ def metrics_of(spec: BenchmarkSpec) -> list[str]:
 
 
 def scores_df(results: pd.DataFrame, spec: BenchmarkSpec) -> pd.DataFrame:
-    """Per-item scores: ``condition`` (the system), ``subset`` (the benchmark), ``item_id`` and one
-    column per metric of ``spec`` (the grade's score; details read from the grade), NaN policy applied."""
+    """Per-item scores of an evaluation's rows (``roma_lab.evaluate.ROW_COLUMNS``): ``condition`` (the
+    system), ``subset`` (the benchmark), ``task_id`` and one column per metric of ``spec`` (the grade's
+    score; details read from the grade), NaN policy applied."""
     import pandas as pd
 
     failed = (results["error_stage"] == "system").to_numpy()
     scores = pd.DataFrame({"condition": results["condition"].to_numpy(), "subset": results["benchmark"].to_numpy(),
-                           "item_id": results["item_id"].to_numpy()})
+                           "task_id": results["task_id"].to_numpy()})
     details = [json.loads(text) if text else {} for text in results["details"].fillna("")]
     for metric in metrics_of(spec):
         values = (results["score"].to_numpy(dtype=float) if metric == spec.metric
@@ -81,7 +82,7 @@ def summarize_results(results: pd.DataFrame, spec: BenchmarkSpec, *,
 
     from roma_lab.results import summarize
 
-    summary = summarize(scores_df(results, spec), metrics_of(spec), task="item_id", run=None, stats=stats)
+    summary = summarize(scores_df(results, spec), metrics_of(spec), task="task_id", run=None, stats=stats)
     summary.insert(3, "unit", spec.unit)
     if spec.three_way:
         extra = pd.DataFrame(_three_way_rows(results), columns=summary.columns)
@@ -101,4 +102,4 @@ def compare_systems(results: pd.DataFrame, spec: BenchmarkSpec, a: str, b: str, 
     paired task-bootstrap CI and the exact sign test with ties), under the same NaN policy."""
     from roma_lab.results import compare
 
-    return compare(scores_df(results, spec), a, b, spec.metric, task="item_id", stats=stats)
+    return compare(scores_df(results, spec), a, b, spec.metric, task="task_id", stats=stats)

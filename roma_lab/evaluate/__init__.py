@@ -20,12 +20,12 @@ from ._record import EvaluationMismatchError
 from ._schedule import SystemStalledError
 from ._systems import (SYSTEM_NAMES, AgentSystem, FunctionSystem, RomaSystem, SingleCall, System, agent, as_system,
                        function, named_systems, roma, single_call)
-from ._tasks import (MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES, TaskFileError, TaskSet, benchmark_tasks, export_world_tasks,
-                     tasks_from, world_task_set)
+from ._tasks import (MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES, TaskFileError, TaskGraders, TaskSet, agent_task_set,
+                     benchmark_tasks, export_world_tasks, tasks_from, world_task_set)
 
 __all__ = ["BUDGET_ENV", "MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "NOT_RUN", "ROW_COLUMNS", "SYSTEM_NAMES",
            "AgentSystem", "BudgetReport", "BudgetUnknownCostError", "Evaluation", "EvaluationMismatchError",
            "FunctionSystem", "LogFileError", "OldLayoutError", "RomaSystem", "SingleCall", "System",
-           "SystemStalledError", "TaskFileError", "TaskSet", "agent", "as_system", "benchmark_tasks",
+           "SystemStalledError", "TaskFileError", "TaskGraders", "TaskSet", "agent", "agent_task_set", "as_system", "benchmark_tasks",
            "budget_usd_from_env", "check_budget", "evaluate", "export_world_tasks", "function", "named_systems",
            "roma", "single_call", "tasks_from", "world_task_set"]

@@ -141,7 +141,7 @@ def _finished(out: Path, system: System, tasks: TaskSet, runs: int) -> dict[tupl
     """(run, task id) -> what a chain needs of each finished job of ``system`` (its trace, or True
     without one): a row without an error whose trace, if it names one, reads back. A job whose trace
     is gone or damaged runs again, so every finished row can be opened."""
-    from roma_lab.results import DamagedFileError
+    from roma_lab.results import DamagedFileError, quarantine
     from roma_lab.trace import load_trace
 
     log = read_log_df(out / LOG_FILE)
@@ -155,8 +155,10 @@ def _finished(out: Path, system: System, tasks: TaskSet, runs: int) -> dict[tupl
             continue
         try:
             done[(run, task_id)] = load_trace(out / trace)
-        except (OSError, DamagedFileError):
+        except FileNotFoundError:
             continue
+        except DamagedFileError:
+            quarantine(out / trace, "not a trace roma_lab wrote; its task runs again")
     return done
 
 

@@ -44,6 +44,11 @@ class System:
         raise NotImplementedError
 
 
+def _wording(task: Callable[[str], str]) -> dict[str, str]:
+    """How a system words each question, for its record (nothing when it asks the question as it is)."""
+    return {} if task is str else {"task": task("{question}")}
+
+
 def _model_name(lm: Any) -> str | None:
     from roma_lab.lm import model_label
 
@@ -77,7 +82,7 @@ class SingleCall(System):
         return self.lm
 
     def describe(self) -> dict[str, Any]:
-        return {"kind": "single_call", "model": _model_name(self.lm)}
+        return {"kind": "single_call", "model": _model_name(self.lm), **_wording(self.task)}
 
     def bind(self, tasks: TaskSet) -> SingleCall:
         return self
@@ -131,7 +136,7 @@ class RomaSystem(System):
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "roma", "model": _model_name(self.lm), "roles": sorted(self.roles),
-                "settings": {k: v for k, v in sorted(self.settings.items())}}
+                "settings": {k: v for k, v in sorted(self.settings.items())}, **_wording(self.task)}
 
     def bind(self, tasks: TaskSet) -> _RomaAnswer:
         from roma_lab.controller import Roma

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roma_lab.bench import Item
-from roma_lab.results._files import JsonlLineError, read_jsonl, read_regular_bytes
+from roma_lab.results import JsonlLineError, read_jsonl, read_regular_bytes
 
 if TYPE_CHECKING:
     from roma_lab.agents import AgentTask
     from roma_lab.bench import Grader
 
-__all__ = ["MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "TaskFileError", "TaskSet", "benchmark_tasks", "export_world_tasks",
-           "tasks_from", "world_task_set"]
+__all__ = ["MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "TaskFileError", "TaskGraders", "TaskSet", "agent_task_set",
+           "benchmark_tasks", "export_world_tasks", "tasks_from", "world_task_set"]
 
 _FORMATS = (".csv", ".jsonl", ".parquet")
 #: The largest task file read (a Parquet file: its uncompressed size); ``tasks_from(max_bytes=...)`` sets another.
@@ -355,6 +355,48 @@ def benchmark_tasks(name: str, n: int | None = None, *, seed: int = 0) -> TaskSe
     return TaskSet(name, tuple(sample(items, n, seed)), grader=spec.grader(None), source=f"benchmark:{name}")
 
 
+@dataclass(frozen=True, slots=True)
+class _AgentTasks:
+    """An item's agent task (its tools, its grader), looked up by the item's id."""
+
+    by_id: Mapping[str, AgentTask]
+
+    def __call__(self, item: Item) -> AgentTask:
+        return self.by_id[item.item_id]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskGraders:
+    """Each task graded by its own agent task's grader (the suite's tasks differ in how they are
+    checked); ``name``: theirs when they share one, else each named once."""
+
+    by_id: Mapping[str, Grader]
+    name: str
+
+    def __call__(self, item: Item, prediction: Any) -> Any:
+        return self.by_id[item.item_id](item, prediction)
+
+    def answer_key(self, item_id: str) -> Callable[[str], str]:
+        """The answer key of a task's grader (``bench.answer_key``: what maj@R votes on)."""
+        from roma_lab.bench import answer_key
+
+        return answer_key(self.by_id[item_id])
+
+
+def agent_task_set(tasks: Sequence[AgentTask], *, corpus: Any = None, source: str = "") -> TaskSet:
+    """A task set of agent tasks (``roma_lab.agents``: the generated world, the suite, QA tasks): their
+    items, each run with its own tools and graded by its own grader (:class:`TaskGraders`)."""
+    if not tasks:
+        raise TaskFileError("an agent task set needs at least one task")
+    names = sorted({t.item.benchmark for t in tasks})
+    if len(names) > 1:
+        raise TaskFileError(f"agent tasks of one set share a benchmark; these come from {names}")
+    graders = {t.item.item_id: t.grader for t in tasks}
+    grader_names = sorted({getattr(g, "name", type(g).__name__) for g in graders.values()})
+    return TaskSet(names[0], tuple(t.item for t in tasks), corpus, TaskGraders(graders, "; ".join(grader_names)),
+                   _AgentTasks({t.item.item_id: t for t in tasks}), source=source or names[0])
+
+
 def world_task_set(split: str = "dev", n: int | None = None, *, seed: int = 0, levels: Sequence[str] | None = None,
                    grader: str = "gaia") -> TaskSet:
     """Tasks of the generated agent benchmark (``roma_lab.agents.world_tasks``): its documents as the
@@ -363,10 +405,8 @@ def world_task_set(split: str = "dev", n: int | None = None, *, seed: int = 0, l
     from roma_lab.bench import LEVELS, generate_world
 
     tasks = world_tasks(split, n, seed=seed, levels=tuple(levels or LEVELS), grader=grader)
-    by_id = {t.item.item_id: t for t in tasks}
     documents = tuple(generate_world(tasks[0].item.metadata["world_seed"]).documents.values())
-    return TaskSet(tasks[0].item.benchmark, tuple(t.item for t in tasks), documents, tasks[0].grader,
-                   lambda item: by_id[item.item_id], source=f"world:{split}")
+    return agent_task_set(tasks, corpus=documents, source=f"world:{split}")
 
 
 def export_world_tasks(folder: str | os.PathLike[str], *, split: str = "dev", n: int = 12,

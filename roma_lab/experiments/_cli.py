@@ -166,7 +166,7 @@ def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
         print(f"  {notebook.line}  [cost: {notebook.cost_source}; discordance: {notebook.discordance_source}]"
               if notebook.unit else f"  {notebook.line}")
     over = "" if not args.budget_s or plan.seconds <= args.budget_s else (
-        f" -- over the budget: even at n = 2 each the notebooks do not fit (speed first: design/planning.md)")
+        " -- over the budget: even at n = 2 each the notebooks do not fit (speed first: design/planning.md)")
     print(f"predicted wall time: {format_seconds(plan.seconds)}{over}; plan written to {write_plan(plan, results_root)}")
     return plan
 

@@ -7,7 +7,7 @@
     run.program, run.records_df(), run.convergence_df()
 
 The benchmark programs and feedback metrics of ROMA paper Tables 7 and 8 (``make_task``,
-``task_splits``, ``evaluate_program``); the tables themselves are ``roma_lab.papers.roma``'s
+``task_splits``, ``example_of`` / ``item_of``); the tables themselves are ``roma_lab.papers.roma``'s
 ``table7_gepa`` / ``table8_convergence``, whose keywords after the table's own are the fields of
 :class:`SearchSettings`.
 
@@ -20,7 +20,7 @@ from roma_lab.optimizer._config import GepaPlusConfig, SearchSettings
 from roma_lab.optimizer._contracts import Contract
 from roma_lab.optimizer._proposer import GepaPlusProposer, ProposalError
 from roma_lab.optimizer._records import CONVERGENCE_COLUMNS, RunLog, calls_to_converge
-from roma_lab.optimizer._tasks import BENCHMARKS, Splits, Task, evaluate_program, make_task, task_splits
+from roma_lab.optimizer._tasks import BENCHMARKS, Splits, Task, example_of, item_of, make_task, task_splits
 from roma_lab.optimizer._roma_program import ROMA_REQUIRED_TERMS, RomaProgram, roma_contracts
 
 __all__ = [
@@ -40,7 +40,8 @@ __all__ = [
     "calls_to_converge",
     "candidates_table",
     "compile",
-    "evaluate_program",
+    "example_of",
+    "item_of",
     "make_task",
     "min_metric_calls",
     "task_splits",

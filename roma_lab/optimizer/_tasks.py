@@ -12,7 +12,7 @@ the grade into the ``dspy.Prediction(score, feedback)`` GEPA reflects on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -128,7 +128,8 @@ class Papillon(dspy.Module):
 # ---- grading and feedback ---------------------------------------------------------------------
 
 
-def _item(benchmark: str, gold: dspy.Example) -> Item:
+def item_of(benchmark: str, gold: dspy.Example) -> Item:
+    """The benchmark item an example was made from (:func:`example_of` read back)."""
     question = {"aime2025": "problem", "hotpotqa": "question", "papillon": "user_query"}[benchmark]
     metadata = {"pii_units": tuple(gold.pii_units)} if benchmark == "papillon" else {}
     return Item(benchmark, str(gold.item_id), gold[question], gold.answer, metadata)
@@ -189,7 +190,7 @@ class Task:
     def grade(self, gold: dspy.Example, pred: Any) -> Grade:
         if self.benchmark != "papillon":
             pred = getattr(pred, "answer", pred)  # the AIME and HotpotQA graders read the answer text
-        return self.grader(_item(self.benchmark, gold), pred)
+        return self.grader(item_of(self.benchmark, gold), pred)
 
     def metric(self, gold, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
         grade = self.grade(gold, pred)
@@ -225,7 +226,8 @@ class Splits:
     test: tuple[dspy.Example, ...]
 
 
-def _example(item: Item) -> dspy.Example:
+def example_of(item: Item) -> dspy.Example:
+    """The DSPy example of a benchmark item, its inputs marked (the program's keyword arguments)."""
     if item.benchmark == "aime2025":
         return dspy.Example(item_id=item.item_id, problem=item.question, answer=item.answer).with_inputs("problem")
     if item.benchmark == "hotpotqa":
@@ -246,7 +248,7 @@ def task_splits(benchmark: str, *, n_train: int, n_val: int, n_test: int, seed: 
     if benchmark == "papillon":
         parts = [sample(load_papillon(split), n, seed) for split, n in
                  (("train", n_train), ("dev", n_val), ("test", n_test))]
-        return Splits(*(tuple(_example(it) for it in part) for part in parts))
+        return Splits(*(tuple(example_of(it) for it in part) for part in parts))
     if benchmark not in BENCHMARKS:
         raise ValueError(f"unknown benchmark {benchmark!r}; choose from {BENCHMARKS}")
     items = load_aime2025() if benchmark == "aime2025" else load_hotpotqa()
@@ -254,28 +256,5 @@ def task_splits(benchmark: str, *, n_train: int, n_val: int, n_test: int, seed: 
     if total > len(items):
         raise ValueError(f"{benchmark} has {len(items)} items; n_train + n_val + n_test = {total} is too many")
     order = np.random.default_rng(seed).permutation(len(items))[:total]
-    picked = [_example(items[i]) for i in order]
+    picked = [example_of(items[i]) for i in order]
     return Splits(tuple(picked[:n_train]), tuple(picked[n_train:n_train + n_val]), tuple(picked[n_train + n_val:]))
-
-
-# ---- held-out evaluation ----------------------------------------------------------------------
-
-
-def evaluate_program(task: Task, program: dspy.Module, examples: Sequence[dspy.Example]) -> list[dict[str, Any]]:
-    """One row per example: task_id (the item id), score, error_stage, error.
-
-    NaN policy (as ``roma_lab.bench``): a program that raises scores 0 (``error_stage="system"``);
-    a grader that fails gives NaN (``"grader"``), excluded from means and counted.
-    """
-    rows = []
-    for gold in examples:
-        try:
-            pred = program(**gold.inputs())
-        except Exception as e:  # noqa: BLE001 - the system's failure is its score (0), recorded
-            rows.append({"task_id": gold.item_id, "score": 0.0, "error_stage": "system",
-                         "error": f"{type(e).__name__}: {e}"})
-            continue
-        grade = task.grade(gold, pred)
-        rows.append({"task_id": gold.item_id, "score": grade.score,
-                     "error_stage": "grader" if grade.error else "", "error": grade.error or ""})
-    return rows

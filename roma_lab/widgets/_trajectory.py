@@ -24,7 +24,8 @@ from typing import Any
 import ipywidgets as widgets
 import traitlets
 
-from roma_lab.agents import Rollout, Selection, Step, Trajectory, is_non_answer, read_trajectories
+from roma_lab.agents import is_non_answer
+from roma_lab.trace import Rollout, Selection, Step, Trajectory, read_trajectories
 from roma_lab.bench import normalize_answer
 from roma_lab.trace import Run
 

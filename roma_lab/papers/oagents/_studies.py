@@ -20,7 +20,7 @@ from roma_lab.agents import AgentConfig, AgentTask, world_level, world_tasks
 from roma_lab.bench import LEVELS as WORLD_LEVELS
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-from ._study import Condition, OAgentsTables, _model_name, _scores, run_study
+from ._study import Condition, OAgentsTables, _model_name, _scores, run_conditions, run_study, success
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
            "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_levels",
@@ -49,7 +49,7 @@ def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefi
     with no tool (``agents.closed_book``, its runs under ``runs/``). The room the benchmark leaves."""
     import pandas as pd
 
-    from roma_lab.agents import closed_book, floors_df, floors_table, run_agent
+    from roma_lab.agents import closed_book, floors_df, floors_table
     from roma_lab.results import write_table
 
     seed = int(tasks[0].item.metadata["world_seed"]) if tasks else 0
@@ -58,9 +58,11 @@ def _study(out_dir: str | Path, *, tasks: Sequence[AgentTask], split: str, prefi
                                                                       world_seed=seed)), **study)
     first = study["conditions"][0].config  # the closed-book model decodes as the first condition does
     named = {k: v for k, v in first.models.items() if k == "actor"}
-    closed = run_agent(AgentConfig(name="closed_book", models=named, temperature=first.temperature), closed_book(tasks),
-                       out_dir=Path(out_dir) / "runs", lm=study.get("lm"), progress=False)
-    scored = closed.assign(floor="closed-book model", level=closed["stratum"], score=closed["correct"].astype(float))
+    closed = run_conditions([Condition("closed_book", AgentConfig(name="closed_book", models=named,
+                                                                  temperature=first.temperature))],
+                            closed_book(tasks), Path(out_dir) / "runs" / "closed_book", runs=1, lm=study.get("lm"),
+                            progress=False)
+    scored = closed.assign(floor="closed-book model", level=closed["stratum"], score=success(closed))
     floors = floors_table(pd.concat([floors_df(tasks, world_tasks("train", world_seed=seed)), scored],
                                     ignore_index=True)).reset_index()
     floors["model"] = floors["floor"].map({"closed-book model": _model_name(first, study.get("lm"))}).fillna(
@@ -210,14 +212,15 @@ def compare_planning(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | N
     failed gold check). The tips are written to ``planning_tips.json``."""
     import pandas as pd
 
-    from roma_lab.agents import mine_tips, read_trajectories, run_agent, run_label
+    from roma_lab.agents import mine_tips, run_label
     from roma_lab.results import write_table, write_text_atomic
+    from roma_lab.trace import read_trajectories
 
     base = AgentConfig(name="plan_review", planning="revise", revise_every=revise_every)
     train = world_tasks("train", n_train, seed=seed, levels=tuple(levels))
     train_dir = Path(out_dir) / "train"
-    run_agent(base, train, out_dir=train_dir, lm=lm, progress=False)
-    mined = mine_tips(read_trajectories(train_dir / run_label(base)), lm=lm)
+    run_conditions([Condition(run_label(base), base)], train, train_dir, runs=1, lm=lm, progress=False)
+    mined = mine_tips(read_trajectories(train_dir), lm=lm)
     write_text_atomic(Path(out_dir) / "planning_tips.json", _tips_json(mined))
     conditions = [
         Condition("OAgents", base),
@@ -363,7 +366,7 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
                            "sha256": "", "note": f"{len(files)} *_rows.csv files under {root / stem}; "
                                                  "run its notebook first" if not files else "several rows files"})
             continue
-        rows = read_table(files[0].parent, files[0].stem, dtype={"task_id": str, "answer": str})
+        rows = read_table(files[0].parent, files[0].stem, dtype={"task_id": str, "prediction": str, "status": str})
         listed.append({"source": stem, "status": "read", "rows_file": files[0].name, "sha256": sha256_file(files[0]),
                        "note": f"{len(rows)} rows", "model": models_of(rows["model"]) if "model" in rows else ""})
         frames.append(rows.assign(source=stem))
@@ -384,9 +387,9 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     # maj@R votes on the key of the grader that graded each saved row: GAIA's for the world, the
     # suite's exact evaluator's otherwise
     keys = {WORLD_BENCHMARK: GaiaGrader.answer_key}
-    scores = rows.assign(success=rows["correct"].map({True: 1.0, False: 0.0, "True": 1.0, "False": 0.0}),
+    scores = rows.assign(success=success(rows),
                          answer_key=[keys.get(b, exact_key)(a) if isinstance(a, str) else ""
-                                     for b, a in zip(rows["benchmark"], rows["answer"])])
+                                     for b, a in zip(rows["benchmark"], rows["prediction"])])
     lengths = _route_lengths()
     level = scores["stratum"].map(lambda f: f if f in LEVELS else None if f not in lengths
                                   else "L1" if lengths[f] <= 1 else f"L{lengths[f]}")
@@ -441,7 +444,7 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
     label = model_label(lm) if isinstance(lm, str) else str(getattr(lm, "model", lm))
     if isinstance(lm, str):
         # no completion cache (ours or DSPy's): a cached prompt would hold the question in the clear on
-        # disk. A rerun still makes no model call: run_agent resumes from the rows already written.
+        # disk. A rerun still makes no model call: evaluate resumes from the rows already written.
         lm = resolve_lm(lm, cache=False)
     alone = Condition(label, AgentConfig(name="model_alone", max_steps=1, reanswer=False))
     agent = Condition(f"OAgents - {label}", AgentConfig(name="agent_closed_book", max_steps=3, planning="revise",

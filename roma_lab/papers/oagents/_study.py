@@ -2,8 +2,9 @@
 evaluation protocol's statistics, and the paper's figures beside ours.
 
 ``run_study`` runs every condition (an ``AgentConfig`` under the paper's name for it) over the same
-tasks R times with ``run_agent`` (resumable, completion-cached), then writes four tidy tables under
-``out_dir`` with a common prefix: ``_rows.csv`` (one row per condition x task x run),
+tasks R times with ``roma_lab.evaluate`` (resumable, completion-cached), then writes four tidy tables
+under ``out_dir`` with a common prefix: ``_rows.csv`` (the evaluation's rows, one per condition x task
+x run, with what the agent's trajectory says of each run: ``Evaluation.facts``),
 ``_protocol.csv`` (``roma_lab.results.summarize_protocol`` per subset: the whole sample and each
 level), ``_comparisons.csv`` (each condition against the baseline: difference, CI, sign test,
 Holm, MDE) and ``_vs_paper.csv`` (``roma_lab.results.beside_paper`` for the study's artefacts).
@@ -14,19 +15,19 @@ Which split, levels, sizes and conditions a notebook uses is fixed in its study 
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roma_lab.agents import AgentConfig, AgentTask, run_agent
+from roma_lab.agents import AgentConfig, AgentTask
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["ALL", "Condition", "OAgentsTables", "comparisons_df", "run_study", "suite_level"]
+__all__ = ["ALL", "Condition", "OAgentsTables", "comparisons_df", "run_conditions", "run_study", "study_rows",
+           "success", "suite_level"]
 
 #: The subset holding every task of a study (the paper's "Average" column).
 ALL = "all"
@@ -94,6 +95,13 @@ def _greedy_repeats(config: AgentConfig, lm: Any) -> bool:
     return engine is None or engine["engine"] == "llama-cpp-python" or engine["slots"] == 1
 
 
+def success(rows: pd.DataFrame) -> pd.Series:
+    """Each row's protocol score: 1.0 when graded fully correct, else 0.0 (a system error or no answer
+    is a wrong answer); NaN only where the grader failed (not scored, left out and counted)."""
+    score = rows["score"].astype(float)
+    return (score == 1.0).astype(float).mask(rows["status"].eq("grader_error"), float("nan"))
+
+
 def _scores(rows: pd.DataFrame, level: Callable[[AgentTask], str] | None,
             tasks: Sequence[AgentTask]) -> pd.DataFrame:
     """Tidy scores for the protocol: every row once in ``ALL`` and once in its level."""
@@ -102,15 +110,42 @@ def _scores(rows: pd.DataFrame, level: Callable[[AgentTask], str] | None,
     from roma_lab.bench import answer_key
 
     keys = {t.item.item_id: answer_key(t.grader) for t in tasks}  # maj@R votes on each task's grader's key
-    scores = rows.assign(
-        success=rows["correct"].map(lambda c: math.nan if c is None or (isinstance(c, float) and math.isnan(c))
-                                    else float(bool(c))),
-        answer_key=[keys[t](a) if isinstance(a, str) else "" for t, a in zip(rows["task_id"], rows["answer"])])
+    scores = rows.assign(success=success(rows),
+                         answer_key=[keys[t](a) if isinstance(a, str) else ""
+                                     for t, a in zip(rows["task_id"], rows["prediction"])])
     parts = [scores.assign(subset=ALL)]
     if level is not None:
         levels = {t.item.item_id: level(t) for t in tasks}
         parts.append(scores.assign(subset=scores["task_id"].map(levels)))
     return pd.concat(parts, ignore_index=True)
+
+
+def study_rows(evaluation: Any, tasks: Sequence[AgentTask], conditions: Sequence[Condition], lm: Any) -> pd.DataFrame:
+    """An evaluation's rows with what each trajectory says of its run (``Evaluation.facts``: the agent's
+    status, steps, tool and repeated calls, rollouts, seed...), each task's split and stratum, each
+    condition's configuration label and model."""
+    from roma_lab.agents import run_label
+
+    task_of = {t.item.item_id: t for t in tasks}
+    facts = evaluation.facts()
+    rows = evaluation.rows.merge(facts.drop(columns=["wall_s"], errors="ignore"), on=["condition", "run", "task_id"],
+                                 how="left")
+    config = {c.name: run_label(c.config) for c in conditions}
+    model = {c.name: _model_name(c.config, lm) for c in conditions}
+    return rows.assign(split=rows["task_id"].map(lambda t: task_of[t].split),
+                       stratum=rows["task_id"].map(lambda t: task_of[t].stratum),
+                       config=rows["condition"].map(config), model=rows["condition"].map(model))
+
+
+def run_conditions(conditions: Sequence[Condition], tasks: Sequence[AgentTask], out: Path, *, runs: int, lm: Any,
+                   progress: bool, stats: StatsSettings = DEFAULT_STATS) -> pd.DataFrame:
+    """Every condition on ``tasks`` x ``runs`` through one ``roma_lab.evaluate`` folder (``out``), as
+    :func:`study_rows`."""
+    from roma_lab.evaluate import AgentSystem, agent_task_set, evaluate
+
+    evaluation = evaluate([AgentSystem(c.config, lm, c.name) for c in conditions], agent_task_set(tasks), runs=runs,
+                          out=out, progress=progress, stats=stats)
+    return study_rows(evaluation, tasks, conditions, lm)
 
 
 def _own_condition(label: str, conditions: Sequence[Condition], pairs: Mapping[str, str]) -> Condition:
@@ -180,8 +215,8 @@ def run_study(
     what the levels are (it goes into every measured row's ``setting``); ``paper_subsets`` maps our
     subsets to the paper's columns for ``beside_paper``; ``paper_conditions`` keeps only those rows
     of the artefacts (None: all; Table 1 lists seventeen systems, a levels study compares with one).
-    ``why_not_measured`` explains paper rows we do not run. Trajectories and run files go under
-    ``out_dir/runs`` (a rerun resumes; with a warm completion cache it makes no model call). ``stats``: the statistics settings of every CI and
+    ``why_not_measured`` explains paper rows we do not run. The evaluation (rows, trajectories) goes
+    under ``out_dir/runs`` (a rerun resumes; with a warm completion cache it makes no model call). ``stats``: the statistics settings of every CI and
     test; they are recorded in the returned tables' ``stats`` and the folder's provenance.
     """
     import pandas as pd
@@ -201,11 +236,7 @@ def run_study(
     if not tasks:
         raise ValueError("a study needs at least one task")
     out_dir = Path(out_dir)
-    parts = []
-    for condition in conditions:
-        rows = run_agent(condition.config, tasks, out_dir=out_dir / "runs", runs=runs, lm=lm, progress=progress)
-        parts.append(rows.assign(condition=condition.name, model=_model_name(condition.config, lm)))
-    rows = pd.concat(parts, ignore_index=True)
+    rows = run_conditions(conditions, tasks, out_dir / "runs", runs=runs, lm=lm, progress=progress, stats=stats)
     scores = _scores(rows, level, tasks)
     settings = dict(metric="success", answer="answer_key", ks=ks, stats=stats)
     protocol = [summarize_protocol(scores, **settings)]

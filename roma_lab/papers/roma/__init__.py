@@ -43,7 +43,7 @@ from roma_lab.papers.roma._studies import (
     quickstart_rule,
     run_quickstart,
 )
-from roma_lab.evaluate import RomaRunError, RomaTimeoutError
+from roma_lab.trace import RomaRunError, RomaTimeoutError
 from roma_lab.papers.roma._tables import RomaTables
 
 _GEPA_NAMES = ("plot_convergence", "table7_gepa", "table8_convergence")

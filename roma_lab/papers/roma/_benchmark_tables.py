@@ -1,5 +1,6 @@
-"""ROMA paper Tables 1-4 and 6: ROMA and its base model on a benchmark of the registry (graded,
-resumable), summarised in the results vocabulary and set beside the paper's figures.
+"""ROMA paper Tables 1-4 and 6: ROMA and a single call of its model on a benchmark of the registry,
+run by ``roma_lab.evaluate`` (graded, resumable, traces saved), summarised in the results vocabulary
+and set beside the paper's figures.
 
 Measured tables never hold paper figures; those come from ``paper_reported_roma.csv`` through
 ``roma_lab.results.beside_paper``. See design/roma_tables.md and design/results_vocabulary.md.
@@ -15,15 +16,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roma_lab.bench import (BENCHMARKS, STRING_MATCH, BenchmarkSpec, DataNotFoundError, Item, benchmark_spec,
-                            compare_systems, read_results_df, run_benchmark, sample, summarize_results)
-from roma_lab.lm import max_concurrency as model_bound
+                            compare_systems, sample, summarize_results)
 from roma_lab.lm import model_label, resolve_lm
-from roma_lab.papers.roma._run_config import RunConfig, check_config, damaged_traces
+from roma_lab.papers.roma._run_config import RunConfig, check_config
 from roma_lab.papers.roma._systems import (
     CLOSED_BOOK,
     SINGLE_CALL,
     SYSTEMS,
-    RomaSystem,
     TaskWording,
     check_run,
     make_system,
@@ -37,7 +36,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 #: Why a paper row of a system we do not run has no measurement.
-OTHER_SYSTEM = "another system: this lab runs ROMA and its base model only (offline: no API models, no web search)"
+OTHER_SYSTEM = "another system: this lab runs ROMA and a single call of its model only (offline: no API models, no web search)"
 
 
 def paper_reported_roma_df() -> pd.DataFrame:
@@ -167,15 +166,14 @@ def run_roma_table(
     the base model and as a backstop, is a minute later. None = no deadline. ``data_path``: the user's file for a benchmark not available offline
     (AbGen JSON/JSONL); without one only a status table and the paper's figures are written.
 
-    Writes into ``out_dir``: ``<benchmark>_results.csv`` (one row per item x system, appended as each
-    finishes: a rerun with the same settings skips finished items and retries error rows),
-    ``<benchmark>_runs/<item>.json`` (ROMA's trace per item), ``<benchmark>_summary.csv`` (one row per
-    system x metric: mean with task-bootstrap 95% CI; simple-evals' metrics for three-way graders),
-    ``<benchmark>_paired.csv`` (ROMA minus base: paired CI, exact sign test), ``<benchmark>_vs_paper.csv``
-    (``roma_lab.results.beside_paper``); for AbGen also ``abgen_status.csv``. Returns them as
-    :class:`RomaTables` by file stem; the results table names the system ``condition``, as the file on
-    disk does. ``seed`` draws the items; ``stats`` (resamples, bootstrap seed, level, alpha, power)
-    computes the CIs and tests, and goes to the folder's provenance.
+    Writes into ``out_dir``: ``<benchmark>_runs/`` (the ``roma_lab.evaluate`` folder of the run: its
+    attempt log, a trace per item and system, rows; a rerun with the same settings skips finished items
+    and retries error rows), ``<benchmark>_results.csv`` (its rows, with the model), ``<benchmark>_summary.csv``
+    (one row per system x metric: mean with task-bootstrap 95% CI; simple-evals' metrics for three-way
+    graders), ``<benchmark>_paired.csv`` (ROMA minus the single call: paired CI, exact sign test),
+    ``<benchmark>_vs_paper.csv`` (``roma_lab.results.beside_paper``); for AbGen also ``abgen_status.csv``.
+    Returns them as :class:`RomaTables` by file stem. ``seed`` draws the items; ``stats`` (resamples,
+    bootstrap seed, level, alpha, power) computes the CIs and tests, and goes to the folder's provenance.
     """
     spec = benchmark_spec(benchmark)
     if not spec.artefact:
@@ -199,10 +197,6 @@ def run_roma_table(
     else:
         all_items = spec.load()
     items = sample(all_items, n_items, seed)
-    questions = [it.question for it in items]
-    if len(set(questions)) != len(questions):
-        raise ValueError(f"{benchmark}: the sample holds duplicate questions; ROMA runs are saved per question")
-
     model = resolve_lm(lm)
     judge = resolve_judge(judge_lm, model, lm)
     grader = spec.grader(judge)  # raises for rubric benchmarks without a judge
@@ -211,27 +205,15 @@ def run_roma_table(
                        longform_task=task("{prompt}"))
     check_config(out, config)
 
-    results_path = out / f"{benchmark}_results.csv"
-    runs_dir = out / f"{benchmark}_runs"
-    for name in systems:
-        system = make_system(name, model, task, runs_dir=runs_dir, item_ids={it.question: it.item_id for it in items},
-                             search_backend=config.search_backend, max_depth=max_depth,
-                             max_concurrency=max_concurrency, run_timeout_s=item_timeout_s)
-        # an item whose saved trace is damaged or gone runs again, so the picker can show every finished item
-        redo = damaged_traces(runs_dir, results_path, items, name) if isinstance(system, RomaSystem) else set()
-        run_benchmark(items, system, grader, out_path=results_path, system_name=name,
-                      timeout_s=None if item_timeout_s is None else item_timeout_s + _BACKSTOP_S,
-                      progress=progress, redo=redo, workers=model_bound(model))
+    from roma_lab.evaluate import TaskSet, evaluate
 
-    results = read_results_df(results_path)
-    keys = {(it.benchmark, it.item_id): i for i, it in enumerate(items)}
-    results = results[[k in keys for k in zip(results["benchmark"], results["item_id"], strict=True)]]
-    # the run file is in the order items finished (they run at once, up to the model's bound): the
-    # tables take them in system order, then sample order, whatever order they finished in
-    systems_first = {name: i for i, name in enumerate(systems)}
-    order = [(systems_first.get(c, len(systems)), c, keys[(b, i)])
-             for c, b, i in zip(results["condition"], results["benchmark"], results["item_id"], strict=True)]
-    results = results.iloc[sorted(range(len(order)), key=order.__getitem__)]
+    built = [make_system(name, model, task, max_depth=max_depth, max_concurrency=max_concurrency,
+                         run_timeout_s=item_timeout_s) for name in systems]
+    tasks = TaskSet(benchmark, tuple(items), corpus=config.search_backend or None, grader=grader,
+                    source=f"benchmark:{benchmark}")
+    evaluation = evaluate(built, tasks, grader, out=out / f"{benchmark}_runs", progress=progress, stats=stats,
+                          timeout_s=None if item_timeout_s is None else item_timeout_s + _BACKSTOP_S)
+    results = evaluation.rows
     summary = summarize_results(results, spec, stats=stats)
     settings = {name: system_setting(name, config.search_backend) for name in systems}
     summary = summary.assign(model=config.model, setting=summary["condition"].map(settings))
@@ -243,12 +225,11 @@ def run_roma_table(
     tables[f"{benchmark}_results"] = results.reset_index(drop=True).assign(model=config.model)
     tables[f"{benchmark}_summary"] = summary
     if set(SYSTEMS) <= set(systems):
-        tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "base", stats=stats).assign(
+        tables[f"{benchmark}_paired"] = compare_systems(results, spec, "roma", "single", stats=stats).assign(
             model=config.model)
     tables[f"{benchmark}_vs_paper"] = _beside_paper(spec, summary, measured,
                                                     f"not run: this call's systems were {list(systems)}")
     for name, df in tables.items():
-        if name != f"{benchmark}_results":  # run_benchmark wrote that file row by row
-            write_table(df, out, name)
+        write_table(df, out, name)
     record_stats(out, stats)
     return RomaTables(tables, out, stats)

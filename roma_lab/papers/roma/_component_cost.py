@@ -13,14 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from roma_lab.bench import LONGFORM_TASK, load_eqbench_longform, run_file, sample, saved_run
+from roma_lab.bench import LONGFORM_TASK, Grade, load_eqbench_longform, sample
 from roma_lab.lm import in_process, model_label, resolve_lm
 from roma_lab.papers.roma._benchmark_tables import paper_reported_roma_df
 from roma_lab.papers.roma._run_config import RunConfig, check_config
-from roma_lab.evaluate import RomaRunError
 from roma_lab.papers.roma._systems import SYSTEMS, TaskWording, check_run
 from roma_lab.papers.roma._tables import RomaTables
-from roma_lab.results import quarantine, write_text_atomic
+from roma_lab.trace import RomaRunError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,10 +30,16 @@ ARTEFACT = "table5"
 PAPER_NAME = "ROMA (DeepSeek-V3.1)"  # the paper's row our ROMA stands beside
 _USAGE_COLUMNS = ("cost", "input_tokens", "output_tokens", "latency_s")
 _UNITS = {"cost_usd": "usd", "input_tokens": "tokens", "output_tokens": "tokens", "latency_s": "s"}
-# A run stopped by its deadline or an interrupt did not reach its end: its story is written again.
-# Every other status is where the story ended (rerunning it with the completion cache off would
-# cost the same time again on every resume); only ``completed`` stories enter the averages.
-_STOPPED = ("timed_out", "interrupted")
+UNGRADED = "not graded: Table 5 measures cost, not quality"
+
+
+class _Ungraded:
+    """Table 5 grades nothing: every story's row says so (score 0, never averaged)."""
+
+    name = UNGRADED
+
+    def __call__(self, item: Any, answer: Any) -> Grade:
+        return Grade(UNGRADED, 0.0, UNGRADED)
 
 
 def component_cost_df(runs: Mapping[str, Run], n_chapters: int) -> pd.DataFrame:
@@ -110,18 +115,18 @@ def measure_component_cost(
     ``timed_out``, not averaged); None = no deadline.
 
     Latency must be measured, so a named local or remote model is resolved with its completion cache
-    off. A story whose run JSON is already in ``<out_dir>/table5_runs/`` is reused (resume) unless
-    that run was stopped (``timed_out``, ``interrupted``) or the file is damaged (moved aside with a
-    warning): those stories are written again. Per-chapter figures average ``completed`` stories
-    only; ``table5_runs`` lists every story with its ``status`` and whether it is ``averaged``. A
-    KeyboardInterrupt keeps the interrupted story's trace (status ``interrupted``) before it is
-    re-raised. Writes table5_components, table5_runs, table5_vs_paper; returns them as
-    :class:`RomaTables` (when no story completed, writes table5_runs only, then raises :class:`RomaRunError`).
+    off. The stories run through ``roma_lab.evaluate`` into ``<out_dir>/table5_runs/`` (a trace per
+    story; a rerun resumes, and a story whose run failed or was stopped is written again).
+    Per-chapter figures average ``completed`` stories only; ``table5_runs`` lists every story with a
+    trace, with its ``status`` and whether it is ``averaged``. Writes table5_components, table5_runs,
+    table5_vs_paper; returns them as :class:`RomaTables` (when no story completed, writes table5_runs
+    only, then raises ``roma_lab.trace.RomaRunError``).
     """
     import pandas as pd
 
-    from roma_lab.controller import Roma
+    from roma_lab.evaluate import TaskSet, evaluate, roma
     from roma_lab.results import write_table
+    from roma_lab.trace import load_trace
 
     check_run(n_items, 1, max_concurrency, SYSTEMS)
     task = TaskWording(LONGFORM_TASK, n_chapters, chapter_words)
@@ -129,26 +134,13 @@ def measure_component_cost(
     model = resolve_lm(lm, cache=False)
     check_config(out, RunConfig(benchmark=ARTEFACT, model=model_label(model), judge="", max_depth=1,
                                 max_concurrency=max_concurrency, search_backend="", longform_task=task("{prompt}")))
-    runs_dir = out / f"{ARTEFACT}_runs"
-    runs_dir.mkdir(parents=True, exist_ok=True)
-    roma = Roma(lm=model, max_depth=1, max_concurrency=max_concurrency, run_timeout_s=item_timeout_s)
-    runs: dict[str, Run] = {}
-    for item in sample(load_eqbench_longform(), n_items, seed):
-        path = run_file(runs_dir, item.item_id)
-        saved = saved_run(path) if path.is_file() else None
-        if path.is_file() and saved is None:
-            quarantine(path, "damaged ROMA trace; the story is written again")
-        if saved is not None and saved.status not in _STOPPED:
-            runs[item.item_id] = saved
-            continue
-        try:
-            run = roma.run(task(item.question))
-        except (KeyboardInterrupt, SystemExit) as stop:  # the trace so far is kept; the story runs again
-            if getattr(stop, "run", None) is not None:  # None: stopped before the run began
-                write_text_atomic(path, stop.run.to_json())
-            raise
-        write_text_atomic(path, run.to_json())
-        runs[item.item_id] = run
+    items = sample(load_eqbench_longform(), n_items, seed)
+    system = roma(model, task=task, max_depth=1, max_concurrency=max_concurrency, run_timeout_s=item_timeout_s)
+    evaluation = evaluate([system], TaskSet(items[0].benchmark, tuple(items), source=f"benchmark:{items[0].benchmark}"),
+                          _Ungraded(), out=out / f"{ARTEFACT}_runs", progress=False)
+    rows = evaluation.rows[evaluation.rows["trace"].notna()]
+    runs: dict[str, Run] = {task_id: load_trace(evaluation.out / path) for task_id, path in zip(rows["task_id"],
+                                                                                             rows["trace"], strict=True)}
     # per-chapter cost describes completed stories only; the others are listed in table5_runs
     completed = {item_id: run for item_id, run in runs.items() if run.status == "completed"}
     story_rows = [{
@@ -160,7 +152,7 @@ def measure_component_cost(
     if not completed:
         write_table(story_runs, out, "table5_runs")
         raise RomaRunError(f"no story completed ({len(runs)} tried): their statuses are in "
-                           f"{out / 'table5_runs.csv'}, their traces in {runs_dir}")
+                           f"{out / 'table5_runs.csv'}, their traces in {evaluation.out / 'traces'}")
     components = component_cost_df(completed, n_chapters).assign(model=model_label(model))
     tables = {"table5_components": components, "table5_runs": story_runs,
               "table5_vs_paper": _beside_paper(components, model, task)}

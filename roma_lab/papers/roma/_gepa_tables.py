@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from types import MappingProxyType
@@ -27,9 +28,10 @@ from typing import TYPE_CHECKING, Any
 import dspy
 
 import roma_lab.lm
+from roma_lab.evaluate import System
 from roma_lab.optimizer import (BENCHMARKS, CONVERGENCE_COLUMNS, METHODS, GepaPlusConfig, OptimizationResult,
                                 SearchSettings, Splits, Task, calls_to_converge, candidates_table, compile,
-                                evaluate_program, make_task, task_splits)
+                                example_of, item_of, make_task, task_splits)
 from roma_lab.papers.roma._tables import RomaTables
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
@@ -180,6 +182,87 @@ def _vs_paper(ours: pd.DataFrame, artefact: str) -> pd.DataFrame:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """A program's prediction, with its answer text as the row's prediction."""
+
+    prediction: Any
+
+    @property
+    def output(self) -> str:
+        return str(getattr(self.prediction, "answer", self.prediction))
+
+
+@dataclass(frozen=True, slots=True)
+class _Program:
+    """The program of each run (search repeat), called on an item's example."""
+
+    programs: tuple[Any, ...]
+
+    def __call__(self, item: Any, run: int, previous: Any = None) -> _Answer:
+        return _Answer(self.programs[run](**example_of(item).inputs()))
+
+
+@dataclass(frozen=True, slots=True)
+class _TaskGrade:
+    """The benchmark task's grade of a program's prediction (``Task.grade``: NaN when the grader failed)."""
+
+    task: Task
+
+    @property
+    def name(self) -> str:
+        return getattr(self.task.grader, "name", type(self.task.grader).__name__)
+
+    def __call__(self, item: Any, answer: _Answer) -> Any:
+        return self.task.grade(example_of(item), answer.prediction)
+
+
+def _digest(program: Any) -> str:
+    """A short hash of what a program says to its model (every predictor's instructions)."""
+    import hashlib
+
+    text = "\n".join(p.signature.instructions for p in program.predictors())
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+class ProgramSystem(System):
+    """One method's optimised programs as a ``roma_lab.evaluate`` system: run r is search repeat r's
+    program (the unoptimised program has one run). Its record names every program by a hash of its
+    instructions, so a rerun whose search found other programs is refused, never mixed in."""
+
+    def __init__(self, label: str, programs: Sequence[Any]):
+        self.label, self.programs = label, tuple(programs)
+
+    def describe(self) -> dict[str, Any]:
+        return {"kind": "dspy program", "programs": [_digest(p) for p in self.programs]}
+
+    def bind(self, tasks: Any) -> _Program:
+        return _Program(self.programs)
+
+
+def held_out(task: Task, programs: Mapping[str, Sequence[Any]], test: Sequence[Any], out: Path,
+             stats: StatsSettings = DEFAULT_STATS) -> pd.DataFrame:
+    """Each method's programs (``programs``: label -> one per run) on the held-out ``test`` examples
+    through ``roma_lab.evaluate`` (into ``out``), as ``ITEM_COLUMNS`` rows under the bench NaN policy:
+    a program that raises scores 0 (``error_stage="system"``); a grader that fails gives NaN
+    (``"grader"``), excluded from means and counted."""
+    from roma_lab.evaluate import TaskSet, evaluate
+
+    tasks = TaskSet(task.benchmark, tuple(item_of(task.benchmark, gold) for gold in test), source=task.setting)
+    rows = []
+    for label, runs in programs.items():  # one call per method: the methods differ in how many runs they have
+        evaluation = evaluate([ProgramSystem(label, runs)], tasks, _TaskGrade(task), runs=len(runs), out=out,
+                              progress=False, stats=stats)
+        rows.append(evaluation.rows)
+    import pandas as pd
+
+    table = pd.concat(rows, ignore_index=True)
+    stage = table["error_stage"].fillna("")
+    return pd.DataFrame({"condition": table["condition"], "subset": task.benchmark, "run": table["run"],
+                         "task_id": table["task_id"], "score": table["score"].astype(float).mask(stage.eq("system"), 0.0),
+                         "error_stage": stage, "error": table["error"].fillna("")})[ITEM_COLUMNS]
+
+
 def _error_counts(items: pd.DataFrame) -> pd.DataFrame:
     """Rows of system errors (a program that raised: scored 0) and grader errors (NaN, left out)."""
     import pandas as pd
@@ -228,14 +311,13 @@ def table7_gepa(
             described[benchmark] = f"{task.setting}; {settings.describe()}; {n_test} test items"
             splits = task_splits(benchmark, n_train=settings.n_train, n_val=settings.n_val, n_test=n_test,
                                  seed=settings.seed)
-            items += [{"condition": UNOPTIMISED, "subset": benchmark, "run": 0, **row}
-                      for row in evaluate_program(task, task.make_program(), splits.test)]
+            programs: dict[str, list[Any]] = {UNOPTIMISED: [task.make_program()]}
             for run, method, result in _searches(task, splits, settings, config):
-                items += [{"condition": method, "subset": benchmark, "run": run, **row}
-                          for row in evaluate_program(task, result.program, splits.test)]
+                programs.setdefault(method, []).append(result.program)
                 log.add(benchmark, method, run, result)
+            items.append(held_out(task, programs, splits.test, Path(out_dir) / "table7_runs" / benchmark, stats))
 
-    items_df = pd.DataFrame(items, columns=ITEM_COLUMNS)
+    items_df = pd.concat(items, ignore_index=True)[ITEM_COLUMNS]
     scores = summarize(items_df, ["score"], stats=stats)
     model = roma_lab.lm.model_label(task_lm)
     summary = _annotate(pd.concat([scores, _error_counts(items_df)], ignore_index=True), log.statuses(), described,

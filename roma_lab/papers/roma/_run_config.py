@@ -1,16 +1,14 @@
 """The settings guard of a ROMA table run (``<benchmark>_run_config.json``), which stops a rerun with
-other settings from mixing into earlier results, and the items whose saved trace must be made
-again. A damaged file of either kind is moved aside (``roma_lab.results.quarantine``) and its work
-done again (design/integrity.md)."""
+other settings from mixing into earlier results. A damaged guard is moved aside
+(``roma_lab.results.quarantine``) with the results it guarded, and that work done again
+(design/integrity.md)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from roma_lab.bench import Item, read_results_df, run_file, saved_run
 from roma_lab.results import quarantine, write_text_atomic
 
 
@@ -60,21 +58,3 @@ def check_config(out_dir: Path, config: RunConfig) -> None:
         return
     out_dir.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, config.model_dump_json(indent=1))
-
-
-def damaged_traces(runs_dir: Path, results_path: Path, items: Sequence[Item], condition: str) -> set[str]:
-    """Items whose saved ROMA trace is damaged (moved aside) or missing although their row for
-    ``condition`` is finished: they run again, so every finished item can be shown."""
-    finished: set[str] = set()
-    if results_path.is_file():
-        rows = read_results_df(results_path)
-        finished = set(rows.loc[(rows["condition"] == condition) & rows["error"].isna(), "item_id"])
-    redo = set()
-    for item in items:
-        path = run_file(runs_dir, item.item_id)
-        if path.is_file() and saved_run(path) is None:
-            quarantine(path, "damaged ROMA trace; the item is run again")
-            redo.add(item.item_id)
-        elif not path.is_file() and item.item_id in finished:
-            redo.add(item.item_id)
-    return redo

@@ -1,19 +1,17 @@
-"""The two systems of the ROMA tables (ROMA and its base model), the task wording they get, and the
-judge they are graded by (models themselves come from ``roma_lab.lm.resolve_lm``)."""
+"""The two systems of the ROMA tables (ROMA and a single call of its model), the task wording they get,
+and the judge they are graded by (models themselves come from ``roma_lab.lm.resolve_lm``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-from roma_lab.bench import QUESTION, DSPyJudge, ScriptedJudge, run_file
-from roma_lab.evaluate import SingleCall, roma_output
+from roma_lab.bench import QUESTION, DSPyJudge, ScriptedJudge
+from roma_lab.evaluate import RomaSystem, SingleCall
 from roma_lab.lm import SCRIPTED, resolve_lm
-from roma_lab.results import write_text_atomic
 
-SYSTEMS = ("roma", "base")
+SYSTEMS = ("roma", "single")
 CLOSED_BOOK = "closed-book (offline, no search backend)"
 SINGLE_CALL = "closed-book (single call)"
 
@@ -63,38 +61,16 @@ def check_run(n_items: int | None, max_depth: int, max_concurrency: int, systems
 
 def system_setting(system: str, search_backend: str) -> str:
     """How a system met the questions: closed-book, or ROMA searching a BM25 corpus."""
-    if system == "base":
+    if system == "single":
         return SINGLE_CALL
     return f"search: BM25 over {search_backend}" if search_backend else CLOSED_BOOK
 
 
-@dataclass(frozen=True, slots=True)
-class RomaSystem:
-    """ROMA as a benchmark system: runs the controller, saves each item's Run JSON, answers with the
-    root output. A failed root raises :class:`RomaRunError`, a run stopped at its deadline
-    :class:`RomaTimeoutError` (error rows; the JSON is still saved)."""
-
-    roma: Any  # roma_lab.controller.Roma
-    runs_dir: Path
-    item_ids: Mapping[str, str]  # question -> item_id, to name the run file
-    task: Callable[[str], str] = TaskWording()
-
-    def __call__(self, question: str) -> str:
-        run = self.roma.run(self.task(question))
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(run_file(self.runs_dir, self.item_ids[question]), run.to_json())
-        return roma_output(run)
-
-
-def make_system(name: str, model: Any, task: Callable[[str], str], *, runs_dir: Path, item_ids: Mapping[str, str],
-                search_backend: str, max_depth: int, max_concurrency: int,
+def make_system(name: str, model: Any, task: Callable[[str], str], *, max_depth: int, max_concurrency: int,
                 run_timeout_s: float | None = None) -> SingleCall | RomaSystem:
-    """The system ``name`` (one of :data:`SYSTEMS`) on ``model``; ROMA saves each item's run in ``runs_dir``
-    and stops a run at ``run_timeout_s`` (a ``timed_out`` run, its trace kept)."""
-    if name == "base":
+    """The system ``name`` (one of :data:`SYSTEMS`) on ``model``, asked ``task(question)``; ROMA searches
+    the task set's corpus and stops a run at ``run_timeout_s`` (a ``timed_out`` run, its trace kept)."""
+    if name == "single":
         return SingleCall(model, name, task)
-    from roma_lab.controller import Roma
-
-    roma = Roma(lm=model, corpus=search_backend or None, max_depth=max_depth, max_concurrency=max_concurrency,
-                run_timeout_s=run_timeout_s)
-    return RomaSystem(roma, runs_dir, item_ids, task)
+    return RomaSystem(model, name, settings={"max_depth": max_depth, "max_concurrency": max_concurrency,
+                                             "run_timeout_s": run_timeout_s}, task=task)

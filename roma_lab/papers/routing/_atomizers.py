@@ -3,43 +3,25 @@
 
 Per item and condition: the graded answer (the benchmark's grader, string match without a judge),
 and from the saved execution tree the role calls, the LM calls (every role call except the router's
-own atomizer decisions), the tokens the LM reported and the run's wall time. Answers are written
-through `roma_lab.bench.run_benchmark`, so an interrupted run resumes; the traces are saved per item.
+own atomizer decisions), the tokens the LM reported and the run's wall time. Both conditions run
+through `roma_lab.evaluate` (graded, resumable, a trace per item), and the table reads the traces.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pandas as pd
 
 from ...lm import model_label, resolve_lm
-from ...results import compare, record_stats, summarize, write_table, write_text_atomic
+from ...results import compare, record_stats, summarize, write_table
 from ...stats import DEFAULT_STATS, StatsSettings
 from ._tables import RoutingTables
 
 CONDITIONS: tuple[str, ...] = ("lm_atomizer", "router_atomizer")
 RUN_METRICS: tuple[str, ...] = ("score", "role_calls", "lm_calls", "atomizer_lm_calls", "tokens", "wall_s",
                                 "root_atomic")
-
-
-@dataclass(frozen=True, slots=True)
-class _RomaOnItems:
-    """ROMA as a `question -> answer` system that saves every item's trace (a failed root raises)."""
-
-    roma: Any
-    runs_dir: Path
-    item_ids: Mapping[str, str]
-
-    def __call__(self, question: str) -> str:
-        run = self.roma.run(question)
-        self.runs_dir.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(self.runs_dir / f"{self.item_ids[question]}.json", run.to_json())
-        if run.output is None:
-            raise RuntimeError(f"ROMA root failed: {run.root.error}")
-        return run.output
 
 
 def run_figures(run, condition: str) -> dict:
@@ -60,14 +42,15 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
     """ROMA on `n_items` seeded items of `benchmark`, once with its LM atomizer and once with
     `RouterAtomizer(model)` (every other role the same, on the same `lm`), one call at a time.
 
-    Writes `atomizer_results.csv` (graded rows, resumable), `runs/<condition>/<item>.json`,
-    `atomizer_runs.csv` (tidy: item x condition with score, role and LM calls, tokens, wall time),
-    `atomizer_summary.csv` (means with task-bootstrap CIs) and `atomizer_paired.csv` (router minus
-    LM atomizer, paired CI and exact sign test, under `stats`); returns them as `RoutingTables`.
-    `seed` draws the items."""
+    Writes `atomizer_runs/` (the `roma_lab.evaluate` folder: graded rows, resumable, a trace per item),
+    `atomizer_results.csv` (its rows), `atomizer_runs.csv` (tidy: item x condition with score, role and LM
+    calls, tokens, wall time), `atomizer_summary.csv` (means with task-bootstrap CIs) and
+    `atomizer_paired.csv` (router minus LM atomizer, paired CI and exact sign test, under `stats`);
+    returns them as `RoutingTables`. `seed` draws the items."""
     from ... import bench
-    from ...trace import Run
-    from ...controller import Roma, RouterAtomizer
+    from ...controller import RouterAtomizer
+    from ...evaluate import TaskSet, evaluate, roma
+    from ...trace import load_trace
 
     if n_items < 1 or max_depth < 0:
         raise ValueError(f"need n_items >= 1 and max_depth >= 0, got {n_items}, {max_depth}")
@@ -76,29 +59,27 @@ def compare_atomizers(out_dir: str | Path, model, *, benchmark: str = "simpleqa"
     grader = bench.grader_for(benchmark)
     engine = resolve_lm(lm)
     out = Path(out_dir)
-    results_path = out / "atomizer_results.csv"
-    ids = {it.question: it.item_id for it in items}
-    for condition in CONDITIONS:
-        atomizer = RouterAtomizer(model) if condition == "router_atomizer" else None
-        roma = Roma(atomizer=atomizer, lm=engine, max_depth=max_depth, max_concurrency=1)
-        bench.run_benchmark(items, _RomaOnItems(roma, out / "runs" / condition, ids), grader, out_path=results_path,
-                            system_name=condition, progress=progress)
-    results = bench.read_results_df(results_path)
+    systems = [roma(engine, label=condition, max_depth=max_depth, max_concurrency=1,
+                    roles={} if condition == "lm_atomizer" else {"atomizer": RouterAtomizer(model)})
+               for condition in CONDITIONS]
+    evaluation = evaluate(systems, TaskSet(benchmark, tuple(items), grader=grader, source=f"benchmark:{benchmark}"),
+                          grader, out=out / "atomizer_runs", progress=progress, stats=stats)
+    results = evaluation.rows
     rows = []
     for r in results.itertuples(index=False):
-        path = out / "runs" / r.condition / f"{r.item_id}.json"
-        figures = run_figures(Run.from_json(path.read_text()), r.condition) if path.is_file() else {}
+        figures = run_figures(load_trace(evaluation.out / r.trace), r.condition) if r.trace else {}
         # a system that failed to answer scores 0 (results vocabulary); only a failed grader leaves NaN
         score = 0.0 if r.error_stage == "system" else r.score
-        rows.append({"condition": r.condition, "subset": benchmark, "task_id": r.item_id, "score": score,
+        rows.append({"condition": r.condition, "subset": benchmark, "task_id": r.task_id, "score": score,
                      "error": r.error, **figures})
     runs = pd.DataFrame(rows).reindex(columns=["condition", "subset", "task_id", "error", *RUN_METRICS]).assign(
         model=model_label(engine))  # summarize and compare carry it to their rows
     summary = summarize(runs, list(RUN_METRICS), ci=list(RUN_METRICS), run=None, stats=stats)
     paired = pd.concat([compare(runs, "router_atomizer", "lm_atomizer", m, stats=stats)
                         for m in RUN_METRICS if m != "root_atomic"], ignore_index=True)
-    tables = {"atomizer_runs": runs, "atomizer_summary": summary, "atomizer_paired": paired}
+    tables = {"atomizer_results": results, "atomizer_runs": runs, "atomizer_summary": summary,
+              "atomizer_paired": paired}
     for name, df in tables.items():
         write_table(df, out, name)
     record_stats(out, stats)
-    return RoutingTables({"atomizer_results": results, **tables}, out, stats)
+    return RoutingTables(tables, out, stats)
