@@ -260,15 +260,15 @@ DEEP_JSON = "[" * 100_000 + "]" * 100_000  # deeper than json can parse recursiv
 
 
 def _deep_details(line: bytes) -> bytes:
-    """A CSV row whose details field is a JSON object nested 50,000 deep (a field under csv's default
+    """A log row whose details field is a JSON object nested 50,000 deep (a field under csv's default
     limit of 131,072 characters, which quarantined longer ones before they were parsed)."""
     import csv
     import io
 
-    from roma_lab.bench._run import COLUMNS
+    from roma_lab.evaluate import ROW_COLUMNS
 
     fields = next(csv.reader([line.decode()]))
-    fields[COLUMNS.index("details")] = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
+    fields[ROW_COLUMNS.index("details")] = '{"a": ' + "[" * 50_000 + "]" * 50_000 + "}"
     buffer = io.StringIO()
     csv.writer(buffer, lineterminator="\n").writerow(fields)
     return buffer.getvalue().encode()
@@ -284,61 +284,52 @@ RESULT_CORRUPTIONS: dict[str, Callable[[list[bytes]], list[bytes]]] = {
 }
 
 
-JSONL_CORRUPTIONS: dict[str, Callable[[list[bytes]], list[bytes]]] = {
-    "garbled row": lambda lines: [lines[0], lines[1][:25] + b"\n", *lines[2:]],
-    "binary noise": lambda lines: [*lines[:2], bytes(range(128, 256)) + b"\n", *lines[2:]],
-    "non-numeric score": lambda lines: [lines[0], lines[1].replace(b'"score": 1.0', b'"score": "one"'), *lines[2:]],
-    "a row nested 100,000 deep": lambda lines: [lines[0], f'{{"benchmark": {DEEP_JSON}}}\n'.encode(), *lines[2:]],
-}
+def _evaluated(out: Path, system):
+    from roma_lab import bench
+    from roma_lab.evaluate import TaskSet, evaluate, function
+
+    return evaluate([function(system, label="s")], TaskSet("probe", tuple(_items())), bench.StringMatchGrader(),
+                    out=out, progress=False).rows
 
 
-def results_case(corruption: str, suffix: str) -> Case:
+def results_case(corruption: str) -> Case:
     def run(tmp: Path) -> str:
-        from roma_lab import bench
-
-        out = tmp / f"probe_results{suffix}"
-        bench.run_benchmark(_items(), _Echo(), bench.StringMatchGrader(), out_path=out, system_name="s", progress=False)
-        corrupt = (RESULT_CORRUPTIONS if suffix == ".csv" else JSONL_CORRUPTIONS)[corruption]
-        out.write_bytes(b"".join(corrupt(out.read_bytes().splitlines(keepends=True))))
+        out = tmp / "probe_evaluation"
+        _evaluated(out, _Echo())
+        log = out / "attempts.csv"
+        log.write_bytes(b"".join(RESULT_CORRUPTIONS[corruption](log.read_bytes().splitlines(keepends=True))))
         echo = _Echo()
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                df = bench.run_benchmark(_items(), echo, bench.StringMatchGrader(), out_path=out, system_name="s",
-                                         progress=False)
-                again = bench.read_results_df(out)
+                df = _evaluated(out, echo)
         except Exception as exc:  # noqa: BLE001
-            return classify_error(exc, (out.name,))
-        right = (list(df["item_id"]) == ["0", "1", "2", "3"] and df["score"].tolist() == [1.0] * 4
-                 and sorted(again["item_id"]) == ["0", "1", "2", "3"] and len(echo.calls) <= 2)
+            return classify_error(exc, (log.name,))
+        right = list(df["task_id"]) == ["0", "1", "2", "3"] and df["score"].tolist() == [1.0] * 4 and len(echo.calls) <= 2
         return "recovered" if right else "silent"
 
-    return Case("run file", f"results{suffix}: {corruption}", run)
+    return Case("run file", f"results: {corruption}", run)
 
 
-def long_fields_case(size: int, suffix: str) -> Case:
+def long_fields_case(size: int) -> Case:
     """Not damage: rows whose prediction and grader reply are ``size`` characters long (over csv's
     default field limit of 131,072) must read back as written, so a rerun asks nothing again."""
 
     def run(tmp: Path) -> str:
-        from roma_lab import bench
-
         text = ("a long, \"quoted\"\nanswer " * (size // 24 + 1))[:size]
-        out = tmp / f"probe_results{suffix}"
+        out = tmp / "probe_evaluation"
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                first = bench.run_benchmark(_items(), lambda q: text, bench.StringMatchGrader(), out_path=out,
-                                            system_name="s", progress=False)
+                first = _evaluated(out, lambda q: text)
                 echo = _Echo()
-                again = bench.run_benchmark(_items(), echo, bench.StringMatchGrader(), out_path=out,
-                                            system_name="s", progress=False)
+                again = _evaluated(out, echo)
         except Exception as exc:  # noqa: BLE001
-            return classify_error(exc, (out.name,))
+            return classify_error(exc, ("attempts.csv",))
         right = first["prediction"].tolist() == again["prediction"].tolist() == [text] * 4 and not echo.calls
-        return "recovered" if right and not list(tmp.glob("*.quarantined-*")) else "silent"
+        return "recovered" if right and not list(tmp.rglob("*.quarantined-*")) else "silent"
 
-    return Case("run file", f"results{suffix}: {size:,}-character predictions", run)
+    return Case("run file", f"results: {size:,}-character predictions", run)
 
 
 def _seal0(out: Path, **kwargs):
@@ -366,18 +357,18 @@ def _run_config_case(tmp: Path) -> str:
 
 
 def _item_json_case(tmp: Path) -> str:
-    from roma_lab import bench
+    from roma_lab.trace import load_trace
+    from roma_lab.widgets import saved_traces
 
     out = tmp / "seal0"
     _seal0(out)
-    item_id = bench.saved_item_ids(out, "seal0")[0]
-    path = out / "seal0_runs" / f"{item_id}.json"  # seal0 ids are row numbers, safe as file names
+    path = next(iter(saved_traces(out / "seal0_runs", "roma").values()))
     path.write_bytes(path.read_bytes()[:100])
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             _seal0(out)
-            run = bench.load_item_run(out, "seal0", item_id)  # what the notebook's item picker shows
+            run = load_trace(path)  # what the notebook's item picker shows
     except Exception as exc:  # noqa: BLE001
         return classify_error(exc, (path.name,))
     return "recovered" if run.status == "completed" else "silent"
@@ -388,7 +379,7 @@ def _table5_json_case(tmp: Path) -> str:
 
     out = tmp / "t5"
     roma.measure_component_cost(out, lm="scripted", n_items=2, n_chapters=2)
-    path = sorted((out / "table5_runs").glob("*.json"))[0]
+    path = sorted((out / "table5_runs" / "traces").rglob("*.json"))[0]
     path.write_bytes(b"\x00\xff garbage")
     try:
         with warnings.catch_warnings():
@@ -400,9 +391,8 @@ def _table5_json_case(tmp: Path) -> str:
 
 
 RUN_FILE_CASES = [
-    *(results_case(c, ".csv") for c in RESULT_CORRUPTIONS),
-    *(results_case(c, ".jsonl") for c in JSONL_CORRUPTIONS),
-    *(long_fields_case(200_000, suffix) for suffix in (".csv", ".jsonl")),
+    *(results_case(c) for c in RESULT_CORRUPTIONS),
+    long_fields_case(200_000),
     Case("run file", "seal0 run config garbled", _run_config_case),
     Case("run file", "seal0 per-item run JSON truncated", _item_json_case),
     Case("run file", "table5 per-story run JSON garbage", _table5_json_case),

@@ -18,6 +18,10 @@ from roma_lab.trace import Node, RoleCall, Run
 from roma_lab.controller import RomaSettings
 from roma_lab.lm import ScriptedEngine, model_label, script_reply, scripted_lm
 from roma_lab.papers import roma
+
+from evaluations import attempts, graded_rows, saved_ids, saved_run, trace_file
+from roma_lab.evaluate import SystemStalledError
+from roma_lab.results import DamagedFileError
 from roma_lab.papers.roma._benchmark_tables import OTHER_SYSTEM
 from roma_lab.papers.roma._component_cost import PAPER_NAME, _beside_paper, component_cost_df
 from roma_lab.papers.roma._systems import CLOSED_BOOK, SINGLE_CALL, SYSTEMS, TaskWording
@@ -98,14 +102,14 @@ def test_interrupted_run_resumes_without_losing_or_repeating_items(tmp_path):
     lm = counting_lm(interrupt_at=3)  # base system: one call per item, so items 1-2 finish
     with pytest.raises(KeyboardInterrupt):
         run_seal0(tmp_path, lm=lm, systems=("single",))
-    assert len(raw_rows(tmp_path / "seal0_results.csv")) == 2
+    assert len(attempts(tmp_path / "seal0_runs")) == 2
 
     lm = counting_lm()
     tables = run_seal0(tmp_path, lm=lm, systems=("single",))
     assert len(lm.engine.requests) == 2  # only the two unfinished items were asked
-    rows = raw_rows(tmp_path / "seal0_results.csv")
-    assert len(rows) == 4 and rows["item_id"].is_unique
-    assert set(rows["item_id"]) == set(tables["seal0_results"]["item_id"])
+    rows = attempts(tmp_path / "seal0_runs")
+    assert len(rows) == 4 and rows["task_id"].is_unique
+    assert set(rows["task_id"]) == set(tables["seal0_results"]["task_id"])
 
     lm = counting_lm()
     run_seal0(tmp_path, lm=lm, systems=("single",))
@@ -143,18 +147,18 @@ def test_items_run_at_once_up_to_the_models_bound_and_the_tables_are_the_serial_
 
 def test_roma_rows_resume_after_a_torn_write(tmp_path):
     run_seal0(tmp_path, lm="scripted")
-    path = tmp_path / "seal0_results.csv"
+    path = tmp_path / "seal0_runs" / "attempts.csv"
     lines = path.read_text(encoding="utf-8").splitlines(keepends=True)
-    assert len(lines) == 9  # header + 4 roma + 4 base
+    assert len(lines) == 9  # header + 4 roma + 4 single
     path.write_text("".join(lines[:3]) + lines[3][:20], encoding="utf-8")  # killed mid-row
     lm = counting_lm()
     with pytest.warns(UserWarning, match="cut mid-write"):
         tables = run_seal0(tmp_path, lm=lm)
-    rows = raw_rows(path)
-    assert len(rows) == 8 and not rows.duplicated(["item_id", "condition"]).any()
+    rows = attempts(path.parent)
+    assert len(rows) == 8 and not rows.duplicated(["task_id", "condition"]).any()
     roma_calls = 5  # atomizer, planner, 2 executors, aggregator per item at depth 1
-    assert len(lm.engine.requests) == 2 * roma_calls + 4  # 2 roma items re-run, 4 base items
-    assert len(list((tmp_path / "seal0_runs").glob("*.json"))) == 4
+    assert len(lm.engine.requests) == 2 * roma_calls + 4  # 2 roma items re-run, 4 single items
+    assert len(saved_ids(tmp_path, "seal0")) == 4
     accuracy = tables["seal0_summary"].query("metric == 'accuracy'")
     assert (accuracy["n"] + accuracy["n_missing"]).tolist() == [4, 4]
 
@@ -162,7 +166,7 @@ def test_roma_rows_resume_after_a_torn_write(tmp_path):
 def test_string_match_fallback_and_scripted_model_are_labelled_everywhere(tmp_path):
     tables = run_seal0(tmp_path, lm="scripted")
     assert set(tables["seal0_results"]["grader"]) == {STRING_MATCH}
-    assert list(tables["seal0_results"]["condition"].unique()) == ["roma", "base"]
+    assert list(tables["seal0_results"]["condition"].unique()) == ["roma", "single"]
     summary = tables["seal0_summary"]
     assert set(summary["grader"]) == {STRING_MATCH} and set(summary["model"]) == {SCRIPTED_LABEL}
     assert set(summary["setting"]) == {CLOSED_BOOK, SINGLE_CALL}
@@ -174,7 +178,7 @@ def test_string_match_fallback_and_scripted_model_are_labelled_everywhere(tmp_pa
         assert "string match" in row.why and "2026 revision" in row.why and SCRIPTED_LABEL in row.why
         assert "closed-book here" in row.why and "4 scored items of 111" in row.why
     paired = tables["seal0_paired"].iloc[0]
-    assert (paired["condition"], paired["metric"], paired["n"]) == ("roma - base", "accuracy_diff", 4)
+    assert (paired["condition"], paired["metric"], paired["n"]) == ("roma - single", "accuracy_diff", 4)
 
 
 # --- paper beside ours ---------------------------------------------------------------------------------------------
@@ -252,7 +256,7 @@ def test_every_paper_figure_appears_once_and_never_in_our_columns(tmp_path):
     assert (merged["paper"] == merged["value"]).all() and (merged["paper_source"] == merged["source"]).all()
     summary = tables["seal0_summary"].query("metric == 'accuracy'").set_index("condition")
     ours = vs.set_index("condition")
-    for system, paper_name in (("roma", "ROMA (GLM-4.6)"), ("base", "GLM-4.6")):
+    for system, paper_name in (("roma", "ROMA (GLM-4.6)"), ("single", "GLM-4.6")):
         assert ours.loc[paper_name, "ours"] == 100 * summary.loc[system, "value"]  # fraction read as percent
         assert ours.loc[paper_name, "n"] == summary.loc[system, "n"]
     assert ours.loc["ROMA (GLM-4.6)", "paper"] == 45.9
@@ -318,7 +322,7 @@ def test_measured_accuracy_is_read_in_the_papers_percent(tmp_path):
 def test_a_system_not_run_and_a_benchmark_the_paper_lacks_are_said_so(tmp_path):
     vs = run_seal0(tmp_path / "base", lm="scripted", systems=("single",))["seal0_vs_paper"].set_index("condition")
     assert vs.loc["ROMA (GLM-4.6)", "agreement"] == NOT_MEASURED
-    assert vs.loc["ROMA (GLM-4.6)", "why"] == "not run: this call's systems were ['base']"
+    assert vs.loc["ROMA (GLM-4.6)", "why"] == "not run: this call's systems were ['single']"
     assert vs.loc["GLM-4.6", "agreement"] == DIFFERS
 
     tables = roma.run_roma_table("simpleqa_verified", tmp_path / "v", lm="scripted", n_items=3, progress=False,
@@ -348,13 +352,8 @@ def half_right(fail_on=()):
 
 
 def two_systems(tmp_path):
-    out = tmp_path / "r.csv"
-    grader = bench.StringMatchGrader()
-    bench.run_benchmark(items(10), lambda q: q.replace("q", "a"), grader, out_path=out, system_name="roma",
-                        progress=False)
-    bench.run_benchmark(items(10), half_right(fail_on={"q9"}), grader, out_path=out, system_name="base",
-                        progress=False)
-    return bench.read_results_df(out)
+    return graded_rows(tmp_path / "ev", items(10), {"roma": lambda q: q.replace("q", "a"),
+                                                    "single": half_right(fail_on={"q9"})}, bench.StringMatchGrader())
 
 
 SIMPLEQA = bench.BENCHMARKS["simpleqa"]
@@ -362,22 +361,21 @@ SIMPLEQA = bench.BENCHMARKS["simpleqa"]
 
 def test_system_errors_score_zero_and_count_as_not_attempted(tmp_path):
     summary = summarize_results(two_systems(tmp_path), SIMPLEQA, stats=StatsSettings(n_resamples=200)).set_index(["condition", "metric"])
-    good, half = summary.loc[("roma", "accuracy")], summary.loc[("base", "accuracy")]
+    good, half = summary.loc[("roma", "accuracy")], summary.loc[("single", "accuracy")]
     assert good["value"] == 1.0 and good["ci_low"] == good["ci_high"] == 1.0
     assert half["n_system_errors"] == 1 and half["n"] == 10 and half["n_missing"] == 0
     assert half["value"] == pytest.approx(0.5)  # items 0,2,4,6,8 right; 9 failed -> 0
     assert half["ci_low"] < 0.5 < half["ci_high"]
-    assert summary.loc[("base", "is_not_attempted"), "value"] == pytest.approx(0.1)
-    assert summary.loc[("base", "accuracy_given_attempted"), "value"] == pytest.approx(5 / 9)
-    assert summary.loc[("base", "f1"), "value"] == pytest.approx(2 * (5 / 9) * 0.5 / (5 / 9 + 0.5))
-    assert summary.loc[("base", "f1"), "n"] == 10 and math.isnan(summary.loc[("base", "f1"), "ci_low"])
+    assert summary.loc[("single", "is_not_attempted"), "value"] == pytest.approx(0.1)
+    assert summary.loc[("single", "accuracy_given_attempted"), "value"] == pytest.approx(5 / 9)
+    assert summary.loc[("single", "f1"), "value"] == pytest.approx(2 * (5 / 9) * 0.5 / (5 / 9 + 0.5))
+    assert summary.loc[("single", "f1"), "n"] == 10 and math.isnan(summary.loc[("single", "f1"), "ci_low"])
     assert set(summary["grader"]) == {STRING_MATCH} and set(summary["unit"]) == {"fraction"}
 
 
 def test_grader_errors_are_not_scored_but_counted(tmp_path):
     replies = iter(["A", "unparseable", "B"])
-    df = bench.run_benchmark(items(3), str, bench.SimpleQAGrader(lambda p, system=None: next(replies)),
-                             out_path=tmp_path / "r.csv", system_name="roma", progress=False)
+    df = graded_rows(tmp_path / "ev", items(3), {"roma": str}, bench.SimpleQAGrader(lambda p, system=None: next(replies)))
     summary = summarize_results(df, SIMPLEQA, stats=StatsSettings(n_resamples=100)).set_index("metric")
     assert summary.loc["accuracy", "n"] == 2 and summary.loc["accuracy", "n_missing"] == 1
     assert summary.loc["accuracy", "value"] == 0.5 and summary.loc["is_correct", "value"] == 0.5
@@ -391,7 +389,7 @@ def test_paired_comparison_uses_items_both_systems_scored(tmp_path):
     assert (cmp["wins"], cmp["losses"], cmp["ties"]) == (5, 0, 5)
     assert cmp["sign_test_p"] == pytest.approx(0.0625) and cmp["ci_low"] > 0
     graded = results.copy()
-    graded.loc[(graded["condition"] == "roma") & (graded["item_id"] == "0"), ["score", "error_stage"]] = [math.nan,
+    graded.loc[(graded["condition"] == "roma") & (graded["task_id"] == "0"), ["score", "error_stage"]] = [math.nan,
                                                                                                      "grader"]
     assert compare_systems(graded, SIMPLEQA, "roma", "single", stats=StatsSettings(n_resamples=50)).iloc[0]["n"] == 9
 
@@ -406,12 +404,10 @@ def story_system(fail_on):
 
 
 def test_rubric_scores_get_no_three_way_metrics_even_with_a_system_error(tmp_path):
-    out = tmp_path / "r.csv"
     data = [bench.Item(benchmark="eqbench_longform", item_id=str(i), question=f"prompt {i}", answer="")
             for i in range(3)]
-    bench.run_benchmark(data, story_system(fail_on="prompt 2"), bench.EQBenchLongformGrader(ScriptedJudge()),
-                        out_path=out, system_name="roma", progress=False)
-    results = bench.read_results_df(out)
+    results = graded_rows(tmp_path / "ev", data, {"roma": story_system(fail_on="prompt 2")},
+                          bench.EQBenchLongformGrader(ScriptedJudge()))
     summary = summarize_results(results, bench.BENCHMARKS["eqbench_longform"], stats=StatsSettings(n_resamples=50))
     assert summary["metric"].tolist() == ["score"] and summary["n_system_errors"].item() == 1
     story_score = results["score"].iloc[0]
@@ -427,14 +423,14 @@ def abgen_results(rows):
 def test_abgen_aspects_follow_the_nan_policy_and_overall_is_the_score():
     aspects = {"importance": 4.0, "faithfulness": 2.0, "soundness": 3.0, "overall": 5.0}
     results = abgen_results([
-        {"item_id": "a", "condition": "roma", "score": 5.0, "details": json.dumps(aspects)},
-        {"item_id": "b", "condition": "roma", "score": None, "details": "", "error": "RuntimeError: x",
+        {"task_id": "a", "condition": "roma", "score": 5.0, "details": json.dumps(aspects)},
+        {"task_id": "b", "condition": "roma", "score": None, "details": "", "error": "RuntimeError: x",
          "error_stage": "system"},
-        {"item_id": "c", "condition": "roma", "score": None, "details": "", "error": "JudgeReplyError: y",
+        {"task_id": "c", "condition": "roma", "score": None, "details": "", "error": "JudgeReplyError: y",
          "error_stage": "grader"},
     ])
     spec = bench.BENCHMARKS["abgen"]
-    scores = scores_df(results, spec).set_index("item_id")
+    scores = scores_df(results, spec).set_index("task_id")
     assert scores.loc["a", "faithfulness"] == 2.0 and scores.loc["b", "faithfulness"] == 0.0
     assert math.isnan(scores.loc["c", "faithfulness"]) and (scores["overall"].fillna(-1) == [5.0, 0.0, -1]).all()
     summary = summarize_results(results, spec, stats=StatsSettings(n_resamples=50)).set_index("metric")
@@ -464,12 +460,12 @@ def test_eqbench_scores_stories_with_the_rubric(tmp_path):
     summary = tables["eqbench_longform_summary"]
     assert summary["metric"].tolist() == ["score", "score"]  # no three-way metrics for rubric scores
     assert summary["value"].between(0, 100).all() and set(summary["unit"]) == {"score"}
-    run = bench.load_item_run(tmp_path, "eqbench_longform", results["item_id"].iloc[0])
+    run = saved_run(tmp_path, "eqbench_longform", results["task_id"].iloc[0])
     assert "2 chapters of about 50 words" in run.goal
     vs = tables["eqbench_longform_vs_paper"].set_index("condition")
     assert vs.loc["ROMA default prompts (DeepSeek-V3)", "ours"] == summary.query("condition == 'roma'")["value"].item()
     assert "compact protocol" in vs.loc["ROMA default prompts (DeepSeek-V3)", "why"]
-    assert vs.loc["base", "agreement"] == NOT_IN_PAPER  # the paper has no row for ROMA's base model here
+    assert vs.loc["single", "agreement"] == NOT_IN_PAPER  # the paper has no row for ROMA's base model here
 
 
 @pytest.mark.parametrize("path", ["", "missing.json"])
@@ -504,7 +500,7 @@ def test_abgen_runs_on_a_tiny_user_file(tmp_path):
     assert (summary["value"] == 3.0).all()
     assert (tables["abgen_vs_paper"]["agreement"] == NOT_MEASURED).all()  # the paper states ranks only
     # ids with a slash still get their own run file
-    assert bench.load_item_run(tmp_path / "out", "abgen", "paper/2").goal.endswith("module 2 based on the research context above.")
+    assert saved_run(tmp_path / "out", "abgen", "paper/2").goal.endswith("module 2 based on the research context above.")
 
 
 def call(role, inp, out, latency, cost=None, model="local/test"):
@@ -596,31 +592,23 @@ def test_table5_runs_stopped_and_damaged_stories_again(tmp_path):
     with pytest.raises(KeyboardInterrupt):  # story 1 (5 calls) completes, story 2 stops at its 2nd call
         roma.measure_component_cost(tmp_path, lm=counting_lm(interrupt_at=7), n_items=3,
                                      n_chapters=2)
-    saved = {json.loads(p.read_text())["status"]: p for p in (tmp_path / "table5_runs").glob("*.json")}
+    saved = {json.loads(p.read_text())["status"]: p for p in (tmp_path / "table5_runs" / "traces").rglob("*.json")}
     assert sorted(saved) == ["completed", "interrupted"]  # the interrupted story's trace is kept
     roma.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
     saved["completed"].write_text("{ not a run")  # a corrupt trace is run again too
     lm = counting_lm()
-    with pytest.warns(UserWarning, match="damaged ROMA trace"):
+    with pytest.warns(UserWarning, match="not a trace roma_lab wrote"):
         again = roma.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
     assert len(lm.engine.requests) == 5  # the damaged story only
     assert (again["table5_runs"]["status"] == "completed").all() and again["table5_runs"]["averaged"].all()
     assert all(json.loads(p.read_text())["status"] == "completed" for p in saved.values())
 
 
-def test_table5_writes_again_exactly_the_runs_the_controller_stopped():
-    from roma_lab.trace._types import STOPPED_RUN_STATUSES
-    from roma_lab.papers.roma._component_cost import _STOPPED
-
-    assert set(_STOPPED) == set(STOPPED_RUN_STATUSES)  # every other run status is where a story ended
-
-
 def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_path):
     first = roma.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
     ids = first["table5_runs"]["item_id"].tolist()
-    runs_dir = tmp_path / "table5_runs"
-    forge_ending(runs_dir / f"{ids[0]}.json", "failed")
-    forge_ending(runs_dir / f"{ids[1]}.json", "partial")
+    forge_ending(trace_file(tmp_path, "table5", ids[0]), "failed")
+    forge_ending(trace_file(tmp_path, "table5", ids[1]), "partial")
     lm = counting_lm()
     again = roma.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
     assert len(lm.engine.requests) == 0  # a story whose run ended is finished: not written again on resume
@@ -629,12 +617,12 @@ def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_pa
     assert runs.loc[ids, "averaged"].tolist() == [False, False, True]
     pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "table5_runs.csv", dtype={"item_id": str}),
                                   again["table5_runs"])
-    only = component_cost_df({ids[2]: bench.load_item_run(tmp_path, "table5", ids[2])}, n_chapters=2)
+    only = component_cost_df({ids[2]: saved_run(tmp_path, "table5", ids[2])}, n_chapters=2)
     assert set(again["table5_components"]["model"]) == {model_label(lm)}  # the table names its model
     pd.testing.assert_frame_equal(again["table5_components"].drop(columns="model"), only)
     assert (again["table5_vs_paper"].dropna(subset=["ours"])["n"] == 1).all()
 
-    forge_ending(runs_dir / f"{ids[2]}.json", "partial")  # no completed story left: nothing to average
+    forge_ending(trace_file(tmp_path, "table5", ids[2]), "partial")  # no completed story left: nothing to average
     with pytest.raises(roma.RomaRunError, match="no story completed"):
         roma.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
     assert pd.read_csv(tmp_path / "table5_runs.csv")["status"].tolist() == ["failed", "partial", "partial"]
@@ -642,13 +630,13 @@ def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_pa
 
 def test_item_picker_shows_the_chosen_items_tree(tmp_path):
     run_seal0(tmp_path, lm="scripted")
-    ids = bench.saved_item_ids(tmp_path, "seal0")
+    ids = saved_ids(tmp_path, "seal0")
     picker = ItemRunPicker(tmp_path, "seal0", ids[1])
-    assert picker.tree.tree["nodes"]["0"]["goal"] == bench.load_item_run(tmp_path, "seal0", ids[1]).goal
+    assert picker.tree.tree["nodes"]["0"]["goal"] == saved_run(tmp_path, "seal0", ids[1]).goal
     picker.picker.value = ids[0]
-    assert picker.tree.tree["nodes"]["0"]["goal"] == bench.load_item_run(tmp_path, "seal0", ids[0]).goal
+    assert picker.tree.tree["nodes"]["0"]["goal"] == saved_run(tmp_path, "seal0", ids[0]).goal
     assert "text/html" in picker._repr_mimebundle_()
-    with pytest.raises(ValueError, match="no saved ROMA run"):
+    with pytest.raises(ValueError, match="no saved roma trace"):
         ItemRunPicker(tmp_path, "seal0", "not-an-item")
 
 
@@ -682,28 +670,28 @@ def test_a_damaged_run_config_sets_the_old_results_aside_and_starts_over(tmp_pat
     with pytest.warns(QuarantineWarning, match="seal0_run_config.json is damaged"):
         run_seal0(tmp_path, lm=lm, systems=("single",))
     assert len(lm.engine.requests) == 4  # results of unknown settings are never resumed: every item runs again
-    assert len(raw_rows(tmp_path / "seal0_results.csv")) == 4
-    assert len(list(tmp_path.glob("seal0_results.csv.quarantined-*"))) == 1  # kept aside, not deleted
+    assert len(attempts(tmp_path / "seal0_runs")) == 4
+    assert len(list(tmp_path.glob("seal0_runs.quarantined-*"))) == 1  # kept aside, not deleted
     assert len(list(tmp_path.glob("seal0_run_config.json.quarantined-*"))) == 1
     assert json.loads(config.read_text())["model"] == SCRIPTED_LABEL
 
 
 def test_a_damaged_trace_runs_that_item_again(tmp_path):
     run_seal0(tmp_path, lm="scripted")
-    ids = bench.saved_item_ids(tmp_path, "seal0")
-    damaged = tmp_path / "seal0_runs" / f"{ids[1]}.json"
+    ids = saved_ids(tmp_path, "seal0")
+    damaged = trace_file(tmp_path, "seal0", ids[1])
     damaged.write_bytes(damaged.read_bytes()[:200])
-    with pytest.raises(bench.RunFileError, match=rf"{ids[1]}\.json is not a saved ROMA run"):
-        bench.load_item_run(tmp_path, "seal0", ids[1])
-    (tmp_path / "seal0_runs" / f"{ids[2]}.json").unlink()  # a finished item whose trace is gone
+    with pytest.raises(DamagedFileError, match=rf"{ids[1]}\.json: is not JSON"):
+        saved_run(tmp_path, "seal0", ids[1])
+    trace_file(tmp_path, "seal0", ids[2]).unlink()  # a finished item whose trace is gone
     lm = counting_lm()
-    with pytest.warns(UserWarning, match="damaged ROMA trace"):
+    with pytest.warns(UserWarning, match="not a trace roma_lab wrote"):
         run_seal0(tmp_path, lm=lm)
-    assert len(lm.engine.requests) == 2 * 5  # items 1 and 2 only: 5 ROMA calls each, no base call
-    assert bench.load_item_run(tmp_path, "seal0", ids[1]).status == "completed"
-    assert bench.load_item_run(tmp_path, "seal0", ids[2]).status == "completed"
-    rows = raw_rows(tmp_path / "seal0_results.csv")
-    assert sorted(rows.loc[rows["condition"] == "roma", "item_id"].value_counts().tolist()) == [1, 1, 2, 2]
+    assert len(lm.engine.requests) == 2 * 5  # items 1 and 2 only: 5 ROMA calls each, no single call
+    assert saved_run(tmp_path, "seal0", ids[1]).status == "completed"
+    assert saved_run(tmp_path, "seal0", ids[2]).status == "completed"
+    rows = attempts(tmp_path / "seal0_runs")
+    assert sorted(rows.loc[rows["condition"] == "roma", "task_id"].value_counts().tolist()) == [1, 1, 2, 2]
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         run_seal0(tmp_path, lm=counting_lm())  # repaired: the next rerun is quiet
@@ -711,13 +699,13 @@ def test_a_damaged_trace_runs_that_item_again(tmp_path):
 
 def test_table5_writes_a_story_with_a_damaged_trace_again(tmp_path):
     roma.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
-    saved = sorted((tmp_path / "table5_runs").glob("*.json"))
+    saved = sorted((tmp_path / "table5_runs" / "traces").rglob("*.json"))
     saved[0].write_bytes(b"\x00\xff garbage")
-    with pytest.warns(UserWarning, match="damaged ROMA trace; the story is written again"):
+    with pytest.warns(UserWarning, match="not a trace roma_lab wrote; its task runs again"):
         again = roma.measure_component_cost(tmp_path, lm="scripted", n_items=2, n_chapters=2)
     assert (again["table5_runs"]["status"] == "completed").all() and len(again["table5_runs"]) == 2
     assert json.loads(saved[0].read_text())["status"] == "completed"
-    assert len(list((tmp_path / "table5_runs").glob("*.quarantined-*"))) == 1
+    assert len(list((tmp_path / "table5_runs").rglob("*.quarantined-*"))) == 1
 
 
 
@@ -734,14 +722,14 @@ def test_items_past_their_deadline_in_a_row_stop_the_run_with_finished_rows_kept
         return script_reply(request)
 
     try:
-        with pytest.raises(bench.SystemStalledError, match="3 timeouts in a row"):
+        with pytest.raises(SystemStalledError, match="3 timeouts in a row"):
             # one slot: the items run one after another, so the first three are the three in a row
             roma.run_roma_table("seal0", tmp_path, lm=scripted_lm(respond, slots=1), n_items=5, seed=1,
                                  progress=False, systems=("roma",), item_timeout_s=0.2)
     finally:
         released.set()
-    rows = raw_rows(tmp_path / "seal0_results.csv")
+    rows = attempts(tmp_path / "seal0_runs")
     assert len(rows) == 3 and (rows["error_stage"] == "system").all()
     assert rows["error"].str.startswith("RomaTimeoutError: ROMA run timed_out").all()
-    traces = list((tmp_path / "seal0_runs").glob("*.json"))  # each stopped item keeps its trace
+    traces = list((tmp_path / "seal0_runs" / "traces").rglob("*.json"))  # each stopped item keeps its trace
     assert len(traces) == 3 and {Run.from_json(t.read_text()).status for t in traces} == {"timed_out"}

@@ -181,6 +181,9 @@ def attempt(how: Attempt, job: Job, previous: Any = None) -> Outcome:
         row = _row(how, job, error=f"{type(exc).__name__}: {exc}", stage="system",
                    latency=time.perf_counter() - start, trace=trace)
         return _recorded(how, job, row, trace, isinstance(exc, TimeoutError))
+    except (KeyboardInterrupt, SystemExit) as stop:
+        _keep_stopped(how, job, getattr(stop, "run", None))
+        raise
     latency = time.perf_counter() - start
     name = getattr(how.grader, "name", type(how.grader).__name__)
     if answer is None:
@@ -194,6 +197,18 @@ def attempt(how: Attempt, job: Job, previous: Any = None) -> Outcome:
     row = _row(how, job, prediction=answer, grade=grade, error=grade.error, stage="grader" if grade.error else "",
                latency=latency, trace=trace)
     return _recorded(how, job, row, trace, False)
+
+
+def _keep_stopped(how: Attempt, job: Job, trace: Any) -> None:
+    """The trace of a run an interrupt stopped (``Roma.run`` hands it on the exception), kept where its
+    task's trace goes, without a row: the task runs again on the next call, and its trace is then
+    replaced."""
+    from roma_lab.results import write_text_atomic
+    from roma_lab.trace import trace_path
+
+    if trace is not None and hasattr(trace, "to_json"):
+        outcome = _recorded(how, job, {}, trace, False)
+        write_text_atomic(trace_path(how.out, how.label, job.run, job.item.item_id), outcome.trace_text)
 
 
 def _recorded(how: Attempt, job: Job, row: dict[str, Any], trace: Any, timed_out: bool) -> Outcome:

@@ -8,7 +8,7 @@ executed notebook as one HTML page that needs no network. Widgets read the rooms
 (``bench``, ``controller``...); no room imports widgets."""
 
 from ._export import export_html
-from ._items import ItemRunPicker
+from ._items import ItemRunPicker, saved_traces
 from ._optimizer import OptimizerEvolutionWidget, evolution_html, evolution_state, instruction_diff_html, step_html
 from ._router import RouteInspector, ThresholdExplorer, render_route_html
 from ._trajectory import (
@@ -32,7 +32,7 @@ from ._tree import (
 )
 from ._view import HTMLView
 
-__all__ = ["ExecutionTreeWidget", "HTMLView", "ItemRunPicker", "OptimizerEvolutionWidget", "RouteInspector",
+__all__ = ["ExecutionTreeWidget", "HTMLView", "ItemRunPicker", "OptimizerEvolutionWidget", "saved_traces", "RouteInspector",
            "RunComparison", "ThresholdExplorer", "TrajectoryComparison", "TrajectoryPicker", "TrajectoryWidget",
            "compare_html", "compare_trajectories_html", "evolution_html", "evolution_state", "export_html",
            "instruction_diff_html", "node_state", "nodes_to_tree", "render_route_html", "render_tree_html",
