@@ -4,9 +4,7 @@ the paired table against hand-computed values, the shell command."""
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import threading
 from pathlib import Path
 
@@ -17,6 +15,7 @@ from roma_lab.evaluate import (EvaluationMismatchError, TaskFileError, benchmark
                                function, roma, single_call, tasks_from, world_task_set)
 from roma_lab.evaluate.__main__ import main
 from roma_lab.lm import current_rollout
+from roma_lab.trace import load_trace
 
 REPO = Path(__file__).resolve().parents[1]
 TASKS = [{"question": "2+2?", "answer": "4"}, {"question": "Capital of France?", "answer": "Paris"},
@@ -350,9 +349,12 @@ def test_roma_and_single_call_save_traces_with_usage_and_open_in_the_viewer(tmp_
     assert rows.loc[("roma", "1"), "cost"] == 0.0  # in-process scripted model
     assert all((tmp_path / t).is_file() for t in result.rows["trace"])
     assert isinstance(result.view("roma", "1"), ExecutionTreeWidget)
-    with pytest.raises(ValueError, match="single model call"):
-        result.view("single", "1")
-    assert result.trace("single", "1").output == rows.loc[("single", "1"), "prediction"]
+    single = result.view("single", "1")  # a single call is a one-node run: its prompt and completion shown
+    assert isinstance(single, ExecutionTreeWidget) and len(single.tree["nodes"]) == 1
+    trace = result.trace("single", "1")
+    assert trace.output == rows.loc[("single", "1"), "prediction"] and len(trace.nodes) == 1
+    (call,) = trace.root.calls
+    assert call.exchanges and "2+2" in json.dumps(call.exchanges[0].messages)  # the request as sent
     assert not isinstance(result.side_by_side("1", "roma", "roma"), type(None))
     assert isinstance(result.side_by_side("1", "roma", "roma"), RunComparison)
 
@@ -360,37 +362,20 @@ def test_roma_and_single_call_save_traces_with_usage_and_open_in_the_viewer(tmp_
 USAGE = ["model_calls", "input_tokens", "output_tokens", "cost"]
 
 
-def test_usage_is_counted_once_and_a_resumed_evaluation_keeps_it(tmp_path, monkeypatch):
-    import roma_lab.evaluate._evaluate as module
-
-    reads: list[Path] = []
-    load = module._load_trace
-    monkeypatch.setattr(module, "_load_trace", lambda path: reads.append(path) or load(path))
-
+def test_usage_is_in_each_row_as_its_trace_counts_it_and_a_resumed_evaluation_keeps_it(tmp_path):
     def run():
         return evaluate([single_call("scripted"), roma("scripted")], TASKS[:2], out=tmp_path, progress=False).rows
 
     first = run()
-    assert reads == [] and first["model_calls"].notna().all()  # counted from the answers in hand
-    resumed = run()  # every row was written by the first call: nothing is asked, no trace is read
-    assert reads == []
+    assert first["model_calls"].notna().all()
+    for row in first.itertuples():  # the row's usage is its trace's own total, by the trace room's one rule
+        usage = load_trace(tmp_path / row.trace).usage()
+        assert (row.model_calls, row.input_tokens, row.output_tokens, row.cost) == (
+            usage.model_calls, usage.input_tokens, usage.output_tokens, usage.cost)
+    log = (tmp_path / "attempts.csv").read_text()
+    resumed = run()  # every row was written by the first call: nothing is asked, the rows are read back
+    assert (tmp_path / "attempts.csv").read_text() == log
     pd.testing.assert_frame_equal(resumed[USAGE], first[USAGE])
-    # a folder from before usage was recorded: each trace is read once, and its usage recorded
-    shutil.rmtree(tmp_path / "usage")
-    pd.testing.assert_frame_equal(run()[USAGE], first[USAGE])
-    assert sorted(reads) == sorted(tmp_path / t for t in first["trace"])
-    run()
-    assert len(reads) == 4
-    # a record older than its trace (saving stopped between the two), or damaged: the trace counts
-    trace, record = tmp_path / first["trace"].iloc[2], tmp_path / "usage" / "roma" / "r0" / "1.json"
-    record.write_text(json.dumps(dict.fromkeys(USAGE, 99)))
-    old = trace.stat().st_mtime_ns - 10**9
-    os.utime(record, ns=(old, old))
-    pd.testing.assert_frame_equal(run()[USAGE], first[USAGE])
-    for damaged in ("{", '{"cost": 1}'):
-        record.write_text(damaged)
-        pd.testing.assert_frame_equal(run()[USAGE], first[USAGE])
-    assert reads[4:] == [trace, trace, trace]
 
 
 def test_the_summary_and_paired_tables_name_each_systems_model(tmp_path):

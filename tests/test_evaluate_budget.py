@@ -108,7 +108,7 @@ def test_an_unknown_cost_is_never_0_the_run_stops_after_one_call_and_a_rerun_is_
     with pytest.raises(BudgetUnknownCostError, match="unknown"):
         run(tmp_path, tasks(24), 100.0, model="free")
     assert len(sim.calls) == 1  # until a system's price is seen its tasks run one at a time
-    assert len((tmp_path / "run0.csv").read_text().splitlines()) == 2  # the header and that task's row, kept
+    assert len((tmp_path / "attempts.csv").read_text().splitlines()) == 2  # the header and that task's row, kept
     sim.calls.clear()
     with pytest.raises(BudgetUnknownCostError, match="1 row"):
         run(tmp_path, tasks(24), 100.0, model="m")  # the folder's spending so far is unknown

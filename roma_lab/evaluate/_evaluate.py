@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -129,9 +128,12 @@ def _run_system(system: System, tasks: TaskSet, grader: Any, runs: int, out: Pat
         if spending is not None:
             spending.finished(system.label, row["cost"], f"{system.label}, run {row['run']}, task {row['task_id']}")
 
-    run = partial(run_jobs, Attempt(system.label, answer, grader, out, timeout_s, tasks.private), jobs,
-                  chained=system.chained, done=lambda job: done.get((job.run, job.item.item_id)), on_row=on_row,
-                  max_consecutive_timeouts=max_consecutive_timeouts)
+    def run(**how: Any) -> None:
+        finished = _finished(out, system, tasks, runs) if how.get("gate") else done  # a gated pass may follow one
+        run_jobs(Attempt(system.label, answer, grader, out, timeout_s, tasks.private), jobs, chained=system.chained,
+                 done=lambda job: finished.get((job.run, job.item.item_id)), on_row=on_row,
+                 max_consecutive_timeouts=max_consecutive_timeouts, **how)
+
     if spending is not None and workers > 1 and not spending.known(system.label):
         run(workers=1, gate=spending.gate(system.label, limit=1))  # one task at a price not yet seen
     run(workers=workers, gate=None if spending is None else spending.gate(system.label))
