@@ -19,7 +19,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 @pytest.fixture(scope="module")
 def study_dir(tmp_path_factory):
-    """The trajectory fixture study as run_agent saves it: two configurations on two suite tasks,
+    """The trajectory fixture study as ``roma_lab.evaluate`` saves it: two configurations on two suite tasks,
     graded (tests/trajectory_fixtures.py; the trajectory view's tests and browser tests read it)."""
     from trajectory_fixtures import run_study
 

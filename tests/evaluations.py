@@ -42,3 +42,13 @@ def trace_file(out_dir: Path, name: str, task_id: str, system: str = "roma") -> 
     from roma_lab.trace import trace_path
 
     return trace_path(Path(out_dir) / f"{name}_runs", system, 0, task_id)
+
+
+def run_agent(config, tasks, *, out_dir: Path, runs: int = 1, lm: Any = None, progress: bool = False) -> pd.DataFrame:
+    """``config`` on agent ``tasks`` x ``runs`` through ``roma_lab.evaluate`` into ``out_dir/<its run label>``:
+    the evaluation's rows with the trajectories' facts (``roma_lab.papers.oagents.run_conditions``)."""
+    from roma_lab.agents import run_label
+    from roma_lab.papers.oagents import Condition, run_conditions
+
+    label = run_label(config)
+    return run_conditions([Condition(label, config)], tasks, Path(out_dir) / label, runs=runs, lm=lm, progress=progress)

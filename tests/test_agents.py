@@ -26,17 +26,16 @@ from roma_lab.agents import (
     SuiteGrader,
     Tool,
     ToolError,
-    Trajectory,
     is_non_answer,
     mine_tips,
     pick_best_score,
     sampling_seed,
-    run_agent,
-    trajectory_rows_df,
 )
 from roma_lab.agents._select import vote_selection as vote
 from roma_lab.bench import Item, StringMatchGrader, normalize_answer
-from roma_lab.trace import RoleCall, Run, ToolCall
+from roma_lab.trace import RoleCall, Run, ToolCall, Trajectory
+
+from evaluations import run_agent
 
 ACTOR = ("action", "arguments", "answer")
 ROLE_OF = {ACTOR: "actor", ("thought", *ACTOR): "actor", ("plan",): "planner", ("revised_plan",): "reviser", ("summary",): "summarizer",
@@ -788,7 +787,7 @@ def test_run_index_seeds_every_call_when_sampling_and_reaches_the_cache_key(tmp_
 def graded_trajectories(tmp_path, tasks, answer="41"):
     lm, _ = scripted(lambda inputs: act("final_answer", answer))
     run_agent(AgentConfig(), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    from roma_lab.agents import read_trajectories
+    from roma_lab.trace import read_trajectories
 
     return read_trajectories(tmp_path)
 
@@ -819,7 +818,7 @@ def test_run_agent_refuses_to_evaluate_the_split_or_tasks_tips_came_from(tmp_pat
     with pytest.raises(SplitLeakError):
         run_agent(AgentConfig(tips=tips), [toy_task("dev-7", split="dev")], out_dir=tmp_path, lm=lm, progress=False)
     rows = run_agent(AgentConfig(tips=tips), [toy_task("dev-1")], out_dir=tmp_path, lm=lm, progress=False)
-    assert rows["correct"].tolist() == [True]
+    assert rows["score"].tolist() == [1.0]
 
 
 def test_tips_reach_planner_and_actor_and_the_gold_retry_variant_is_labelled():
@@ -1069,8 +1068,8 @@ def test_an_identical_idempotent_call_is_not_run_again_the_actor_is_told_and_the
     assert "already called with these arguments at step 1" in steps[1].error
     assert "definition of x" in steps[1].error  # the earlier result, shown again
     assert "already called" in role_inputs(engine, "actor")[2]["feedback"]  # said to the model
-    row = trajectory_rows_df([trajectory]).iloc[0]
-    assert row["repeated_calls"] == 1 and row["tool_calls"] == 1
+    facts = trajectory.facts()  # what a table reads of the trajectory beside its row
+    assert facts["repeated_calls"] == 1 and facts["tool_calls"] == 1
 
     lm, _ = scripted(lookup_then_answer(1))
     unguarded = Agent(AgentConfig(reanswer=False, repeat_guard=False), lm=lm).run(task())

@@ -1,4 +1,4 @@
-"""run_agent (tidy rows, trajectories, resume through bench.run_benchmark), the QA adapter and search."""
+"""The agent through roma_lab.evaluate (tidy rows, trajectories, resume, private items), the QA adapter and search."""
 
 from __future__ import annotations
 
@@ -10,26 +10,23 @@ import dspy
 import pandas as pd
 import pytest
 
-from roma_lab.lm import ScriptedEngine
-from roma_lab.agents import (
-    ROW_COLUMNS,
-    Agent,
-    AgentConfig,
-    BM25Source,
-    Trajectory,
-    TrajectoryFormatError,
-    expand_query,
-    qa_tasks,
-    read_trajectories,
-    run_agent,
-    run_label,
-    search_passages,
-    suite_tasks,
-)
+from roma_lab.agents import Agent, AgentConfig, BM25Source, expand_query, qa_tasks, run_label, search_passages, suite_tasks
 from roma_lab.bench import Item
-from roma_lab.results import summarize
-from roma_lab.tools import Passage
+from roma_lab.evaluate import ROW_COLUMNS
+from roma_lab.evaluate._private import REDACTED, redacted
+from roma_lab.lm import ScriptedEngine
+from roma_lab.results import DamagedFileError, summarize
 from roma_lab.stats import StatsSettings
+from roma_lab.tools import Passage
+from roma_lab.trace import Trajectory, TrajectoryFormatError, read_trajectories, trace_path
+
+from evaluations import run_agent
+
+
+def log_keys(root):
+    """(run, task) of every row the attempt log holds, in the order written."""
+    log = pd.read_csv(root / "attempts.csv", dtype=str)
+    return list(zip(log["run"], log["task_id"]))
 
 ACTOR = ("action", "arguments", "answer")
 
@@ -54,25 +51,26 @@ def answer(value):
     return {"thought": "", "action": "final_answer", "arguments": "{}", "answer": value}
 
 
-def test_rows_are_tidy_per_task_and_run_and_the_run_file_is_benchmark_compatible(tmp_path):
+def test_rows_are_tidy_per_task_and_run_and_carry_what_the_trajectory_says(tmp_path):
     tasks = suite_tasks(("dev",), families=["data_literal"])[:2] + suite_tasks(("dev",), families=["statistic"])[:2]
     lm, engine = actor_lm(lambda inputs: answer(inputs["task"].split('"')[1] if '"' in inputs["task"] else "0"))
     rows = run_agent(AgentConfig(name="lit"), tasks, out_dir=tmp_path, runs=2, lm=lm, progress=False)
-    assert list(rows.columns) == list(ROW_COLUMNS) and len(rows) == 8
+    assert list(rows.columns)[:len(ROW_COLUMNS)] == list(ROW_COLUMNS) and len(rows) == 8
+    assert {"agent_status", "steps", "tool_calls", "repeated_calls", "rollouts", "split", "stratum"} <= set(rows)
     assert rows["run"].tolist() == [0] * 4 + [1] * 4
     assert rows["task_id"].tolist() == [t.item.item_id for t in tasks] * 2
     literal = rows["stratum"] == "data_literal"
-    assert rows.loc[literal, "correct"].all() and rows.loc[literal, "status"].eq("success").all()
-    assert not rows.loc[~literal, "correct"].any() and rows.loc[~literal, "status"].eq("incorrect_answer").all()
+    assert rows.loc[literal, "score"].eq(1.0).all() and rows.loc[literal, "status"].eq("success").all()
+    assert not rows.loc[~literal, "score"].eq(1.0).any() and rows.loc[~literal, "status"].eq("incorrect_answer").all()
     assert rows["config"].eq(run_label(AgentConfig(name="lit"))).all() and rows["model_calls"].eq(1).all()
     # the one usage count: tokens from the calls' trackers, cost 0 on the in-process scripted model
     assert rows["input_tokens"].gt(0).all() and rows["cost"].eq(0.0).all()
     root = tmp_path / run_label(AgentConfig(name="lit"))
-    assert AgentConfig.from_json((root / "config.json").read_text()) == AgentConfig(name="lit")
     saved = read_trajectories(root)
     assert len(saved) == 8 and {t.grade.grader for t in saved} == {"meta-routing exact evaluator"}
+    assert all(AgentConfig.from_dict(t.config) == AgentConfig(name="lit") for t in saved)
     # the rows are the results vocabulary's scores: runs of a task averaged, tasks resampled
-    scores = rows.assign(condition=rows["config"], subset="dev", correct=rows["correct"].astype(float))
+    scores = rows.assign(condition=rows["config"], subset="dev", correct=rows["score"].astype(float))
     summary = summarize(scores, ["correct"], stats=StatsSettings(n_resamples=100))
     assert summary["n"].tolist() == [4] and summary["runs"].tolist() == [2] and summary["value"].tolist() == [0.5]
 
@@ -121,7 +119,7 @@ def test_a_changed_configuration_never_resumes_another_configurations_rows(tmp_p
     lm, engine = actor_lm(lambda inputs: answer("0"))
     run_agent(AgentConfig(name="x"), tasks, out_dir=tmp_path, lm=lm, progress=False)
     run_agent(AgentConfig(name="x", max_steps=4), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    assert len(engine.requests) == 2 and len(list(tmp_path.iterdir())) == 2
+    assert len(engine.requests) == 2 and len(list(tmp_path.iterdir())) == 2  # one folder per configuration
 
 
 def test_qa_items_are_graded_by_their_benchmark_grader_closed_book():
@@ -146,7 +144,7 @@ def test_browsecomp_questions_are_redacted_from_saved_trajectories(tmp_path, sec
     tasks = qa_tasks([Item("browsecomp", "3", secret, "The Keepers")])
     lm, _ = actor_lm(lambda inputs: answer("unsure"))
     run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    (path,) = (tmp_path / run_label(AgentConfig(reanswer=False)) / "trajectories").rglob("*.json")
+    (path,) = (tmp_path / run_label(AgentConfig(reanswer=False)) / "traces").rglob("*.json")
     text = path.read_text()
     forms = {secret, json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]}
     assert not any(form in text for form in forms) and "question redacted" in text
@@ -156,11 +154,11 @@ def test_browsecomp_questions_are_redacted_from_saved_trajectories(tmp_path, sec
 
 def test_browsecomp_gold_answers_stay_out_of_saved_files_even_when_predicted(tmp_path):
     # A correct prediction (or a judge's reply) carries the gold answer: it is redacted like the question,
-    # from the trajectory and from runs.csv, and the grade survives.
+    # from the trajectory and from every row and table, and the grade survives.
     tasks = qa_tasks([Item("browsecomp", "3", "Which band recorded an album in a lighthouse?", "The Keepers")])
     lm, _ = actor_lm(lambda inputs: answer("The Keepers"))
     rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    assert rows["correct"].tolist() == [True]
+    assert rows["score"].tolist() == [1.0]
     saved = [p.read_text() for p in tmp_path.rglob("*") if p.is_file()]
     assert saved and not any("The Keepers" in text or "lighthouse" in text for text in saved)
 
@@ -174,7 +172,7 @@ def test_browsecomp_answers_and_questions_the_grader_would_match_stay_out_of_sav
     tasks = qa_tasks([Item("browsecomp", "3", question, "The Keepers")])
     lm, _ = actor_lm(lambda inputs: answer(predicted) | {"thought": f"Asked: {question.upper()}"})
     rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    assert rows["correct"].tolist() == [True]
+    assert rows["score"].tolist() == [1.0]
     saved = [p.read_text().casefold() for p in tmp_path.rglob("*") if p.is_file()]
     assert saved and not any("keepers" in text or "lighthouse" in text for text in saved)
 
@@ -182,38 +180,32 @@ def test_browsecomp_answers_and_questions_the_grader_would_match_stay_out_of_sav
 def test_a_browsecomp_answer_that_the_redaction_marker_contains_is_still_saved(tmp_path):
     # One BrowseComp gold answer is a substring of the marker: redaction must not find it in its own marker
     # and refuse to write every trajectory of that item.
-    from roma_lab.agents._run import _REDACTED
-
     tasks = qa_tasks([Item("browsecomp", "4", "Which adjective describes still water?", "clear")])
     lm, _ = actor_lm(lambda inputs: answer("Clear"))
     rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    assert rows["correct"].tolist() == [True] and rows["error"].isna().all()
-    saved = [p.read_text().replace(_REDACTED, "").casefold() for p in tmp_path.rglob("*") if p.is_file()]
-    assert len(saved) == 3 and not any("clear" in text or "still water" in text for text in saved)
+    assert rows["score"].tolist() == [1.0] and rows["error"].isna().all()
+    saved = [p.read_text().replace(REDACTED, "").casefold() for p in tmp_path.rglob("*") if p.is_file()]
+    assert len(saved) >= 3 and not any("clear" in text or "still water" in text for text in saved)
     (trajectory,) = read_trajectories(tmp_path)
-    assert trajectory.question == _REDACTED  # the marker itself intact, not redacted inside
+    assert trajectory.question == REDACTED  # the marker itself intact, not redacted inside
 
 
 def test_a_numeric_browsecomp_answer_is_redacted_as_a_word_and_the_trajectory_is_saved(tmp_path):
     # 80 of the 1,266 answers are numbers: "8" also shows inside token counts, latencies, ids and
     # hashes ("805"), which are not the item's text; they stay, and the trajectory is written.
-    from roma_lab.agents._run import _REDACTED
-
     tasks = qa_tasks([Item("browsecomp", "805", "How many legs has a spider?", "8")])
     lm, _ = actor_lm(lambda inputs: answer("8 legs"))
     rows = run_agent(AgentConfig(reanswer=False), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    assert rows["correct"].tolist() == [True] and rows["task_id"].tolist() == ["805"] and rows["error"].isna().all()
+    assert rows["score"].tolist() == [1.0] and rows["task_id"].tolist() == ["805"] and rows["error"].isna().all()
     (trajectory,) = read_trajectories(tmp_path)
-    assert trajectory.task_id == "805" and trajectory.question == _REDACTED and trajectory.answer == f"{_REDACTED} legs"
+    assert trajectory.task_id == "805" and trajectory.question == REDACTED and trajectory.answer == f"{REDACTED} legs"
 
 
 def test_a_secret_left_where_redaction_does_not_reach_stops_the_write():
     # Dictionary keys are not rewritten; one holding the answer (in any case) must stop the file.
-    from roma_lab.agents._run import _redacted
-
     with pytest.raises(RuntimeError, match="survived redaction"):
-        _redacted(json.dumps({"details": {"THE KEEPERS": 1}, "rows": [{"ok": "fine"}]}), ("Which band?", "The Keepers"))
-    assert json.loads(_redacted(json.dumps({"details": {"band": ["the keepers", 8]}}), ("Which band?", "The Keepers")))
+        redacted(json.dumps({"details": {"THE KEEPERS": 1}, "rows": [{"ok": "fine"}]}), ("Which band?", "The Keepers"))
+    assert json.loads(redacted(json.dumps({"details": {"band": ["the keepers", 8]}}), ("Which band?", "The Keepers")))
 
 
 @pytest.mark.parametrize("cached", ["ours", "dspy"])
@@ -309,17 +301,18 @@ def test_a_trajectory_file_in_the_old_format_is_a_typed_error_naming_it(tmp_path
     tasks = suite_tasks(("dev",), families=["data_literal"])[:1]
     lm, _ = actor_lm(lambda inputs: answer("0"))
     run_agent(AgentConfig(name="old"), tasks, out_dir=tmp_path, lm=lm, progress=False)
-    path = next(tmp_path.rglob("trajectories/r0/*.json"))
+    path = next(tmp_path.rglob("traces/*/r0/*.json"))
     data = json.loads(path.read_text())
     # as written before agents recorded controller.RoleCall: a ModelCall per model call
     data["rollouts"][0]["steps"][0]["calls"] = [{"role": "actor", "model": "m", "outputs": {}, "input_tokens": 1,
                                                  "output_tokens": 1, "latency_s": 0.1, "error": None}]
     path.write_text(json.dumps(data))
-    with pytest.raises(TrajectoryFormatError, match=re.escape(str(path))):
+    with pytest.raises(DamagedFileError, match=re.escape(str(path)) + r".*current format .*inputs"):
         read_trajectories(tmp_path)
-    # a resumed run reads the saved file back: the same error, not a crash inside it
-    with pytest.raises(TrajectoryFormatError, match=r"current format .*inputs"):
-        run_agent(AgentConfig(name="old"), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    # a resumed run finds the saved file damaged: kept aside (quarantined) and the task run again
+    with pytest.warns(UserWarning, match="not a trace roma_lab wrote"):
+        rows = run_agent(AgentConfig(name="old"), tasks, out_dir=tmp_path, lm=lm, progress=False)
+    assert rows["error"].isna().all() and len(read_trajectories(tmp_path)) == 1
     with pytest.raises(TrajectoryFormatError, match="not a trajectory"):
         Trajectory.from_json("{not json")
 
@@ -339,7 +332,7 @@ def untimed(value):
 
 def saved_untimed(root):
     return {p.relative_to(root).as_posix(): untimed(json.loads(p.read_text()))
-            for p in sorted((root / "trajectories").rglob("*.json"))}
+            for p in sorted((root / "traces").rglob("*.json"))}
 
 
 class InFlight:
@@ -378,11 +371,11 @@ def test_pairs_run_at_once_and_give_the_serial_rows_and_trajectories(tmp_path):
     lm, _ = actor_lm(actor, name="wide", slots=4)
     together = run_agent(config, tasks, out_dir=tmp_path / "together", runs=2, lm=lm, progress=False)
     assert actor.most == 4  # four (task, run) pairs in flight at once, the model's bound, never more
-    pd.testing.assert_frame_equal(together.drop(columns="wall_s"), serial.drop(columns="wall_s"))
+    timed = ["latency_s", "model"]  # the two scripted models have two names
+    pd.testing.assert_frame_equal(together.drop(columns=timed), serial.drop(columns=timed))
     label = run_label(config)
     assert saved_untimed(tmp_path / "together" / label) == saved_untimed(tmp_path / "serial" / label)
-    rows = (tmp_path / "together" / label / "runs.csv").read_text().splitlines()
-    assert len(rows) == 1 + 8  # the header and each (task, run) once
+    assert len(log_keys(tmp_path / "together" / label)) == 8  # each (task, run) once
 
 
 def test_an_interrupted_concurrent_run_resumes_without_redoing_finished_pairs(tmp_path):
@@ -401,15 +394,15 @@ def test_an_interrupted_concurrent_run_resumes_without_redoing_finished_pairs(tm
         run_agent(AgentConfig(), tasks, out_dir=tmp_path, runs=2, lm=lm, progress=False)
     assert actor.most == 2
     root = tmp_path / run_label(AgentConfig())
-    first = [tuple(line.split(",")[1:3]) for line in (root / "runs.csv").read_text().splitlines()[1:]]
-    assert len(first) == len(set(first)) < 8 and ("0", tasks[0].item.item_id) not in first
-    assert any(tasks[0].item.item_id == item for item, _ in first)  # the pair beside the failure was kept
-    assert len(list(root.rglob("trajectories/*/*.json"))) == len(first)
+    first = log_keys(root)
+    assert len(first) == len(set(first)) < 8 and ("0", tasks[1].item.item_id) not in first
+    assert ("0", tasks[0].item.item_id) in first  # the pair beside the failure was kept
+    assert len(list(root.rglob("traces/*/*/*.json"))) == len(first)
     before = len(actor.calls)
     rows = run_agent(AgentConfig(), tasks, out_dir=tmp_path, runs=2, lm=lm, progress=False)
     assert len(actor.calls) - before == 8 - len(first)  # only the unfinished pairs ran again
     assert rows["status"].eq("incorrect_answer").all() and len(rows) == 8
-    again = [tuple(line.split(",")[1:3]) for line in (root / "runs.csv").read_text().splitlines()[1:]]
+    again = log_keys(root)
     assert len(again) == len(set(again)) == 8  # no row written twice
 
 
@@ -435,9 +428,9 @@ def test_long_term_memory_chains_the_tasks_of_a_run_while_runs_overlap(tmp_path)
     actor = InFlight(2, lambda inputs: answer("0"))  # the first tasks of runs 0 and 1, at once
     together = run(tmp_path / "together", actor, 4)
     assert actor.most == 2  # one task per run in flight: a run's tasks are a chain
-    pd.testing.assert_frame_equal(together.drop(columns="wall_s"), serial.drop(columns="wall_s"))
+    pd.testing.assert_frame_equal(together.drop(columns=["latency_s", "model"]), serial.drop(columns=["latency_s", "model"]))
     label = run_label(config)
     saved = saved_untimed(tmp_path / "together" / label)
     assert saved == saved_untimed(tmp_path / "serial" / label)
-    last = saved[f"trajectories/r1/{tasks[2].item.benchmark}__{tasks[2].item.item_id}.json"]
+    last = saved[trace_path("", label, 1, tasks[2].item.item_id).as_posix()]
     assert tasks[1].item.question[:20] in last["rollouts"][0]["long_term_before"]  # carried from task 1

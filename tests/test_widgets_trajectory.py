@@ -26,16 +26,8 @@ from view_pages import (
     text,
 )
 
-from roma_lab.agents import (
-    ROLLOUT_STATUSES,
-    Agent,
-    AgentConfig,
-    AgentTask,
-    RecordedGrade,
-    Tool,
-    Trajectory,
-    read_trajectories,
-)
+from roma_lab.agents import Agent, AgentConfig, AgentTask, Tool
+from roma_lab.trace import ROLLOUT_STATUSES, RecordedGrade, Trajectory, read_trajectories
 from roma_lab.bench import Item, StringMatchGrader
 from roma_lab.lm import ScriptedEngine
 from roma_lab.widgets import (
@@ -395,7 +387,7 @@ def test_comparison_shows_one_id_in_every_trajectory(study):
 
 
 def altered(study_dir: Path, folder: Path) -> Path:
-    """A copy of the saved study in run_agent's layout where best-of-3 got OTHER wrong and plan-and-revise
+    """A copy of the saved study in evaluate's layout where best-of-3 got OTHER wrong and plan-and-revise
     has a second run of TASK."""
     changed = []
     for t in read_trajectories(study_dir):
@@ -405,7 +397,7 @@ def altered(study_dir: Path, folder: Path) -> Path:
         if t.task_id == TASK and t.config["name"] == PLAN:
             changed.append(replace(t, run=1))
     for t in changed:
-        path = folder / t.config["name"] / "trajectories" / f"r{t.run}" / f"{t.task_id}.json"
+        path = folder / t.config["name"] / "traces" / t.config["name"] / f"r{t.run}" / f"{t.task_id}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(t.to_json())
     return folder
@@ -416,7 +408,7 @@ def test_saved_trajectories_picks_one_task_and_labels_each_configuration(study_d
     assert list(found) == ["best-of-3-vote", "plan-and-revise"]  # both solve both tasks: the first task
     assert {t.task_id for t in found.values()} == {TASK}
     assert {t.task_id for t in saved_trajectories(study_dir, task_id=OTHER).values()} == {OTHER}
-    one_config = next(p for p in study_dir.iterdir() if p.name.startswith("plan-and-revise@"))
+    one_config = study_dir / "plan-and-revise"
     assert list(saved_trajectories(one_config, run=None)) == ["plan-and-revise r0"]
 
     # the default is the first task on whose grade the configurations disagree

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import dspy
 
-from roma_lab.agents import Agent, AgentConfig, read_trajectories, run_agent, suite_tasks
+from roma_lab.agents import Agent, AgentConfig, suite_tasks
+from roma_lab.trace import read_trajectories
 from roma_lab.lm import CachingEngine, ScriptedEngine, script_reply
 from roma_lab.router._benchmark import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
@@ -111,9 +112,13 @@ def run_one(config: AgentConfig, task: int = 0, **replies):
 
 
 def run_study(out_dir: Path, configs=CONFIGS) -> Path:
-    """Each config on the fixture tasks through ``run_agent`` (graded, saved as the runner saves them)."""
+    """Each config on the fixture tasks through ``roma_lab.evaluate`` (graded, saved as the runner saves
+    them), one evaluation folder per configuration under ``out_dir``."""
+    from roma_lab.evaluate import AgentSystem, agent_task_set, evaluate
+
     for config in configs:
-        run_agent(config, tasks(), out_dir=out_dir, lm=scripted_lm(), progress=False)
+        evaluate([AgentSystem(config, scripted_lm(), config.name)], agent_task_set(tasks()), out=out_dir / config.name,
+                 progress=False)
     return out_dir
 
 

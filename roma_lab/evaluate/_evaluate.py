@@ -70,6 +70,9 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
     task_set = tasks_from(tasks)
     chosen = _systems(systems)
     grading = _grader(grader, task_set)
+    # bound before anything is written: a missing model, or a model that must not see these tasks,
+    # fails here, once
+    answers = [system.bind(task_set) for system in chosen]
     out_dir = Path(out)
     with folder_lock(out_dir, LOCK_FILE, "evaluate"):
         check_layout(out_dir)
@@ -79,9 +82,9 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
 
         # one bar over every (system, run, task); rows found on disk count as done
         with tqdm(total=len(chosen) * runs * len(task_set), desc="evaluate", disable=not progress) as bar:
-            for system in chosen:
+            for system, answer in zip(chosen, answers, strict=True):
                 bar.set_postfix_str(system.label)
-                _run_system(system, task_set, grading, runs, out_dir, timeout_s=timeout_s, spending=spending,
+                _run_system(system, answer, task_set, grading, runs, out_dir, timeout_s=timeout_s, spending=spending,
                             bar=bar, max_consecutive_timeouts=max_consecutive_timeouts)
         labels = [s.label for s in chosen]
         rows = tidy_rows(out_dir, task_set, labels, runs)
@@ -111,12 +114,12 @@ def _grader(grader: Any, tasks: TaskSet):
     return grader_named(grader)
 
 
-def _run_system(system: System, tasks: TaskSet, grader: Any, runs: int, out: Path, *, timeout_s: float | None,
-                spending: Spending | None, bar: Any, max_consecutive_timeouts: int) -> None:
-    """Every (run, task) job of one system that has no finished row yet, within the dollar cap."""
+def _run_system(system: System, answer: Any, tasks: TaskSet, grader: Any, runs: int, out: Path, *,
+                timeout_s: float | None, spending: Spending | None, bar: Any, max_consecutive_timeouts: int) -> None:
+    """Every (run, task) job of one system (``answer``: its bound answer) that has no finished row yet,
+    within the dollar cap."""
     from roma_lab.lm import max_concurrency
 
-    answer = system.bind(tasks)
     model = getattr(answer, "model", system.model)
     workers = 1 if model is None else max_concurrency(model)
     jobs = [Job(run, item) for run in range(runs) for item in tasks.items]

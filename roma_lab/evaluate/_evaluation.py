@@ -180,8 +180,11 @@ def tidy_rows(out: Path, tasks: Any, labels: Sequence[str], runs: int) -> pd.Dat
     dollar cap kept it back: without a cap every job gets a row) and is a ``not_run_budget`` row."""
     import pandas as pd
 
+    from ._private import REDACTED
+
     order = {it.item_id: i for i, it in enumerate(tasks.items)}
-    gold = {it.item_id: str(it.answer) for it in tasks.items}
+    # a private benchmark's gold answer is never written, here as in its rows
+    gold = {it.item_id: REDACTED if it.benchmark in tasks.private else str(it.answer) for it in tasks.items}
     log = read_log_df(out / "attempts.csv")
     rows = log[log["condition"].isin(labels) & log["task_id"].isin(order) & log["benchmark"].eq(tasks.name)
                & log["run"].lt(runs)]

@@ -4,8 +4,9 @@
 ``audit_paper_numbers`` checks the paper's own figures (``paper_reported.csv``) and returns a
 ``PaperAudit``; each study function (``measure_protocol``, ``measure_levels``, ``compare_planning``,
 ``compare_memory``, ``compare_tts``, ``compare_backbones``, ``compare_search``, ``compare_saved_runs``,
-``evaluate_browsecomp``) runs its conditions through ``run_study`` and returns an ``OAgentsTables``.
-The agent itself, its tool benchmarks and its runner are the mechanism room ``roma_lab.agents``.
+``evaluate_browsecomp``) runs its conditions through ``run_study`` (``roma_lab.evaluate`` underneath:
+``run_conditions``, ``study_rows``) and returns an ``OAgentsTables``. The agent itself and its tool
+benchmarks are the mechanism room ``roma_lab.agents``.
 See design/agents.md and design/protocol.md.
 """
 
@@ -14,12 +15,12 @@ from ._audit import (CLAIMS, GAIA_SIZES, PAPER_REPORTED, PARTS, ROW_SIZES, Paper
 from ._studies import (ADVANCED, SAVED_STUDIES, STUDY_SPLIT, compare_backbones, compare_memory, compare_planning,
                        compare_saved_runs, compare_search, compare_tts, evaluate_browsecomp, measure_levels,
                        measure_protocol)
-from ._study import ALL, Condition, OAgentsTables, comparisons_df, run_study, suite_level
+from ._study import ALL, Condition, OAgentsTables, comparisons_df, run_conditions, run_study, study_rows, suite_level
 
 __all__ = [
     "ADVANCED", "ALL", "CLAIMS", "GAIA_SIZES", "PAPER_REPORTED", "PARTS", "ROW_SIZES", "SAVED_STUDIES", "STUDY_SPLIT",
     "Condition", "PaperAudit", "RankClaim", "OAgentsTables",
     "audit_paper_numbers", "compare_backbones", "compare_memory", "compare_planning", "compare_saved_runs",
     "compare_search", "compare_tts", "comparisons_df", "evaluate_browsecomp", "measure_levels", "measure_protocol",
-    "paper_reported_df", "plot_paper_comparisons", "run_study", "suite_level",
+    "paper_reported_df", "plot_paper_comparisons", "run_conditions", "run_study", "study_rows", "suite_level",
 ]
