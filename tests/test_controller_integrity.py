@@ -19,8 +19,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from roma_lab.bench import RunFileError, load_item_run
-from roma_lab.bench._run_files import saved_run
+from roma_lab.results import DamagedFileError
+from roma_lab.trace import load_trace
 from roma_lab.tools import ArtifactError, ArtifactStore, UntrustedStoreError
 from roma_lab.trace import ArtifactRef, InvalidRunError, LMExchange, Node, RoleCall, Run, ToolCall
 from roma_lab.controller import Roma, ScriptedRoles, plan_repair, tree_plans
@@ -76,13 +76,12 @@ def test_a_deeply_nested_run_file_is_a_typed_error_naming_the_file(where, tmp_pa
     text = deep_files()[where]
     with pytest.raises(InvalidRunError, match="nest"):
         Run.from_json(text)
-    runs = tmp_path / "seal0_runs"
-    runs.mkdir()
-    (runs / "item-1.json").write_text(text)
-    # the table item picker (widgets) and the notebooks load through load_item_run
-    with pytest.raises(RunFileError, match=r"item-1\.json is not a saved ROMA run .*nest"):
-        load_item_run(tmp_path, "seal0", "item-1")
-    assert saved_run(runs / "item-1.json") is None  # a resumed table moves it aside and runs the item again
+    path = tmp_path / "item-1.json"
+    path.write_text(text)
+    # the one trace loader (the item picker, the notebooks, a resumed evaluation) names the file; a resumed
+    # evaluation then moves it aside and runs the item again
+    with pytest.raises(DamagedFileError, match=r"item-1\.json: .*nest"):
+        load_trace(path)
 
 
 @pytest.mark.parametrize("levels", [500, 100_000])

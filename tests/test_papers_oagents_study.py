@@ -67,7 +67,7 @@ def test_rows_protocol_and_comparison_match_a_hand_count(tmp_path):
     rows = tables.rows
     assert len(rows) == 2 * 6 * 2 and set(rows["condition"]) == {"OAgents", "r.p. Static workflow"}
     static = rows["condition"] == "r.p. Static workflow"
-    assert rows.loc[static, "correct"].all() and not rows.loc[~static, "correct"].any()
+    assert rows.loc[static, "score"].eq(1.0).all() and not rows.loc[~static, "score"].eq(1.0).any()
     p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
     assert p["r.p. Static workflow", "all", "pass@1"] == 1.0 and p["OAgents", "all", "pass@1"] == 0.0
     assert p["r.p. Static workflow", "all", "pass@2"] == 1.0 and p["OAgents", "all", "maj@2"] == 0.0
@@ -213,7 +213,7 @@ def test_pass_at_k_from_saved_runs_reads_files_only_and_makes_no_model_call(tmp_
                                "answer": golds.get(r.inputs["task"], "0") if engine.current.seed == 1 else "0"})
     lm = dspy.LM("scripted/k", engine=engine, cache=False)
     sampled = measure_protocol(tmp_path / "21_measure_protocol", lm=lm, n_tasks=6, runs=3, stats=StatsSettings(n_resamples=50))
-    literal = sampled.rows[(sampled.rows["condition"] == "OAgents") & (sampled.rows["run"] == 1)]["correct"]
+    literal = sampled.rows[(sampled.rows["condition"] == "OAgents") & (sampled.rows["run"] == 1)]["score"].eq(1.0)
     assert 0 < literal.sum() < 6  # some tasks are solved in one of the three runs, others never
     planning = study(tmp_path / "22_compare_planning_table7", sample_suite_tasks("test", 3, seed=0), runs=1)
 
@@ -337,7 +337,7 @@ def test_the_search_study_grades_each_agent_as_its_answers_deserve(tmp_path):
     tasks = {t.item.item_id: t for t in world_tasks("test", 24, n_sources=5, coverage=0.6)}
     rows = tables.rows
     for condition, k in (("Single-source", 1), ("Multi-source (k=3)", 3), ("Multi-source (k=5)", 5)):
-        got = rows[rows["condition"] == condition].set_index("task_id")["correct"]
+        got = rows[rows["condition"] == condition].set_index("task_id")["score"].eq(1.0)
         assert got.to_dict() == {i: copied_alone(t, k) for i, t in tasks.items()}, condition
     p = tables.protocol.set_index(["condition", "subset", "metric"])["value"]
     assert p["Raw data", "all", "pass@1"] == p["Multi-source (k=5)", "all", "pass@1"]  # the same agent
@@ -404,7 +404,8 @@ def test_maj_at_r_votes_on_the_grader_s_key_not_a_lossier_one():
 
     (task,) = suite_tasks(("dev",))[:1]
     rows = pd.DataFrame({"condition": "c", "task_id": task.item.item_id, "run": [0, 1, 2],
-                         "answer": ["8383.57", "8,383.57", "8,383.57"], "correct": [False, True, True]})
+                         "prediction": ["8383.57", "8,383.57", "8,383.57"], "score": [0.0, 1.0, 1.0],
+                         "status": ["incorrect_answer", "success", "success"]})
     scores = _scores(rows, None, [task])
     assert list(scores["answer_key"]) == ["8383.57", "8,383.57", "8,383.57"]
     p = summarize_protocol(scores, metric="success", answer="answer_key", ks=(3,),
@@ -552,7 +553,7 @@ def test_each_design_study_scores_only_the_levels_asked_and_says_which(tmp_path,
     settings = settings[settings.str.contains("generated world")]
     assert len(settings) and settings.str.contains(r"levels L1[;,)]").all()
     if study == "compare_planning":  # tips are mined from failures at the same levels
-        train = pd.read_csv(next((tmp_path / "train").rglob("runs.csv")))
-        assert len(train) and train["item_id"].str.startswith("L1-").all()
+        train = pd.read_csv(tmp_path / "train" / "attempts.csv", dtype=str)
+        assert len(train) and train["task_id"].str.startswith("L1-").all()
     everywhere = getattr(oagents, study).__kwdefaults__["levels"]
     assert tuple(everywhere) == ("L1", "L2", "L3")  # the default stays every level

@@ -4,7 +4,7 @@ rows, another task is picked, and what the page shows is the saved trajectories'
 selection reaches the kernel and back. An executed copy exported as HTML shows the same with the
 network off.
 
-The trajectories are real: ``run_agent`` on meta-routing suite tasks with a scripted model
+The trajectories are real: ``roma_lab.evaluate`` runs the agent on meta-routing suite tasks with a scripted model
 (tests/trajectory_fixtures.py), built before the browser opens (Playwright's event loop would stop
 ROMA's asyncio.run)."""
 
