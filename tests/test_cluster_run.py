@@ -2,11 +2,13 @@
 guarantees on a cluster.
 
 Same rows as a serial run; resumable task by task; rows written once, by the client, as tasks
-finish; a worker killed mid-item loses nothing and repeats no row; a client killed mid-sweep
-(kill -9 of a process running it) resumes without a duplicate row; where each item ran, and on
-what, is recorded; a per-model limit holds cluster-wide; local models generate one at a time per
-machine; remote calls are retried on the workers; a scheduler that does not answer is a typed error. One cluster (two workers) serves the module:
-starting one costs seconds.
+finish; a worker killed mid-task loses nothing and repeats no row; a client killed mid-sweep
+(kill -9 of a process running it) resumes without a duplicate row; where each task ran, and on
+what, is recorded (``cluster.jsonl``); a per-model limit holds cluster-wide; local models generate
+one at a time per machine; remote calls are retried on the workers; a scheduler that does not
+answer is a typed error. A model limit is a ``roma_lab.cluster.Dispatch``, which evaluate never
+builds: those tests hand one to evaluate's scheduler (``run_jobs``). One cluster (two workers)
+serves the module: starting one costs seconds.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from pathlib import Path
 
 import pytest
 from dask_systems import CountsAtOnce, Echo, KillsItsWorker, LocalGenerations, calls, generations, most_at_once, toy_items
-
 from evaluations import attempts
 
 from roma_lab import cluster as roma_cluster
@@ -37,7 +38,7 @@ HANG_GUARD_S = 180  # a stuck test fails after this instead of hanging CI; never
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """local:2, started with the environment its workers inherit (their own caches, no cluster named),
-    and Dask's allowed-failures at 1: an item whose worker dies twice is given up (KilledWorker)."""
+    and Dask's allowed-failures at 1: a task whose worker dies twice is given up (KilledWorker)."""
     import dask
     import distributed  # noqa: F401 - loads its config defaults, which config.set would otherwise drop on exit
 
@@ -127,6 +128,11 @@ def test_a_scheduler_that_does_not_answer_is_a_typed_error_not_a_hang(monkeypatc
         address = f"tcp://127.0.0.1:{probe.getsockname()[1]}"
     with pytest.raises(roma_cluster.ClusterConnectError, match="no Dask scheduler answers"):
         roma_cluster.session(address)
+    monkeypatch.setenv("ROMA_LAB_CLUSTER", address)
+    with pytest.raises(roma_cluster.ClusterConnectError, match=f"no Dask scheduler answers at {address}"):
+        sweep(tmp_path / "out", Echo(str(tmp_path / "log")), 2)
+    assert calls(tmp_path / "log") == [] and not (tmp_path / "out" / "attempts.csv").exists()
+    monkeypatch.delenv("ROMA_LAB_CLUSTER")
     shutil.copytree(TESTS / "fixtures" / "project", tmp_path / "project")
     assert main(["--root", str(tmp_path / "project"), "run", "00_fixture", "--cluster", address]) == 2
     assert f"no Dask scheduler answers at {address}" in capsys.readouterr().err

@@ -25,7 +25,8 @@ from roma_lab.optimizer import (
     SearchSettings,
     compile,
 )
-from roma_lab.optimizer._tasks import Papillon, evaluate_program, make_task, task_splits
+from roma_lab.optimizer._tasks import Papillon, make_task, task_splits
+from roma_lab.papers.roma._gepa_tables import held_out
 from roma_lab.papers.roma import plot_convergence, table7_gepa, table8_convergence
 from roma_lab.papers.roma._gepa_tables import RATIO, UNOPTIMISED, _paper_reported, _table8_vs_paper, convergence_summary
 from roma_lab.stats import StatsSettings
@@ -94,8 +95,8 @@ def small(lms, **kw):
 # ---- metrics and feedback on hand-made predictions ------------------------------------------
 
 
-def _gold(benchmark, **kw):
-    return dspy.Example(item_id="x", **kw).with_inputs(*[k for k in kw if k not in ("answer", "pii_units")])
+def _gold(benchmark, item_id="x", **kw):
+    return dspy.Example(item_id=item_id, **kw).with_inputs(*[k for k in kw if k not in ("answer", "pii_units")])
 
 
 def test_aime_metric_scores_boxed_integer_and_explains_misses():
@@ -147,9 +148,9 @@ def test_papillon_external_model_is_not_an_optimised_predictor():
     assert [n for n, _ in Papillon().named_predictors()] == ["craft_redacted_request.predict", "respond_to_query"]
 
 
-def test_evaluate_program_nan_policy():
+def test_the_held_out_round_runs_through_evaluate_under_the_nan_policy(tmp_path):
     task = make_task("hotpotqa")
-    golds = [_gold("hotpotqa", question="q1", answer="a"), _gold("hotpotqa", question="q2", answer="b")]
+    golds = [_gold("hotpotqa", "1", question="q1", answer="a"), _gold("hotpotqa", "2", question="q2", answer="b")]
 
     class Flaky(dspy.Module):
         def forward(self, question):
@@ -157,14 +158,27 @@ def test_evaluate_program_nan_policy():
                 raise RuntimeError("model down")
             return dspy.Prediction(answer="b")
 
-    rows = evaluate_program(task, Flaky(), golds)
+    rows = held_out(task, {"gepa": [Flaky()]}, golds, tmp_path / "a").to_dict(orient="records")
     assert rows[0]["score"] == 0.0 and rows[0]["error_stage"] == "system" and "model down" in rows[0]["error"]
     assert rows[1]["score"] == 1.0 and rows[1]["error_stage"] == ""
+    assert (tmp_path / "a" / "attempts.csv").is_file()  # the one runner's folder: rows, traces, resume
 
     broken = make_task("hotpotqa")
     object.__setattr__(broken, "grader", lambda item, pred: Grade(None, math.nan, "g", error="X: judge"))
-    (row,) = evaluate_program(broken, Flaky(), golds[1:])
+    (row,) = held_out(broken, {"gepa": [Flaky()]}, golds[1:], tmp_path / "b").to_dict(orient="records")
     assert math.isnan(row["score"]) and row["error_stage"] == "grader"
+
+
+def test_a_search_that_found_another_program_is_never_mixed_into_earlier_rows(tmp_path):
+    from roma_lab.evaluate import EvaluationMismatchError
+
+    task = make_task("hotpotqa")
+    golds = [_gold("hotpotqa", question="q1", answer="a")]
+    held_out(task, {"gepa": [task.make_program()]}, golds, tmp_path)
+    other = task.make_program()
+    other.predictors()[0].signature = other.predictors()[0].signature.with_instructions("Answer in one word.")
+    with pytest.raises(EvaluationMismatchError, match="gepa"):
+        held_out(task, {"gepa": [other]}, golds, tmp_path)
 
 
 # ---- data splits ------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """``python -m roma_lab.evaluate TASKS --system single --system roma --lm local --out DIR``: the
-evaluation API from the shell, papermill-free. Prints the summary and the paired table."""
+evaluation API from the shell, papermill-free. Prints the summary and the paired table.
+``python -m roma_lab.evaluate migrate FOLDER...``: makes folders written before the one runner resumable."""
 
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from ._tasks import TaskFileError, tasks_from
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["migrate"]:
+        return _migrate(argv[1:])
     parser = argparse.ArgumentParser(prog="python -m roma_lab.evaluate", description=__doc__)
     parser.add_argument("tasks", help="a .csv/.jsonl/.parquet task file, benchmark:<name> or world:<split>")
     parser.add_argument("--system", action="append", choices=SYSTEM_NAMES, required=True,
@@ -71,6 +75,23 @@ def main(argv: list[str] | None = None) -> int:
               f"{budget.n_not_run} task(s) not run (status {NOT_RUN} in rows.csv); rerun with a higher "
               "--budget-usd to run them")
     print(f"rows, summary, paired table, traces and provenance in {args.out}")
+    return 0
+
+
+
+def _migrate(argv: list[str]) -> int:
+    from ._migrate import migrate
+
+    parser = argparse.ArgumentParser(prog="python -m roma_lab.evaluate migrate",
+                                     description="make results folders written before the one runner resumable")
+    parser.add_argument("folders", nargs="+", help="results folders (every folder below each is looked at)")
+    args = parser.parse_args(argv)
+    try:
+        said = migrate(*args.folders)
+    except (OSError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print("\n".join(said))
     return 0
 
 

@@ -195,6 +195,7 @@ def tidy_rows(out: Path, tasks: Any, labels: Sequence[str], runs: int) -> pd.Dat
                for label in labels for run in range(runs) for it in tasks.items if (label, run, it.item_id) not in have]
     if missing:
         rows = pd.concat([rows, pd.DataFrame(missing)], ignore_index=True)
+    rows = rows.assign(gold=rows["task_id"].map(gold))  # the task's, whatever an attempt recorded
     rank = {label: i for i, label in enumerate(labels)}
     rows = rows.assign(_order=[(rank[c], r, order[t]) for c, r, t in zip(rows["condition"], rows["run"],
                                                                          rows["task_id"], strict=True)])

@@ -41,8 +41,9 @@ _STAGES = ("", "system", "grader")
 _COUNTS = ("run", "model_calls", "input_tokens", "output_tokens")
 _NUMBERS = ("score", "latency_s", "cost")
 _TEXT = tuple(c for c in ROW_COLUMNS if c not in _COUNTS + _NUMBERS)
-# Files of the layout before one attempt log (run<r>.csv beside usage/): resumed only after migration.
-_OLD_LAYOUT = ("run0.csv", "usage")
+# What folders written before the one runner hold: an evaluation's run<r>.csv beside usage/, a ROMA
+# table's traces directly in its <benchmark>_runs/, an agent's <label>/runs.csv beside trajectories/.
+_OWN_JSON = ("evaluation.json", "provenance.json")
 
 
 class LogFileError(ValueError):
@@ -57,9 +58,15 @@ class OldLayoutError(LogFileError):
 
 def check_layout(out: Path) -> None:
     """Refuse a folder in the layout of an earlier roma_lab, naming the one command that migrates it."""
-    if not (out / LOG_FILE).exists() and any((out / name).exists() for name in _OLD_LAYOUT):
-        raise OldLayoutError(f"{out} was written by an earlier roma_lab (run<r>.csv and usage/); migrate it once with "
-                             f"`python -m roma_lab.evaluate migrate {out}` (it keeps every row and trace), then rerun")
+    if (out / LOG_FILE).exists() or not out.is_dir():
+        return
+    old = ((out / "run0.csv").exists() or (out / "usage").is_dir()
+           or any(p.name not in _OWN_JSON for p in out.glob("*.json"))
+           or any(p.is_file() for p in out.glob("*/runs.csv")))
+    if old:
+        raise OldLayoutError(f"{out} was written by an earlier roma_lab; migrate it once with `python -m "
+                             f"roma_lab.evaluate migrate {out.parent}` (it keeps every row and trace it can, and "
+                             "sets aside what it cannot), then rerun")
 
 
 def _storable(value: Any) -> Any:

@@ -128,7 +128,7 @@ def study_rows(evaluation: Any, tasks: Sequence[AgentTask], conditions: Sequence
 
     task_of = {t.item.item_id: t for t in tasks}
     facts = evaluation.facts()
-    rows = evaluation.rows.merge(facts.drop(columns=["wall_s"], errors="ignore"), on=["condition", "run", "task_id"],
+    rows = evaluation.rows.merge(facts, on=["condition", "run", "task_id"],
                                  how="left")
     config = {c.name: run_label(c.config) for c in conditions}
     model = {c.name: _model_name(c.config, lm) for c in conditions}
