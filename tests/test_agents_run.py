@@ -371,7 +371,7 @@ def test_pairs_run_at_once_and_give_the_serial_rows_and_trajectories(tmp_path):
     lm, _ = actor_lm(actor, name="wide", slots=4)
     together = run_agent(config, tasks, out_dir=tmp_path / "together", runs=2, lm=lm, progress=False)
     assert actor.most == 4  # four (task, run) pairs in flight at once, the model's bound, never more
-    timed = ["latency_s", "model"]  # the two scripted models have two names
+    timed = ["latency_s", "wall_s", "model"]  # the two scripted models have two names
     pd.testing.assert_frame_equal(together.drop(columns=timed), serial.drop(columns=timed))
     label = run_label(config)
     assert saved_untimed(tmp_path / "together" / label) == saved_untimed(tmp_path / "serial" / label)
@@ -428,7 +428,8 @@ def test_long_term_memory_chains_the_tasks_of_a_run_while_runs_overlap(tmp_path)
     actor = InFlight(2, lambda inputs: answer("0"))  # the first tasks of runs 0 and 1, at once
     together = run(tmp_path / "together", actor, 4)
     assert actor.most == 2  # one task per run in flight: a run's tasks are a chain
-    pd.testing.assert_frame_equal(together.drop(columns=["latency_s", "model"]), serial.drop(columns=["latency_s", "model"]))
+    timed = ["latency_s", "wall_s", "model"]
+    pd.testing.assert_frame_equal(together.drop(columns=timed), serial.drop(columns=timed))
     label = run_label(config)
     saved = saved_untimed(tmp_path / "together" / label)
     assert saved == saved_untimed(tmp_path / "serial" / label)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -84,8 +85,17 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
         with tqdm(total=len(chosen) * runs * len(task_set), desc="evaluate", disable=not progress) as bar:
             for system, answer in zip(chosen, answers, strict=True):
                 bar.set_postfix_str(system.label)
-                _run_system(system, answer, task_set, grading, runs, out_dir, timeout_s=timeout_s, spending=spending,
-                            bar=bar, max_consecutive_timeouts=max_consecutive_timeouts)
+                how = Attempt(system.label, answer, grading, out_dir, timeout_s, task_set.private)
+                jobs = [Job(run, item) for run in range(runs) for item in task_set.items]
+                done = _finished(out_dir, system, task_set, runs)
+                bar.update(len(done))
+                for i, (workers, gate) in enumerate(_passes(system, answer, spending)):
+                    if i:  # a later pass: the pass before finished some jobs
+                        done = _finished(out_dir, system, task_set, runs)
+                    run_jobs(how, jobs, workers=workers, chained=system.chained, gate=gate,
+                             done=lambda job, done=done: done.get((job.run, job.item.item_id)),
+                             on_row=partial(_on_row, bar, spending, system.label),
+                             max_consecutive_timeouts=max_consecutive_timeouts)
         labels = [s.label for s in chosen]
         rows = tidy_rows(out_dir, task_set, labels, runs)
         report = None if spending is None else BudgetReport(cap, spending.spent_usd, spending.stopped,
@@ -114,32 +124,26 @@ def _grader(grader: Any, tasks: TaskSet):
     return grader_named(grader)
 
 
-def _run_system(system: System, answer: Any, tasks: TaskSet, grader: Any, runs: int, out: Path, *,
-                timeout_s: float | None, spending: Spending | None, bar: Any, max_consecutive_timeouts: int) -> None:
-    """Every (run, task) job of one system (``answer``: its bound answer) that has no finished row yet,
-    within the dollar cap."""
+def _passes(system: System, answer: Any, spending: Spending | None) -> list[tuple[int, Any]]:
+    """(workers, gate) of each pass over a system's jobs: at its model's bound (``roma_lab.lm.max_concurrency``)
+    under the dollar cap's gate; first one task alone while its price is not yet seen."""
     from roma_lab.lm import max_concurrency
 
-    model = getattr(answer, "model", system.model)
+    model = getattr(answer, "model", system.model)  # a bound agent knows its resolved actor
     workers = 1 if model is None else max_concurrency(model)
-    jobs = [Job(run, item) for run in range(runs) for item in tasks.items]
-    done = _finished(out, system, tasks, runs)
-    bar.update(sum(1 for job in jobs if (job.run, job.item.item_id) in done))
+    if spending is None:
+        return [(workers, None)]
+    passes = [(workers, spending.gate(system.label))]
+    if workers > 1 and not spending.known(system.label):
+        passes.insert(0, (1, spending.gate(system.label, limit=1)))  # one task at a price not yet seen
+    return passes
 
-    def on_row(row: dict[str, Any]) -> None:
-        bar.update(1)
-        if spending is not None:
-            spending.finished(system.label, row["cost"], f"{system.label}, run {row['run']}, task {row['task_id']}")
 
-    def run(**how: Any) -> None:
-        finished = _finished(out, system, tasks, runs) if how.get("gate") else done  # a gated pass may follow one
-        run_jobs(Attempt(system.label, answer, grader, out, timeout_s, tasks.private), jobs, chained=system.chained,
-                 done=lambda job: finished.get((job.run, job.item.item_id)), on_row=on_row,
-                 max_consecutive_timeouts=max_consecutive_timeouts, **how)
-
-    if spending is not None and workers > 1 and not spending.known(system.label):
-        run(workers=1, gate=spending.gate(system.label, limit=1))  # one task at a price not yet seen
-    run(workers=workers, gate=None if spending is None else spending.gate(system.label))
+def _on_row(bar: Any, spending: Spending | None, label: str, row: dict[str, Any]) -> None:
+    """A row is on disk: the bar moves and the dollar cap's ledger learns its cost."""
+    bar.update(1)
+    if spending is not None:
+        spending.finished(label, row["cost"], f"{label}, run {row['run']}, task {row['task_id']}")
 
 
 def _finished(out: Path, system: System, tasks: TaskSet, runs: int) -> dict[tuple[int, str], Any]:

@@ -2,7 +2,8 @@
 graded, and recorded (trace first, then its row in the attempt log) as it finishes.
 
 The path from ``evaluate`` to a model call: ``evaluate`` → :func:`run_jobs` → ``concurrent_map`` →
-:func:`attempt` → the system (``SingleCall``, ``Roma.run``, ``Agent.run``...) → ``metered_call``.
+:func:`attempt` → the system (``SingleCall``; ``Roma.run``, ``Agent.run`` through their bound answer) →
+``metered_call``; with a time limit, :func:`attempt` → :func:`_timed` → the system.
 A system is always called the same way: ``answer(item, run, previous)``, ``previous`` the trace of the
 task before it in the same run for a system whose tasks are a chain (``System.chained``), else None.
 
@@ -24,6 +25,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -93,27 +95,18 @@ def gradable(answer: Any) -> Any:
     return answer
 
 
-def _call(answer: Callable[..., Any], job: Job, previous: Any, timeout_s: float | None) -> Any:
-    """``answer(item, run, previous)`` as rollout ``run`` (repeats are asked again, never replayed from a
-    cache), in a daemon thread when there is a time limit: a system that never returns cannot block
-    interpreter exit (it keeps running in the background; Python cannot kill a thread)."""
-    from roma_lab.lm import rollout
-
-    def call() -> Any:
-        with rollout(str(job.run)):
-            return answer(job.item, job.run, previous)
-
-    if timeout_s is None:
-        return call()
+def _timed(answer: Callable[..., Any], job: Job, previous: Any, timeout_s: float) -> Any:
+    """``answer(item, run, previous)`` in a daemon thread, waited for ``timeout_s``: a system that never
+    returns cannot block interpreter exit (it keeps running in the background; Python cannot kill a
+    thread). The thread runs in a copy of the caller's context (the rollout id, DSPy's settings)."""
     box: dict[str, Any] = {}
 
     def target() -> None:
         try:
-            box["value"] = call()
+            box["value"] = answer(job.item, job.run, previous)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
 
-    # in a copy of the caller's context: DSPy's settings (dspy.context) live in contextvars
     worker = threading.Thread(target=contextvars.copy_context().run, args=(target,), daemon=True)
     worker.start()
     worker.join(timeout_s)
@@ -164,17 +157,23 @@ def _answer_of(result: Any) -> Any:
     return answer() if callable(answer) else result
 
 
-def attempt(how: Attempt, job: Job, previous: Any = None) -> Outcome:
-    """One job: call the system, grade its answer, and make its row and its trace's text. Runs in this
-    process or on a cluster worker; either way only the caller writes. No answer is a wrong answer
-    (score 0, prediction empty), never a row left out of the mean."""
+def attempt(how: Attempt, job: Job, previous: Any = None, gate: Callable[[], bool] | None = None) -> Outcome | None:
+    """One job: call the system (as rollout ``run``: repeats are asked again, never replayed from a
+    cache), grade its answer, and make its row and its trace's text. Runs in this process or on a
+    cluster worker; either way only the caller writes. No answer is a wrong answer (score 0, prediction
+    empty), never a row left out of the mean. None, without a call, when ``gate`` says not to start."""
     from roma_lab.bench import Grade, guarded
+    from roma_lab.lm import rollout
     from roma_lab.trace import RecordedGrade
 
+    if gate is not None and not gate():
+        return None
     start = time.perf_counter()
     trace = None
     try:
-        result = _call(how.answer, job, previous, how.timeout_s)
+        with rollout(str(job.run)):
+            result = (how.answer(job.item, job.run, previous) if how.timeout_s is None
+                      else _timed(how.answer, job, previous, how.timeout_s))
         trace = result if hasattr(result, "usage") and hasattr(result, "to_json") else None
         answer = gradable(_answer_of(result))
     except Exception as exc:  # noqa: BLE001 - recorded as an error row, the run goes on
@@ -284,9 +283,9 @@ def run_jobs(how: Attempt, jobs: Sequence[Job], *, workers: int = 1, chained: bo
                 if kept is not None:
                     previous = kept.trace if isinstance(kept, Outcome) else kept
                     continue
-                if gate is not None and not gate():
+                outcome = attempt(how, job, previous, gate)
+                if outcome is None:
                     return  # the rest of this chain waits for a rerun: its memory must not skip a task
-                outcome = attempt(how, job, previous)
                 record(outcome)
                 previous = outcome.trace if outcome.trace is not None else previous
 
@@ -301,10 +300,8 @@ def run_jobs(how: Attempt, jobs: Sequence[Job], *, workers: int = 1, chained: bo
         _on_cluster(how, todo, dispatch, record)
         return
 
-    def one(job: Job) -> Outcome | None:
-        return attempt(how, job) if gate is None or gate() else None
-
-    concurrent_map(one, todo, workers=workers, on_done=lambda index, outcome: outcome is None or record(outcome))
+    concurrent_map(partial(attempt, how, gate=gate), todo, workers=workers,
+                   on_done=lambda index, outcome: outcome is None or record(outcome))
 
 
 def _on_cluster(how: Attempt, todo: Sequence[Job], dispatch: Any, record: _Recorder) -> None:

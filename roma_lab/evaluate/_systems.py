@@ -87,17 +87,20 @@ class SingleCall(System):
     def bind(self, tasks: TaskSet) -> SingleCall:
         return self
 
-    def __call__(self, item: Item, run: int, previous: Any = None) -> Run:
-        return self.answer(item.question)
-
     def answer(self, question: str) -> Run:
-        """The one call on ``question`` as a one-node run (its prompt, completion, tokens and cost)."""
+        """The one call on ``question`` (outside an evaluation: a notebook's, a test's)."""
+        from roma_lab.bench import Item
+
+        return self(Item("question", "question", question, ""), 0)
+
+    def __call__(self, item: Item, run: int, previous: Any = None) -> Run:
+        """The one call on ``item``'s question as a one-node run (its prompt, completion, tokens and cost)."""
         import dspy
 
         from roma_lab.lm import metered_call
         from roma_lab.trace import LMExchange, single_call_run
 
-        asked = self.task(question)
+        asked = self.task(item.question)
         start = time.perf_counter()
         with metered_call(self.lm, adapter=dspy.JSONAdapter()) as meter:
             output = dspy.Predict(_direct_signature())(question=asked).answer
