@@ -15,7 +15,6 @@ import time
 
 from roma_lab import router
 from roma_lab.papers import routing
-from roma_lab.router import _execute, _model, _semantic
 
 PAPER_TRAIN_S = 0.12
 PAPER_ROUTE_MS = 0.17
@@ -36,14 +35,14 @@ def best_of(fn, repeats: int = 7) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--encoders", nargs="+", default=list(_semantic.ENCODERS), choices=list(_semantic.ENCODERS))
+    parser.add_argument("--encoders", nargs="+", default=list(router.ENCODERS), choices=list(router.ENCODERS))
     args = parser.parse_args()
 
     tasks = router.generate_suite()
     train = router.split_tasks(tasks, "train")
     texts, labels = [t.prompt for t in train], router.labels_matrix(train)
-    X = _model.Featurizer.fit(texts).transform(texts)
-    train_s = best_of(lambda: _model.train_heads(X, labels, router.TrainingConfig()))
+    X = router.Featurizer.fit(texts).transform(texts)
+    train_s = best_of(lambda: router.train_heads(X, labels, router.TrainingConfig()))
     fit_s = best_of(lambda: router.OperationModel.fit(texts, labels))
     study = routing.RouterStudy.build()
     test = router.split_tasks(tasks, "test")
@@ -51,7 +50,7 @@ def main() -> None:
     learned = router.Learned(study.model)
     route_s = best_of(lambda: [learned(t) for t in test]) / len(test)
     batch_s = best_of(lambda: study.model.routes(test_texts)) / len(test)
-    route_exec_s = best_of(lambda: [_execute.execute(t, learned(t)) for t in test]) / len(test)
+    route_exec_s = best_of(lambda: [router.execute(t, learned(t)) for t in test]) / len(test)
     per_task = router.evaluate([learned], test, repeats=5)["latency_ms"]
 
     print(f"features: {study.model.featurizer.n_features}")
@@ -69,7 +68,7 @@ def main() -> None:
     sem = router.SemanticStudy.build(study, encoders=args.encoders)
     fresh = list(router.natural_prompts()["prompt"][:16])
     for name in args.encoders:
-        encoder = _semantic.ENCODERS[name]
+        encoder = router.ENCODERS[name]
         encode_s = best_of(lambda: encoder.encode(fresh), repeats=2) / len(fresh)   # uncached forward passes
         print(f"encode one prompt, {name:<14}  {encode_s * 1000:8.1f} ms   (once per prompt; cached per suite)")
     print(f"encoder chosen on dev: {sem.encoder}")

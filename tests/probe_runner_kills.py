@@ -84,10 +84,10 @@ class Lab:
         return [(int(pid), q) for pid, q in (line.split() for line in lines)]
 
     def rows(self) -> list[str]:
-        """Item ids of the rows in items.csv as written (duplicates kept; [] when unreadable)."""
+        """Item ids of the rows the notebook's evaluation logged (duplicates kept; [] when unreadable)."""
         try:
-            with (self.out / "items.csv").open(newline="", encoding="utf-8") as f:
-                return [row["item_id"] for row in csv.DictReader(f)]
+            with (self.out / "items" / "attempts.csv").open(newline="", encoding="utf-8") as f:
+                return [row["task_id"] for row in csv.DictReader(f)]
         except (OSError, UnicodeDecodeError, csv.Error, KeyError):
             return []
 
@@ -266,7 +266,8 @@ SCENARIOS = dict([
     kill_scenario("kill -9 during the final provenance write", pause="provenance", pause_provenance=True),
     damage_scenario("provenance.json replaced by garbage", lambda out: _garbage(out / "provenance.json")),
     damage_scenario("declared output summary.csv edited", lambda out: _edit(out / "summary.csv")),
-    damage_scenario("declared output items.csv emptied", lambda out: (out / "items.csv").write_bytes(b""),
+    damage_scenario("declared output items/attempts.csv emptied",
+                    lambda out: (out / "items" / "attempts.csv").write_bytes(b""),
                     redo={"0", "1", "2", "3"}),
     # the identity of a live process, with another session's process group
     foreign_record_scenario("kernel record naming another process group", lambda decoy, group: {

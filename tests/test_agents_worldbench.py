@@ -117,7 +117,7 @@ def test_sampling_is_spread_over_levels_and_sizes_are_checked():
 def test_the_agent_loop_reaches_the_readers_answers():
     # A scripted actor replays the reader's tool calls through Agent.run and answers as the reader
     # did: the agent's plumbing (arguments, observations, grading) carries the evidence through.
-    from roma_lab.bench import solve
+    from roma_lab.world import solve
     from roma_lab.agents._worldbench import world_task_of
 
     tasks = world_tasks("dev", 9, seed=1)

@@ -1,4 +1,5 @@
-"""A worker whose environment differs from the client's computes nothing that gets written.
+"""A worker whose environment differs from the client's computes nothing that gets written, on a
+run of ``evaluate`` sent to the cluster by $ROMA_LAB_CLUSTER.
 
 Workers are made to differ the way real ones do, by what their package metadata says: a worker
 plugin (``FakeDistribution``, below) installs another version of a tracked package,
@@ -18,7 +19,8 @@ from dask_systems import Echo, calls, toy_items
 from distributed import WorkerPlugin
 
 from roma_lab import cluster as roma_cluster
-from roma_lab.bench import StringMatchGrader, run_benchmark
+from roma_lab.bench import StringMatchGrader
+from roma_lab.evaluate import TaskSet, evaluate, function
 from roma_lab.results import package_versions
 
 SMOLLM = "local:smollm2-135m"
@@ -49,6 +51,12 @@ class FakeDistribution(WorkerPlugin):
         importlib.invalidate_caches()
 
 
+def sweep(out: Path, system, n: int):
+    """``evaluate`` of the function ``system`` (labelled echo) on ``toy_items(n)``, where $ROMA_LAB_CLUSTER says."""
+    return evaluate([function(system, label="echo")], TaskSet("toy", tuple(toy_items(n))), StringMatchGrader(),
+                    out=out, progress=False)
+
+
 @pytest.fixture(scope="module")
 def odd_worker(tmp_path_factory):
     """local:2 whose worker "1" has gepa 0.0.1 and a SmolLM2 package holding other bytes."""
@@ -67,22 +75,23 @@ def odd_worker(tmp_path_factory):
     roma_cluster.shutdown()
 
 
-def test_a_worker_with_another_package_version_is_refused_before_anything_runs(odd_worker, tmp_path):
+def test_a_worker_with_another_package_version_is_refused_before_anything_runs(odd_worker, tmp_path, monkeypatch):
     _, odd = odd_worker
-    log, out = tmp_path / "log", tmp_path / "r.csv"
+    monkeypatch.setenv("ROMA_LAB_CLUSTER", "local:2")
+    log, out = tmp_path / "log", tmp_path / "out"
     with pytest.raises(roma_cluster.WorkerEnvironmentError) as raised:
-        run_benchmark(toy_items(4), Echo(str(log)), StringMatchGrader(), out_path=out, system_name="echo",
-                      progress=False, cluster="local:2")
+        sweep(out, Echo(str(log)), 4)
     message = str(raised.value)
     assert "1 of 2 workers differ" in message and odd in message
     assert f"gepa 0.0.1 (client {package_versions(['gepa'])['gepa']})" in message
-    assert calls(log) == []  # no item ran anywhere
-    assert out.read_text().splitlines() == [out.read_text().splitlines()[0]]  # the header, no row
-    [record] = [json.loads(line) for line in (tmp_path / "r.cluster.jsonl").read_text().splitlines()]
-    assert record["status"].startswith("refused")
+    assert calls(log) == []  # no task ran anywhere
+    assert not (out / "attempts.csv").exists()  # no row
+    [record] = [json.loads(line) for line in (out / "cluster.jsonl").read_text().splitlines()]
+    assert record["status"].startswith("refused") and record["condition"] == "echo"
 
 
 def test_a_worker_with_other_model_weights_is_refused(odd_worker, tmp_path):
+    from roma_lab.evaluate._schedule import Attempt, Job, run_jobs
     from roma_lab.lm import MODELS, ModelNotInstalledError, model_file
 
     try:
@@ -90,29 +99,32 @@ def test_a_worker_with_other_model_weights_is_refused(odd_worker, tmp_path):
     except ModelNotInstalledError as exc:
         pytest.skip(str(exc))
     _, odd = odd_worker
+    log = tmp_path / "log"
+    # the model a task calls is named by a Dispatch, which evaluate's scheduler takes
+    how = Attempt("echo", function(Echo(str(log)), label="echo").bind(None), StringMatchGrader(), tmp_path)
     with pytest.raises(roma_cluster.WorkerEnvironmentError, match=f"weights of {SMOLLM}: other weights") as raised:
-        run_benchmark(toy_items(2), Echo(str(tmp_path / "log")), StringMatchGrader(), out_path=tmp_path / "r.csv",
-                      system_name="echo", progress=False, cluster=roma_cluster.Dispatch(cluster="local:2", model=SMOLLM))
+        run_jobs(how, [Job(0, it) for it in toy_items(2)], cluster=roma_cluster.Dispatch(cluster="local:2", model=SMOLLM))
     assert odd in str(raised.value) and MODELS["smollm2-135m"].sha256 in str(raised.value)
+    assert calls(log) == [] and not (tmp_path / "attempts.csv").exists()
 
 
 def test_a_worker_that_joins_mid_run_is_checked_per_task(tmp_path, monkeypatch):
-    monkeypatch.delenv("ROMA_LAB_CLUSTER", raising=False)
+    monkeypatch.setenv("ROMA_LAB_CLUSTER", "local:1")
     session = roma_cluster.session("local:1")
     try:
-        run_benchmark(toy_items(2), Echo(str(tmp_path / "first.log")), StringMatchGrader(),
-                      out_path=tmp_path / "first.csv", system_name="echo", progress=False, cluster="local:1")
+        sweep(tmp_path / "first", Echo(str(tmp_path / "first.log")), 2)
         # the start-of-run check has passed; a worker with another gepa joins the cluster
         session.client.register_plugin(FakeDistribution(str(tmp_path), "gepa", "0.0.1", only=frozenset({"1"})))
         session.local.scale(2)
         session.client.wait_for_workers(2, timeout=120)
         joined = next(address for address, w in session.workers().items() if w["name"] == "1")
-        log = tmp_path / "log"
+        log, out = tmp_path / "log", tmp_path / "out"
         with pytest.raises(roma_cluster.WorkerEnvironmentError, match=f"worker {joined} differs from the client: gepa 0.0.1"):
-            run_benchmark(toy_items(12), Echo(str(log), delay_s=0.2), StringMatchGrader(), out_path=tmp_path / "r.csv",
-                          system_name="echo", progress=False, cluster="local:1")
+            sweep(out, Echo(str(log), delay_s=0.2), 12)
         first = {pid for pid, _ in calls(tmp_path / "first.log")}
         assert {pid for pid, _ in calls(log)} <= first  # only the worker checked at the start computed anything
+        [record] = [json.loads(line) for line in (out / "cluster.jsonl").read_text().splitlines()]
+        assert record["status"].startswith("refused")
     finally:
         session.close()
         roma_cluster.shutdown()

@@ -66,7 +66,7 @@ def test_per_item_the_notebooks_items_run_on_the_workers(sweep, tmp_path):
     answered = calls(control)
     assert sorted(q for _, q in answered) == ["q0", "q1", "q2", "q3"]
     assert {pid for pid, _ in answered} <= worker_pids  # not the kernel: the workers
-    [line] = (tmp_path / "00_items" / "items.cluster.jsonl").read_text().splitlines()
+    [line] = (tmp_path / "00_items" / "items" / "cluster.jsonl").read_text().splitlines()
     assert json.loads(line)["scheduler"] == session.scheduler  # the kernel used the runner's cluster
     cluster = read_provenance(tmp_path / "00_items").extra["cluster"]
     assert cluster["name"] == "local:2" and cluster["per"] == "item" and cluster["scheduler"] == session.scheduler
@@ -89,7 +89,7 @@ def test_per_notebook_whole_notebooks_run_on_the_workers(sweep, tmp_path):
         assert cluster["per"] == "notebook" and cluster["worker"] in session.workers()
     kernels = {pid for pid, _ in calls(control)}
     assert len(kernels) == 1 and not kernels & worker_pids  # the items ran in the notebook's kernel
-    assert not (tmp_path / "00_items" / "items.cluster.jsonl").exists()  # nothing dispatched from a worker
+    assert not (tmp_path / "00_items" / "items" / "cluster.jsonl").exists()  # nothing dispatched from a worker
 
 
 def test_per_notebook_a_worker_runs_the_sizes_asked(sweep, tmp_path):

@@ -2,17 +2,17 @@
 fault-injecting proxy, since a real server cannot be told to produce them) HTTP 429 and 500, a reply
 that is not JSON, a reply slower than the timeout.
 
-For each: the failure is typed where it lands (the node's error in the saved ROMA trace, the item's
-row in the results file), nothing finished is lost, and the rerun resumes once the server answers
-again (run_benchmark retries error rows; DSPy's request cache serves the calls that had succeeded,
+For each: the failure is typed where it lands (the node's error in the saved ROMA trace, the task's
+row in evaluate's attempt log), nothing finished is lost, and the rerun resumes once the server
+answers again (evaluate retries error rows; DSPy's request cache serves the calls that had succeeded,
 so they are not sent again). Retries with back-off are DSPy's (``num_retries``, design/online.md):
 the tests count requests, never seconds.
 """
 
-import csv
 import json
 
 import pytest
+from evaluations import attempts
 from online_server import (  # noqa: F401 - llama_server, online_isolation and proxy are fixtures
     SERVED_NAME,
     FaultProxy,
@@ -25,8 +25,10 @@ from online_server import (  # noqa: F401 - llama_server, online_isolation and p
 
 from roma_lab import bench
 from roma_lab.controller import Roma
+from roma_lab.evaluate import TaskSet, evaluate, roma
+from roma_lab.evaluate._log import read_log_df
 from roma_lab.lm import resolve_lm
-from roma_lab.papers.roma._systems import RomaSystem
+from roma_lab.trace import load_trace, trace_path
 
 NAME = f"openai/{SERVED_NAME}"
 # Two SimpleQA items the greedy small model answers in parseable JSON at depth 0 and 1 (two requests each).
@@ -37,22 +39,23 @@ def served(api_base, **kwargs):
     return resolve_lm(NAME, api_base=api_base, max_tokens=24, **kwargs)
 
 
+EVALUATION = "simpleqa_evaluation"  # the evaluate folder, beside the DSPy cache the fixtures keep in tmp_path
+
+
 def run_items(lm, out, items=(SECOND,), max_depth=0):
-    """ROMA on ``items`` through run_benchmark (string-match graded); the rows for ``items``."""
-    system = RomaSystem(Roma(lm=lm, max_depth=max_depth, max_concurrency=1), out / "simpleqa_runs",
-                        {it.question: it.item_id for it in items})
-    return bench.run_benchmark(list(items), system, bench.StringMatchGrader(), out_path=out / "simpleqa_results.csv",
-                               system_name="roma", progress=False)
+    """ROMA on ``items`` through evaluate (string-match graded); the rows for ``items``."""
+    system = roma(lm, label="roma", max_depth=max_depth, max_concurrency=1)
+    return evaluate([system], TaskSet("simpleqa", tuple(items)), bench.StringMatchGrader(), out=out / EVALUATION,
+                    progress=False).rows
 
 
 def rows_on_disk(out):
-    """Every row ever written (the file keeps an error row and, after the rerun, the item's new row)."""
-    with (out / "simpleqa_results.csv").open(newline="") as f:
-        return len(list(csv.reader(f))) - 1  # a record may span lines (an error message's newlines)
+    """Every row ever written (the log keeps an error row and, after the rerun, the task's new row)."""
+    return len(attempts(out / EVALUATION))
 
 
 def saved_trace(out, item=SECOND):
-    return bench.load_item_run(out, "simpleqa", item.item_id)
+    return load_trace(trace_path(out / EVALUATION, "roma", 0, item.item_id))
 
 
 FAULTS = {  # kind -> (proxy fault, extra LM settings, what the trace and the row name)
@@ -71,6 +74,7 @@ def test_an_http_fault_is_typed_in_trace_and_row_and_the_rerun_resumes(kind, pro
     row = run_items(lm, tmp_path).iloc[0]
 
     assert row["error_stage"] == "system" and named in row["error"] and row["error"].startswith("RomaRunError")
+    assert row["status"] == "system_error" and row["trace"] is not None
     trace = saved_trace(tmp_path)  # the failed run is kept beside the row
     failed = trace.root.calls[-1]
     assert trace.status == "failed" and named in trace.root.error and named in failed.error
@@ -79,10 +83,10 @@ def test_an_http_fault_is_typed_in_trace_and_row_and_the_rerun_resumes(kind, pro
 
     proxy.inject(None)  # the server answers again
     again = run_items(lm, tmp_path).iloc[0]
-    assert again["error_stage"] == "" and again["label"] in ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
+    assert again["error_stage"] is None and again["label"] in ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
     assert saved_trace(tmp_path).status == "completed"
-    assert rows_on_disk(tmp_path) == 2  # the error row is kept in the file; the table shows the latest
-    assert len(bench.read_results_df(tmp_path / "simpleqa_results.csv")) == 1
+    assert rows_on_disk(tmp_path) == 2  # the error row is kept in the log; the table shows the latest
+    assert len(read_log_df(tmp_path / EVALUATION / "attempts.csv")) == 1
 
 
 @pytest.mark.parametrize("kind", ["429", "500"])
@@ -121,10 +125,11 @@ def test_a_server_down_at_start_fails_the_item_typed_and_the_rerun_completes_onc
         again = run_items(lm, tmp_path).iloc[0]
     finally:
         server.stop()
-    assert again["error_stage"] == "" and saved_trace(tmp_path).status == "completed"
+    assert again["error_stage"] is None and saved_trace(tmp_path).status == "completed"
 
 
-def test_a_server_killed_mid_run_loses_nothing_and_the_rerun_sends_only_what_failed(tmp_path):
+def test_a_server_killed_mid_run_loses_nothing_and_the_rerun_sends_only_what_failed(tmp_path, monkeypatch):
+    monkeypatch.setenv("ROMA_LAB_MAX_CONCURRENCY", "1")  # the tasks one after the other: the requests in order
     server = LlamaServer(tmp_path).start()
     try:
         with FaultProxy(server.port) as watcher:

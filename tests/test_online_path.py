@@ -18,10 +18,10 @@ from online_server import SERVED_NAME, FaultProxy, llama_server, online_isolatio
 
 from roma_lab import bench
 from roma_lab.controller import Roma
+from roma_lab.evaluate import TaskSet, evaluate, roma
 from roma_lab.experiments import experiment_status, load_spec, run_experiment
 from roma_lab.lm import model_label, resolve_lm, served_from_cache
 from roma_lab.optimizer import SEARCH_STATUSES, GepaPlusConfig, compile
-from roma_lab.papers.roma._systems import RomaSystem
 from roma_lab.results import read_provenance
 
 REPO = Path(__file__).resolve().parents[1]
@@ -117,15 +117,16 @@ def test_a_native_engine_cache_hit_is_recognised_and_costs_nothing(proxy):
 def test_a_benchmark_item_is_answered_and_graded_through_the_server_by_a_separately_named_judge(proxy, tmp_path):
     item = bench.load_simpleqa()[2]
     system_lm, judge_lm = served(proxy), served(proxy, max_tokens=8)  # the judge: its own model object
-    system = RomaSystem(Roma(lm=system_lm, max_depth=0), tmp_path / "simpleqa_runs", {item.question: item.item_id})
     grader = bench.SimpleQAGrader(bench.DSPyJudge(judge_lm))
 
     with dspy.context(adapter=dspy.JSONAdapter()):  # the judge asks once, in the JSON mode the server honours
-        row = bench.run_benchmark([item], system, grader, out_path=tmp_path / "simpleqa_results.csv",
-                                  system_name="roma", progress=False).iloc[0]
+        result = evaluate([roma(system_lm, label="roma", max_depth=0)], TaskSet("simpleqa", (item,)), grader,
+                          out=tmp_path / "simpleqa_evaluation", progress=False)
+    row = result.rows.iloc[0]
 
-    run = bench.load_item_run(tmp_path, "simpleqa", item.item_id)  # the trace saved beside the row
+    run = result.trace("roma", item.item_id)  # the trace saved beside the row
     assert row["prediction"] == run.output and run.status == "completed"
+    assert result.models["roma"] == f"{NAME} @ {proxy.api_base}"
     judged = [e for e in proxy.completions() if "gold target" in str(e.request["messages"])]
     answered = [e for e in proxy.completions() if e not in judged]
     assert len(judged) == 1, "the judge's grading prompt did not reach the server exactly once"
@@ -136,9 +137,12 @@ def test_a_benchmark_item_is_answered_and_graded_through_the_server_by_a_separat
     # Graded: a label, or (a 135M judge rarely writes the bare letter asked for) a typed grader error
     # that keeps the judge's reply; either way the row is complete and a rerun retries only an error.
     if row["error_stage"] == "grader":
-        assert row["error"].startswith("JudgeReplyError") and pd.isna(row["score"])
+        assert row["error"].startswith("JudgeReplyError") and pd.isna(row["score"]) and row["status"] == "grader_error"
     else:
-        assert row["error_stage"] == "" and row["label"] in ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
+        assert row["error_stage"] is None and row["label"] in ("CORRECT", "INCORRECT", "NOT_ATTEMPTED")
+        assert row["status"] == row["label"].lower()
+    # the row counts the trace's calls, which are the server's
+    assert (row["input_tokens"], row["output_tokens"]) == server_tokens(answered) and pd.isna(row["cost"])
 
 
 def test_a_gepa_step_runs_through_the_server(proxy):

@@ -285,7 +285,7 @@ def copier_lm(requests=None):
     """A scripted searcher: one search with the question, then the first span of the answer's kind
     in what memory shows (the ``copy_first`` floor as an agent); the query rewriter marks its query."""
     from roma_lab.agents._worldbench import _SPANS
-    from roma_lab.bench._world import _FORMAT
+    from roma_lab.world._world import _FORMAT
 
     def respond(request):
         if requests is not None:
@@ -318,7 +318,7 @@ def copied_alone(task, k):
 
 def test_the_first_k_sources_hold_a_document_with_probability_1_minus_0_4_to_the_k():
     from roma_lab.agents._worldbench import _sources
-    from roma_lab.bench import generate_world
+    from roma_lab.world import generate_world
 
     documents = list(generate_world().documents)
     sources = _sources(2026, 5, 0.6)

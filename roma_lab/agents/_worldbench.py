@@ -10,7 +10,7 @@ tell agent designs apart, each a fixed script over the same tools: do nothing; c
 (the commonest train answer of the task's kind, or of its question template: keyword rules);
 and a fixed tool order (search with the question, read every file named) that copies the first,
 last or commonest span of the answer's kind from the observations. ``oracle`` is the scripted
-reader (``bench._world.solve``), which answers from observations alone. See design/world_benchmark.md.
+reader (``roma_lab.world.solve``), which answers from observations alone. See design/world_benchmark.md.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roma_lab.bench import ExactGrader, GaiaGrader, Item
-from roma_lab.bench._world import (
+from roma_lab.world import (
     DEFAULT_WORLD_SEED,
     LEVELS,
     RELATION_SYNONYMS,

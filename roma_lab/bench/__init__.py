@@ -1,4 +1,4 @@
-"""Benchmark data, the benchmarks' own graders, resumable graded runs and their summaries.
+"""Benchmark data and the benchmarks' own graders, with summaries of graded rows in a benchmark's metrics.
 
 Every benchmark is one frozen spec in the registry ``BENCHMARKS`` (loader, grader, task wording,
 metric and unit, and for the paper's tables the artefact and what differs from the paper's set-up).
@@ -9,9 +9,8 @@ grader for a researcher's own tasks by name ("exact", "quasi-exact", "numeric", 
 or wraps a comparison function; ``roma_lab.evaluate`` runs systems on the items and grades them,
 and ``summarize_results`` / ``compare_systems`` turn its rows into the results vocabulary with a
 benchmark's own metrics. ROMA paper Tables 1-6 are built on these in
-``roma_lab.papers.roma`` (design/roma_tables.md). ``generate_world`` builds the seeded fictional
-world of the agent benchmark (documents, ledger files, three levels of tasks with code-derived gold
-answers; design/world_benchmark.md).
+``roma_lab.papers.roma`` (design/roma_tables.md). The generated world of the agent benchmark is its own
+room, ``roma_lab.world``; the runner is ``roma_lab.evaluate``.
 """
 
 from roma_lab.bench._data import (
@@ -58,21 +57,8 @@ from roma_lab.bench._registry import (BENCHMARKS, LONGFORM_TASK, QUESTION, Bench
                                       grader_for)
 from roma_lab.bench._scripted import ScriptedJudge
 from roma_lab.bench._summary import compare_systems, scores_df, summarize_results
-from roma_lab.bench._world import (DEFAULT_WORLD_SEED, LEVELS, WORLD_BENCHMARK, WORLD_SPLITS, Fact, World, WorldTask,
-                                   generate_world, read_facts, solve, world_tasks_of)
 
 __all__ = [
-    "DEFAULT_WORLD_SEED",
-    "LEVELS",
-    "WORLD_BENCHMARK",
-    "WORLD_SPLITS",
-    "Fact",
-    "World",
-    "WorldTask",
-    "generate_world",
-    "read_facts",
-    "solve",
-    "world_tasks_of",
     "answer_key",
     "exact_key",
     "gaia_quasi_exact",

@@ -402,7 +402,7 @@ def world_task_set(split: str = "dev", n: int | None = None, *, seed: int = 0, l
     """Tasks of the generated agent benchmark (``roma_lab.agents.world_tasks``): its documents as the
     corpus, its quasi-exact grader, and for an agent the world's own tools (search, read_file, python)."""
     from roma_lab.agents import world_tasks
-    from roma_lab.bench import LEVELS, generate_world
+    from roma_lab.world import LEVELS, generate_world
 
     tasks = world_tasks(split, n, seed=seed, levels=tuple(levels or LEVELS), grader=grader)
     documents = tuple(generate_world(tasks[0].item.metadata["world_seed"]).documents.values())
@@ -418,7 +418,7 @@ def export_world_tasks(folder: str | os.PathLike[str], *, split: str = "dev", n:
     import csv
 
     world = world_task_set(split, n, seed=seed, levels=levels)
-    from roma_lab.bench import generate_world
+    from roma_lab.world import generate_world
 
     documents = generate_world(world.items[0].metadata["world_seed"]).documents
     out = Path(folder)

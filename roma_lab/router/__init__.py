@@ -7,10 +7,10 @@ name, the operation model, `evaluate` / `summarize_routes` / `count_failures` / 
 to run them, `inspect_route` for the route inspector, the agent view of the operations as tools
 (`OperationSession`, `TOOLS`, `tool_outcome`, for `roma_lab.agents`), and issue 12's semantic
 variants (`SemanticStudy`, `ENCODERS`, the natural prompts). The router as a ROMA role is
-`roma_lab.controller.RouterAtomizer`. What only tests, benchmarks/ and this package use (the other
-policies `Direct`, `Random`, `Keyword`, `FixedAgent`, `Oracle`; `Featurizer`, `TAU_GRID`,
-`execute` and its statuses, `train_overlap`, costs, grids, the greedy router) stays in the private
-modules, imported from there. Summaries, paired comparisons and "paper beside ours" are the results
+`roma_lab.controller.RouterAtomizer`. The router's parts a speed script times are public too
+(`Featurizer`, `train_heads`, `execute`); what only tests and this package use (the other policies
+`Direct`, `Random`, `Keyword`, `FixedAgent`, `Oracle`; `TAU_GRID`, the statuses of `execute`,
+`train_overlap`, costs, grids, the greedy router) stays in the private modules. Summaries, paired comparisons and "paper beside ours" are the results
 vocabulary's (`roma_lab.results`).
 """
 
@@ -18,9 +18,9 @@ from ._benchmark import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, FAMILIES, PRE_LOCK
                          STANDARD_OVERLAP, Task, generate_suite, labels_matrix, reword, split_rule_violations,
                          split_tasks, suite_families, suite_hash)
 from ._evaluate import count_failures, evaluate, summarize_routes, sweep_threshold
-from ._execute import SUCCESS
+from ._execute import SUCCESS, execute
 from ._inspect import inspect_route
-from ._model import OperationModel, TrainingConfig
+from ._model import Featurizer, OperationModel, TrainingConfig, train_heads
 from ._ops import SUPPORT_OPS
 from ._policies import Hybrid, Learned, OneShot, StaticWorkload, baseline_policies
 from ._semantic import ENCODERS, SemanticStudy, natural_prompts, route_natural
@@ -33,6 +33,8 @@ __all__ = [
     "suite_families", "suite_hash",
     # the router, its policies and their evaluation
     "Hybrid", "Learned", "OneShot", "OperationModel", "StaticWorkload", "TrainingConfig", "baseline_policies",
+    # the parts a speed script times
+    "Featurizer", "execute", "train_heads",
     "count_failures", "evaluate", "inspect_route", "summarize_routes", "sweep_threshold",
     # the semantic variants and the natural prompts
     "ENCODERS", "SemanticStudy", "natural_prompts", "route_natural",

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from roma_lab.results._files import read_jsonl
+from roma_lab.results import read_jsonl
 
 __all__ = ["BM25Retriever", "EmptyCorpusError", "Passage"]
 

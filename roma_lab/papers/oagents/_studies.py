@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from roma_lab.agents import AgentConfig, AgentTask, world_level, world_tasks
-from roma_lab.bench import LEVELS as WORLD_LEVELS
+from roma_lab.world import LEVELS as WORLD_LEVELS
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 from ._study import Condition, OAgentsTables, _model_name, _scores, run_conditions, run_study, success
@@ -171,7 +171,7 @@ def _trend_df(scores, stats: StatsSettings):
     (``results.summarize``), then one row for the test of the first level against the last."""
     import pandas as pd
 
-    from roma_lab.bench import LEVELS
+    from roma_lab.world import LEVELS
     from roma_lab.results import summarize
     from roma_lab.stats import level_trend
 
@@ -349,7 +349,8 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     file's SHA-256, or why it was not read) and each condition left out (fewer than ``k`` runs)."""
     import pandas as pd
 
-    from roma_lab.bench import LEVELS, WORLD_BENCHMARK, GaiaGrader, exact_key
+    from roma_lab.bench import GaiaGrader, exact_key
+    from roma_lab.world import LEVELS, WORLD_BENCHMARK
     from roma_lab.results import (beside_paper, models_of, read_table, record_stats, sha256_file, summarize_protocol,
                                   write_table)
 

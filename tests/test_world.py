@@ -12,7 +12,7 @@ from collections import Counter
 
 import pytest
 
-from roma_lab.bench import (
+from roma_lab.world import (
     LEVELS,
     WORLD_SPLITS,
     generate_world,
@@ -20,7 +20,7 @@ from roma_lab.bench import (
     solve,
     world_tasks_of,
 )
-from roma_lab.bench._world import _FORMAT, TEMPLATES, _one_decimal
+from roma_lab.world._world import _FORMAT, TEMPLATES, _one_decimal
 
 SEEDS = (2026, 0, 99)
 
