@@ -10,15 +10,8 @@ from roma_lab.bench import Grade, Item
 
 from scripted_judge import Scripted
 from roma_lab.bench._grade import GradingError, JudgeReplyError, normalize_answer
-from roma_lab.bench._graders import (
-    extract_abgen_score,
-    extract_aime_answer,
-    parse_frames_decision,
-    parse_rubric_scores,
-    parse_simpleqa_letter,
-    rubric_average,
-    squad_normalize,
-)
+from roma_lab.bench._graders import extract_aime_answer, parse_frames_decision, parse_simpleqa_letter, squad_normalize
+from roma_lab.bench._rubrics import extract_abgen_score, parse_rubric_scores, rubric_average
 
 
 def qa(answer="Paris", question="What is the capital of France?", benchmark="simpleqa"):

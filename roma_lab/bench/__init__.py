@@ -36,23 +36,20 @@ from roma_lab.bench._grade import (STRING_MATCH, DSPyJudge, Grade, Grader, Judge
                                    exact_key, guarded, normalize_answer, prediction_text)
 from roma_lab.bench._graders import (
     GRADER_NAMES,
-    AbGenGrader,
     AIMEGrader,
     BrowseCompGrader,
     CallableGrader,
     ContainsGrader,
-    EQBenchLongformGrader,
     ExactGrader,
     FramesGrader,
     GaiaGrader,
     HotpotQAGrader,
-    LongformStory,
     NumericGrader,
-    PapillonGrader,
     SimpleQAGrader,
     gaia_quasi_exact,
     grader_named,
 )
+from roma_lab.bench._rubrics import AbGenGrader, EQBenchLongformGrader, LongformStory, PapillonGrader
 from roma_lab.bench._registry import (BENCHMARKS, LONGFORM_TASK, QUESTION, BenchmarkSpec, GraderSpec, benchmark_spec,
                                       grader_for)
 from roma_lab.bench._scripted import ScriptedJudge

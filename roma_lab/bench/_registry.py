@@ -30,17 +30,8 @@ from roma_lab.bench._data import (
     load_simpleqa,
 )
 from roma_lab.bench._grade import Grader, Judge, StringMatchGrader
-from roma_lab.bench._graders import (
-    ABGEN_ASPECTS,
-    AbGenGrader,
-    AIMEGrader,
-    BrowseCompGrader,
-    EQBenchLongformGrader,
-    FramesGrader,
-    HotpotQAGrader,
-    PapillonGrader,
-    SimpleQAGrader,
-)
+from roma_lab.bench._graders import AIMEGrader, BrowseCompGrader, FramesGrader, HotpotQAGrader, SimpleQAGrader
+from roma_lab.bench._rubrics import ABGEN_ASPECTS, AbGenGrader, EQBenchLongformGrader, PapillonGrader
 
 #: The wording of a question-answering task: the question itself.
 QUESTION = "{prompt}"
