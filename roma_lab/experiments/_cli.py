@@ -19,8 +19,9 @@ from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.lm._cache import FRESH_ENV
 from roma_lab.results import default_repo_root
 
+from ._key import experiment_status
 from ._plan import parse_budget, plan_study, write_plan
-from ._runner import experiment_status, run_experiments
+from ._runner import run_experiments
 from ._spec import (
     ExperimentSpec,
     OverrideError,
