@@ -16,7 +16,6 @@ from roma_lab.cluster import (
     resolve_cluster,
 )
 from roma_lab.lm import SPEED_LOG_ENV
-from roma_lab.lm._cache import FRESH_ENV
 from roma_lab.results import default_repo_root
 
 from ._key import experiment_status
@@ -244,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     # every kernel started below records the threads and tokens/s its embedded model ran with
     os.environ.setdefault(SPEED_LOG_ENV, str(results_root / SPEED_LOG))
     if args.fresh:  # the kernels inherit it: no completion is replayed, each is asked of the model again
-        os.environ[FRESH_ENV] = "1"
+        os.environ[ENV.fresh] = "1"
         args.force = True
 
     try:  # every value checked against every notebook before any cell runs

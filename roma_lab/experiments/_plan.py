@@ -37,7 +37,7 @@ from pathlib import Path
 
 from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
-from ._spec import ExperimentSpec, _work_units
+from ._spec import ExperimentSpec, work_units
 from ._times import SPEED_LOG, read_run_time
 
 __all__ = ["NotebookPlan", "StudyPlan", "parse_budget", "plan_study"]
@@ -128,16 +128,16 @@ def _cost(spec: ExperimentSpec, results_root: Path, speeds) -> tuple[float, str,
     """(seconds per unit of ``spec.timeout_units`` -- or of the whole run for a fixed notebook --, where
     that comes from, prompt + generated tokens per unit or None)."""
     ran = read_run_time(results_root, spec.stem, speeds)
-    units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
+    units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
     if ran.status == "completed" and ran.smoke is False and ran.seconds:
         asked = dict(ran.overrides)
         if spec.timeout_units:
-            units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **asked})
+            units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **asked})
         tokens = sum(s.prompt_tokens + s.generated_tokens for s in ran.speeds) / units if ran.speeds else None
         return ran.seconds / units, f"measured ({ran.finished:%Y-%m-%d}, {ran.model})", tokens
     if spec.measured_s is not None:  # what a run took on a machine like this one, at the sizes it names
         if spec.timeout_units:
-            units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **spec.measured_sizes})
+            units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **spec.measured_sizes})
         return spec.measured_s / units, "estimate (the spec's measured run)", None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, "estimate (spec timeout / 3)", None
@@ -167,21 +167,14 @@ def _discordance(results_root: Path, stem: str) -> tuple[float | None, str]:
 
 
 def _price(lm: str | None) -> float | None:
-    """Dollars per token of ``lm`` (the mean of input and output prices) from LiteLLM's list; None: unknown."""
+    """Dollars per token of ``lm`` (roma_lab.lm's ``token_price``), the mean of its input and output
+    prices: a unit's tokens are counted together; None: unknown."""
     if not lm:
         return None
-    from roma_lab.lm import in_process
+    from roma_lab.lm import token_price
 
-    if in_process(lm):
-        return 0.0
-    try:
-        import litellm
-    except ImportError:
-        return None
-    entry = litellm.model_cost.get(lm) or litellm.model_cost.get(lm.partition("/")[2])
-    if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:
-        return None
-    return (float(entry["input_cost_per_token"]) + float(entry["output_cost_per_token"])) / 2
+    price = token_price(lm)
+    return None if price is None else (price.input_usd + price.output_usd) / 2
 
 
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
@@ -200,7 +193,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         return bool(spec.timeout_units) and spec.timeout_units[0] in TASK_UNITS
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
-        units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
+        units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
         return costs[spec.stem][0] * units / concurrency
 
     def size_of(spec: ExperimentSpec) -> tuple[int, float, int]:
@@ -208,7 +201,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         spec's sizes)."""
         sizes = {**spec.defaults, **spec.parameters}
         own = sizes[spec.timeout_units[0]]
-        others = _work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
+        others = work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
         return (len(own) if isinstance(own, list) else int(own)), costs[spec.stem][0] * others / concurrency, others
 
     sized = [s for s in specs if task_sized(s)]
@@ -221,9 +214,11 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         dollars_per_unit = None if price is None or tokens is None else price * tokens
         if not task_sized(spec):
             seconds = fixed_seconds(spec)
-            plans.append(NotebookPlan(spec.stem, None, None, seconds, source, None, seconds, None, None, None, None, "",
-                                      None, None, None, None, None,
-                                      f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
+            plans.append(NotebookPlan(
+                stem=spec.stem, unit=None, default_n=None, seconds_per_unit=seconds, cost_source=source, n=None,
+                seconds=seconds, dollars=None, mde=None, mde_worst=None, discordance=None, discordance_source="",
+                target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
+                line=f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
             continue
         unit = spec.timeout_units[0]
         default_n, per_task, others = size_of(spec)
@@ -255,10 +250,13 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 dollars_n = math.floor(round(budget_usd / money, 9))  # 1.0 // 0.002 is 499.0 in floats
                 line += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} per task)"
         plans.append(NotebookPlan(
-            spec.stem, unit, default_n, per_task, source, n, n * per_task, None if money is None else n * money,
-            at_n.mde, at_n.mde_worst, psi, psi_source, target_mde, None if target is None else target.n,
-            None if target is None else target.n * per_task,
-            None if target is None or money is None else target.n * money, dollars_n, line))
+            stem=spec.stem, unit=unit, default_n=default_n, seconds_per_unit=per_task, cost_source=source, n=n,
+            seconds=n * per_task, dollars=None if money is None else n * money, mde=at_n.mde,
+            mde_worst=at_n.mde_worst, discordance=psi, discordance_source=psi_source, target_mde=target_mde,
+            target_n=None if target is None else target.n,
+            target_seconds=None if target is None else target.n * per_task,
+            target_dollars=None if target is None or money is None else target.n * money, dollars_n=dollars_n,
+            line=line))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd)
 
 

@@ -77,12 +77,14 @@ class ExperimentSpec:
         the product of the ``timeout_units`` parameters (a list counts its length)."""
         if not self.timeout_units:
             return self.timeout_s
-        asked = _work_units(self.timeout_units, {**self.defaults, **parameters})
-        own = _work_units(self.timeout_units, {**self.defaults, **self.parameters})
+        asked = work_units(self.timeout_units, {**self.defaults, **parameters})
+        own = work_units(self.timeout_units, {**self.defaults, **self.parameters})
         return math.ceil(self.timeout_s + self.timeout_per_unit_s * (asked - own))
 
 
-def _work_units(names: tuple[str, ...], values: Mapping[str, object]) -> int:
+def work_units(names: tuple[str, ...], values: Mapping[str, object]) -> int:
+    """The units of work of a run with ``values``: the product of the ``names`` parameters (a list
+    counts its length); the cell timeout and the study plan count work in these units."""
     return math.prod(len(v) if isinstance(v, list) else v for v in (values[n] for n in names))
 
 
@@ -257,11 +259,11 @@ def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], de
     problems = [problem for values in (defaults, parameters, smoke, measured_sizes) for name, value in values.items()
                 if name in units and (problem := _unit_problem(name, value))]
     if units and not problems and isinstance(timeout_s, int):
-        own = _work_units(tuple(units), {**defaults, **parameters})
+        own = work_units(tuple(units), {**defaults, **parameters})
         if timeout_s - per_unit_s * own <= 0:
             problems.append(f"'timeout_s' ({timeout_s}) is the cell timeout at the spec's own sizes, "
                             f"{own} units of work: it must exceed timeout_per_unit_s x {own} = {per_unit_s * own:g}")
-        if measured_sizes and not _work_units(tuple(units), {**defaults, **parameters, **measured_sizes}):
+        if measured_sizes and not work_units(tuple(units), {**defaults, **parameters, **measured_sizes}):
             problems.append("'measured_sizes' gives no units of work: a measured run did some")
     return problems
 

