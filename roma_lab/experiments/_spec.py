@@ -40,7 +40,7 @@ class SpecError(ValueError):
 class OverrideError(ValueError):
     """A size asked for on the command line (``--set``, ``overrides=``) that the notebook does not
     declare, that the runner owns, or of another type than the notebook's default; the message
-    names the experiment and lists the parameters its notebook declares."""
+    names the experiment and lists the parameters its notebook declares, in one line per notebook."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,7 +211,8 @@ def check_overrides(spec: ExperimentSpec, overrides: Mapping[str, object], *,
             problems.append(f"{', '.join(n for n in spec.timeout_units if n in values)} asks for a cell timeout of "
                             f"{asked:.3g} s, more than the {MAX_CELL_TIMEOUT_S:,} s (a year) a run may have: ask for fewer")
     if problems:
-        raise OverrideError(f"{spec.stem}: " + "; ".join(problems) + f"\n  {spec.notebook.name} declares: {_declares(spec)}")
+        # one line per notebook: the CLI reports each notebook that refuses a value as one error line
+        raise OverrideError(f"{spec.stem}: " + "; ".join(problems) + f"; {spec.notebook.name} declares: {_declares(spec)}")
     return values
 
 
