@@ -20,7 +20,7 @@ See design/local_model.md and design/online.md.
 from .._lazy import lazy_exports
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
 from ._deadline import CALL_DEADLINE_ENV, DEFAULT_CALL_DEADLINE_S, ModelCallDeadlineError, call_deadline_s
-from ._engine import AsyncEngine, LlamaEngine, free_cores
+from ._engine import AsyncEngine, LlamaEngine, free_cores, request_messages
 from ._limits import DEFAULT_REMOTE_CONCURRENCY, LIMIT_ENV, max_concurrency, set_max_concurrency
 from ._models import (
     DEFAULT_VARIANT,
@@ -50,7 +50,7 @@ from ._served import DEFAULT_SLOTS, LocalServerError, ServerEngine
 from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
-from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
+from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, read_request, script_reply, scripted_lm
 from ._simulated import SimCall, SimFaults, SimLatency, SimModel, SimulatedProvider, SimulatedWorld, simulated_provider
 from ._usage import CallUsage, UsageWarning, call_usage
 
@@ -112,9 +112,11 @@ __all__ = [
     "model_file",
     "max_concurrency",
     "model_label",
+    "read_request",
     "read_speeds",
     "replay_lm",
     "request_key",
+    "request_messages",
     "resolve_lm",
     "rollout",
     "rollout_seed",
