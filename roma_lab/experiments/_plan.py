@@ -8,9 +8,10 @@ that n costs in time and dollars.
 **Where a cost comes from**, in this order: the notebook's last completed full-size run here (its
 wall time over its units of work, so fixed costs count against the units: an over-estimate), else
 the spec's ``measured_s`` (a run on a machine of this kind), else the spec's per-unit timeout over 3
-(each spec's timeout is 3x a measured run, design/runner.md), and it is labelled with its source. A named remote model runs ``concurrency`` units at once; its dollars
-are its tokens per unit (the embedded model's counted tokens on the measured run) at LiteLLM's price
-of that model (unknown stays unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is
+(each spec's timeout is 3x a measured run, design/runner.md), and it is labelled with its source. A
+named remote model runs ``concurrency`` units at once; its dollars are its tokens per unit (the
+embedded model's counted tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list
+price; unknown stays unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is
 reported as the n it buys at that price per task; where no price per task is known the line says so
 (the cap itself is kept at run time by ``roma_lab.evaluate``, whatever the plan predicted).
 
@@ -41,9 +42,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
-
 from roma_lab.results import PROVENANCE_FILE
+from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
 from ._spec import ExperimentSpec, ParamValue, work_units
 from ._times import read_run_time, read_speed_log

@@ -73,7 +73,8 @@ def run_experiment(
     request = _request(spec, results_root=results_root, smoke=smoke, lm=lm, force=force, kernel_env=kernel_env,
                        cluster=cluster, overrides=overrides, budget_usd=budget_usd, plan=plan)
     out_dir = request.out_dir
-    if not force and run_status(spec, out_dir, lambda: request.key) == "completed" and _budget_of(out_dir) == budget_usd:
+    if (not force and run_status(spec, out_dir, lambda: request.key) == "completed"
+            and _budget_of(out_dir) == budget_usd):
         return RunOutcome(spec.stem, "skipped", out_dir)
     try:
         with hold_experiment(out_dir):
@@ -232,9 +233,10 @@ def _request(spec: ExperimentSpec, *, results_root: str | Path, smoke: bool, lm:
     env = dict(kernel_env or {})
     if budget_usd is not None:
         env[ENV.budget_usd] = repr(budget_usd)  # roma_lab.evaluate reads it
-    return RunRequest(spec=spec, out_dir=out_dir, key=run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm, overrides=overrides),
-                      smoke=smoke, force=force, overrides=MappingProxyType(overrides), kernel_env=MappingProxyType(env),
-                      cluster=cluster, budget_usd=budget_usd, plan=plan)
+    key = run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm, overrides=overrides)  # the one identity of this run
+    return RunRequest(spec=spec, out_dir=out_dir, key=key, smoke=smoke, force=force,
+                      overrides=MappingProxyType(overrides), kernel_env=MappingProxyType(env), cluster=cluster,
+                      budget_usd=budget_usd, plan=plan)
 
 
 def _run(request: RunRequest) -> str | None:
