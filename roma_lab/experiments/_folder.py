@@ -14,8 +14,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from roma_lab.results import PROVENANCE_FILE, ProvenanceError, changed_outputs, quarantine, read_provenance
-from roma_lab.results._files import read_regular_bytes
+from roma_lab.results import (PROVENANCE_FILE, ProvenanceError, changed_outputs, quarantine, read_provenance,
+                              read_regular_bytes)
 
 from ._kernel import stop_kernel
 from ._key import RunKey, recorded_parameters

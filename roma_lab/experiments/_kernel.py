@@ -21,8 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roma_lab.results import quarantine, write_text_atomic
-from roma_lab.results._files import read_regular_bytes
+from roma_lab.results import quarantine, read_regular_bytes, write_text_atomic
 
 KERNEL_FILE = ".kernel.json"  # the running kernel of this folder; hidden, so never hashed as an output
 _KILL_WAIT_S = 30  # a SIGKILLed process is gone in milliseconds; this only guards against a hang

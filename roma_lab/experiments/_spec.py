@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
-from roma_lab.results._files import read_regular_bytes
+from roma_lab.results import read_regular_bytes
 
 NOTEBOOK_NAME = re.compile(r"^\d{2}_.+\.ipynb$")
 # Injected by the runner, so a spec may not set it. (A spec may set LM, e.g. a small model for

@@ -16,6 +16,7 @@ from ._files import (
     quarantine,
     quarantined_files,
     read_json_file,
+    read_regular_bytes,
     safe_name,
     write_text_atomic,
 )
@@ -103,6 +104,7 @@ __all__ = [
     "quarantine",
     "quarantined_files",
     "read_json_file",
+    "read_regular_bytes",
     "safe_name",
     "read_provenance",
     "read_table",
