@@ -442,14 +442,14 @@ def spec_case(damage: str) -> Case:
 
 def _kernel_record_case(content: Callable[[Path], None]) -> Callable[[Path], str]:
     def run(tmp: Path) -> str:
-        from roma_lab.experiments import _runner
+        from roma_lab.experiments import _kernel
 
-        record = tmp / _runner.KERNEL_FILE
+        record = tmp / _kernel.KERNEL_FILE
         content(record)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                _runner._stop_kernel(tmp)  # the runner's first step on a folder a killed runner left
+                _kernel.stop_kernel(tmp)  # the runner's first step on a folder a killed runner left
         except Exception as exc:  # noqa: BLE001
             return classify_error(exc, (record.name,))
         moved = not record.exists() and any(tmp.glob(f"{record.name}.quarantined-*"))

@@ -20,6 +20,9 @@ import psutil
 import pytest
 import zmq
 
+import roma_lab.experiments._heartbeat as heartbeat
+import roma_lab.experiments._kernel as kernel
+import roma_lab.experiments._key as run_key_module
 import roma_lab.experiments._runner as runner
 from roma_lab.experiments import (
     SpecError,
@@ -177,7 +180,7 @@ def test_changes_make_results_stale_and_rerun(project, tmp_path):
     (project / "data" / "label.txt").write_text("fixture label\n")
     assert experiment_status(spec, results_root=results) == "completed"
     with pytest.MonkeyPatch.context() as mp:  # the package's code changed since the run
-        mp.setattr("roma_lab.experiments._runner.package_source_hash", lambda: "0" * 64)
+        mp.setattr("roma_lab.experiments._key.package_source_hash", lambda: "0" * 64)
         assert experiment_status(spec, results_root=results) == "stale"
     (results / "00_fixture" / "rows.csv").unlink()
     assert experiment_status(spec, results_root=results) == "incomplete"
@@ -204,7 +207,7 @@ def test_a_local_model_s_engine_and_slots_are_recorded_and_another_makes_the_run
     assert experiment_status(spec, results_root=results) == "stale"
     monkeypatch.setenv("ROMA_LAB_SLOTS", "2")
     assert experiment_status(spec, results_root=results) == "completed"
-    assert runner._engine({"LM": "openai/gpt-4o-mini"}) is None and runner._engine({"LM": "scripted"}) is None
+    assert run_key_module._engine({"LM": "openai/gpt-4o-mini"}) is None and run_key_module._engine({"LM": "scripted"}) is None
 
 
 def test_a_run_hashes_the_package_source_once(project, tmp_path, monkeypatch):
@@ -217,7 +220,7 @@ def test_a_run_hashes_the_package_source_once(project, tmp_path, monkeypatch):
         calls.append(1)
         return real()
 
-    for module in (runner, provenance):  # every name the runner or the record reaches it by
+    for module in (run_key_module, provenance):  # every name the runner or the record reaches it by
         monkeypatch.setattr(module, "package_source_hash", counted)
     (spec,) = load_specs(project)
     results = tmp_path / "results"
@@ -294,19 +297,19 @@ def test_a_send_on_the_runners_shell_channel_wakes_the_await_of_a_reply_already_
     """The mechanism with real ZMQ sockets and no kernel: the reply is queued and ZMQ's signal of it
     consumed (as a write through Session.send's blocking shadow socket does); the awaited get_msg
     sleeps, and the runner's channel must wake it on its next send."""
-    kernel = zmq.Context.instance().socket(zmq.ROUTER)  # the kernel's end of the shell channel
-    port = kernel.bind_to_random_port("tcp://127.0.0.1")
-    client = runner._kernel_client_class()()
+    kernel_side = zmq.Context.instance().socket(zmq.ROUTER)  # the kernel's end of the shell channel
+    port = kernel_side.bind_to_random_port("tcp://127.0.0.1")
+    client = kernel._kernel_client_class()()
     client.load_connection_info({"transport": "tcp", "ip": "127.0.0.1", "shell_port": port})
 
     async def scenario():
         shell, session = client.shell_channel, client.session
         shell.send(session.msg("execute_request", {"code": "", "silent": True}))
-        assert kernel.poll(30_000), "the request never reached the kernel's socket"
-        identity = kernel.recv_multipart()[0]
+        assert kernel_side.poll(30_000), "the request never reached the kernel's socket"
+        identity = kernel_side.recv_multipart()[0]
         waiter = asyncio.ensure_future(shell.get_msg())  # as nbclient awaits a cell's reply
         await _turns()
-        kernel.send_multipart(session.serialize(session.msg("execute_reply", {"status": "ok"}), ident=identity))
+        kernel_side.send_multipart(session.serialize(session.msg("execute_reply", {"status": "ok"}), ident=identity))
         assert zmq.Socket.shadow(shell.socket.underlying).poll(30_000) == zmq.POLLIN, "no reply arrived"
         await _turns(LOOP_TURNS)
         asleep = not waiter.done()
@@ -321,7 +324,7 @@ def test_a_send_on_the_runners_shell_channel_wakes_the_await_of_a_reply_already_
         asleep, woke_with = asyncio.run(scenario())
     finally:
         client.stop_channels()
-        kernel.close(linger=0)
+        kernel_side.close(linger=0)
     assert asleep, "pyzmq now wakes the await without a send: the runner's channel may be unnecessary"
     assert woke_with == "execute_reply", "the await of the reply slept on after a send: the cell would wait out its timeout"
 
@@ -521,20 +524,20 @@ def test_a_recorded_kernel_is_killed_with_its_group_only_if_it_is_the_same_proce
     out.mkdir()
     leader, child = _sleeping_group()
     try:
-        record = runner.process_identity(leader.pid)  # what the kernel manager records at launch
-        (out / runner.KERNEL_FILE).write_text(json.dumps({**record, "started": record["started"] - 5}))
-        runner._stop_kernel(out)  # same pid, other start time: a reused pid, never killed
+        record = kernel.process_identity(leader.pid)  # what the kernel manager records at launch
+        (out / kernel.KERNEL_FILE).write_text(json.dumps({**record, "started": record["started"] - 5}))
+        kernel.stop_kernel(out)  # same pid, other start time: a reused pid, never killed
         assert leader.poll() is None and child.is_running()
-        (out / runner.KERNEL_FILE).write_text(json.dumps(record))
-        runner._stop_kernel(out)
+        (out / kernel.KERNEL_FILE).write_text(json.dumps(record))
+        kernel.stop_kernel(out)
         assert leader.wait(30) == -signal.SIGKILL
-        assert not runner._alive(child)  # the whole group, not only the kernel
-        assert not (out / runner.KERNEL_FILE).exists()
-        runner._stop_kernel(out)  # nothing recorded: nothing to do
+        assert not kernel._alive(child)  # the whole group, not only the kernel
+        assert not (out / kernel.KERNEL_FILE).exists()
+        kernel.stop_kernel(out)  # nothing recorded: nothing to do
     finally:
         if leader.poll() is None:
             leader.kill()
-        if runner._alive(child):
+        if kernel._alive(child):
             child.kill()
 
 
@@ -547,13 +550,13 @@ def test_a_second_runner_of_the_same_experiment_is_refused_and_touches_nothing(p
     out.mkdir(parents=True)
     leader, child = _sleeping_group()  # stands for the kernel of the runner that holds the lock
     try:
-        (out / runner.KERNEL_FILE).write_text(json.dumps(runner.process_identity(leader.pid)))
+        (out / kernel.KERNEL_FILE).write_text(json.dumps(kernel.process_identity(leader.pid)))
         monkeypatch.setattr(runner, "_execute", lambda *a: pytest.fail("must not execute"))
         with (results / ".00_fixture.lock").open("a") as held:
             fcntl.flock(held, fcntl.LOCK_EX)
             outcome = run_experiment(spec, results_root=results)
         assert outcome.status == "failed" and "another runner is running 00_fixture" in outcome.error
-        assert leader.poll() is None and (out / runner.KERNEL_FILE).is_file()  # its kernel is left alone
+        assert leader.poll() is None and (out / kernel.KERNEL_FILE).is_file()  # its kernel is left alone
     finally:
         leader.kill()
         child.kill()
@@ -564,7 +567,7 @@ def test_the_kernel_is_interrupted_for_a_running_cell_but_not_for_its_shutdown(t
     the kernel log "KeyboardInterrupt caught in kernel" in the run's log, which reads as a failure."""
     from jupyter_client.manager import AsyncKernelManager
 
-    from roma_lab.experiments._runner import _kernel_manager_class
+    from roma_lab.experiments._kernel import kernel_manager_class
 
     sent = []
 
@@ -572,7 +575,7 @@ def test_the_kernel_is_interrupted_for_a_running_cell_but_not_for_its_shutdown(t
         sent.append(self.shutting_down)
 
     monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
-    manager = _kernel_manager_class(tmp_path, {})()
+    manager = kernel_manager_class(tmp_path, {})()
     for shutting_down in (False, True):
         manager.shutting_down = shutting_down
         asyncio.run(manager._async_interrupt_kernel())
@@ -597,8 +600,8 @@ def test_set_sizes_the_run_is_its_own_run_recorded_and_resumed(project, tmp_path
     assert record.extra["cell_timeout_s"] == 60 + 5 * (9 - 4)  # the fixture spec: 5 s per row beyond its 4
 
     asked = {"N_ROWS": 9, "SEED": 3}
-    key = runner.run_key(spec, out_dir=out, smoke=False, lm=None, overrides=asked)
-    assert key.parameters_hash != runner.run_key(spec, out_dir=out, smoke=False, lm=None).parameters_hash
+    key = run_key_module.run_key(spec, out_dir=out, smoke=False, lm=None, overrides=asked)
+    assert key.parameters_hash != run_key_module.run_key(spec, out_dir=out, smoke=False, lm=None).parameters_hash
     assert experiment_status(spec, results_root=results, overrides=asked) == "completed"
     assert experiment_status(spec, results_root=results) == "stale"  # the default size is not this run
     assert main([*base, "--set", "SEED=3", "--set", "N_ROWS=9"]) == 0  # the same sizes: skipped
@@ -793,12 +796,10 @@ def test_a_running_cell_says_it_is_still_running_with_the_rows_written_so_far(tm
     import time as _time
     from types import SimpleNamespace
 
-    from roma_lab.experiments import _runner
-
-    monkeypatch.setattr(_runner, "HEARTBEAT_S", 0.05)
+    monkeypatch.setattr(heartbeat, "HEARTBEAT_S", 0.05)
     (tmp_path / "sub").mkdir()
     (tmp_path / "sub" / "run0.csv").write_text("a,b\n1,2\n3,4\n")
-    announce = _runner._Announce("demo", 3, tmp_path)
+    announce = heartbeat.Announce("demo", 3, tmp_path)
     announce(SimpleNamespace(source="# setup\nslow_call()"), 1)
     _time.sleep(0.3)
     announce.stop()

@@ -16,7 +16,7 @@ import pytest
 from probe_integrity import RUNNER_CASES, run_case
 from test_experiments import GOOD, _sleeping_group, add_experiment, project  # noqa: F401 - project is a fixture
 
-import roma_lab.experiments._runner as runner
+import roma_lab.experiments._kernel as kernel
 from roma_lab.experiments import SpecError, experiment_status, load_spec, load_specs, run_experiment
 from roma_lab.experiments._cli import main
 from roma_lab.results import QuarantineWarning, read_provenance
@@ -121,13 +121,13 @@ def test_an_executed_copy_nested_too_deep_does_not_attribute_the_folder(project,
 def test_a_kernel_record_nested_too_deep_or_a_fifo_is_moved_aside(tmp_path, content):
     out = tmp_path / "exp"
     out.mkdir()
-    record = out / runner.KERNEL_FILE
+    record = out / kernel.KERNEL_FILE
     if content == "deep":
         record.write_bytes(DEEP_JSON)
     else:
         os.mkfifo(record)
     with pytest.warns(QuarantineWarning, match=r"\.kernel\.json: unreadable kernel record"):
-        _bounded(lambda: runner._stop_kernel(out), record)
+        _bounded(lambda: kernel.stop_kernel(out), record)
     assert not record.exists() and len(list(out.glob(".kernel.json.quarantined-*"))) == 1
 
 
@@ -143,7 +143,7 @@ def _identity(pid):
 
 def _running(*processes):
     """Whether all are alive: the leaders of _sleeping_group are Popen objects, their children psutil's."""
-    return all(p.poll() is None if isinstance(p, subprocess.Popen) else runner._alive(p) for p in processes)
+    return all(p.poll() is None if isinstance(p, subprocess.Popen) else kernel._alive(p) for p in processes)
 
 
 def _kill(*processes):
@@ -163,7 +163,7 @@ def test_a_record_naming_an_unrelated_group_kills_nothing_on_the_recovery_path(p
     decoy, decoy_child = _sleeping_group()
     try:
         named = _identity(decoy.pid)
-        (out / runner.KERNEL_FILE).write_text(json.dumps({**named, "pgid": victim.pid}))
+        (out / kernel.KERNEL_FILE).write_text(json.dumps({**named, "pgid": victim.pid}))
         with pytest.warns(QuarantineWarning, match=rf"pid {decoy.pid} is not the recorded kernel \(pgid recorded "
                                                    rf"{victim.pid}, live {decoy.pid}"):
             assert run_experiment(spec, results_root=results).status == "completed"
@@ -186,17 +186,17 @@ def test_a_record_that_is_not_a_kernel_identity_kills_nothing_and_warns(tmp_path
     def killpg(group, sig):
         raise AssertionError(f"os.killpg({group}, {sig}) called")
 
-    monkeypatch.setattr(runner.os, "killpg", killpg)
+    monkeypatch.setattr(kernel.os, "killpg", killpg)
     out = tmp_path / "exp"
     out.mkdir()
     leader, child = _sleeping_group()
     try:
         ident = _identity(leader.pid)
-        (out / runner.KERNEL_FILE).write_text(json.dumps(edit(ident) if callable(edit) else edit))
+        (out / kernel.KERNEL_FILE).write_text(json.dumps(edit(ident) if callable(edit) else edit))
         with pytest.warns(QuarantineWarning, match=r"\.kernel\.json: .*nothing is killed"):
-            runner._stop_kernel(out)
+            kernel.stop_kernel(out)
         assert _running(leader, child)
-        assert not (out / runner.KERNEL_FILE).exists() and len(list(out.glob(".kernel.json.quarantined-*"))) == 1
+        assert not (out / kernel.KERNEL_FILE).exists() and len(list(out.glob(".kernel.json.quarantined-*"))) == 1
     finally:
         _kill(child, leader)
 
@@ -211,9 +211,9 @@ def test_a_record_of_another_start_or_boot_means_the_kernel_is_gone(tmp_path, fi
     try:
         ident = _identity(leader.pid)
         other = ident["started"] - 5 if field == "started" else "another boot"
-        (out / runner.KERNEL_FILE).write_text(json.dumps({**ident, field: other}))
-        runner._stop_kernel(out)
-        assert _running(leader, child) and not (out / runner.KERNEL_FILE).exists()
+        (out / kernel.KERNEL_FILE).write_text(json.dumps({**ident, field: other}))
+        kernel.stop_kernel(out)
+        assert _running(leader, child) and not (out / kernel.KERNEL_FILE).exists()
     finally:
         _kill(child, leader)
 
@@ -222,11 +222,11 @@ def test_the_identity_is_that_of_a_kernel_leading_its_own_session():
     """What the kernel manager records, checked on a process started like a jupyter kernel."""
     leader, child = _sleeping_group()
     try:
-        ident = runner.process_identity(leader.pid)
-        assert ident == _identity(leader.pid) and set(ident) == set(runner.IDENTITY)
+        ident = kernel.process_identity(leader.pid)
+        assert ident == _identity(leader.pid) and set(ident) == set(kernel.IDENTITY)
         assert ident["pid"] == ident["pgid"] == ident["sid"] == leader.pid
         assert ident["started"] == psutil.Process(leader.pid).create_time() and ident["boot"]
-        assert runner.process_identity(child.pid)["pgid"] == leader.pid
+        assert kernel.process_identity(child.pid)["pgid"] == leader.pid
     finally:
         _kill(child, leader)
 

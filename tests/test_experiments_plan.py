@@ -206,3 +206,43 @@ def test_a_run_prints_its_plan_line_first_and_records_the_plan_in_provenance(tmp
     record = json.loads((tmp_path / QUICKSTART.stem / "provenance.json").read_text())
     assert record["extra"]["plan"] == plan and record["extra"]["plan"]["budget_s"] == 3600
     assert "plan" not in json.loads(json.dumps(record["parameters"]))  # a plan is no parameter of the run
+
+
+def test_a_token_s_price_comes_from_roma_lab_lm():
+    from roma_lab.lm import TokenPrice, token_price
+
+    assert token_price("local") == token_price("scripted") == TokenPrice(0.0, 0.0)  # in process: no bill
+    assert token_price("no-such-provider/no-such-model") is None  # unknown, never 0
+    litellm = pytest.importorskip("litellm")
+    listed = litellm.model_cost["gpt-4o-mini"]
+    expected = TokenPrice(listed["input_cost_per_token"], listed["output_cost_per_token"])
+    assert token_price("gpt-4o-mini") == token_price("openai/gpt-4o-mini") == expected  # provider prefix dropped
+
+
+def test_the_plan_prices_a_measured_task_s_tokens_at_roma_lab_lm_s_price(tmp_path, monkeypatch):
+    from datetime import UTC, datetime, timedelta
+
+    import roma_lab.lm
+    from roma_lab.lm import ModelSpeed, TokenPrice
+    from roma_lab.results import write_provenance
+
+    out = tmp_path / LEVELS.stem
+    out.mkdir()
+    n = {**LEVELS.defaults, **LEVELS.parameters}["N_TASKS"]
+    start = datetime.now(UTC) - timedelta(minutes=30)
+    write_provenance(out, parameters={"N_TASKS": n}, model="local", extra={"smoke": False}, started_at=start)
+    speed = ModelSpeed(model="qwen.gguf", pid=1, threads=2, cpus=2, load_avg_1min=0.5,
+                       loaded_at=start + timedelta(minutes=1), closed_at=start + timedelta(minutes=2), calls=n,
+                       call_seconds=60.0, prompt_tokens=900 * n, prompt_seconds=30.0, generated_tokens=100 * n,
+                       generation_seconds=30.0)
+    (tmp_path / "lm_speed.jsonl").write_text(speed.model_dump_json() + "\n")
+    monkeypatch.setattr(roma_lab.lm, "token_price", lambda model: TokenPrice(1e-6, 3e-6))
+    (notebook,) = plan_study([LEVELS], results_root=tmp_path, lm="openai/some-model").notebooks
+    assert notebook.dollars == pytest.approx(n * 1000 * 2e-6)  # 1,000 tokens a task at the mean of the two prices
+
+
+def test_only_roma_lab_lm_s_price_rule_knows_prices():
+    package = REPO / "roma_lab"
+    knowing = sorted(p.relative_to(package).as_posix() for p in package.rglob("*.py")
+                     if "cost_per_token" in p.read_text(encoding="utf-8") or "model_cost" in p.read_text(encoding="utf-8"))
+    assert knowing == ["lm/_price.py"]

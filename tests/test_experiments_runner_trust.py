@@ -8,7 +8,8 @@ import nbformat
 import pytest
 from nbformat.sign import NotebookNotary
 
-import roma_lab.experiments._runner as runner
+import roma_lab.experiments._finish as finish
+import roma_lab.experiments._kernel as kernel
 from roma_lab.experiments import load_spec, run_experiment
 
 FIXTURE = Path(__file__).parent / "fixtures" / "project"
@@ -48,7 +49,7 @@ def test_a_data_dir_that_cannot_be_written_warns_and_keeps_the_notebook(tmp_path
     path = tiny_notebook(tmp_path / "run.ipynb")
     before = path.read_bytes()
     with pytest.warns(UserWarning, match=r"run\.ipynb is not signed, .*NotADirectoryError"):
-        assert runner.finish_notebook(path) is False
+        assert finish.finish_notebook(path) is False
     assert path.read_bytes() == before
 
 
@@ -60,7 +61,7 @@ def test_a_signature_nbformat_could_only_keep_in_memory_is_a_failure(tmp_path, m
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(data))
     path = tiny_notebook(tmp_path / "run.ipynb")
     with pytest.warns(UserWarning, match=r"run\.ipynb is not signed, .*nbsignatures\.db cannot be written"):
-        assert runner.finish_notebook(path) is False
+        assert finish.finish_notebook(path) is False
 
 
 def test_a_loopback_kernel_does_not_warn_of_tcp_without_encryption_but_other_warnings_show(project, tmp_path,
@@ -77,20 +78,20 @@ def test_a_loopback_kernel_does_not_warn_of_tcp_without_encryption_but_other_war
     outcome = run_experiment(load_spec(project / "experiments" / "01_warns.toml"), results_root=tmp_path / "results")
     assert outcome.status == "completed", outcome.error
     printed = capfd.readouterr()
-    assert runner.UNENCRYPTED_TCP not in printed.out + printed.err
+    assert kernel.UNENCRYPTED_TCP not in printed.out + printed.err
     assert "another kernel warning" in printed.err
 
 
 @pytest.mark.parametrize(("ip", "loopback"), [("127.0.0.1", True), ("127.0.1.1", True), ("::1", True),
                                               ("0.0.0.0", False), ("10.1.2.3", False), ("kernel-host", False)])
 def test_only_loopback_addresses_drop_the_warning(ip, loopback):
-    assert runner._loopback(ip) is loopback
+    assert kernel._loopback(ip) is loopback
 
 
 def test_a_kernel_command_other_than_ipykernel_launcher_is_left_alone():
     cmd = ["python", "-m", "other_kernel", "-f", "conn.json"]
-    assert runner._without_unencrypted_warning(cmd) == cmd
-    quiet = runner._without_unencrypted_warning(["python", "-m", "ipykernel_launcher", "-f", "conn.json"])
+    assert kernel._without_unencrypted_warning(cmd) == cmd
+    quiet = kernel._without_unencrypted_warning(["python", "-m", "ipykernel_launcher", "-f", "conn.json"])
     assert quiet[:2] == ["python", "-c"] and quiet[3:] == ["-f", "conn.json"]
 
 
@@ -101,31 +102,31 @@ def test_a_smoke_run_opens_with_a_banner_saying_it_is_not_results(project, tmp_p
     smoke = run_experiment(spec, results_root=tmp_path / "smoke", smoke=True)
     assert smoke.status == "completed", smoke.error
     nb = nbformat.read(smoke.out_dir / "00_fixture.ipynb", as_version=4)
-    assert nb.cells[0].id == runner.SMOKE_BANNER_ID and "Smoke tier: not results" in nb.cells[0].source
+    assert nb.cells[0].id == finish.SMOKE_BANNER_ID and "Smoke tier: not results" in nb.cells[0].source
     assert all(f"`{name} = " in nb.cells[0].source for name in spec.smoke)
     assert trusted(smoke.out_dir / "00_fixture.ipynb")  # signed after the banner went in
     default = run_experiment(spec, results_root=tmp_path / "default")
     first = nbformat.read(default.out_dir / "00_fixture.ipynb", as_version=4).cells[0]
-    assert first.get("id") != runner.SMOKE_BANNER_ID and "Smoke tier" not in first.source
+    assert first.get("id") != finish.SMOKE_BANNER_ID and "Smoke tier" not in first.source
 
 
 def test_a_smoke_notebook_is_read_once_written_once_and_signed_with_its_banner(tmp_path, monkeypatch):
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
     path = tiny_notebook(tmp_path / "run.ipynb")
     reads, writes = [], []
-    read, write = nbformat.read, runner.write_text_atomic
+    read, write = nbformat.read, finish.write_text_atomic
     monkeypatch.setattr(nbformat, "read", lambda *a, **kw: reads.append(a) or read(*a, **kw))
-    monkeypatch.setattr(runner, "write_text_atomic", lambda *a: writes.append(a) or write(*a))
-    assert runner.finish_notebook(path, {"N": 2}) is True
+    monkeypatch.setattr(finish, "write_text_atomic", lambda *a: writes.append(a) or write(*a))
+    assert finish.finish_notebook(path, {"N": 2}) is True
     assert (len(reads), len(writes)) == (1, 1)
     monkeypatch.undo()
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter"))
     nb = nbformat.read(path, as_version=4)
-    assert nb.cells[0].id == runner.SMOKE_BANNER_ID and "`N = 2`" in nb.cells[0].source
+    assert nb.cells[0].id == finish.SMOKE_BANNER_ID and "`N = 2`" in nb.cells[0].source
     assert trusted(path)  # the signature is over the file with its banner
     before = path.read_bytes()
-    assert runner.finish_notebook(path, {"N": 2}) is True and path.read_bytes() == before  # one banner, no rewrite
-    assert runner.finish_notebook(tiny_notebook(tmp_path / "default.ipynb")) is True
+    assert finish.finish_notebook(path, {"N": 2}) is True and path.read_bytes() == before  # one banner, no rewrite
+    assert finish.finish_notebook(tiny_notebook(tmp_path / "default.ipynb")) is True
     assert trusted(tmp_path / "default.ipynb")
 
 

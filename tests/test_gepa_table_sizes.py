@@ -1,27 +1,33 @@
 """Notebooks 30-31's default sizes fit their time budget by the counted cost of every model call, and
 were cut no further than the rule asks (design/gepa_tables.md, "Default sizes and their cost").
 
-The counts come from benchmarks/project_gepa_tables.py: table7_gepa / table8_convergence with a counting scripted
-model in every role; prompt tokens from the embedded model's tokenizer (vocab only, no weights loaded).
+The counts come from roma_lab.papers.roma.project_gepa_tables: table7_gepa / table8_convergence with a counting
+scripted model in every role; prompt tokens from the embedded model's tokenizer (vocab only, no weights loaded).
+The rule was applied at GEPA_DESIGN_SPEEDS, so these tests price tokens at those, whatever this machine measured.
 """
 
-import importlib.util
-import sys
-from pathlib import Path
+import json
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from roma_lab.lm import ModelNotInstalledError, ScriptedRequest
+from roma_lab.lm import DEFAULT_VARIANT, MODELS, ModelNotInstalledError, ModelSpeed, ScriptedRequest
 from roma_lab.optimizer import min_metric_calls
+from roma_lab.papers.roma import (
+    GEPA_DESIGN_SPEEDS,
+    ProjectionSpeeds,
+    PromptTokenizer,
+    measured_projection_speeds,
+    project_gepa_tables,
+)
+from roma_lab.papers.roma import gepa_notebook_parameters as parameters
+from roma_lab.papers.roma._gepa_projection import Call, role, tally
 
-_path = Path(__file__).resolve().parents[1] / "benchmarks" / "project_gepa_tables.py"
-_spec = importlib.util.spec_from_file_location("project_gepa_tables", _path)
-project_gepa_tables = importlib.util.module_from_spec(_spec)
-sys.modules[_spec.name] = project_gepa_tables  # its dataclass looks its module up there
-_spec.loader.exec_module(project_gepa_tables)
-Call, parameters, project, role, tally = (project_gepa_tables.Call, project_gepa_tables.parameters,
-                                          project_gepa_tables.project, project_gepa_tables.role,
-                                          project_gepa_tables.tally)
+
+def project(notebook, params, tokenizer):
+    result = project_gepa_tables(notebook, params, tokenizer, speeds=GEPA_DESIGN_SPEEDS)
+    return result.seconds, result.tallies
+
 
 BUDGET_S = 25 * 60  # the margin under the 30-minute budget of issue 13 §4
 # The defaults before the rule was applied (7af2da7; the "old defaults" rows of design/gepa_tables.md).
@@ -42,7 +48,7 @@ def _floors(p):
 @pytest.fixture(scope="module")
 def tokenizer():
     try:
-        return project_gepa_tables.Tokenizer()
+        return PromptTokenizer()
     except ModelNotInstalledError as exc:
         pytest.skip(f"the embedded model's tokenizer is needed to count prompt tokens: {exc}")
 
@@ -55,7 +61,7 @@ def test_each_distinct_request_is_computed_once():
     calls = [Call("aime_solve", "k1", 100, 10), Call("aime_solve", "k1", 100, 10), Call("reflection", "k2", 50, 5)]
     rows = tally(calls)
     assert (rows["aime_solve"].calls, rows["aime_solve"].computed) == (2, 1)
-    assert rows["aime_solve"].seconds == pytest.approx(100 / 50 + 10 / 10)
+    assert rows["aime_solve"].seconds(GEPA_DESIGN_SPEEDS) == pytest.approx(100 / 50 + 10 / 10)
     assert rows["reflection"].computed == 1
 
 
@@ -84,6 +90,31 @@ def test_default_sizes_fit_the_budget_and_one_step_more_would_not(notebook, toke
     # the rule cuts no further than it must: the budget one call larger no longer fits
     larger, _ = project(notebook, defaults | {"MAX_METRIC_CALLS": defaults["MAX_METRIC_CALLS"] + 1}, tokenizer)
     assert larger > BUDGET_S
+
+
+class _Words:
+    """A stand-in tokenizer, a token a word: which calls are made, computed or served from the cache, and the
+    metric runs, do not depend on it, so the projection runs where the embedded model's weights are not installed."""
+
+    def count(self, text):
+        return len(text.split())
+
+    def chat(self, messages):
+        return sum(self.count(m["content"]) for m in messages)
+
+
+@pytest.mark.parametrize("notebook", ["30", "31"])
+def test_the_projection_is_the_load_plus_each_benchmark_s_larger_script_at_the_speeds_given(notebook):
+    defaults = parameters(notebook)
+    projection = project_gepa_tables(notebook, defaults, _Words(), speeds=GEPA_DESIGN_SPEEDS)
+    assert list(projection.tallies) == defaults.get("BENCHMARKS", [defaults.get("BENCHMARK")])
+    larger = [max(s.seconds(GEPA_DESIGN_SPEEDS) for s in scripts.values()) for scripts in projection.tallies.values()]
+    assert projection.seconds == pytest.approx(GEPA_DESIGN_SPEEDS.load_s + sum(larger)) and sum(larger) > 0
+    for scripts in projection.tallies.values():
+        assert scripts["improves"].metric_runs["gepa search"] > scripts["never"].metric_runs["gepa search"]
+    half = ProjectionSpeeds(GEPA_DESIGN_SPEEDS.prompt_tps / 2, GEPA_DESIGN_SPEEDS.generation_tps / 2, 0.0, "half")
+    slower = project_gepa_tables(notebook, defaults, _Words(), speeds=half)
+    assert slower.seconds == pytest.approx(2 * sum(larger)) and slower.speeds is half  # the same calls, twice as slow
 
 
 def test_papillon_does_not_fit_even_at_the_smallest_sizes_so_it_is_not_a_default(tokenizer):
@@ -118,3 +149,28 @@ def test_defaults_are_cut_in_the_rules_order_and_keep_the_rest(notebook):
     assert all(defaults[name] <= old[name] for name in order)
     for name in order[: order.index(cut[-1])] if cut else []:
         assert defaults[name] == floors[name], f"{name} must reach its floor before {cut[-1]} is cut"
+
+
+def test_the_design_speeds_name_their_source_and_nonsense_speeds_are_refused():
+    assert "design/gepa_tables.md" in GEPA_DESIGN_SPEEDS.source and "bench_lm.py" in GEPA_DESIGN_SPEEDS.source
+    for bad in ({"prompt_tps": 0.0}, {"generation_tps": -1.0}, {"load_s": float("nan")}):
+        with pytest.raises(ValueError):
+            ProjectionSpeeds(**{"prompt_tps": 50.0, "generation_tps": 10.0, "load_s": 20.0, "source": "x", **bad})
+
+
+def test_measured_speeds_pool_the_default_model_s_own_counters_from_a_speed_log(tmp_path):
+    def line(model, prompt, generated):
+        start = datetime(2026, 12, 6, 10, tzinfo=UTC)
+        return ModelSpeed(model=model, pid=1, threads=2, cpus=2, load_avg_1min=0.5, loaded_at=start,
+                          closed_at=start + timedelta(minutes=5), calls=4, call_seconds=60.0, prompt_tokens=prompt[0],
+                          prompt_seconds=prompt[1], generated_tokens=generated[0], generation_seconds=generated[1])
+
+    log = tmp_path / "lm_speed.jsonl"
+    assert measured_projection_speeds(log) is None  # no log: the caller falls back to stated speeds
+    ours = MODELS[DEFAULT_VARIANT].filename
+    log.write_text("".join(s.model_dump_json() + "\n" for s in (
+        line(ours, (600, 10.0), (100, 10.0)), line(ours, (300, 20.0), (50, 5.0)),
+        line("other.gguf", (9999, 1.0), (9999, 1.0)))) + json.dumps({"cut": "short"}) + "\n")
+    speeds = measured_projection_speeds(log)
+    assert (speeds.prompt_tps, speeds.generation_tps) == (900 / 30, 150 / 15)  # counters pooled, other models left out
+    assert speeds.load_s == GEPA_DESIGN_SPEEDS.load_s and "measured" in speeds.source and str(log) in speeds.source

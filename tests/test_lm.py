@@ -98,6 +98,18 @@ def test_unknown_variant_lists_the_known_ones():
         resolve_lm("local:gpt-7")
 
 
+def test_a_name_is_checked_as_resolve_lm_checks_it_without_loading(tmp_path):
+    from roma_lab.lm import check_lm_name
+
+    assert check_lm_name("local:smollm2-135m") == "local:smollm2-135m" and check_lm_name("openai/x") == "openai/x"
+    with pytest.raises(ValueError, match="local:smollm2-135m"):  # the same message as resolve_lm's
+        check_lm_name("local:gpt-7")
+    with pytest.raises(FileNotFoundError):
+        check_lm_name(str(tmp_path / "missing.gguf"))
+    (tmp_path / "weights.gguf").write_bytes(b"not hashed: only checked to exist")
+    assert check_lm_name(str(tmp_path / "weights.gguf")).endswith("weights.gguf")
+
+
 def test_gguf_path_id_follows_file_content(tmp_path):
     path = tmp_path / "tiny.gguf"
     path.write_bytes(b"GGUF fake weights")

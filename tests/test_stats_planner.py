@@ -154,3 +154,10 @@ def test_rate_plan_with_runs_predicts_the_spread_of_a_simulated_mean():
     assert plan_rate(n, runs=runs).half_width >= plan.half_width
     with pytest.raises(ValueError, match="both"):
         plan_rate(n, between=0.1)
+
+
+@pytest.mark.parametrize("mde", [1e-300, 1e-4])
+def test_a_target_no_n_reaches_is_a_value_error_not_an_overflow(mde):
+    # 1e-300 squared its normal-approximation n into an OverflowError
+    with pytest.raises(ValueError, match="more than 1000000 tasks"):
+        n_for_mde(mde)

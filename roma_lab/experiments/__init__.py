@@ -8,7 +8,8 @@ a run, design/runner.md) and ``python -m roma_lab.experiments times``
 """
 
 from ._contract import contract_problems, notebook_problems
-from ._runner import RunOutcome, experiment_status, run_experiment, run_experiments, run_parameters
+from ._key import experiment_status, run_parameters
+from ._runner import RunOutcome, run_experiment, run_experiments
 from ._spec import ExperimentSpec, OverrideError, SpecError, declared_parameters, load_spec, load_specs
 from ._times import RunTime, run_times, times_markdown
 

@@ -1,6 +1,9 @@
 """Command line: ``list`` the experiments with their status, ``plan`` what a run of them will cost and
 can detect, ``run`` some or all of them (``--budget`` sizes them by the plan, ``--budget-usd`` caps each
-notebook's dollars), ``times`` prints the run-time table (markdown) from each results folder's provenance.json."""
+notebook's dollars), ``times`` prints the run-time table (markdown) from each results folder's provenance.json.
+
+A bad value or a known error is one line on stderr starting ``error:`` and exit code 2, before anything
+runs: never a traceback, never the usage (``--help`` shows it)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 from roma_lab._environment import ENV
 from roma_lab.cluster import (
@@ -16,11 +20,11 @@ from roma_lab.cluster import (
     resolve_cluster,
 )
 from roma_lab.lm import SPEED_LOG_ENV
-from roma_lab.lm._cache import FRESH_ENV
 from roma_lab.results import default_repo_root
 
-from ._plan import parse_budget, plan_study, write_plan
-from ._runner import experiment_status, run_experiments
+from ._key import experiment_status
+from ._plan import check_target_mde, parse_budget, plan_study, write_plan
+from ._runner import run_experiments
 from ._spec import (
     ExperimentSpec,
     OverrideError,
@@ -32,17 +36,25 @@ from ._spec import (
 from ._times import SPEED_LOG, format_seconds, run_times, times_markdown
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line like the command's other errors (subcommands too:
+    argparse makes them of their parent's class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (`{self.prog} --help` shows the usage)\n")
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m roma_lab.experiments", description=__doc__)
+    parser = _Parser(prog="python -m roma_lab.experiments", description=__doc__)
     parser.add_argument(
         "--root",
         type=Path,
         help="project root holding experiments/ and notebooks/ (default: the checkout roma_lab is installed from)",
     )
-    where = argparse.ArgumentParser(add_help=False)
+    where = _Parser(add_help=False)
     where.add_argument("--smoke", action="store_true", help="apply each spec's [smoke] overrides (small sizes, test models)")
     where.add_argument("--results", type=Path, help="results folder (default: <root>/results, smoke: <root>/results/smoke)")
-    shared = argparse.ArgumentParser(add_help=False, parents=[where])
+    shared = _Parser(add_help=False, parents=[where])
     shared.add_argument(
         "--lm",
         default=os.environ.get(ENV.lm),
@@ -52,7 +64,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("list", parents=[shared], help="show every experiment and its status")
     # times reads what the runs recorded, whatever model they named
     commands.add_parser("times", parents=[where], help="print the run-time table (markdown) from results/*/provenance.json")
-    budget = argparse.ArgumentParser(add_help=False)
+    budget = _Parser(add_help=False)
     budget.add_argument("--budget", help="a time budget such as 2h or 90min: each sized notebook runs at the n its "
                                          "share buys (the rule: design/planning.md)")
     budget.add_argument("--budget-usd", type=float, default=None,
@@ -171,20 +183,36 @@ def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
     return plan
 
 
+def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Every flag's value checked before any spec is read: a usage error naming the flag otherwise."""
+    if args.results is not None and args.results.exists() and not args.results.is_dir():
+        parser.error(f"{args.command}: --results {args.results} is not a folder")
+    try:
+        if getattr(args, "lm", None):  # the name checks resolve_lm makes, without loading the model
+            from roma_lab.lm import check_lm_name
+
+            check_lm_name(args.lm)
+        if args.command not in ("run", "plan"):
+            return
+        args.budget_s = parse_budget(args.budget) if args.budget else None
+        if args.budget_usd is not None:
+            from roma_lab.evaluate import check_budget
+
+            check_budget(args.budget_usd, "--budget-usd")
+        if args.concurrency is not None and args.concurrency < 1:
+            raise ValueError(f"--concurrency is the number of units run at once, >= 1; got {args.concurrency}")
+        if getattr(args, "mde", None) is not None:
+            args.mde = check_target_mde(args.mde)
+    except (ValueError, FileNotFoundError) as exc:
+        parser.error(f"{args.command}: {exc}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
     if args.command in ("run", "plan") and bool(args.stems) == args.all:
         parser.error(f"{args.command}: name experiments or pass --all (not both)")
-    if args.command in ("run", "plan"):
-        try:
-            args.budget_s = parse_budget(args.budget) if args.budget else None
-            if args.budget_usd is not None:
-                from roma_lab.evaluate import check_budget
-
-                check_budget(args.budget_usd, "--budget-usd")
-        except ValueError as exc:
-            parser.error(f"{args.command}: {exc}")
+    _check_values(parser, args)
     if args.command == "run":
         texts = _assignments(parser, args.assignments)
         try:
@@ -235,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "plan" or args.budget_s is not None:
         try:
             planned = _plan(selected, results_root, args)
-        except ValueError as exc:
+        except (ValueError, OSError) as exc:  # OSError: plan.json cannot be written there
             print(f"error: {exc}", file=sys.stderr)
             return 2
         if args.command == "plan":
@@ -243,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
     # every kernel started below records the threads and tokens/s its embedded model ran with
     os.environ.setdefault(SPEED_LOG_ENV, str(results_root / SPEED_LOG))
     if args.fresh:  # the kernels inherit it: no completion is replayed, each is asked of the model again
-        os.environ[FRESH_ENV] = "1"
+        os.environ[ENV.fresh] = "1"
         args.force = True
 
     try:  # every value checked against every notebook before any cell runs

@@ -7,10 +7,11 @@ that n costs in time and dollars.
 
 **Where a cost comes from**, in this order: the notebook's last completed full-size run here (its
 wall time over its units of work, so fixed costs count against the units: an over-estimate), else
-the spec's per-unit timeout over 3 (each spec's timeout is 3x a measured run, design/runner.md), and
-it is labelled with its source. A named remote model runs ``concurrency`` units at once; its dollars
-are its tokens per unit (the embedded model's counted tokens on the measured run) at LiteLLM's price
-of that model (unknown stays unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is
+the spec's ``measured_s`` (a run on a machine of this kind), else the spec's per-unit timeout over 3
+(each spec's timeout is 3x a measured run, design/runner.md), and it is labelled with its source. A
+named remote model runs ``concurrency`` units at once; its dollars are its tokens per unit (the
+embedded model's counted tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list
+price; unknown stays unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is
 reported as the n it buys at that price per task; where no price per task is known the line says so
 (the cap itself is kept at run time by ``roma_lab.evaluate``, whatever the plan predicted).
 
@@ -24,6 +25,11 @@ in one line.
 **The discordance** (share of tasks on which two conditions disagree) is read from the notebook's
 earlier paired tables (``wins + losses`` over ``n`` in any ``*comparisons*.csv`` / ``*paired*.csv``)
 and is labelled; without one the plan is the no-pilot worst case (discordance 1).
+
+**Nothing read is trusted.** A results file the plan cannot use as it stands (a record without time
+zones or ending before it starts, sizes that count no work, a paired table whose counts are not
+counts, a file that is no regular file) is left out with a warning naming it, and the plan goes on
+from the next source: never a negative time, never a crash.
 """
 
 from __future__ import annotations
@@ -31,16 +37,18 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Sequence
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from roma_lab.results import PROVENANCE_FILE
 from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
-from ._spec import ExperimentSpec, _work_units
-from ._times import SPEED_LOG, read_run_time
+from ._spec import ExperimentSpec, ParamValue, work_units
+from ._times import read_run_time, read_speed_log
 
-__all__ = ["NotebookPlan", "StudyPlan", "parse_budget", "plan_study"]
+__all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_study"]
 
 PLAN_FILE = "plan.json"
 #: Each spec's timeouts are 3x a measured run (design/runner.md): their per-unit part over this is that rate.
@@ -63,6 +71,19 @@ def parse_budget(text: str) -> float:
     if not math.isfinite(seconds) or seconds <= 0:
         raise ValueError(f"a budget must be a positive time, got {text!r}")
     return seconds
+
+
+def check_target_mde(mde: float) -> float:
+    """``mde`` as a target paired difference: a finite number in (0, 1] (scores lie in [0, 1]) that
+    some n detects (``roma_lab.stats.n_for_mde`` at the no-pilot worst case, which needs the most
+    tasks: at most its ``MAX_N``). ValueError naming the value otherwise."""
+    if isinstance(mde, bool) or not isinstance(mde, int | float) or not (math.isfinite(mde) and 0 < mde <= 1):
+        raise ValueError(f"a target MDE is a paired difference in (0, 1], such as 0.10; got {mde!r}")
+    try:
+        n_for_mde(mde)
+    except ValueError as exc:
+        raise ValueError(f"a target MDE of {mde:g} cannot be planned: {exc}") from None
+    return float(mde)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,20 +148,33 @@ class StudyPlan:
 def _cost(spec: ExperimentSpec, results_root: Path, speeds) -> tuple[float, str, float | None]:
     """(seconds per unit of ``spec.timeout_units`` -- or of the whole run for a fixed notebook --, where
     that comes from, prompt + generated tokens per unit or None)."""
-    ran = read_run_time(results_root, spec.stem, speeds)
-    units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
+    ran = read_run_time(results_root, spec.stem, speeds)  # a record with impossible times reads as "unreadable"
     if ran.status == "completed" and ran.smoke is False and ran.seconds:
-        asked = dict(ran.overrides)
-        if spec.timeout_units:
-            units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **asked})
-        tokens = sum(s.prompt_tokens + s.generated_tokens for s in ran.speeds) / units if ran.speeds else None
-        return ran.seconds / units, f"measured ({ran.finished:%Y-%m-%d}, {ran.model})", tokens
+        units = _units_run(spec, dict(ran.overrides))
+        if units is not None:
+            tokens = sum(s.prompt_tokens + s.generated_tokens for s in ran.speeds) / units if ran.speeds else None
+            return ran.seconds / units, f"measured ({ran.finished:%Y-%m-%d}, {ran.model})", tokens
+        warnings.warn(f"{results_root / spec.stem / PROVENANCE_FILE}: its sizes {dict(ran.overrides)} count no work "
+                      f"({', '.join(spec.timeout_units)} must be whole numbers >= 1 or non-empty lists); "
+                      "its run time is not used", UserWarning, stacklevel=2)
     if spec.measured_s is not None:  # what a run took on a machine like this one, at the sizes it names
-        if spec.timeout_units:
-            units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters, **spec.measured_sizes})
+        sizes = {**spec.defaults, **spec.parameters, **spec.measured_sizes}
+        units = work_units(spec.timeout_units, sizes) if spec.timeout_units else 1
         return spec.measured_s / units, "estimate (the spec's measured run)", None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, "estimate (spec timeout / 3)", None
+
+
+def _units_run(spec: ExperimentSpec, asked: Mapping[str, ParamValue]) -> int | None:
+    """The units of work of a run at the spec's sizes with ``asked`` (its record's ``--set`` sizes) on
+    top; None when a unit parameter there counts no work (not a whole number >= 1 or a non-empty list:
+    an edited record, which would give a negative, infinite or meaningless cost)."""
+    if not spec.timeout_units:
+        return 1
+    sizes = {**spec.defaults, **spec.parameters, **asked}
+    if not all((isinstance(v, list) and v) or (type(v) is int and v >= 1) for v in (sizes[n] for n in spec.timeout_units)):
+        return None
+    return work_units(spec.timeout_units, sizes)
 
 
 def _discordance(results_root: Path, stem: str) -> tuple[float | None, str]:
@@ -151,13 +185,17 @@ def _discordance(results_root: Path, stem: str) -> tuple[float | None, str]:
     folder = results_root / stem
     for path in sorted([*folder.glob("*comparisons*.csv"), *folder.glob("*paired*.csv")]):
         try:
+            if not path.is_file():  # a folder, or a FIFO that would block the read
+                raise OSError("not a regular file")
             table = pd.read_csv(path)
-        except (OSError, ValueError):
+            if not {"wins", "losses", "n"} <= set(table.columns):
+                continue
+            counts = _paired_counts(table)
+        except (OSError, ValueError) as exc:
+            warnings.warn(f"{path}: cannot be used ({exc}); its discordance is left out", UserWarning, stacklevel=2)
             continue
-        if not {"wins", "losses", "n"} <= set(table.columns):
-            continue
-        rows = table[table["n"] > 0]
-        seen += list(((rows["wins"] + rows["losses"]) / rows["n"]).astype(float))
+        rows = counts[counts["n"] > 0]
+        seen += list((rows["wins"] + rows["losses"]) / rows["n"])
     if not seen:
         return None, "no pilot: worst case (discordance 1)"
     value = float(pd.Series(seen).median())
@@ -166,22 +204,35 @@ def _discordance(results_root: Path, stem: str) -> tuple[float | None, str]:
     return value, f"earlier rows (median of {len(seen)} comparisons)"
 
 
+def _paired_counts(table):
+    """The ``wins``, ``losses`` and ``n`` of a paired table as floats, rows missing one of them left
+    out; ValueError when a count is text, negative or infinite, or wins and losses outnumber n."""
+    import numpy as np
+    import pandas as pd
+
+    columns = table[["wins", "losses", "n"]]
+    counts = columns.apply(pd.to_numeric, errors="coerce")
+    text = counts.isna() & columns.notna()
+    if text.any(axis=None):
+        name = text.any().idxmax()
+        raise ValueError(f"its {name} column holds {columns[name][text[name]].iloc[0]!r}, not a count")
+    counts = counts.dropna().astype(float)
+    if not np.isfinite(counts.to_numpy()).all() or (counts < 0).any(axis=None):
+        raise ValueError("a count is negative or infinite")
+    if (counts["wins"] + counts["losses"] > counts["n"]).any():
+        raise ValueError("more wins and losses than tasks (n)")
+    return counts
+
+
 def _price(lm: str | None) -> float | None:
-    """Dollars per token of ``lm`` (the mean of input and output prices) from LiteLLM's list; None: unknown."""
+    """Dollars per token of ``lm`` (roma_lab.lm's ``token_price``), the mean of its input and output
+    prices: a unit's tokens are counted together; None: unknown."""
     if not lm:
         return None
-    from roma_lab.lm import in_process
+    from roma_lab.lm import token_price
 
-    if in_process(lm):
-        return 0.0
-    try:
-        import litellm
-    except ImportError:
-        return None
-    entry = litellm.model_cost.get(lm) or litellm.model_cost.get(lm.partition("/")[2])
-    if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:
-        return None
-    return (float(entry["input_cost_per_token"]) + float(entry["output_cost_per_token"])) / 2
+    price = token_price(lm)
+    return None if price is None else (price.input_usd + price.output_usd) / 2
 
 
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
@@ -190,17 +241,17 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     """The plan of ``specs`` under the budget rule of the module docstring."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if target_mde is not None:
+        target_mde = check_target_mde(target_mde)
     root = Path(results_root)
     price = _price(lm)
-    from roma_lab.lm import read_speeds
-
-    speeds, _ = read_speeds(root / SPEED_LOG)  # once for every notebook
+    speeds = read_speed_log(root)  # once for every notebook
     costs = {s.stem: _cost(s, root, speeds) for s in specs}
     def task_sized(spec: ExperimentSpec) -> bool:
         return bool(spec.timeout_units) and spec.timeout_units[0] in TASK_UNITS
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
-        units = _work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
+        units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
         return costs[spec.stem][0] * units / concurrency
 
     def size_of(spec: ExperimentSpec) -> tuple[int, float, int]:
@@ -208,7 +259,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         spec's sizes)."""
         sizes = {**spec.defaults, **spec.parameters}
         own = sizes[spec.timeout_units[0]]
-        others = _work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
+        others = work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
         return (len(own) if isinstance(own, list) else int(own)), costs[spec.stem][0] * others / concurrency, others
 
     sized = [s for s in specs if task_sized(s)]
@@ -221,16 +272,18 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         dollars_per_unit = None if price is None or tokens is None else price * tokens
         if not task_sized(spec):
             seconds = fixed_seconds(spec)
-            plans.append(NotebookPlan(spec.stem, None, None, seconds, source, None, seconds, None, None, None, None, "",
-                                      None, None, None, None, None,
-                                      f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
+            plans.append(NotebookPlan(
+                stem=spec.stem, unit=None, default_n=None, seconds_per_unit=seconds, cost_source=source, n=None,
+                seconds=seconds, dollars=None, mde=None, mde_worst=None, discordance=None, discordance_source="",
+                target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
+                line=f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
             continue
         unit = spec.timeout_units[0]
         default_n, per_task, others = size_of(spec)
         n = default_n if budget_n is None else budget_n[spec.stem]
         psi, psi_source = _discordance(root, spec.stem)
         at_n = plan_paired(n, discordance=psi, alpha=alpha, power=power)
-        target = n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power) if target_mde else None
+        target = None if target_mde is None else n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power)
         money = None if dollars_per_unit is None else dollars_per_unit * others
         line = f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) detects a paired difference of {at_n.mde:.2f}"
         if not math.isfinite(at_n.mde):
@@ -255,10 +308,13 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 dollars_n = math.floor(round(budget_usd / money, 9))  # 1.0 // 0.002 is 499.0 in floats
                 line += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} per task)"
         plans.append(NotebookPlan(
-            spec.stem, unit, default_n, per_task, source, n, n * per_task, None if money is None else n * money,
-            at_n.mde, at_n.mde_worst, psi, psi_source, target_mde, None if target is None else target.n,
-            None if target is None else target.n * per_task,
-            None if target is None or money is None else target.n * money, dollars_n, line))
+            stem=spec.stem, unit=unit, default_n=default_n, seconds_per_unit=per_task, cost_source=source, n=n,
+            seconds=n * per_task, dollars=None if money is None else n * money, mde=at_n.mde,
+            mde_worst=at_n.mde_worst, discordance=psi, discordance_source=psi_source, target_mde=target_mde,
+            target_n=None if target is None else target.n,
+            target_seconds=None if target is None else target.n * per_task,
+            target_dollars=None if target is None or money is None else target.n * money, dollars_n=dollars_n,
+            line=line))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
-from roma_lab.results._files import read_regular_bytes
+from roma_lab.results import read_regular_bytes
 
 NOTEBOOK_NAME = re.compile(r"^\d{2}_.+\.ipynb$")
 # Injected by the runner, so a spec may not set it. (A spec may set LM, e.g. a small model for
@@ -40,7 +40,7 @@ class SpecError(ValueError):
 class OverrideError(ValueError):
     """A size asked for on the command line (``--set``, ``overrides=``) that the notebook does not
     declare, that the runner owns, or of another type than the notebook's default; the message
-    names the experiment and lists the parameters its notebook declares."""
+    names the experiment and lists the parameters its notebook declares, in one line per notebook."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,12 +77,14 @@ class ExperimentSpec:
         the product of the ``timeout_units`` parameters (a list counts its length)."""
         if not self.timeout_units:
             return self.timeout_s
-        asked = _work_units(self.timeout_units, {**self.defaults, **parameters})
-        own = _work_units(self.timeout_units, {**self.defaults, **self.parameters})
+        asked = work_units(self.timeout_units, {**self.defaults, **parameters})
+        own = work_units(self.timeout_units, {**self.defaults, **self.parameters})
         return math.ceil(self.timeout_s + self.timeout_per_unit_s * (asked - own))
 
 
-def _work_units(names: tuple[str, ...], values: Mapping[str, object]) -> int:
+def work_units(names: tuple[str, ...], values: Mapping[str, object]) -> int:
+    """The units of work of a run with ``values``: the product of the ``names`` parameters (a list
+    counts its length); the cell timeout and the study plan count work in these units."""
     return math.prod(len(v) if isinstance(v, list) else v for v in (values[n] for n in names))
 
 
@@ -209,7 +211,8 @@ def check_overrides(spec: ExperimentSpec, overrides: Mapping[str, object], *,
             problems.append(f"{', '.join(n for n in spec.timeout_units if n in values)} asks for a cell timeout of "
                             f"{asked:.3g} s, more than the {MAX_CELL_TIMEOUT_S:,} s (a year) a run may have: ask for fewer")
     if problems:
-        raise OverrideError(f"{spec.stem}: " + "; ".join(problems) + f"\n  {spec.notebook.name} declares: {_declares(spec)}")
+        # one line per notebook: the CLI reports each notebook that refuses a value as one error line
+        raise OverrideError(f"{spec.stem}: " + "; ".join(problems) + f"; {spec.notebook.name} declares: {_declares(spec)}")
     return values
 
 
@@ -257,11 +260,11 @@ def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], de
     problems = [problem for values in (defaults, parameters, smoke, measured_sizes) for name, value in values.items()
                 if name in units and (problem := _unit_problem(name, value))]
     if units and not problems and isinstance(timeout_s, int):
-        own = _work_units(tuple(units), {**defaults, **parameters})
+        own = work_units(tuple(units), {**defaults, **parameters})
         if timeout_s - per_unit_s * own <= 0:
             problems.append(f"'timeout_s' ({timeout_s}) is the cell timeout at the spec's own sizes, "
                             f"{own} units of work: it must exceed timeout_per_unit_s x {own} = {per_unit_s * own:g}")
-        if measured_sizes and not _work_units(tuple(units), {**defaults, **parameters, **measured_sizes}):
+        if measured_sizes and not work_units(tuple(units), {**defaults, **parameters, **measured_sizes}):
             problems.append("'measured_sizes' gives no units of work: a measured run did some")
     return problems
 

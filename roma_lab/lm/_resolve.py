@@ -23,7 +23,7 @@ from ._models import (
 from ._remote import endpoint, remote_kwargs
 from ._scripted import SCRIPTED, is_scripted, scripted_lm
 
-__all__ = ["ENGINE_ENV", "LOCAL_ENGINES", "SLOTS_ENV", "LocalModel", "describe_lm_name", "local_engine",
+__all__ = ["ENGINE_ENV", "LOCAL_ENGINES", "SLOTS_ENV", "LocalModel", "check_lm_name", "describe_lm_name", "local_engine",
            "local_engine_settings", "local_slots",
            "model_label", "replay_lm", "resolve_lm"]
 
@@ -64,21 +64,31 @@ def describe_lm_name(name: str | None = None) -> str:
     return name or os.environ.get(ENV_VAR) or "local"
 
 
-def _local_model(name: str, *, check_installed: bool) -> LocalModel | None:
-    """The local model a name denotes, or None for a LiteLLM name."""
+def check_lm_name(name: str | None = None) -> str:
+    """The effective name (:func:`describe_lm_name`) once it passes the checks :func:`resolve_lm` makes of
+    a name, without loading, hashing or looking for weights: "local:<variant>" must name a known variant
+    (ValueError listing them), a .gguf path an existing file (FileNotFoundError). Any other name is a
+    LiteLLM model, which its provider checks at the first call."""
+    name = describe_lm_name(name)
     if name == "local" or name.startswith("local:"):
-        variant = name.partition(":")[2] or DEFAULT_VARIANT
-        spec = MODELS.get(variant)
-        if spec is None:
+        if (name.partition(":")[2] or DEFAULT_VARIANT) not in MODELS:
             raise ValueError(f"unknown local model {name!r}; choose 'local' or one of: "
                              + ", ".join(f"'local:{v}'" for v in MODELS))
+    elif name.endswith(".gguf") and not Path(name).expanduser().is_file():
+        raise FileNotFoundError(f"model file {Path(name).expanduser()} does not exist")
+    return name
+
+
+def _local_model(name: str, *, check_installed: bool) -> LocalModel | None:
+    """The local model a name denotes, or None for a LiteLLM name."""
+    name = check_lm_name(name)
+    if name == "local" or name.startswith("local:"):
+        spec = MODELS[name.partition(":")[2] or DEFAULT_VARIANT]
         if check_installed:
             part_paths(spec)  # fail now, naming the packages to install, not at the first call
         return LocalModel(spec.model_id, lambda: model_file(spec), spec.json_mode)
     if name.endswith(".gguf"):
         path = Path(name).expanduser()
-        if not path.is_file():
-            raise FileNotFoundError(f"model file {path} does not exist")
         # The weights' hash is part of the id, so the completion cache follows the file's content.
         return LocalModel(f"{path.stem}@{file_sha256(path)[:12]}", lambda: path, "grammar")
     return None

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from ._engine import SUPPORTED_PARAMS
 from ._limits import request_slot
 
-__all__ = ["SCRIPTED", "ScriptedEngine", "ScriptedRequest", "count_words", "script_reply", "scripted_lm"]
+__all__ = ["SCRIPTED", "ScriptedEngine", "ScriptedRequest", "count_words", "read_request", "script_reply", "scripted_lm"]
 
 SCRIPTED = "scripted"
 
@@ -79,7 +79,8 @@ def script_reply(request: ScriptedRequest) -> dict[str, object]:
     return reply
 
 
-def _read(request) -> ScriptedRequest:
+def read_request(request) -> ScriptedRequest:
+    """A DSPy engine's canonical request as a script sees it (what :class:`ScriptedEngine` hands ``respond``)."""
     system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or ())
     return read_texts(request.model, request.config.temperature, system, tuple(m.text or "" for m in request.messages))
 
@@ -135,7 +136,7 @@ class ScriptedEngine:
     def complete(self, request):
         from dspy.lm15 import Message, Response, TextPart, Usage
 
-        seen = _read(request)
+        seen = read_request(request)
         with self._lock:
             self.requests.append(seen)
         with request_slot(request.model, self.slots):

@@ -198,7 +198,10 @@ def n_for_mde(
     # Start at the normal approximation's n (z-test at the no-effect spread), double until the
     # power is reached, then bisect down to where it is first reached.
     spread = math.sqrt(value) if test == SIGN_TEST else value
-    high = max(2, math.ceil(((z_a + z_b) * spread / mde) ** 2))
+    root_n = (z_a + z_b) * spread / mde
+    if not root_n <= math.sqrt(2 * MAX_N):  # far beyond MAX_N (squaring a tiny mde's would overflow)
+        raise ValueError(f"more than {MAX_N} tasks needed for an MDE of {mde:g}")
+    high = max(2, math.ceil(root_n ** 2))
     while not reaches(high):
         if high >= MAX_N:
             raise ValueError(f"more than {MAX_N} tasks needed for an MDE of {mde:g}")

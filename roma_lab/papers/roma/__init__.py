@@ -9,8 +9,10 @@
   ``_atomizer_study.py``: ``atomizer_study``, before / GEPA+ on train / after on held-out,
   design/atomizer.md), notebook 32.
 - Tables 7 and 8 (``_gepa_tables.py``: ``table7_gepa``, ``table8_convergence``, ``plot_convergence``),
-  on ``roma_lab.optimizer`` (design/gepa_tables.md); loaded on first access (PEP 562) because they
-  import DSPy, which takes seconds.
+  on ``roma_lab.optimizer`` (design/gepa_tables.md), and what notebooks 30-31 cost before they run
+  (``_gepa_projection.py``: ``project_gepa_tables`` counts every model call and projects the cold
+  time at ``ProjectionSpeeds``); loaded on first access (PEP 562) because they import DSPy, which
+  takes seconds.
 
 Every table function returns a :class:`RomaTables` (the tables by file stem, the folder and the
 statistics settings); ``run_quickstart`` and ``compare_schedules`` return runs, for the viewers.
@@ -47,8 +49,11 @@ from roma_lab.trace import RomaRunError, RomaTimeoutError
 from roma_lab.papers.roma._tables import RomaTables
 
 _GEPA_NAMES = ("plot_convergence", "table7_gepa", "table8_convergence")
+_GEPA_PROJECTION_NAMES = ("GEPA_DESIGN_SPEEDS", "GepaProjection", "ProjectionSpeeds", "PromptTokenizer",
+                          "gepa_notebook_parameters", "measured_projection_speeds", "project_gepa_tables")
 _ATOMIZER_STUDY_NAMES = ("atomizer_metric", "atomizer_study", "search_halves")
-__getattr__ = lazy_exports_from(__name__, {"._gepa_tables": _GEPA_NAMES, "._atomizer_study": _ATOMIZER_STUDY_NAMES})
+__getattr__ = lazy_exports_from(__name__, {"._gepa_tables": _GEPA_NAMES, "._gepa_projection": _GEPA_PROJECTION_NAMES,
+                                           "._atomizer_study": _ATOMIZER_STUDY_NAMES})
 
 
 __all__ = [
@@ -82,5 +87,6 @@ __all__ = [
     "run_quickstart",
     "run_roma_table",
     *_GEPA_NAMES,
+    *_GEPA_PROJECTION_NAMES,
     *_ATOMIZER_STUDY_NAMES,
 ]
