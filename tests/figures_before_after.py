@@ -39,6 +39,28 @@ def load(path: Path) -> pd.DataFrame:
     return df[keep].reset_index(drop=True)
 
 
+# What a refactor renamed on purpose, applied to the "before" side so the rest is compared as it was (each
+# entry says why). The one runner (issue 50): a run's item is its task, the single call of the ROMA
+# tables is "single" everywhere, the agent's answer is the row's prediction and "correct" its score.
+RENAMED_COLUMNS = {"item_id": "task_id", "answer": "prediction"}
+RENAMED_VALUES = {"base": "single", "roma - base": "roma - single", "['base']": "['single']"}
+DERIVED = {"correct": lambda after: after["score"].map(lambda v: "" if v == "" else str(float(v) == 1.0))}
+# Files the refactor moved: every run now keeps its evaluation folder (attempts.csv, rows, summary and paired
+# tables beside the traces), where it used to append a run file beside the tables.
+MOVED = re.compile(r"(^|/)(attempts|rows|summary|paired)\.csv$|_runs/|(^|/)runs/|(^|/)train/|(^|/)systems/")
+OLD_LOGS = re.compile(r"(^|/)(run\d+|runs|atomizer_results_log|items)\.csv$")
+
+
+def _renamed(x: pd.DataFrame, y: pd.DataFrame) -> pd.DataFrame:
+    x = x.rename(columns={c: n for c, n in RENAMED_COLUMNS.items() if c in x.columns and n not in x.columns})
+    x = x.apply(lambda col: col.map(lambda v: RENAMED_VALUES.get(v, v) if isinstance(v, str) else v))
+    for column, derive in DERIVED.items():
+        if column in x.columns and column not in y.columns:
+            x = x.assign(**{column: x[column].astype(str)})
+            y[column] = derive(y)
+    return x
+
+
 def _sorted(df: pd.DataFrame) -> pd.DataFrame:
     text = df.astype(str)
     return text.sort_values(list(text.columns)).reset_index(drop=True)
@@ -48,12 +70,15 @@ def compare(a: Path, b: Path) -> int:
     files_a = {p.relative_to(a) for p in a.rglob("*.csv")}
     files_b = {p.relative_to(b) for p in b.rglob("*.csv")}
     same = reordered = differ = 0
+    only_before = {rel for rel in files_a - files_b if not (MOVED.search(rel.as_posix()) or OLD_LOGS.search(rel.as_posix()))}
+    only_after = {rel for rel in files_b - files_a if not MOVED.search(rel.as_posix())}
     for rel in sorted(files_a - files_b):
-        print("only before:", rel)
+        print("only before:", rel, "" if rel in only_before else "(a run log the refactor replaced)")
     for rel in sorted(files_b - files_a):
-        print("only after:", rel)
+        print("only after:", rel, "" if rel in only_after else "(an evaluation folder's own table)")
     for rel in sorted(files_a & files_b):
         x, y = load(a / rel), load(b / rel)
+        x = _renamed(x, y)
         if [c for c in x.columns if c not in y.columns]:
             print("columns lost:", rel, [c for c in x.columns if c not in y.columns]); differ += 1; continue
         added = [c for c in y.columns if c not in x.columns]
@@ -80,8 +105,8 @@ def compare(a: Path, b: Path) -> int:
         else:
             same += 1
     print(f"{same} files the same, {reordered} the same rows in another order, {differ} differ, "
-          f"{len(files_a - files_b)} only before, {len(files_b - files_a)} only after")
-    return differ + len(files_a ^ files_b)
+          f"{len(only_before)} only before, {len(only_after)} only after (runs' own logs and folders aside)")
+    return differ + len(only_before) + len(only_after)
 
 
 if __name__ == "__main__":

@@ -203,7 +203,8 @@ def test_fields_longer_than_the_csv_limit_round_trip(tmp_path, size):
     with warnings.catch_warnings():
         warnings.simplefilter("error", QuarantineWarning)
         df = run(tmp_path, system, work, LongGrader(text))
-        pd.testing.assert_frame_equal(logged(tmp_path), df)
+        # as the log reads back (gold aside: the rows take it from the tasks, in their own dtype)
+        pd.testing.assert_frame_equal(logged(tmp_path).astype({"gold": object}), df.astype({"gold": object}))
         asked.clear()
         rerun = run(tmp_path, system, work, LongGrader(text))
     assert asked == ["q1", "q2"]  # only the two error rows run again: every finished row read back
@@ -404,16 +405,45 @@ def test_a_file_of_another_table_is_refused_naming_it(tmp_path):
 # --- folders written by an earlier roma_lab (run<r>.csv beside usage/) ---------------------------------
 
 
-@pytest.mark.parametrize("old", ["run0.csv", "usage"])
-def test_a_folder_of_the_older_layout_is_refused_naming_the_migration(tmp_path, old):
-    (tmp_path / "run0.csv").write_text("benchmark,item_id,condition\nsimpleqa,0,s\n") if old == "run0.csv" else (
-        tmp_path / "usage").mkdir()
-    before = sorted(p.name for p in tmp_path.iterdir())
+# What an earlier roma_lab's evaluate wrote for Echo() labelled "s" on items(3): evaluation.json beside
+# run0.csv, whose condition column was called "system" before the results vocabulary.
+OLD_RECORD = {"grader": bench.STRING_MATCH, "source": "", "systems": {"s": {"function": "Echo", "kind": "function",
+                                                                          "model": None}},
+              "task_hashes": {"0": "19a741b18364a161", "1": "2dbd47390e56f9c7", "2": "425c4f0fa665d39c"},
+              "tasks": "simpleqa"}
+OLD_RUN = ("benchmark,item_id,{condition},prediction,label,score,grader,error,error_stage,latency_s,details,grader_raw\n"
+           'simpleqa,0,s,a0,CORRECT,1.0,"string-match, not the official judge",,,0.027017,,\n'
+           'simpleqa,1,s,no idea,INCORRECT,0.0,"string-match, not the official judge",,,1.9e-05,,\n'
+           'simpleqa,2,s,a2,CORRECT,1.0,"string-match, not the official judge",,,1.1e-05,,\n')
+
+
+@pytest.mark.parametrize("condition", ["condition", "system"])
+def test_a_folder_of_the_older_layout_is_refused_then_migrated_and_resumed(tmp_path, condition, capsys):
+    import re
+
+    from roma_lab.evaluate.__main__ import main
+
+    out = tmp_path / "results" / "evaluation"
+    out.mkdir(parents=True)
+    (out / "evaluation.json").write_text(json.dumps(OLD_RECORD, indent=2, sort_keys=True) + "\n")
+    (out / "run0.csv").write_text(OLD_RUN.format(condition=condition))
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
     system = Echo()
-    with pytest.raises(OldLayoutError, match=f"migrate it once with `python -m roma_lab.evaluate migrate {tmp_path}`"):
-        run(tmp_path, system, items(2))
-    assert system.calls == [] and not (tmp_path / LOG).exists() and not (tmp_path / "evaluation.json").exists()
-    assert sorted(p.name for p in tmp_path.iterdir() if not p.name.startswith(".")) == before
+    with pytest.raises(OldLayoutError, match="migrate it once with `python -m roma_lab.evaluate migrate ") as refused:
+        run(out, system, items(4))
+    assert system.calls == [] and {p.name: p.read_bytes() for p in out.iterdir() if p.name != ".evaluate.lock"} == before
+    (command,) = re.findall(r"`python -m roma_lab\.evaluate (migrate [^`]+)`", str(refused.value))
+    assert main(command.split()) == 0  # the command the message names
+    assert f"{out}: an evaluation folder; 3 row(s) now in attempts.csv" in capsys.readouterr().out
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an old folder is not a damaged one: nothing quarantined
+        df = run(out, system, items(4))
+    assert system.calls == ["q3"]  # the old rows count as finished
+    assert df["condition"].tolist() == ["s"] * 4 and df["task_id"].tolist() == ["0", "1", "2", "3"]
+    assert df["prediction"].tolist() == ["a0", "no idea", "a2", "no idea"]
+    assert df["score"].tolist() == [1.0, 0.0, 1.0, 0.0] and df["status"].tolist() == ["correct", "incorrect"] * 2
+    assert df["gold"].tolist() == ["a0", "a1", "a2", "a3"] and df["error"].isna().all()
+    assert not list(tmp_path.rglob("*.quarantined-*"))
 
 
 # --- private benchmarks: never on disk in the clear -------------------------------------------------

@@ -48,7 +48,7 @@ LOCK_FILE = ".evaluate.lock"
 def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: int = 1,
              out: str | os.PathLike[str], timeout_s: float | None = None, progress: bool = True,
              stats: StatsSettings = DEFAULT_STATS, budget_usd: float | None = None,
-             max_consecutive_timeouts: int = 3) -> Evaluation:
+             max_consecutive_timeouts: int = 3, cluster: Any = None) -> Evaluation:
     """Run every system on every task ``runs`` times and return the :class:`Evaluation`.
 
     ``systems``: ``roma_lab.evaluate`` systems (``single_call``, ``roma``, ``agent``, ``function``) or
@@ -60,8 +60,10 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
     stop a system that stopped answering (``SystemStalledError``). ``stats``: the CIs' settings.
     ``budget_usd``: a cap on the dollars the rows of ``out`` cost, earlier runs' rows included (None:
     $ROMA_LAB_BUDGET_USD, else no cap); the rule is ``_budget.py``'s. A row of unknown cost under a
-    cap raises ``BudgetUnknownCostError`` (at the start, for rows already in ``out``). Another process
-    writing ``out`` at the same time is refused (``roma_lab.results.FolderBusyError``)."""
+    cap raises ``BudgetUnknownCostError`` (at the start, for rows already in ``out``). ``cluster``: where
+    the jobs run (a cluster name or a ``roma_lab.cluster.Dispatch``; None: $ROMA_LAB_CLUSTER, else this
+    process; a dollar cap runs in this process). Another process writing ``out`` at the same time is
+    refused (``roma_lab.results.FolderBusyError``)."""
     from roma_lab.results import folder_lock
 
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
@@ -95,7 +97,7 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
                     run_jobs(how, jobs, workers=workers, chained=system.chained, gate=gate,
                              done=lambda job, done=done: done.get((job.run, job.item.item_id)),
                              on_row=partial(_on_row, bar, spending, system.label),
-                             max_consecutive_timeouts=max_consecutive_timeouts)
+                             max_consecutive_timeouts=max_consecutive_timeouts, cluster=cluster)
         labels = [s.label for s in chosen]
         rows = tidy_rows(out_dir, task_set, labels, runs)
         report = None if spending is None else BudgetReport(cap, spending.spent_usd, spending.stopped,
