@@ -23,7 +23,16 @@ import time
 from pathlib import Path
 
 import pytest
-from dask_systems import CountsAtOnce, Echo, KillsItsWorker, LocalGenerations, calls, generations, most_at_once, toy_items
+from dask_systems import (
+    CountsAtOnce,
+    Echo,
+    KillsItsWorker,
+    LocalGenerations,
+    calls,
+    generations,
+    most_at_once,
+    toy_items,
+)
 from evaluations import attempts
 
 from roma_lab import cluster as roma_cluster

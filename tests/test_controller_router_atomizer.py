@@ -77,7 +77,7 @@ def test_compare_atomizers_counts_the_lm_calls_each_condition_made(model, tmp_pa
     assert set(pd.read_csv(tmp_path / "atomizer_runs.csv")["condition"]) == {"lm_atomizer", "router_atomizer"}
     # resumable: a rerun runs no answered item again (only the failed one is retried)
     routing.compare_atomizers(tmp_path, model, lm="scripted", n_items=3, stats=StatsSettings(n_resamples=20))
-    rows = pd.read_csv(tmp_path / "atomizer_results.csv", dtype={"item_id": str})
+    rows = pd.read_csv(tmp_path / "atomizer_runs" / "attempts.csv", dtype={"task_id": str})  # every attempt
     answered = rows[rows["error"].isna()]
-    assert not answered.duplicated(["condition", "item_id"]).any()
+    assert not answered.duplicated(["condition", "task_id"]).any()
     assert len(rows) == 6 + len(failed)

@@ -7,6 +7,7 @@ test_papers_roma_tables.py."""
 import csv
 import io
 import json
+import re
 import threading
 import warnings
 
@@ -18,8 +19,16 @@ from probe_integrity import RUN_FILE_CASES
 from roma_lab import bench
 from roma_lab.bench import Item
 from roma_lab.bench._grade import Grade
-from roma_lab.evaluate import (ROW_COLUMNS, LogFileError, OldLayoutError, SystemStalledError, TaskFileError, TaskSet,
-                               evaluate, function)
+from roma_lab.evaluate import (
+    ROW_COLUMNS,
+    LogFileError,
+    OldLayoutError,
+    SystemStalledError,
+    TaskFileError,
+    TaskSet,
+    evaluate,
+    function,
+)
 from roma_lab.evaluate._log import read_log_df
 from roma_lab.lm import scripted_lm
 from roma_lab.results import FolderBusyError, QuarantineWarning
@@ -419,8 +428,6 @@ OLD_RUN = ("benchmark,item_id,{condition},prediction,label,score,grader,error,er
 
 @pytest.mark.parametrize("condition", ["condition", "system"])
 def test_a_folder_of_the_older_layout_is_refused_then_migrated_and_resumed(tmp_path, condition, capsys):
-    import re
-
     from roma_lab.evaluate.__main__ import main
 
     out = tmp_path / "results" / "evaluation"

@@ -488,7 +488,7 @@ def test_other_rooms_import_public_router_names_only_and_the_surface_stays_small
                     imported.setdefault(absolute, set()).update(a.name for a in node.names)
     assert imported.keys() <= {"roma_lab.router"}, sorted(imported)
     assert imported["roma_lab.router"] <= set(router.__all__), sorted(imported["roma_lab.router"] - set(router.__all__))
-    assert len(router.__all__) <= 35
+    assert len(router.__all__) <= 38  # 35, and the three parts a speed script times (no private import)
 
 
 def test_route_inspector_record(study):

@@ -176,8 +176,10 @@ def test_in_side_by_side_runs_each_pane_opens_its_own_node():
 def test_the_item_pickers_static_view_is_its_trees_with_rows_that_open(tmp_path):
     from roma_lab.widgets import ItemRunPicker
 
-    (tmp_path / "toy_runs").mkdir()
-    (tmp_path / "toy_runs" / "a.json").write_text(failing_run().to_json())
+    folder = tmp_path / "toy_runs"  # an evaluation folder as roma_lab.evaluate writes it: rows naming traces
+    (folder / "traces" / "roma" / "r0").mkdir(parents=True)
+    (folder / "traces" / "roma" / "r0" / "a.json").write_text(failing_run().to_json())
+    (folder / "rows.csv").write_text("condition,run,task_id,trace\nroma,0,a,traces/roma/r0/a.json\n")
     picker = ItemRunPicker(tmp_path, "toy")
     static = picker._repr_mimebundle_()["text/html"]
     assert static == "<p>item <code>a</code></p>" + picker.tree._html

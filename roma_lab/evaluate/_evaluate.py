@@ -68,6 +68,8 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
 
     if not isinstance(runs, int) or isinstance(runs, bool) or runs < 1:
         raise ValueError(f"runs must be a positive integer, got {runs!r}")
+    if timeout_s is not None and not (isinstance(timeout_s, int | float) and 0 < timeout_s < float("inf")):
+        raise ValueError(f"timeout_s must be a positive number of seconds (or None), got {timeout_s!r}")
     cap, source = (budget_usd_from_env(), f"${BUDGET_ENV}") if budget_usd is None else (check_budget(budget_usd),
                                                                                          "budget_usd")
     task_set = tasks_from(tasks)
@@ -99,7 +101,7 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
                              on_row=partial(_on_row, bar, spending, system.label),
                              max_consecutive_timeouts=max_consecutive_timeouts, cluster=cluster)
         labels = [s.label for s in chosen]
-        rows = tidy_rows(out_dir, task_set, labels, runs)
+        rows = tidy_rows(out_dir, task_set, labels, runs, capped=spending is not None)
         report = None if spending is None else BudgetReport(cap, spending.spent_usd, spending.stopped,
                                                             int(rows["status"].eq(NOT_RUN).sum()), source)
         evaluation = Evaluation(rows, out_dir, tuple(labels), grading.name,

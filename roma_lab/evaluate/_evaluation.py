@@ -174,11 +174,14 @@ class Evaluation:
         return RunComparison({name: t.as_run() if hasattr(t, "rollouts") else t for name, t in traces.items()})
 
 
-def tidy_rows(out: Path, tasks: Any, labels: Sequence[str], runs: int) -> pd.DataFrame:
+def tidy_rows(out: Path, tasks: Any, labels: Sequence[str], runs: int, *, capped: bool) -> pd.DataFrame:
     """The rows of ``labels`` x ``runs`` x ``tasks`` from ``out``'s attempt log (the latest attempt of
-    each), in system, run and task order; a (system, run, task) without a row never started (the
-    dollar cap kept it back: without a cap every job gets a row) and is a ``not_run_budget`` row."""
+    each), in system, run and task order. Under a dollar cap (``capped``) a (system, run, task) without
+    a row never started (the cap kept it back) and is a ``not_run_budget`` row; without one every job
+    got a row, so a missing row is one that did not read back: a ``LogFileError`` naming the log."""
     import pandas as pd
+
+    from ._log import LogFileError
 
     from ._private import REDACTED
 
@@ -193,9 +196,14 @@ def tidy_rows(out: Path, tasks: Any, labels: Sequence[str], runs: int) -> pd.Dat
                 "gold": gold[it.item_id], "status": NOT_RUN, "model_calls": 0, "input_tokens": 0, "output_tokens": 0,
                 "cost": 0.0}  # no call made: nothing spent, nothing scored
                for label in labels for run in range(runs) for it in tasks.items if (label, run, it.item_id) not in have]
+    if missing and not capped:
+        first = missing[0]
+        raise LogFileError(f"{out / 'attempts.csv'}: the rows of {len(missing)} attempt(s) do not read back (e.g. "
+                           f"{first['condition']}, run {first['run']}, task {first['task_id']!r}); see the quarantine "
+                           "file beside it, and rerun to attempt them again")
     if missing:
         rows = pd.concat([rows, pd.DataFrame(missing)], ignore_index=True)
-    rows = rows.assign(gold=rows["task_id"].map(gold))  # the task's, whatever an attempt recorded
+    rows = rows.assign(gold=rows["task_id"].map(gold).astype(object))  # the task's, whatever an attempt recorded
     rank = {label: i for i, label in enumerate(labels)}
     rows = rows.assign(_order=[(rank[c], r, order[t]) for c, r, t in zip(rows["condition"], rows["run"],
                                                                          rows["task_id"], strict=True)])

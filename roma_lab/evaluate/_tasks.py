@@ -79,6 +79,10 @@ class TaskSet:
             object.__setattr__(self, "corpus", tuple(self.corpus))
         if not self.items:
             raise TaskFileError(f"task set {self.name!r} has no tasks")
+        others = sorted({it.benchmark for it in self.items} - {self.name})
+        if others:  # its rows are found by the set's name: another one would find none
+            raise TaskFileError(f"task set {self.name!r} holds tasks of benchmark {others[0]!r}; a task set is named "
+                                f"after its tasks' benchmark (make its items with benchmark={self.name!r})")
         ids = [it.item_id for it in self.items]
         if len(set(ids)) != len(ids):
             raise TaskFileError(f"task set {self.name!r}: duplicate task ids {sorted({i for i in ids if ids.count(i) > 1})[:5]}")
