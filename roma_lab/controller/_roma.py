@@ -39,6 +39,7 @@ from roma_lab.tools import (
     ToolLog,
 )
 from roma_lab.trace import (
+    MODEL_KEYS,
     OUTPUT_STATUSES,
     TASK_TYPES,
     ArtifactRef,
@@ -49,6 +50,7 @@ from roma_lab.trace import (
     RoleCall,
     RomaSettings,
     Run,
+    RunStatus,
     clip,
     context_chars,
     jsonable,
@@ -56,8 +58,6 @@ from roma_lab.trace import (
     run_status,
     show,
 )
-from roma_lab.trace._settings import MODEL_KEYS
-from roma_lab.trace._types import RunStatus
 
 from ._loop import (
     _STOP,

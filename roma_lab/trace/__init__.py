@@ -10,12 +10,13 @@ or a tool: ``roma_lab.controller`` and ``roma_lab.agents`` write these records, 
 holds what their tools call, ``roma_lab.widgets`` draws them.
 """
 
-from ._artifact_ref import ArtifactRef
+from ._artifact_ref import SHA256_HEX, ArtifactRef
 from ._evidence import NO_EVIDENCE, without_evidence
 from ._replay import ReplayedCall, ReplayedNode, ReplayedSchedule, replayed_schedule
 from ._schedule import ScheduleBounds, schedule_bounds
-from ._settings import TASK_TYPES, RomaSettings
+from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
 from ._types import (
+    NO_OUTPUT_STATUSES,
     NODE_STATUSES,
     OUTPUT_STATUSES,
     RUN_STATUSES,
@@ -28,16 +29,21 @@ from ._types import (
     RepairRecord,
     RoleCall,
     Run,
+    RunStatus,
     ToolCall,
+    ToolStatus,
     run_status,
 )
 from ._values import clip, context_chars, jsonable, reference, show
 
 __all__ = [
+    "MODEL_KEYS",
     "NODE_STATUSES",
     "NO_EVIDENCE",
+    "NO_OUTPUT_STATUSES",
     "OUTPUT_STATUSES",
     "RUN_STATUSES",
+    "SHA256_HEX",
     "TASK_TYPES",
     "TOOL_STATUSES",
     "ArtifactRef",
@@ -53,8 +59,10 @@ __all__ = [
     "RoleCall",
     "RomaSettings",
     "Run",
+    "RunStatus",
     "ScheduleBounds",
     "ToolCall",
+    "ToolStatus",
     "clip",
     "context_chars",
     "jsonable",
