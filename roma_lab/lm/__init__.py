@@ -12,8 +12,8 @@ named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is 
 (``_server.py``), whose replies DSPy's request cache keys by that server. Every request holds one
 of its model's ``max_concurrency`` slots while in flight, process-wide (``_limits.py``), and a
 request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that rollout
-(``_rollout.py``). ``simulated_provider`` serves models of planted skill on a task file over
-loopback HTTP, with latency, faults and prices (``_simulated.py``, design/simulated_provider.md).
+(``_rollout.py``). ``read_texts`` and ``format_reply`` are the scripted model's two halves (how a
+request reads, how a reply is written) for another server of scripted replies (``roma_lab.simulator``).
 See design/local_model.md and design/online.md.
 """
 
@@ -49,8 +49,16 @@ from ._served import DEFAULT_SLOTS, LocalServerError, ServerEngine
 from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
-from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, script_reply, scripted_lm
-from ._simulated import SimCall, SimFaults, SimLatency, SimModel, SimulatedProvider, SimulatedWorld, simulated_provider
+from ._scripted import (
+    SCRIPTED,
+    ScriptedEngine,
+    ScriptedRequest,
+    count_words,
+    format_reply,
+    read_texts,
+    script_reply,
+    scripted_lm,
+)
 from ._usage import CallUsage, UsageWarning, call_usage
 
 # DSPy-backed helpers, loaded on first use (importing DSPy takes seconds).
@@ -88,12 +96,6 @@ __all__ = [
     "ScriptedEngine",
     "ScriptedRequest",
     "ServerEngine",
-    "SimCall",
-    "SimFaults",
-    "SimLatency",
-    "SimModel",
-    "SimulatedProvider",
-    "SimulatedWorld",
     "cache_dir",
     "call_deadline_s",
     "call_cost",
@@ -101,6 +103,7 @@ __all__ = [
     "count_words",
     "current_rollout",
     "describe_lm_name",
+    "format_reply",
     "free_cores",
     "in_process",
     "local_engine",
@@ -110,6 +113,7 @@ __all__ = [
     "max_concurrency",
     "model_label",
     "read_speeds",
+    "read_texts",
     "replay_lm",
     "request_key",
     "resolve_lm",
@@ -119,6 +123,5 @@ __all__ = [
     "scripted_lm",
     "served_from_cache",
     "set_max_concurrency",
-    "simulated_provider",
     *_CALL_NAMES,
 ]
