@@ -13,14 +13,17 @@ named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is 
 of its model's ``max_concurrency`` slots while in flight, process-wide (``_limits.py``), and a
 request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that rollout
 (``_rollout.py``). ``read_texts`` and ``format_reply`` are the scripted model's two halves (how a
-request reads, how a reply is written) for another server of scripted replies (``roma_lab.simulator``).
-See design/local_model.md and design/online.md.
+request reads, how a reply is written) for another server of scripted replies (``roma_lab.simulator``);
+``EMBEDDED_HOST`` (the process's loaded llama.cpp model and its generation seconds) and
+``machine_turn`` (one generation at a time on the machine) for a benchmark that times the embedded
+model bare beside the toolkit (``benchmarks/bench_lm.py``). See design/local_model.md and
+design/online.md.
 """
 
 from .._lazy import lazy_exports
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
 from ._deadline import CALL_DEADLINE_ENV, DEFAULT_CALL_DEADLINE_S, ModelCallDeadlineError, call_deadline_s
-from ._engine import AsyncEngine, LlamaEngine, free_cores
+from ._engine import EMBEDDED_HOST, AsyncEngine, LlamaEngine, free_cores, machine_turn
 from ._limits import DEFAULT_REMOTE_CONCURRENCY, LIMIT_ENV, max_concurrency, set_max_concurrency
 from ._models import (
     DEFAULT_VARIANT,
@@ -71,6 +74,7 @@ __all__ = [
     "DEFAULT_REMOTE_CONCURRENCY",
     "DEFAULT_SLOTS",
     "DEFAULT_VARIANT",
+    "EMBEDDED_HOST",
     "ENGINE_ENV",
     "LIMIT_ENV",
     "LOCAL_ENGINES",
@@ -109,6 +113,7 @@ __all__ = [
     "local_engine",
     "local_engine_settings",
     "local_slots",
+    "machine_turn",
     "model_file",
     "max_concurrency",
     "model_label",
