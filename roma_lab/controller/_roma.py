@@ -332,12 +332,12 @@ class Roma:
         ask_context = context
         for attempt in (1, 2):
             try:
-                out = (await self._call(state, node_id, "planner", self.planner, goal=goal, context=ask_context)).outputs
+                plan = await self._call(state, node_id, "planner", self.planner, goal=goal, context=ask_context)
             except RoleError as err:  # output that would not parse is an unusable plan too: re-ask once
                 problems = [f"the planner's reply was unusable ({err.message})"]
             else:
-                check = validate_plan(out["subtasks"], task_types=self.task_types, default_type=self.default_type,
-                                      max_subtasks=self.settings.max_subtasks)
+                check = validate_plan(plan.outputs["subtasks"], task_types=self.task_types,
+                                      default_type=self.default_type, max_subtasks=self.settings.max_subtasks)
                 if check.subtasks:
                     for w in check.warnings:
                         state.add_warning(node_id, f"plan (attempt {attempt}): {w}")
