@@ -28,8 +28,7 @@ from typing import Literal
 import dspy
 import pydantic
 
-from roma_lab.lm import free_cores, resolve_lm
-from roma_lab.lm._engine import _HOST
+from roma_lab.lm import EMBEDDED_HOST, free_cores, machine_turn, resolve_lm
 
 # ~300 tokens of role instructions shared by every call, as a ROMA role's system prompt is.
 ROLE_INSTRUCTIONS = (
@@ -83,7 +82,7 @@ RATIO_MAX_TOKENS = 96
 def llama(lm):
     """The loaded llama.cpp model behind an LM from resolve_lm (loading it if needed)."""
     lm("hi", max_tokens=1)
-    return _HOST._llama
+    return EMBEDDED_HOST.llama
 
 
 def perf(model):
@@ -122,8 +121,6 @@ def toolkit_vs_bare(name: str, rounds: int) -> None:
     """Best of ``rounds`` alternating runs each; both hold the machine's generation turn."""
     import llama_cpp
 
-    from roma_lab.lm._engine import _machine_turn
-
     from dspy.lm15 import Config, Message, Request
 
     lm = resolve_lm(name, cache=False)
@@ -139,8 +136,8 @@ def toolkit_vs_bare(name: str, rounds: int) -> None:
     runs = {"roma_lab.lm": [], "bare": []}
     for _ in range(rounds):
         runs["roma_lab.lm"].append(chat_speeds(toolkit, lambda: lm(request),
-                                               busy=lambda: _HOST._call_seconds))
-        with _machine_turn():
+                                               busy=lambda: EMBEDDED_HOST.call_seconds))
+        with machine_turn():
             runs["bare"].append(chat_speeds(bare, lambda: bare.create_chat_completion(
                 messages=RATIO_MESSAGES, max_tokens=RATIO_MAX_TOKENS, temperature=0.0)))
     best = {who: (max(r[0] for r in rs), max(r[1] for r in rs), min(r[2] for r in rs)) for who, rs in runs.items()}
@@ -171,7 +168,7 @@ def interleaved_roles(name: str, turns: int) -> None:
 
     results = {}
     for states in (True, False):
-        _HOST.close()
+        EMBEDDED_HOST.close()
         model = llama(lm)
         if not states:
             model.set_cache(None)
@@ -184,7 +181,7 @@ def interleaved_roles(name: str, turns: int) -> None:
           f"{with_tokens} with (x{with_tokens / without_tokens:.2f}); wall {without_s:.1f} s -> {with_s:.1f} s "
           f"(speed-up x{without_s / with_s:.2f}); same replies: {with_replies == without_replies}; "
           f"load_avg_1min={os.getloadavg()[0]:.2f}", flush=True)
-    _HOST.close()
+    EMBEDDED_HOST.close()
 
 
 def role_calls(model, goals, *, reuse: bool) -> float:

@@ -11,8 +11,7 @@ import time
 import dspy
 
 from roma_lab.lm import scripted_lm
-from roma_lab.optimizer import GepaPlusConfig, GepaPlusProposer, RunLog
-from roma_lab.optimizer._contracts import contracts_for
+from roma_lab.optimizer import GepaPlusConfig, GepaPlusProposer, RunLog, contracts_for
 
 LATENCY_S = 0.2
 K = 4

@@ -16,9 +16,7 @@ import statistics
 import time
 import warnings
 
-from roma_lab.tools import check_sandbox, run_python
-from roma_lab.tools._cgroup import Cgroup
-from roma_lab.tools._sandbox import _seccomp_program
+from roma_lab.tools import Cgroup, check_sandbox, run_python, seccomp_program
 
 CODE = "print(sum(range(1000)))"
 
@@ -58,8 +56,8 @@ def main() -> None:
           f"(+{(median['bwrap'] - median['audit-hook-only']) * 1000:.1f} ms per call)")
     print("the jail's parts (median of 20):")
     print(f"  cgroup create + remove:        {_median_ms(_cgroup_round_trip, 20):6.2f} ms per call")
-    print(f"  seccomp program, first build:  {_median_ms(_seccomp_program.__wrapped__, 20):6.2f} ms once per process")
-    print(f"  seccomp program, cached:       {_median_ms(_seccomp_program, 20) * 1000:6.2f} us per call")
+    print(f"  seccomp program, first build:  {_median_ms(seccomp_program.__wrapped__, 20):6.2f} ms once per process")
+    print(f"  seccomp program, cached:       {_median_ms(seccomp_program, 20) * 1000:6.2f} us per call")
 
 
 if __name__ == "__main__":

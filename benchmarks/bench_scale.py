@@ -4,7 +4,7 @@
     python benchmarks/bench_scale.py --tasks 40 --runs 1 --simpleqa 500 --kills 1   # a quick look
 
 Four parts, each runner in a process of its own (so its CPU time and peak memory are its own, and it
-can be killed), the simulated provider (``roma_lab.lm.simulated_provider``) in this one, on
+can be killed), the simulated provider (``roma_lab.simulator.simulated_provider``) in this one, on
 127.0.0.1, every model call reaching it (a fresh DSPy cache per part):
 
 1. **clean**: the generated world's test split (``--tasks``, 362) x ``--runs`` (3) x three systems
@@ -170,7 +170,7 @@ print("accuracy", rows["score"].mean(), "errors", int(rows["error"].notna().sum(
 
 def simpleqa_pass(args, root: Path) -> dict:
     from roma_lab import bench
-    from roma_lab.lm import SimLatency, SimModel, simulated_provider
+    from roma_lab.simulator import SimLatency, SimModel, simulated_provider
 
     items = bench.load_simpleqa()[:args.simpleqa]
     out = root / "simpleqa"
@@ -206,7 +206,7 @@ def main() -> int:
     parser.add_argument("--out", default=None, help="keep the results here (default: a temporary folder)")
     args = parser.parse_args()
     from roma_lab.evaluate import world_task_set
-    from roma_lab.lm import SimFaults, SimLatency, SimModel, simulated_provider
+    from roma_lab.simulator import SimFaults, SimLatency, SimModel, simulated_provider
 
     tasks = world_task_set("test")
     latency = SimLatency(args.median_s, args.p99_s)

@@ -133,6 +133,23 @@ def test_long_outputs_reach_dependents_and_parent_as_reference_and_summary(tmp_p
     assert run.root.artifact is None and run.output == f"{a.output} | {b.output}"
 
 
+def test_the_artifact_is_the_producing_calls_when_another_call_returned_the_same_text(tmp_path):
+    """The verifier rejects a's first note and accepts the second, identical one: the node's output is
+    the second call's, so that call records the reference and summary; the rejected one keeps its text."""
+    roles, asked = NoteRoles(), []
+
+    async def verifier(goal, context, candidate):
+        asked.append(goal)
+        return SimpleNamespace(verdict=goal != "a" or asked.count("a") > 1, feedback="once more")
+
+    run = run_bounded(roles.roma(artifacts=tmp_path, artifact_chars=100, summary_chars=50, verifier=verifier))
+    a = run.node("0.0")
+    assert run.status == "completed" and a.status == "completed" and asked.count("a") == 2
+    rejected, kept = [c for c in a.calls if c.role == "executor:think"]
+    assert rejected.outputs == {"output": roles.note("a")}  # the same text, not the output the node kept
+    assert kept.outputs == {"output": a.output, "artifact": a.artifact.id} and a.output == roles.note("a")[:50] + "…"
+
+
 def test_without_a_threshold_or_under_it_outputs_stay_whole(tmp_path):
     for kwargs in ({}, {"artifacts": tmp_path, "artifact_chars": 10_000}):
         roles = NoteRoles()

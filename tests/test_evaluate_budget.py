@@ -21,7 +21,8 @@ from roma_lab.evaluate import (
 )
 from roma_lab.evaluate.__main__ import main as evaluate_shell
 from roma_lab.experiments import load_spec
-from roma_lab.lm import LIMIT_ENV, SimLatency, SimModel, resolve_lm, simulated_provider
+from roma_lab.lm import LIMIT_ENV, resolve_lm
+from roma_lab.simulator import SimLatency, SimModel, simulated_provider
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = load_spec(REPO / "experiments" / "40_evaluate_your_tasks.toml")

@@ -392,7 +392,7 @@ def test_auto_json_mode_retries_once_under_the_grammar(monkeypatch):
 
     fake = FakeLlama()
     host = type("Host", (), {"lock": threading.Lock(), "get": lambda self, *a: fake, "generated": lambda self, s: None})()
-    monkeypatch.setattr("roma_lab.lm._engine._HOST", host)
+    monkeypatch.setattr("roma_lab.lm._engine.EMBEDDED_HOST", host)
     engine = LlamaEngine(lambda: Path("unused.gguf"), model_id="fake", json_mode="auto")
     lm = dspy.LM("local/fake", engine=engine, cache=False)
     result = predict(lm)
@@ -449,13 +449,13 @@ def test_generation_turn_is_machine_wide_whatever_the_cache(monkeypatch, tmp_pat
     import os
     import threading
 
-    from roma_lab.lm._engine import GENERATION_LOCK, _machine_turn
+    from roma_lab.lm._engine import GENERATION_LOCK, machine_turn
 
     monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "another_cache"))
     entered = threading.Event()
 
     def generate():
-        with _machine_turn():
+        with machine_turn():
             entered.set()
 
     fd = os.open(GENERATION_LOCK, os.O_RDONLY | os.O_CREAT, 0o644)
@@ -497,9 +497,9 @@ def test_real_local_model_generates_and_follows_schema():
 @pytest.mark.skipif(_smollm2_missing() is not None, reason=str(_smollm2_missing()))
 def test_a_freed_model_records_its_threads_and_speed(monkeypatch, tmp_path):
     from roma_lab.lm import SPEED_LOG_ENV, read_speeds
-    from roma_lab.lm._engine import _HOST
+    from roma_lab.lm._engine import EMBEDDED_HOST
 
-    _HOST.close()  # a model another test left loaded is not this test's record
+    EMBEDDED_HOST.close()  # a model another test left loaded is not this test's record
     log = tmp_path / "speed.jsonl"
     monkeypatch.setenv(SPEED_LOG_ENV, str(log))
     monkeypatch.setenv("ROMA_LAB_THREADS", "1")
@@ -507,13 +507,13 @@ def test_a_freed_model_records_its_threads_and_speed(monkeypatch, tmp_path):
     lm = resolve_lm("local:smollm2-135m", cache=False, max_tokens=8)
     lm("Reply with one word: hello")
     lm("Reply with one word: bye")
-    _HOST.close()
+    EMBEDDED_HOST.close()
     (record,), damaged = read_speeds(log)
     assert damaged == 0 and record.model.lower().startswith("smollm2") and record.threads == 1 and record.calls == 2
     assert record.load_avg_1min == 0.75 and record.loaded_at <= record.closed_at and record.call_seconds > 0
     assert record.prompt_tokens > 0 and record.generated_tokens > 0
     assert record.prompt_tps > 0 and record.generation_tps > 0
-    _HOST.close()  # nothing loaded: nothing more is written
+    EMBEDDED_HOST.close()  # nothing loaded: nothing more is written
     assert len(read_speeds(log)[0]) == 1
 
 
@@ -532,7 +532,7 @@ def test_interleaved_roles_resume_their_own_prompt_with_the_same_completions():
     import llama_cpp
     from dspy.lm15 import Config, Message, Request
 
-    from roma_lab.lm._engine import _HOST
+    from roma_lab.lm._engine import EMBEDDED_HOST
 
     def role(model, name, k):
         rules = " ".join(f"Rule {i}: {name} keeps step {i} short." for i in range(25))
@@ -541,16 +541,16 @@ def test_interleaved_roles_resume_their_own_prompt_with_the_same_completions():
                        config=Config(max_tokens=12, temperature=0.0))
 
     def run(with_states):
-        _HOST.close()
+        EMBEDDED_HOST.close()
         lm = resolve_lm("local:smollm2-135m", cache=False, max_tokens=12)
         lm("warm up")  # loads the model
-        llama = _HOST._llama
+        llama = EMBEDDED_HOST._llama
         if not with_states:
             llama.set_cache(None)
         before = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval
         replies = [lm(role(lm.model, name, k)).text for k in (1, 2, 3) for name in ("actor", "reviser")]
         evaluated = llama_cpp.llama_perf_context(llama._ctx.ctx).n_p_eval - before
-        _HOST.close()
+        EMBEDDED_HOST.close()
         return replies, evaluated
 
     with_states, saved = run(True)

@@ -3,6 +3,9 @@ typed error row (no network: servers on 127.0.0.1 only)."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler
@@ -152,3 +155,164 @@ def test_a_reply_of_megabytes_is_cut_marked_and_warned_about(monkeypatch):
             (reply,) = resolve_lm("openai/huge", cache=False)("hello")
     text = reply if isinstance(reply, str) else reply["text"]
     assert len(text) < MAX_REPLY_CHARS + 100 and text.endswith(f"<cut: the reply had {MAX_REPLY_CHARS * 5:,} characters>")
+
+
+# --- the model list is asked within the call's deadline -------------------------------------------
+
+DEADLINE_S = 3.0
+MARGIN_S = 1.5  # thread start-up and teardown on a busy 2-core machine, never a second deadline
+ANSWER = json.dumps({"id": "c", "object": "chat.completion", "created": 0, "model": "m",
+                     "choices": [{"index": 0, "message": {"role": "assistant", "content": "listed or not"},
+                                  "finish_reason": "stop"}],
+                     "usage": {"prompt_tokens": 3, "completion_tokens": 3, "total_tokens": 6}}).encode()
+
+
+class ModelListServer(LoopbackServer):
+    """Answers ``GET /v1/models`` as ``kind`` says ("list": an entry for "m"; "404"; "not json"; "drip":
+    Content-Length 100,000, then one byte every 0.2 s, so no read ever times out) and every completion
+    at once with ``ANSWER``; ``lists`` counts the model lists asked."""
+
+    def __init__(self, kind: str):
+        self.lists, self.stop = 0, threading.Event()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def _send(self, status: int, body: bytes, length: int | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body) if length is None else length))
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+
+            def do_GET(self):
+                server.lists += 1
+                if kind == "list":
+                    return self._send(200, json.dumps({"data": [{"id": "m", "created": 1}]}).encode())
+                if kind == "not json":
+                    return self._send(200, b"<html>a gateway's page</html>")
+                if kind == "404":
+                    return self._send(404, b"{}")
+                self._send(200, b"{", length=100_000)
+                try:
+                    while not server.stop.wait(0.2):
+                        self.wfile.write(b" ")
+                        self.wfile.flush()
+                except OSError:  # the client gave up: its connection is closed
+                    pass
+
+            def do_POST(self):
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self._send(200, ANSWER)
+
+        super().__init__(Handler, name=f"models-{kind}")
+
+    def _release(self) -> None:
+        self.stop.set()
+
+
+class SilentServer:
+    """Accepts connections on 127.0.0.1 and never reads from them nor answers (until closed)."""
+
+    def __init__(self):
+        self._socket = socket.create_server(("127.0.0.1", 0))
+        self._held: list[socket.socket] = []
+        self._thread = threading.Thread(target=self._accept, name="silent", daemon=True)
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self._socket.getsockname()[1]}/v1"
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # closed on exit
+            while True:
+                self._held.append(self._socket.accept()[0])
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._socket.close()
+        for held in self._held:
+            held.close()
+
+
+def bounded_call(lm, asynchronous: bool):
+    """The call's replies or its error, and its wall time; on a thread, so a deadline broken again
+    fails the test instead of hanging the suite."""
+    import asyncio
+
+    box, started = {}, time.monotonic()
+
+    def call():
+        try:
+            box["value"] = asyncio.run(lm.acall("hello")) if asynchronous else lm("hello")
+        except Exception as err:  # noqa: BLE001 - returned to the test
+            box["value"] = err
+
+    worker = threading.Thread(target=call, daemon=True)
+    worker.start()
+    worker.join(DEADLINE_S + 60)
+    assert not worker.is_alive(), "the call outlived its deadline by a minute"
+    return box["value"], time.monotonic() - started
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["call", "acall"])
+def test_a_server_that_never_reads_costs_a_call_its_deadline_not_the_deadline_plus_the_list_bound(asynchronous):
+    import dspy  # noqa: F401 - imported before the clock starts: importing takes seconds
+
+    from roma_lab.lm._server import UNKNOWN, server_identity
+
+    with SilentServer() as server:
+        lm = resolve_lm("openai/m", api_base=server.api_base, deadline_s=DEADLINE_S, cache=False, num_retries=0)
+        error, took = bounded_call(lm, asynchronous)
+        assert isinstance(error, ModelCallDeadlineError) and f"{DEADLINE_S:g} s" in str(error)
+        assert DEADLINE_S - 0.1 <= took <= DEADLINE_S + MARGIN_S, took  # was 13.1 s: 10 s asking for the list
+        assert server_identity(server.api_base, "m") == UNKNOWN  # connected, no list: not asked at the next call
+        error, took = bounded_call(lm, asynchronous)
+        assert isinstance(error, ModelCallDeadlineError) and took <= DEADLINE_S + MARGIN_S, took
+
+
+@pytest.mark.parametrize("asynchronous", [False, True], ids=["call", "acall"])
+def test_a_server_that_drips_its_model_list_is_asked_the_call_within_its_deadline(asynchronous):
+    import dspy  # noqa: F401
+
+    from roma_lab.lm._server import UNKNOWN, server_identity
+
+    with ModelListServer("drip") as server:
+        lm = resolve_lm("openai/m", api_base=server.api_base, deadline_s=DEADLINE_S, cache=False, num_retries=0)
+        replies, took = bounded_call(lm, asynchronous)
+        assert not isinstance(replies, Exception), replies  # was: held for the list, more than 240 s
+        assert "listed or not" in str(replies[0]) and took <= DEADLINE_S + MARGIN_S, took
+        assert took >= DEADLINE_S / 2 - 0.1  # the list had half the deadline, the call the rest
+        assert server_identity(server.api_base, "m") == UNKNOWN and server.lists == 1
+
+
+@pytest.mark.parametrize(("kind", "identity"), [
+    ("list", [{"id": "m"}]),  # "created" changes with every listing: not part of the identity
+    ("404", "unknown"),
+    ("not json", "unknown"),
+    ("refused", None),  # not recorded: the next call asks again
+])
+def test_what_a_server_says_it_serves_is_read_as_before_within_the_bound(kind, identity):
+    from roma_lab.lm._server import server_identity
+
+    if kind == "refused":
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = f"http://127.0.0.1:{s.getsockname()[1]}/v1"  # nothing listens there once closed
+        started = time.monotonic()
+        assert server_identity(base, "m", within_s=DEADLINE_S) is None
+        assert server_identity(base, "m", within_s=DEADLINE_S) is None and time.monotonic() - started < 1
+        return
+    with ModelListServer(kind) as server:
+        assert server_identity(server.api_base, "m", within_s=DEADLINE_S) == identity
+        assert server_identity(server.api_base, "m", within_s=DEADLINE_S) == identity and server.lists == 1
+        replies = resolve_lm("openai/m", api_base=server.api_base, deadline_s=DEADLINE_S, cache=False)("hello")
+    assert "listed or not" in str(replies[0])

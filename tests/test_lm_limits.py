@@ -169,8 +169,8 @@ def test_the_embedded_engine_generates_only_in_its_names_slot(monkeypatch):
 
     from roma_lab.lm import _engine
 
-    monkeypatch.setattr(_engine._HOST, "get", lambda *args: None)  # no model is loaded: generation is faked
-    monkeypatch.setattr(_engine, "_machine_turn", contextlib.nullcontext)  # other processes' turns do not matter
+    monkeypatch.setattr(_engine.EMBEDDED_HOST, "get", lambda *args: None)  # no model is loaded: generation is faked
+    monkeypatch.setattr(_engine, "machine_turn", contextlib.nullcontext)  # other processes' turns do not matter
     monkeypatch.setattr(LlamaEngine, "_generate", lambda self, *args, **kwargs: ('{"answer": "local"}', "stop", 1, 1))
     lm = dspy.LM(unique("local/slot"), engine=LlamaEngine(lambda: None, model_id="slot", json_mode="repair"),
                  cache=False)

@@ -336,7 +336,7 @@ def test_loading_a_model_on_one_host_frees_every_other_host(monkeypatch):
     # one model per process: two models generating on 2 cores were 5-30x slower than one
     from roma_lab.lm import _engine, _served
 
-    assert _engine._HOST in _engine.MODEL_HOSTS and _served._SERVERS in _engine.MODEL_HOSTS
+    assert _engine.EMBEDDED_HOST in _engine.MODEL_HOSTS and _served._SERVERS in _engine.MODEL_HOSTS
     closed = []
     hosts = [type("Host", (), {"close": lambda self, i=i: closed.append(i)})() for i in range(3)]
     monkeypatch.setattr(_engine, "MODEL_HOSTS", hosts)

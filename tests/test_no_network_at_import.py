@@ -20,7 +20,7 @@ def audit(event, args):
         raise OSError("network refused by the test")
 sys.addaudithook(audit)
 import roma_lab, roma_lab.lm, roma_lab.evaluate, roma_lab.experiments, roma_lab.controller, roma_lab.agents
-import roma_lab.widgets, roma_lab.papers.roma
+import roma_lab.widgets, roma_lab.papers.roma, roma_lab.simulator
 import dspy, litellm  # what resolving a model imports
 print(json.dumps(asked))
 """

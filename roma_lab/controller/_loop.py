@@ -1,24 +1,29 @@
-"""The plumbing under the ROMA loop (``_roma.py`` holds the algorithm): the loop thread each run gets,
-a role call's own metered call and tool log (``_call_setting``) on its own thread or task, the
-observers fed from a queue so none can stall a run, and the run's live state (``_RunState``). Why a
+"""The plumbing under the ROMA loop (``_roma.py`` holds the algorithm): the loop thread each run gets
+(``launch``), a role call on its own thread or task with its own metered call and tool log
+(``dispatch``), waited for within its time limit (``ended_within``) or given up on (``abandon``), the
+observers fed from a queue so none can stall a run, and the run's live state (``RunState``). Why a
 run has a loop of its own and no role can hang it: design/scheduling.md.
+
+What ``_roma.py`` uses is named without an underscore; the rest is this file's own.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import inspect
 import queue
 import threading
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from roma_lab.tools import TOOL_LOG, ArtifactStore, McpConnections, ToolLog
 from roma_lab.trace import (
+    CallInFlight,
     Node,
     NodeEvent,
     RoleCall,
@@ -27,12 +32,12 @@ from roma_lab.trace import (
 
 from ._repair import RepairPlan
 
-_STOP = (KeyboardInterrupt, SystemExit)  # raised by a role: the run stops (see _Stopped)
+_STOP = (KeyboardInterrupt, SystemExit)  # raised by a role: the run stops (see Stopped)
 
 Observer = Callable[[NodeEvent], None]
 
 
-class _Stopped(Exception):
+class Stopped(Exception):
     """A role raised KeyboardInterrupt or SystemExit. Carried up the tree as an ordinary exception
     (raised as itself inside a task, asyncio would tear the loop down), then re-raised as ``cause``."""
 
@@ -42,7 +47,7 @@ class _Stopped(Exception):
 
 
 @dataclass(frozen=True, slots=True)
-class _Outcome:
+class Outcome:
     """What one role call returned or raised, and what it consumed either way."""
 
     result: Any
@@ -50,13 +55,18 @@ class _Outcome:
     usage: dict
     history: list
 
+    @property
+    def stops_run(self) -> bool:
+        """The role raised KeyboardInterrupt or SystemExit: the whole run stops (:class:`Stopped`)."""
+        return isinstance(self.error, _STOP)
+
 
 def _is_async(fn: Any) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
 
 
 @contextlib.contextmanager
-def _call_setting(lm: Any, tools: ToolLog) -> Iterator[Callable[[Any, BaseException | None], _Outcome]]:
+def _call_setting(lm: Any, tools: ToolLog) -> Iterator[Callable[[Any, BaseException | None], Outcome]]:
     """One role call's metered model call (``lm.metered_call``: its own LM copy and usage tracker) and
     its own tool log, so concurrent calls never mix. Yields the function that makes the call's
     outcome from what it returned or raised."""
@@ -64,10 +74,10 @@ def _call_setting(lm: Any, tools: ToolLog) -> Iterator[Callable[[Any, BaseExcept
 
     TOOL_LOG.set(tools)  # the call's thread or task runs in a copy of the run's context: the setting stays there
     with metered_call(lm) as meter:
-        yield lambda result, error: _Outcome(result, error, meter.tokens(), meter.history())
+        yield lambda result, error: Outcome(result, error, meter.tokens(), meter.history())
 
 
-def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
+def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> Outcome:
     """Run one sync role in its own call setting (:func:`_call_setting`)."""
     result, error = None, None
     with _call_setting(lm, tools) as outcome:
@@ -78,7 +88,7 @@ def _tracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, to
     return outcome(result, error)
 
 
-async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> _Outcome:
+async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> Outcome:
     """Run one async role in its own call setting (:func:`_call_setting`)."""
     result, error = None, None
     with _call_setting(lm, tools) as outcome:
@@ -89,14 +99,14 @@ async def _atracked_call(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: 
     return outcome(result, error)
 
 
-def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
+def _in_thread(fn: Callable[..., Outcome], *args: Any) -> asyncio.Future:
     """Run a sync role call on its own daemon thread. A timed-out call cannot be killed, but then it
     holds only its own thread, never a pooled worker that later calls would queue behind (and whose
     queueing time would count against their own time limit)."""
     loop = asyncio.get_running_loop()
     future = loop.create_future()
 
-    def settle(outcome: _Outcome) -> None:
+    def settle(outcome: Outcome) -> None:
         if not future.done():
             future.set_result(outcome)
 
@@ -104,7 +114,7 @@ def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
         try:
             outcome = fn(*args)
         except BaseException as err:  # noqa: BLE001 - e.g. the LM copy failed before the role ran
-            outcome = _Outcome(None, err, {}, [])
+            outcome = Outcome(None, err, {}, [])
         try:
             loop.call_soon_threadsafe(settle, outcome)
         except RuntimeError:  # the run's loop is closed: this late call's usage stays unknown
@@ -114,7 +124,36 @@ def _in_thread(fn: Callable[..., _Outcome], *args: Any) -> asyncio.Future:
     return future
 
 
-def _describe(err: BaseException) -> str:
+def dispatch(fn: Callable[..., Any], inputs: Mapping[str, Any], lm: Any, tools: ToolLog) -> asyncio.Future:
+    """Start one role call in its own call setting: an async role as a task on the run's loop, a sync
+    one (a DSPy module) on a daemon thread of its own, in a copy of this context (so
+    ``dspy.context(...)`` applies). The future's result is the call's :class:`Outcome`."""
+    if _is_async(fn):
+        return asyncio.ensure_future(_atracked_call(fn, inputs, lm, tools))
+    return _in_thread(contextvars.copy_context().run, _tracked_call, fn, inputs, lm, tools)
+
+
+async def ended_within(pending: asyncio.Future, timeout_s: float | None) -> bool:
+    """Whether the call ``pending`` ended within ``timeout_s``. ``asyncio.wait``, not ``wait_for``:
+    ``wait_for`` waits for a cancelled role to finish, forever if the role swallows the cancellation.
+    When the run is stopped meanwhile, the call is cancelled too."""
+    try:
+        done, _ = await asyncio.wait({pending}, timeout=timeout_s)
+    except asyncio.CancelledError:
+        pending.cancel()
+        raise
+    return bool(done)
+
+
+def abandon(pending: asyncio.Future, late: Callable[[Outcome], None]) -> None:
+    """Give up on a timed-out call: an async role is cancelled (it sees CancelledError; a thread cannot
+    be stopped), and if the call ends after all, ``late`` gets its outcome, to count what it consumed."""
+    if isinstance(pending, asyncio.Task):
+        pending.cancel()
+    pending.add_done_callback(lambda future: None if future.cancelled() else late(future.result()))
+
+
+def describe(err: BaseException) -> str:
     try:
         text = str(err)
     except Exception:  # an exception whose __str__ raises still gets named
@@ -122,7 +161,7 @@ def _describe(err: BaseException) -> str:
     return f"{type(err).__name__}: {text}"
 
 
-def _with_trace(err: BaseException, run: Run) -> BaseException:
+def with_trace(err: BaseException, run: Run) -> BaseException:
     """Attach the partial run to an exception that stops it, so an interrupted user keeps the trace."""
     err.run = run  # type: ignore[attr-defined]
     err.add_note(f"ROMA: the partial trace ({len(run.nodes)} nodes, status {run.status}) is attached as .run")
@@ -136,7 +175,7 @@ def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or type(fn).__name__
 
 
-class _ThreadObserver:
+class ThreadObserver:
     """Delivers a ``run()``'s events to its observer in order, on a thread of its own: an observer
     that blocks or is slow holds up neither the run's loop nor the caller, whose deadline holds."""
 
@@ -190,7 +229,7 @@ class _ThreadObserver:
         return None
 
 
-class _LoopObserver:
+class LoopObserver:
     """Delivers an ``arun()``'s events to its observer in order on the caller's event loop, where an
     async caller's observer expects to run (it may touch the caller's asyncio objects)."""
 
@@ -227,7 +266,7 @@ class _LoopObserver:
 
 
 @dataclass(slots=True)
-class _RunState:
+class RunState:
     """Everything one run mutates; a fresh one per run so a Roma object can be reused.
 
     The loop thread writes nodes; the caller's thread may take the final snapshot at a deadline or
@@ -243,10 +282,10 @@ class _RunState:
     repair: RepairPlan | None = None
     lock: threading.Lock = field(default_factory=threading.Lock)
     closed: bool = False
-    observer: _ThreadObserver | _LoopObserver | None = None
+    observer: ThreadObserver | LoopObserver | None = None
     connections: McpConnections | None = None  # the run's MCP servers, ended at the latest by _finish
 
-    def attach(self, observer: _ThreadObserver | _LoopObserver | None) -> None:
+    def attach(self, observer: ThreadObserver | LoopObserver | None) -> None:
         """Deliver events to ``observer`` from now on; it first hears the nodes as they are (the root)."""
         with self.lock:
             self.observer = observer
@@ -276,7 +315,22 @@ class _RunState:
     def add_warning(self, node_id: str, message: str) -> None:
         self.update(node_id, warnings=self.nodes[node_id].warnings + (message,))
 
+    def call_queued(self, node_id: str, role: str) -> CallInFlight:
+        """A call of ``role`` for the node asks for a slot: the view shows it queued until it gets one."""
+        return self.update(node_id, in_flight=CallInFlight(role, queued_s=self.now())).in_flight
+
+    def call_started(self, node_id: str, waiting: CallInFlight) -> float:
+        """The call got its slot: the view shows it running. Returns when, on the monotonic clock."""
+        started = time.monotonic()
+        self.update(node_id, in_flight=replace(waiting, started_s=started - self.t0))
+        return started
+
+    def record_call(self, node_id: str, call: RoleCall) -> None:
+        """Add an ended (or timed-out) call to its node, which is then in no call."""
+        self.update(node_id, calls=self.nodes[node_id].calls + (call,), in_flight=None)
+
     def replace_call(self, node_id: str, old: RoleCall, new: RoleCall) -> None:
+        """Put ``new`` in the place of the record ``old`` (that very record: two calls may be alike)."""
         calls = self.nodes[node_id].calls
         self.update(node_id, calls=tuple(new if c is old else c for c in calls))
 
@@ -303,7 +357,7 @@ class _RunState:
 
 
 @dataclass(slots=True)
-class _RunLoop:
+class RunLoop:
     """The loop thread of one run: its loop, the run's task and whether user code stopped the loop."""
 
     loop: asyncio.AbstractEventLoop
@@ -316,10 +370,24 @@ class _RunLoop:
             self.loop.call_soon_threadsafe(self.task.cancel)
 
 
+def launch(drive: Coroutine[Any, Any, Any], ended: Callable[[], None]) -> RunLoop:
+    """Run ``drive`` (the tree) on a fresh loop in a daemon thread of its own; ``ended()`` is called
+    (from that thread) once its task is done or the loop thread ends, whichever comes first. The
+    caller's thread runs no role and no observer, so its deadline holds whatever they do."""
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(drive)
+    task.add_done_callback(lambda _: ended())
+    handle = RunLoop(loop, task)
+    ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
+    # Thread.start waits for the thread: on a busy machine a role may already have run
+    threading.Thread(target=ctx.run, args=(_run_loop, handle, ended), name="roma-run", daemon=True).start()
+    return handle
+
+
 _LOOP_RESTARTS = 3  # a role that stops the loop again while leftovers unwind gets this many more turns
 
 
-def _run_loop(run: _RunLoop, ended: Callable[[], None]) -> None:
+def _run_loop(run: RunLoop, ended: Callable[[], None]) -> None:
     """Body of a run's daemon loop thread: run the tree, then cancel leftover role tasks and wait
     for them. The caller has its Run already; a role that ignores cancellation keeps only this
     thread (like a timed-out sync role keeps its own), instead of being torn down half-way. A role

@@ -18,8 +18,7 @@ from os import PathLike
 from typing import Literal
 
 from roma_lab.tools import ArtifactStore, UntrustedStoreError
-from roma_lab.trace import Node, Run
-from roma_lab.trace._types import NO_OUTPUT_STATUSES
+from roma_lab.trace import NO_OUTPUT_STATUSES, Node, Run
 
 from ._plan import Subtask
 

@@ -10,14 +10,14 @@ caller's whole-run deadline holds even against a role that blocks or stops that 
 
 This file reads in that order: ``Roma``'s public entry points, the algorithm (``_solve`` ->
 ``_solve_fresh`` -> ``_plan`` / ``_expand`` -> ``_verified``, and ``_call``, the one role call), then a
-run's life; the loop thread, the observers and the run's live state are ``_loop.py``'s.
+run's life; the loop thread, a call's thread or task, the observers and the run's live state are
+``_loop.py``'s, and what a call's record says (its output contract, a time-out) ``_call_record.py``'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import contextvars
 import hashlib
 import threading
 import time
@@ -39,56 +39,39 @@ from roma_lab.tools import (
     ToolLog,
 )
 from roma_lab.trace import (
+    MODEL_KEYS,
     OUTPUT_STATUSES,
     TASK_TYPES,
     ArtifactRef,
-    CallInFlight,
-    LMExchange,
     Node,
     RepairRecord,
     RoleCall,
     RomaSettings,
     Run,
+    RunStatus,
     clip,
-    context_chars,
-    jsonable,
     reference,
     run_status,
     show,
 )
-from roma_lab.trace._settings import MODEL_KEYS
-from roma_lab.trace._types import RunStatus
 
+from ._call_record import CallHead, ended_call, late_call, timed_out, timed_out_call
 from ._loop import (
-    _STOP,
+    LoopObserver,
     Observer,
-    _atracked_call,
-    _describe,
-    _in_thread,
-    _is_async,
-    _LoopObserver,
-    _Outcome,
-    _run_loop,
-    _RunLoop,
-    _RunState,
-    _Stopped,
-    _ThreadObserver,
-    _tracked_call,
-    _with_trace,
+    RunLoop,
+    RunState,
+    Stopped,
+    ThreadObserver,
+    abandon,
+    describe,
+    dispatch,
+    ended_within,
+    launch,
+    with_trace,
 )
 from ._plan import Subtask, validate_plan
 from ._repair import RepairPlan, plan_repair, repair_stores
-
-# Output contract per role: field -> required type (None: any value).
-_CONTRACT: dict[str, dict[str, type | None]] = {
-    "atomizer": {"is_atomic": bool, "task_type": None},
-    "planner": {"subtasks": None},
-    "executor": {"output": str},
-    "aggregator": {"output": str},
-    "verifier": {"verdict": bool, "feedback": None},
-}
-_OPTIONAL_OUTPUTS = ("reasoning", "code", "passages")  # shown in the tree when a role exposes them
-
 
 class RoleError(RuntimeError):
     """A role call raised, timed out or broke its output contract. The node becomes ``failed``."""
@@ -270,7 +253,7 @@ class Roma:
 
     # --- the algorithm (paper §2.1, Algorithm 1): solve a node, plan it, expand and aggregate ---
 
-    async def _solve(self, state: _RunState, node_id: str, inherited: tuple, dep_results: tuple) -> None:
+    async def _solve(self, state: RunState, node_id: str, inherited: tuple, dep_results: tuple) -> None:
         """Solve one node; all outcomes (including failures) end up on ``state.nodes[node_id]``.
 
         ``inherited`` are dependency results (nodes) the ancestors received (so a planned node's
@@ -292,13 +275,14 @@ class Roma:
                              forced_atomic=source.forced_atomic)
                 state.add_warning(node_id, "repair: kept the atomizer's decision and the plan of the repaired run")
                 ids, plan = state.repair.kept_plan(node_id)
-                output, rejected = await self._expand(state, node_id, plan, context, inherited + dep_results, ids)
+                producer, rejected = await self._expand(state, node_id, plan, context, inherited + dep_results, ids)
             else:
-                output, rejected, degraded = await self._solve_fresh(state, node_id, context, inherited + dep_results)
-            artifact = await self._keep_artifact(state, node_id, output)
+                producer, rejected, degraded = await self._solve_fresh(state, node_id, context, inherited + dep_results)
+            artifact = await self._keep_artifact(state, node_id, producer)
         except (RoleError, _NothingToAggregate, ArtifactError) as err:
             state.update(node_id, status="failed", error=str(err), ended_s=state.now())
             return
+        output = producer.outputs["output"]
         if artifact is not None:
             output = _summary(output, self.settings.summary_chars)
         if rejected is not None:
@@ -310,10 +294,10 @@ class Roma:
         else:
             state.update(node_id, status="completed", output=output, artifact=artifact, ended_s=state.now())
 
-    async def _solve_fresh(self, state: _RunState, node_id: str, context: str,
-                           inherited: tuple) -> tuple[str, str | None, str | None]:
-        """Atomize, then execute or plan-expand-aggregate: the output, why the verifier rejected it
-        (or None) and why it is degraded (or None)."""
+    async def _solve_fresh(self, state: RunState, node_id: str, context: str,
+                           inherited: tuple) -> tuple[RoleCall, str | None, str | None]:
+        """Atomize, then execute or plan-expand-aggregate: the call that produced the output, why the
+        verifier rejected it (or None) and why it is degraded (or None)."""
         node = state.nodes[node_id]
         if node.depth >= self.settings.max_depth:
             state.update(node_id, forced_atomic=True)
@@ -322,7 +306,7 @@ class Roma:
             state.update(node_id, is_atomic=False)
             atomic = False
         else:
-            out = await self._call(state, node_id, "atomizer", self.atomizer, goal=node.goal, context=context)
+            out = (await self._call(state, node_id, "atomizer", self.atomizer, goal=node.goal, context=context)).outputs
             atomic = out["is_atomic"]
             task_type = out["task_type"]
             if task_type in self.task_types:
@@ -336,24 +320,24 @@ class Roma:
         if plan is None:
             degraded = "the planner gave no usable plan twice; the goal was executed directly"
         if plan:
-            output, rejected = await self._expand(state, node_id, plan, context, inherited)
+            producer, rejected = await self._expand(state, node_id, plan, context, inherited)
         else:
-            output, rejected = await self._verified(state, node_id, context, self._executor_step(state, node_id))
-        return output, rejected, degraded
+            producer, rejected = await self._verified(state, node_id, context, self._executor_step(state, node_id))
+        return producer, rejected, degraded
 
-    async def _plan(self, state: _RunState, node_id: str, context: str) -> tuple[Subtask, ...] | None:
+    async def _plan(self, state: RunState, node_id: str, context: str) -> tuple[Subtask, ...] | None:
         """Validated plan; re-asks once when nothing usable came back; ``None`` after two failures
         (the caller then executes the goal directly and marks the node ``degraded``)."""
         goal = state.nodes[node_id].goal
         ask_context = context
         for attempt in (1, 2):
             try:
-                out = await self._call(state, node_id, "planner", self.planner, goal=goal, context=ask_context)
+                plan = await self._call(state, node_id, "planner", self.planner, goal=goal, context=ask_context)
             except RoleError as err:  # output that would not parse is an unusable plan too: re-ask once
                 problems = [f"the planner's reply was unusable ({err.message})"]
             else:
-                check = validate_plan(out["subtasks"], task_types=self.task_types, default_type=self.default_type,
-                                      max_subtasks=self.settings.max_subtasks)
+                check = validate_plan(plan.outputs["subtasks"], task_types=self.task_types,
+                                      default_type=self.default_type, max_subtasks=self.settings.max_subtasks)
                 if check.subtasks:
                     for w in check.warnings:
                         state.add_warning(node_id, f"plan (attempt {attempt}): {w}")
@@ -365,16 +349,15 @@ class Roma:
                            f"Return between 1 and {self.settings.max_subtasks} subtasks.").strip()
         return None
 
-    def _executor_step(self, state: _RunState, node_id: str) -> Callable[[str], Any]:
-        async def execute(context: str) -> str:
+    def _executor_step(self, state: RunState, node_id: str) -> Callable[[str], Any]:
+        async def execute(context: str) -> RoleCall:
             node = state.nodes[node_id]
-            out = await self._call(state, node_id, f"executor:{node.task_type}", self.executors[node.task_type],
-                                   goal=node.goal, context=context)
-            return out["output"]
+            return await self._call(state, node_id, f"executor:{node.task_type}", self.executors[node.task_type],
+                                    goal=node.goal, context=context)
         return execute
 
-    async def _expand(self, state: _RunState, node_id: str, plan: Sequence[Subtask], context: str,
-                      inherited: tuple, ids: Sequence[str] | None = None) -> tuple[str, str | None]:
+    async def _expand(self, state: RunState, node_id: str, plan: Sequence[Subtask], context: str,
+                      inherited: tuple, ids: Sequence[str] | None = None) -> tuple[RoleCall, str | None]:
         """Create the subtasks (``ids``: kept from the repaired run, else numbered under this node),
         solve each when its dependencies end, then aggregate."""
         parent = state.nodes[node_id]
@@ -421,36 +404,37 @@ class Roma:
                     "output": c.output if c.status in OUTPUT_STATUSES else f"MISSING: {c.error}",
                     **({} if c.artifact is None else {"artifact": c.artifact.id})} for c in children]
 
-        async def aggregate(ctx: str) -> str:
-            out = await self._call(state, node_id, "aggregator", self.aggregator,
-                                   goal=parent.goal, context=ctx, subtask_results=results)
-            return out["output"]
+        async def aggregate(ctx: str) -> RoleCall:
+            return await self._call(state, node_id, "aggregator", self.aggregator,
+                                    goal=parent.goal, context=ctx, subtask_results=results)
 
         return await self._verified(state, node_id, context, aggregate)
 
-    async def _verified(self, state: _RunState, node_id: str, context: str,
-                        produce: Callable[[str], Any]) -> tuple[str, str | None]:
+    async def _verified(self, state: RunState, node_id: str, context: str,
+                        produce: Callable[[str], Any]) -> tuple[RoleCall, str | None]:
         """Produce a result; with a verifier, a rejected result is re-produced once with the feedback.
-        Returns the output and, if the verifier rejected both attempts, why (the node is then
-        ``unverified``: the last attempt is kept and passed on, marked)."""
+        Returns the call that produced the output and, if the verifier rejected both attempts, why
+        (the node is then ``unverified``: the last attempt is kept and passed on, marked)."""
         goal = state.nodes[node_id].goal
         ask_context = context
         for attempt in (1, 2):
-            output = await produce(ask_context)
+            producer = await produce(ask_context)
             if self.verifier is None:
-                return output, None
-            verdict = await self._call(state, node_id, "verifier", self.verifier, goal=goal, context=ask_context,
-                                       candidate=output)
+                return producer, None
+            verdict = (await self._call(state, node_id, "verifier", self.verifier, goal=goal, context=ask_context,
+                                        candidate=producer.outputs["output"])).outputs
             if verdict["verdict"]:
-                return output, None
+                return producer, None
             feedback = show(verdict["feedback"]) if not isinstance(verdict["feedback"], str) else verdict["feedback"]
             state.add_warning(node_id, f"verifier rejected attempt {attempt}: {feedback}")
             ask_context = f"{context}\n\nA reviewer rejected a previous attempt: {feedback}".strip()
-        return output, f"the verifier rejected both attempts; the last one is kept (feedback: {feedback})"
+        return producer, f"the verifier rejected both attempts; the last one is kept (feedback: {feedback})"
 
-    async def _keep_artifact(self, state: _RunState, node_id: str, output: str) -> ArtifactRef | None:
+    async def _keep_artifact(self, state: RunState, node_id: str, producer: RoleCall) -> ArtifactRef | None:
         """Store a long output (not the root's: that is the run's answer) and return its reference.
-        The call that produced it then records the reference and summary too, not the text."""
+        The call that produced it (that record: another call may have returned the same text) then
+        records the reference and summary too, not the text."""
+        output = producer.outputs["output"]
         limit = self.settings.artifact_chars
         if limit is None or state.nodes[node_id].parent_id is None or len(output) <= limit:
             return None
@@ -458,13 +442,11 @@ class Roma:
             ref = await asyncio.to_thread(state.store.put, output)
         except ArtifactError as err:
             raise ArtifactError(f"node {node_id}: {err}") from err
-        producer = [c for c in state.nodes[node_id].calls
-                    if c.role.split(":")[0] in ("executor", "aggregator") and c.outputs.get("output") == output][-1]
         outputs = {**producer.outputs, "output": _summary(output, self.settings.summary_chars), "artifact": ref.id}
         state.replace_call(node_id, producer, replace(producer, outputs=outputs))
         return ref
 
-    def _ancestors(self, state: _RunState, node: Node) -> list[str]:
+    def _ancestors(self, state: RunState, node: Node) -> list[str]:
         goals = []
         parent = node.parent_id
         while parent is not None and len(goals) < self.settings.ancestor_goals:
@@ -472,116 +454,61 @@ class Roma:
             parent = state.nodes[parent].parent_id
         return goals[::-1]
 
-    async def _call(self, state: _RunState, node_id: str, role: str, fn: Callable[..., Any], **inputs: Any) -> dict:
-        from roma_lab.lm import call_usage
-
+    async def _call(self, state: RunState, node_id: str, role: str, fn: Callable[..., Any], **inputs: Any) -> RoleCall:
+        """One role call, in steps: it waits for a slot, runs on a thread or task of its own for at
+        most ``call_timeout_s`` (``dispatch``, ``ended_within``), and its record goes on the node
+        (``_call_record.py``). Returns that record, whose ``outputs`` kept the role's contract;
+        :class:`RoleError` when the call raised, broke the contract or timed out (a timed-out
+        call's usage is counted if it ends while the run goes on)."""
         lm = state.lms.get(role)
-        waiting = CallInFlight(role, queued_s=state.now())
-        state.update(node_id, in_flight=waiting)  # the view shows "queued" until a slot is free
+        waiting = state.call_queued(node_id, role)
         async with state.slots:
-            started = time.monotonic()
-            state.update(node_id, in_flight=replace(waiting, started_s=started - state.t0))
+            started = state.call_started(node_id, waiting)
             tools = ToolLog(state.t0, self.settings.tool_timeout_s,
                             max_result_chars=self.settings.max_tool_result_chars)
-            if _is_async(fn):
-                pending = asyncio.ensure_future(_atracked_call(fn, inputs, lm, tools))
-            else:
-                pending = _in_thread(contextvars.copy_context().run, _tracked_call, fn, inputs, lm, tools)
-            try:
-                # asyncio.wait, not wait_for: wait_for waits for a cancelled role to finish, forever if
-                # the role swallows the cancellation
-                done, _ = await asyncio.wait({pending}, timeout=self.settings.call_timeout_s)
-            except asyncio.CancelledError:  # the run is being stopped: stop the role too
-                pending.cancel()
-                raise
-            latency = time.monotonic() - started
-        record = {"role": role, "inputs": jsonable({k: v for k, v in inputs.items() if k != "goal"}),
-                  "context_chars": context_chars(inputs), "latency_s": latency, "started_s": started - state.t0,
-                  "queued_s": waiting.queued_s}
-        if not done:
-            error = f"timed out after {self.settings.call_timeout_s:g} s"
-            call = RoleCall(**record, outputs={}, input_tokens=None, output_tokens=None, cost=None,
-                            model=getattr(lm, "model", None), error=f"{error}; usage unknown (still running)",
-                            tools=tuple(tools.calls))
-            state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
-            if isinstance(pending, asyncio.Task):
-                pending.cancel()  # an async role sees CancelledError; a thread cannot be stopped
-
-            def account_late(future: asyncio.Future) -> None:  # the call ended after all: count it
-                if not future.cancelled():
-                    usage = call_usage(future.result().usage, future.result().history)
-                    late = replace(call, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                                   cost=usage.cost, model=usage.model or call.model,
-                                   exchanges=LMExchange.from_history(future.result().history), tools=tuple(tools.calls),
-                                   error=f"{error}; ended {time.monotonic() - started:.3g} s after it started")
-                    state.replace_call(node_id, call, late)
-
-            pending.add_done_callback(account_late)
-            raise RoleError(role, error)
+            pending = dispatch(fn, inputs, lm, tools)
+            ended = await ended_within(pending, self.settings.call_timeout_s)
+            head = CallHead(role, inputs, waiting.queued_s, started - state.t0, time.monotonic() - started,
+                            getattr(lm, "model", None), tools)
+        if not ended:
+            raise self._timed_out(state, node_id, head, pending)
         outcome = pending.result()
-        outputs, error = self._read(role, outcome)
-        usage = call_usage(outcome.usage, outcome.history)
-        call = RoleCall(**record, outputs=outputs, input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                        cost=usage.cost, model=usage.model or getattr(lm, "model", None), error=error,
-                        exchanges=LMExchange.from_history(outcome.history), tools=tuple(tools.calls))
-        state.update(node_id, calls=state.nodes[node_id].calls + (call,), in_flight=None)
-        if isinstance(outcome.error, _STOP):
-            raise _Stopped(outcome.error)
-        if error is not None:
-            raise RoleError(role, error)
-        return outputs
+        call = ended_call(head, outcome)
+        state.record_call(node_id, call)
+        if outcome.stops_run:
+            raise Stopped(outcome.error)
+        if call.error is not None:
+            raise RoleError(role, call.error)
+        return call
 
-    @staticmethod
-    def _read(role: str, outcome: _Outcome) -> tuple[dict, str | None]:
-        """The call's outputs under the role's contract, or the error that fails its node."""
-        if outcome.error is not None:
-            return {}, _describe(outcome.error)
-        result = outcome.result
-        try:
-            outputs = {}
-            for name, kind in _CONTRACT[role.split(":")[0]].items():
-                if not hasattr(result, name):
-                    return {}, f"output has no field {name!r} (got {type(result).__name__})"
-                value = getattr(result, name)
-                if kind is not None and not isinstance(value, kind):
-                    return {}, f"{name} must be a {kind.__name__}, got {show(value)} ({type(value).__name__})"
-                outputs[name] = jsonable(value)
-            outputs.update({k: jsonable(getattr(result, k)) for k in _OPTIONAL_OUTPUTS if hasattr(result, k)})
-        except Exception as err:  # an output object that breaks when read
-            return {}, f"output could not be read: {_describe(err)}"
-        return outputs, None
+    def _timed_out(self, state: RunState, node_id: str, head: CallHead, pending: asyncio.Future) -> RoleError:
+        """A call at its time limit: recorded with its usage unknown until it ends, if it does; the
+        error that fails its node."""
+        limit = self.settings.call_timeout_s
+        call = timed_out_call(head, limit)
+        state.record_call(node_id, call)
+        abandon(pending, lambda outcome: state.replace_call(
+            node_id, call, late_call(call, head, outcome, limit, state.now() - head.started_s)))
+        return RoleError(head.role, timed_out(limit))
 
     # --- a run's life: its loop thread, deadline, start and finish (the plumbing is in _loop.py) ---
 
-    def _launch(self, state: _RunState, ended: Callable[[], None]) -> _RunLoop:
-        """Start the tree on a fresh loop in a daemon thread of its own; ``ended()`` is called (from
-        that thread) once the run's task is done or the loop thread ends, whichever comes first.
-        The caller's thread runs no role and no observer, so its deadline holds whatever they do."""
-        loop = asyncio.new_event_loop()
-        task = loop.create_task(self._drive(state))
-        task.add_done_callback(lambda _: ended())
-        handle = _RunLoop(loop, task)
-        ctx = contextvars.copy_context()  # keep the caller's dspy.context() settings
-        # Thread.start waits for the thread: on a busy machine a role may already have run
-        threading.Thread(target=ctx.run, args=(_run_loop, handle, ended), name="roma-run", daemon=True).start()
-        return handle
-
-    def _run_blocking(self, state: _RunState) -> Run:
+    def _run_blocking(self, state: RunState) -> Run:
         finished = threading.Event()
-        state.attach(_ThreadObserver(state.on_event) if state.on_event is not None else None)
+        state.attach(ThreadObserver(state.on_event) if state.on_event is not None else None)
         handle = None
         try:
-            handle = self._launch(state, finished.set)
+            handle = launch(self._drive(state), finished.set)
             if not finished.wait(self.settings.run_timeout_s):
                 handle.cancel()  # the loop may be blocked by a role: do not wait for it
                 return self._finish(state, "timed_out", self._deadline_reason(state))
         except BaseException as err:  # Ctrl-C (KeyboardInterrupt) while the run was going
             if handle is not None:
                 handle.cancel()
-            raise _with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
+            raise with_trace(err, self._finish(state, "interrupted", f"{type(err).__name__} while running"))
         return self._result(state, handle)
 
-    async def _run_async(self, state: _RunState) -> Run:
+    async def _run_async(self, state: RunState) -> Run:
         """As :meth:`_run_blocking`, awaited: the tree runs on a loop of its own (so a role that
         blocks or stops its loop cannot hold or break the caller's), the observer on the caller's."""
         caller = asyncio.get_running_loop()
@@ -591,15 +518,15 @@ class Roma:
             with contextlib.suppress(RuntimeError):  # the caller's loop is gone: nobody waits any more
                 caller.call_soon_threadsafe(lambda: finished.done() or finished.set_result(None))
 
-        observer = _LoopObserver(state.on_event, caller) if state.on_event is not None else None
+        observer = LoopObserver(state.on_event, caller) if state.on_event is not None else None
         state.attach(observer)
-        handle = self._launch(state, ended)
+        handle = launch(self._drive(state), ended)
         try:
             try:
                 done, _ = await asyncio.wait({finished}, timeout=self.settings.run_timeout_s)
             except asyncio.CancelledError as err:
                 handle.cancel()
-                raise _with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
+                raise with_trace(err, self._finish(state, "interrupted", "the caller cancelled the run"))
             if not done:
                 handle.cancel()  # a role may ignore it; the run returns regardless
                 return self._finish(state, "timed_out", self._deadline_reason(state))
@@ -609,23 +536,23 @@ class Roma:
                 observer.finish()
                 await asyncio.shield(observer.flushed)
 
-    def _deadline_reason(self, state: _RunState) -> str:
+    def _deadline_reason(self, state: RunState) -> str:
         return f"run deadline of {self.settings.run_timeout_s:g} s reached{state.in_flight()}"
 
     def _start(self, goal: str, on_event: Observer | None, *, root_id: str = "0", store: ArtifactStore | None = None,
-               repair: RepairPlan | None = None) -> _RunState:
+               repair: RepairPlan | None = None) -> RunState:
         if not isinstance(goal, str) or not goal.strip():
             raise ValueError("goal must be a non-empty string")
         root = Node(id=root_id, parent_id=None, depth=0, goal=goal.strip(), task_type=self.default_type,
                     created_s=0.0)
         lms = self._resolve_lms()  # before the clock starts: loading a local model is not run time
-        state = _RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event,
+        state = RunState(time.monotonic(), asyncio.Semaphore(self.settings.max_concurrency), lms, {}, on_event,
                           store=store or self.artifacts, repair=repair)
         state.put(root)  # announce the root as pending
         return state
 
     def _start_repair(self, run: Run, also: Sequence[str], on_event: Observer | None,
-                      source_store: ArtifactStore | str | PathLike[str] | None) -> _RunState:
+                      source_store: ArtifactStore | str | PathLike[str] | None) -> RunState:
         plan = plan_repair(run, also)
         store, source = repair_stores(run, self.artifacts, source_store)
         reused = [n for node_id, action in plan.actions.items() if action == "reuse"
@@ -637,7 +564,7 @@ class Roma:
             store.put(run.to_json(), media_type="application/json")
         return self._start(run.goal, on_event, root_id=run.root.id, store=store, repair=plan)
 
-    async def _drive(self, state: _RunState) -> BaseException | None:
+    async def _drive(self, state: RunState) -> BaseException | None:
         """Connect the MCP servers, solve the tree, close the servers. Returns what stopped the run
         early (KeyboardInterrupt/SystemExit from a role, or a bug in this controller), never raises
         it: a BaseException must not escape a task."""
@@ -655,8 +582,8 @@ class Roma:
             RUN_TOOLS.set(tuple(tools))
             await self._solve(state, root_id, inherited=(), dep_results=())
         except McpServerError as err:  # nothing ran yet: the root fails, naming the server
-            state.update(root_id, status="failed", error=_describe(err), started_s=state.now(), ended_s=state.now())
-        except _Stopped as stop:
+            state.update(root_id, status="failed", error=describe(err), started_s=state.now(), ended_s=state.now())
+        except Stopped as stop:
             return stop.cause
         except Exception as err:  # noqa: BLE001 - a controller bug still hands back its trace
             return err
@@ -664,7 +591,7 @@ class Roma:
             await connections.close()
         return None
 
-    def _result(self, state: _RunState, handle: _RunLoop) -> Run:
+    def _result(self, state: RunState, handle: RunLoop) -> Run:
         task = handle.task
         if not task.done() or task.cancelled():  # user code broke the run's loop from inside
             why = ("a role stopped the run's event loop (loop.stop())" if handle.loop_stopped else
@@ -673,10 +600,10 @@ class Roma:
         stopped_by = task.result()
         if stopped_by is None:
             return self._finish(state, None, None)
-        run = self._finish(state, "interrupted", f"the run stopped: {_describe(stopped_by)}")
-        raise _with_trace(stopped_by, run)
+        run = self._finish(state, "interrupted", f"the run stopped: {describe(stopped_by)}")
+        raise with_trace(stopped_by, run)
 
-    def _finish(self, state: _RunState, stop: RunStatus | None, reason: str | None) -> Run:
+    def _finish(self, state: RunState, stop: RunStatus | None, reason: str | None) -> Run:
         """The run as it stands: unfinished nodes become ``cancelled`` (or ``failed``, when user code
         broke the run from inside), the observer is given the last events and the MCP servers'
         processes end (a run that returns at its deadline does not wait for its loop to do it)."""

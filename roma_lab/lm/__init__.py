@@ -12,15 +12,18 @@ named by $ROMA_LAB_API_BASE (``remote_kwargs``); a model at a server address is 
 (``_server.py``), whose replies DSPy's request cache keys by that server. Every request holds one
 of its model's ``max_concurrency`` slots while in flight, process-wide (``_limits.py``), and a
 request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that rollout
-(``_rollout.py``). ``simulated_provider`` serves models of planted skill on a task file over
-loopback HTTP, with latency, faults and prices (``_simulated.py``, design/simulated_provider.md).
-See design/local_model.md and design/online.md.
+(``_rollout.py``). ``read_texts`` and ``format_reply`` are the scripted model's two halves (how a
+request reads, how a reply is written) for another server of scripted replies (``roma_lab.simulator``);
+``EMBEDDED_HOST`` (the process's loaded llama.cpp model and its generation seconds) and
+``machine_turn`` (one generation at a time on the machine) for a benchmark that times the embedded
+model bare beside the toolkit (``benchmarks/bench_lm.py``). See design/local_model.md and
+design/online.md.
 """
 
 from .._lazy import lazy_exports
 from ._cache import CacheMissError, CachingEngine, CorruptCacheEntryError, ReplayEngine, request_key
 from ._deadline import CALL_DEADLINE_ENV, DEFAULT_CALL_DEADLINE_S, ModelCallDeadlineError, call_deadline_s
-from ._engine import AsyncEngine, LlamaEngine, free_cores, request_messages
+from ._engine import EMBEDDED_HOST, AsyncEngine, LlamaEngine, free_cores, machine_turn, request_messages
 from ._limits import DEFAULT_REMOTE_CONCURRENCY, LIMIT_ENV, max_concurrency, set_max_concurrency
 from ._models import (
     DEFAULT_VARIANT,
@@ -50,8 +53,17 @@ from ._served import DEFAULT_SLOTS, LocalServerError, ServerEngine
 from ._rollout import current_rollout, rollout, rollout_seed
 from ._speed import LOG_ENV as SPEED_LOG_ENV
 from ._speed import ModelSpeed, read_speeds
-from ._scripted import SCRIPTED, ScriptedEngine, ScriptedRequest, count_words, read_request, script_reply, scripted_lm
-from ._simulated import SimCall, SimFaults, SimLatency, SimModel, SimulatedProvider, SimulatedWorld, simulated_provider
+from ._scripted import (
+    SCRIPTED,
+    ScriptedEngine,
+    ScriptedRequest,
+    count_words,
+    format_reply,
+    read_request,
+    read_texts,
+    script_reply,
+    scripted_lm,
+)
 from ._usage import CallUsage, UsageWarning, call_usage
 
 # DSPy-backed helpers, loaded on first use (importing DSPy takes seconds).
@@ -64,6 +76,7 @@ __all__ = [
     "DEFAULT_REMOTE_CONCURRENCY",
     "DEFAULT_SLOTS",
     "DEFAULT_VARIANT",
+    "EMBEDDED_HOST",
     "ENGINE_ENV",
     "LIMIT_ENV",
     "LOCAL_ENGINES",
@@ -89,12 +102,6 @@ __all__ = [
     "ScriptedEngine",
     "ScriptedRequest",
     "ServerEngine",
-    "SimCall",
-    "SimFaults",
-    "SimLatency",
-    "SimModel",
-    "SimulatedProvider",
-    "SimulatedWorld",
     "TokenPrice",
     "cache_dir",
     "call_deadline_s",
@@ -104,16 +111,19 @@ __all__ = [
     "count_words",
     "current_rollout",
     "describe_lm_name",
+    "format_reply",
     "free_cores",
     "in_process",
     "local_engine",
     "local_engine_settings",
     "local_slots",
+    "machine_turn",
     "model_file",
     "max_concurrency",
     "model_label",
     "read_request",
     "read_speeds",
+    "read_texts",
     "replay_lm",
     "request_key",
     "request_messages",
@@ -124,7 +134,6 @@ __all__ = [
     "scripted_lm",
     "served_from_cache",
     "set_max_concurrency",
-    "simulated_provider",
     "token_price",
     *_CALL_NAMES,
 ]

@@ -4,8 +4,9 @@ it forever.
 
 Every remote call (``RemoteLM``) has one: ``resolve_lm(name, deadline_s=...)`` per model, else
 $ROMA_LAB_CALL_DEADLINE_S for a run, else :data:`DEFAULT_CALL_DEADLINE_S`. It covers the whole call,
-DSPy's own retries of a 429 or a 500 included, so a call never takes longer than its deadline; a call
-past it is an error row that a rerun runs again, as any error row is. The embedded engines need none:
+DSPy's own retries of a 429 or a 500 included, and the question to a server of one's own about what it
+serves (``_server.py``), so a call never takes longer than its deadline; a call past it is an error row
+that a rerun runs again, as any error row is. The embedded engines need none:
 a local call is bounded by its ``max_tokens`` at the machine's speed.
 """
 
@@ -15,7 +16,7 @@ import asyncio
 import contextvars
 import math
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from roma_lab._environment import ENV
@@ -51,10 +52,12 @@ def _late(model: str, deadline: float) -> ModelCallDeadlineError:
                                   f"or per run with ${CALL_DEADLINE_ENV})")
 
 
-def within_deadline(call: Callable[[], T], deadline: float, model: str) -> T:
-    """``call()`` on a daemon thread in a copy of this context; its result, its error, or past
-    ``deadline`` seconds a :class:`ModelCallDeadlineError` (the thread is left to end on its own:
-    Python cannot kill it, and its reply is no longer awaited)."""
+def within_deadline(call: Callable[[], T], deadline: float, model: str, *, spent_s: float = 0.0) -> T:
+    """``call()`` on a daemon thread in a copy of this context; its result, its error, or past what is
+    left of ``deadline`` seconds (``spent_s`` are gone already) a :class:`ModelCallDeadlineError` (the
+    thread is left to end on its own: Python cannot kill it, and its reply is no longer awaited)."""
+    if spent_s >= deadline:  # nothing left: the request is not sent
+        raise _late(model, deadline)
     box: dict[str, Any] = {}
 
     def run() -> None:
@@ -66,7 +69,7 @@ def within_deadline(call: Callable[[], T], deadline: float, model: str) -> T:
     worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
                               name="roma_lab-model-call")
     worker.start()
-    worker.join(deadline)
+    worker.join(deadline - spent_s)
     if worker.is_alive():
         raise _late(model, deadline)
     if "error" in box:
@@ -74,9 +77,13 @@ def within_deadline(call: Callable[[], T], deadline: float, model: str) -> T:
     return box["value"]
 
 
-async def awithin_deadline(call: Awaitable[T], deadline: float, model: str) -> T:
-    """``await call`` cancelled past ``deadline`` seconds (its connection closed) as a :class:`ModelCallDeadlineError`."""
+async def awithin_deadline(call: Coroutine[Any, Any, T], deadline: float, model: str, *, spent_s: float = 0.0) -> T:
+    """``await call`` cancelled past what is left of ``deadline`` seconds (``spent_s`` are gone already;
+    its connection closed) as a :class:`ModelCallDeadlineError`."""
+    if spent_s >= deadline:  # nothing left: the request is not sent
+        call.close()
+        raise _late(model, deadline)
     try:
-        return await asyncio.wait_for(call, deadline)
+        return await asyncio.wait_for(call, deadline - spent_s)
     except TimeoutError:
         raise _late(model, deadline) from None

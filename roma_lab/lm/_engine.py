@@ -43,7 +43,7 @@ SUPPORTED_PARAMS = frozenset({"temperature", "max_tokens", "top_p", "top_k", "st
 def free_cores() -> int:
     """Threads for llama.cpp: $ROMA_LAB_THREADS, else every CPU this process may run on.
 
-    Not cores minus the load average: generations take turns machine-wide (``_machine_turn``), so
+    Not cores minus the load average: generations take turns machine-wide (``machine_turn``), so
     the load counts the toolkit's own previous or queued work, and a kernel started just after
     another stopped generating chose 1 thread and ran at half speed (design/local_model.md has
     the measurements). Set $ROMA_LAB_THREADS lower when other CPU-bound work shares the machine:
@@ -59,7 +59,7 @@ GENERATION_LOCK = Path(tempfile.gettempdir()) / "roma_lab-generation.lock"
 
 
 @contextlib.contextmanager
-def _machine_turn():
+def machine_turn():
     """One generation at a time on this machine, across processes (an flock on GENERATION_LOCK):
     two notebooks or a test and a notebook generating at once thrash the cores for both."""
     # read-only, created world-readable: any user's process can lock the file another created
@@ -138,6 +138,16 @@ class _ModelHost:
             self._key = key
         return self._llama
 
+    @property
+    def llama(self):
+        """The loaded ``llama_cpp.Llama`` (None before a call loads it), for a benchmark that times it bare."""
+        return self._llama
+
+    @property
+    def call_seconds(self) -> float:
+        """Seconds spent generating since the model was loaded (the waits for the machine's turn left out)."""
+        return self._call_seconds
+
     def generated(self, seconds: float) -> None:
         """Count one generation of the loaded model. Call with ``lock`` held."""
         self._calls += 1
@@ -173,11 +183,12 @@ def free_other_models(keep) -> None:
             host.close()
 
 
-_HOST = _ModelHost()
-MODEL_HOSTS.append(_HOST)
+#: The process's one in-process llama.cpp model and its lock (a deliberate singleton: ``_ModelHost``).
+EMBEDDED_HOST = _ModelHost()
+MODEL_HOSTS.append(EMBEDDED_HOST)
 # Free the model before interpreter teardown: llama-cpp-python's finalizer fails once its module
 # globals are gone, printing a traceback at every exit.
-atexit.register(_HOST.close)
+atexit.register(EMBEDDED_HOST.close)
 
 
 class LocalEngine:
@@ -253,8 +264,8 @@ class LlamaEngine(LocalEngine):
 
     @contextlib.contextmanager
     def _turn(self, request):
-        with request_slot(request.model, self.slots), _HOST.lock, _machine_turn():
-            yield _HOST.get(self._path(), self.n_ctx, self.n_threads)
+        with request_slot(request.model, self.slots), EMBEDDED_HOST.lock, machine_turn():
+            yield EMBEDDED_HOST.get(self._path(), self.n_ctx, self.n_threads)
 
     def _generate(self, llama, messages, config, *, constrain: bool) -> tuple[str, str, int, int]:
         """One chat completion: (text, finish reason, prompt tokens, completion tokens)."""
@@ -276,7 +287,7 @@ class LlamaEngine(LocalEngine):
             from dspy.lm15 import ContextLengthError
 
             raise ContextLengthError(f"{self.model_id}: {exc} (n_ctx={self.n_ctx})") from exc
-        _HOST.generated(time.perf_counter() - start)
+        EMBEDDED_HOST.generated(time.perf_counter() - start)
         choice, usage = out["choices"][0], out["usage"]
         finish = "length" if choice.get("finish_reason") == "length" else "stop"
         return choice["message"]["content"] or "", finish, usage["prompt_tokens"], usage["completion_tokens"]

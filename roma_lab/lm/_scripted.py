@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from ._engine import SUPPORTED_PARAMS
 from ._limits import request_slot
 
-__all__ = ["SCRIPTED", "ScriptedEngine", "ScriptedRequest", "count_words", "read_request", "script_reply", "scripted_lm"]
+__all__ = ["SCRIPTED", "ScriptedEngine", "ScriptedRequest", "count_words", "format_reply", "read_request", "read_texts",
+           "script_reply", "scripted_lm"]
 
 SCRIPTED = "scripted"
 
@@ -87,7 +88,7 @@ def read_request(request) -> ScriptedRequest:
 
 def read_texts(model: str, temperature: float | None, system: str, messages: tuple[str, ...]) -> ScriptedRequest:
     """A request as a script sees it, from its texts: a DSPy engine's request here, an HTTP chat
-    body in the simulated provider (``_simulated.py``)."""
+    body in the simulated provider (``roma_lab.simulator``)."""
     section = _OUTPUT_SECTION.search(system)
     return ScriptedRequest(
         model=model, temperature=temperature, system=system, messages=messages,

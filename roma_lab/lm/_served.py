@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from ._engine import (
-    _HOST,
+    EMBEDDED_HOST,
     GENERATION_LOCK,
     LocalEngine,
     MODEL_HOSTS,
@@ -111,7 +111,7 @@ class _ServerHost:
             raise ModelNotInstalledError("engine='llama.cpp-server' needs xllamacpp: "
                                          "pip install 'roma_lab[local-small]'") from exc
         self.close()
-        with _HOST.lock:  # the in-process model's host is closed under its own lock
+        with EMBEDDED_HOST.lock:  # the in-process model's host is closed under its own lock
             free_other_models(self)
         threads = n_threads or free_cores()
         params = xllamacpp.CommonParams()

@@ -9,16 +9,21 @@ for an ``openai/`` model given no seed, ``rollout_seed(id)`` as its seed (``lm/_
 DSPy leaves ``api_base``/``base_url``/``api_key`` out of its cache key, so pointing a model name at
 another server served the first server's replies. ``ServerLM`` is a ``dspy.LM`` whose calls add
 the server to that key: its address as ``model_label`` writes it, and the model's identity as the
-server reports it (``GET {base}/models``, asked once per address and name in a process). It also
-removes a reply that failed to parse from DSPy's cache (``_unparsed``). See design/online.md.
+server reports it (``GET {base}/models``, asked once per address and name in a process, within the
+call's deadline: ``_Watchdog``). It also removes a reply that failed to parse from DSPy's cache
+(``_unparsed``). See design/online.md.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import http.client
 import json
 import logging
+import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 import warnings
@@ -37,10 +42,11 @@ from ._unparsed import remember, watch_parses
 
 __all__ = ["MODELS_TIMEOUT_S", "UNKNOWN", "RemoteLM", "ServerLM", "server_identity"]
 
-#: Bound on the one ``GET {base}/models`` per address and name (a hang guard, not a speed check).
+#: Bound on the one ``GET {base}/models`` per address and name (a hang guard, not a speed check): on
+#: the whole question, not on each read, and never more than half the deadline of the call that asks.
 MODELS_TIMEOUT_S = 10.0
 #: The identity recorded for a server that answers but lists no models (no /models route, an
-#: error page, another format, no answer within MODELS_TIMEOUT_S): its address alone keys its replies.
+#: error page, another format, no whole list within the bound): its address alone keys its replies.
 UNKNOWN = "unknown"
 # Fields of a /models entry that say what is served; others (llama.cpp's and vLLM's "created",
 # vLLM's permission ids) change with every answer and would make every key new.
@@ -53,40 +59,133 @@ _asking: dict[tuple[str, str], threading.Lock] = {}  # one question at a time pe
 _asking_lock = threading.Lock()
 
 
-def _listed(address: str, api_key: str | None) -> list[dict] | None:
-    """The server's /models entries; [] when it answers with no listing; None when it cannot be reached."""
+class _Watchdog:
+    """Shuts the sockets of one question down when its bound has passed, so no read of it outlasts the
+    bound: a socket timeout bounds each read, and a server that drips its list a byte a second never
+    trips it. A connection is watched from its end of ``connect()`` (an HTTPS handshake is bounded
+    per read, by the socket timeout); it is ``cut`` when the bound ended it after it connected."""
+
+    def __init__(self, seconds: float):
+        self._lock = threading.Lock()
+        self._sockets: list[socket.socket] = []
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._expired = False
+
+    def __enter__(self) -> _Watchdog:
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+
+    @property
+    def cut(self) -> bool:
+        with self._lock:
+            return self._expired and bool(self._sockets)
+
+    def watch(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._sockets.append(sock)
+            if self._expired:
+                _shut(sock)
+
+    def _expire(self) -> None:
+        with self._lock:
+            self._expired = True
+            for sock in self._sockets:
+                _shut(sock)
+
+
+def _shut(sock: socket.socket) -> None:
+    """End every read and write on ``sock`` now (a blocked read returns end-of-file). The OS socket's
+    own shutdown: ``SSLSocket.shutdown`` would also drop its TLS state under a reading thread."""
+    with contextlib.suppress(OSError):  # already closed
+        socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+
+class _Watched:
+    """An ``http.client`` connection whose socket its ``watchdog`` shuts at the bound."""
+
+    def __init__(self, *args, watchdog: _Watchdog, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.watchdog = watchdog
+
+    def connect(self) -> None:
+        super().connect()
+        self.watchdog.watch(self.sock)
+
+
+class _WatchedHTTPConnection(_Watched, http.client.HTTPConnection):
+    pass
+
+
+class _WatchedHTTPSConnection(_Watched, http.client.HTTPSConnection):
+    pass
+
+
+class _WatchedHTTP(urllib.request.HTTPHandler):
+    def __init__(self, watchdog: _Watchdog):
+        super().__init__()
+        self.watchdog = watchdog
+
+    def http_open(self, req):
+        return self.do_open(_WatchedHTTPConnection, req, watchdog=self.watchdog)
+
+
+class _WatchedHTTPS(urllib.request.HTTPSHandler):
+    def __init__(self, watchdog: _Watchdog):
+        super().__init__()
+        self.watchdog = watchdog
+
+    def https_open(self, req):
+        return self.do_open(_WatchedHTTPSConnection, req, watchdog=self.watchdog)
+
+
+def _listed(address: str, api_key: str | None, within_s: float) -> list[dict] | None:
+    """The server's /models entries; [] when it answers with no listing, or sends no whole list within
+    ``within_s`` seconds; None when it cannot be reached."""
     headers = {"Accept": "application/json"} | ({"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
         request = urllib.request.Request(address.rstrip("/") + "/models", headers=headers)
     except ValueError:  # not a URL: the call itself fails with DSPy's error
         return None
-    try:
-        with urllib.request.urlopen(request, timeout=MODELS_TIMEOUT_S) as reply:
-            body = json.loads(reply.read())
-    except urllib.error.HTTPError:  # it answered: 404 (no /models), 401, 500...
-        return []
-    except TimeoutError:  # connected, but no list within the bound: not asked again in this process
-        return []
-    except OSError:  # refused, no route, a connect timeout (URLError): not reached, nothing known about it
-        return None
-    except ValueError:  # it answered, not with JSON
-        return []
+    with _Watchdog(within_s) as watchdog:  # urllib's own proxies and TLS, its connections watched
+        opener = urllib.request.build_opener(_WatchedHTTP(watchdog), _WatchedHTTPS(watchdog))
+        try:
+            with opener.open(request, timeout=within_s) as reply:
+                body = json.loads(reply.read())
+        except urllib.error.HTTPError:  # it answered: 404 (no /models), 401, 500...
+            return []
+        except OSError as err:
+            if isinstance(err, TimeoutError) or watchdog.cut:  # connected, but no list within the bound:
+                return []  # not asked again in this process
+            return None  # refused, no route, a connect timeout (URLError): not reached, nothing known about it
+        except http.client.HTTPException:  # it answered, not as HTTP (a body cut short, a bad status line)
+            return []
+        except ValueError:  # it answered, not with JSON
+            return []
     data = body.get("data") if isinstance(body, dict) else None
     return [entry for entry in data if isinstance(entry, dict) and "id" in entry] if isinstance(data, list) else []
 
 
-def server_identity(address: str, name: str, api_key: str | None = None):
+def server_identity(address: str, name: str, api_key: str | None = None, *, within_s: float = MODELS_TIMEOUT_S):
     """What the server at ``address`` reports serving for model ``name`` (without its LiteLLM prefix):
     the listed entry of that id, else every listed entry (llama.cpp's server answers any name with
     its one model file), else :data:`UNKNOWN`. None when the server cannot be reached: that is not
-    recorded, so the next call asks again."""
+    recorded, so the next call asks again. Known within ``within_s`` (at most :data:`MODELS_TIMEOUT_S`)
+    seconds, the wait for another call asking the same included; None if that call is still asking."""
+    ends = time.monotonic() + min(within_s, MODELS_TIMEOUT_S)
     asked = (shown_address(address), name)
     with _asking_lock:
         lock = _asking.setdefault(asked, threading.Lock())
-    with lock:  # asked once per address and name, also by concurrent first calls
+    if not lock.acquire(timeout=max(ends - time.monotonic(), 0.0)):
+        return None
+    try:  # asked once per address and name, also by concurrent first calls
         if asked in _identities:
             return _identities[asked]
-        entries = _listed(address, api_key)
+        left = ends - time.monotonic()
+        entries = _listed(address, api_key, left) if left > 0 else None
         if entries is None:
             return None
         shown = [{k: entry[k] for k in _IDENTITY_FIELDS if k in entry} for entry in entries]
@@ -94,13 +193,18 @@ def server_identity(address: str, name: str, api_key: str | None = None):
         identity = named or sorted(shown, key=lambda e: json.dumps(e, sort_keys=True, default=str)) or UNKNOWN
         _identities[asked] = identity
         return identity
+    finally:
+        lock.release()
 
 
 @dataclasses.dataclass
 class _KeyedCall(PreparedCall):
-    """DSPy's prepared call with more in its cache key: the rollout, the server."""
+    """DSPy's prepared call with more in its cache key (the rollout, the server), its deadline and the
+    seconds of it already spent asking the server what it serves."""
 
     extra: dict = dataclasses.field(default_factory=dict)
+    deadline_s: float = 0.0
+    spent_s: float = 0.0
 
     def key(self, lm, asynchronous):
         return {**super().key(lm, asynchronous), **self.extra}
@@ -159,12 +263,13 @@ class RemoteLM(dspy.LM):
 
     def _keyed(self, call: PreparedCall) -> _KeyedCall:
         fields = {f.name: getattr(call, f.name) for f in dataclasses.fields(PreparedCall)}
+        deadline = call_deadline_s(self.deadline_s)
         rollout = current_rollout()
         if rollout is None:
-            return _KeyedCall(**fields)
+            return _KeyedCall(**fields, deadline_s=deadline)
         if self.model.startswith("openai/"):  # OpenAI's API and the servers speaking it take a seed
             fields = _seeded(fields, rollout_seed(rollout))
-        return _KeyedCall(**fields, extra={"_rollout": rollout})
+        return _KeyedCall(**fields, extra={"_rollout": rollout}, deadline_s=deadline)
 
     def _remember(self, call: _KeyedCall, outputs, asynchronous: bool):
         """The outputs as they are: at a provider's endpoint a reply that failed to parse stays in
@@ -175,7 +280,7 @@ class RemoteLM(dspy.LM):
         if (hit := _cached(self, call, False)) is not None:
             return hit
         with request_slot(self.model):
-            return within_deadline(lambda: execute(self, call), call_deadline_s(self.deadline_s), self.model)
+            return within_deadline(lambda: execute(self, call), call.deadline_s, self.model, spent_s=call.spent_s)
 
     async def _aexecute(self, call: _KeyedCall):
         import asyncio
@@ -183,7 +288,7 @@ class RemoteLM(dspy.LM):
         if call.cache and (hit := await asyncio.to_thread(_cached, self, call, True)) is not None:
             return hit
         async with arequest_slot(self.model):
-            return await awithin_deadline(aexecute(self, call), call_deadline_s(self.deadline_s), self.model)
+            return await awithin_deadline(aexecute(self, call), call.deadline_s, self.model, spent_s=call.spent_s)
 
     @with_callbacks
     def __call__(self, prompt=None, *, messages=None, **kwargs):
@@ -203,9 +308,10 @@ class RemoteLM(dspy.LM):
 
 class ServerLM(RemoteLM):
     """``RemoteLM`` for a model at a server named by ``api_base`` (or ``base_url``), whose cache key
-    also holds ``{"address": <model_label's address>, "models": <server_identity>}``. When the
-    server cannot be reached to say what it serves, the call skips the cache: it goes to the server
-    (and fails there as any call would) and nothing is stored under an unknown identity.
+    also holds ``{"address": <model_label's address>, "models": <server_identity>}``, asked in at most
+    half the call's deadline (the call has what is left). When the server cannot be reached to say
+    what it serves, the call skips the cache: it goes to the server (and fails there as any call
+    would) and nothing is stored under an unknown identity.
     """
 
     def _keyed(self, call: PreparedCall) -> _KeyedCall:
@@ -214,7 +320,11 @@ class ServerLM(RemoteLM):
         given = options.get("api_base") or options.get("base_url")
         address = shown_address(given) if given else None
         name = self.model.partition("/")[2] or self.model
-        identity = server_identity(given, name, options.get("api_key")) if given else UNKNOWN
+        started = time.monotonic()
+        # the question may take half the call's deadline: a server that drips its list is still asked the call
+        identity = server_identity(given, name, options.get("api_key"), within_s=call.deadline_s / 2) if given \
+            else UNKNOWN
+        call.spent_s = time.monotonic() - started
         if identity is None:
             call.cache = False
         call.extra["_server"] = {"address": address, "models": identity}

@@ -11,13 +11,16 @@ The benchmark programs and feedback metrics of ROMA paper Tables 7 and 8 (``make
 ``table7_gepa`` / ``table8_convergence``, whose keywords after the table's own are the fields of
 :class:`SearchSettings`.
 
+``contracts_for`` gives every component of a program its instruction contract (what a ``RunLog`` and
+a proposer check edits against).
+
 Importing this package imports dspy, which is slow to import; ``import roma_lab`` does not.
 """
 
 from roma_lab.optimizer._compile import (METHODS, SEARCH_STATUSES, OptimizationResult, candidates_table, compile,
                                          min_metric_calls)
 from roma_lab.optimizer._config import GepaPlusConfig, SearchSettings
-from roma_lab.optimizer._contracts import Contract
+from roma_lab.optimizer._contracts import Contract, contracts_for
 from roma_lab.optimizer._proposer import GepaPlusProposer, ProposalError
 from roma_lab.optimizer._records import CONVERGENCE_COLUMNS, RunLog, calls_to_converge
 from roma_lab.optimizer._tasks import BENCHMARKS, Splits, Task, example_of, item_of, make_task, task_splits
@@ -40,6 +43,7 @@ __all__ = [
     "calls_to_converge",
     "candidates_table",
     "compile",
+    "contracts_for",
     "example_of",
     "item_of",
     "make_task",

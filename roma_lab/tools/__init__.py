@@ -1,6 +1,7 @@
 """What a system's tools call, for any system that calls them (ROMA's executors, the agent):
 
-- the jail for model-written code (``run_python``: bubblewrap, seccomp, a cgroup; design/sandbox.md);
+- the jail for model-written code (``run_python``: bubblewrap, seccomp, a cgroup; design/sandbox.md),
+  and two of its parts on their own for a benchmark to time (``Cgroup``, ``seccomp_program``);
 - BM25 retrieval over a corpus (``BM25Retriever``);
 - MCP servers (``McpServer``) and the traced tool call, recorded as ``roma_lab.trace.ToolCall``;
 - the content-addressed artifact store through which long outputs pass by reference (``ArtifactStore``,
@@ -32,6 +33,7 @@ from ._calls import (
     tool_result_limit,
     traced_call,
 )
+from ._cgroup import Cgroup
 from ._retrieval import BM25Retriever, EmptyCorpusError, Passage
 from ._sandbox import (
     ISOLATION_MODES,
@@ -39,6 +41,7 @@ from ._sandbox import (
     SandboxUnavailableError,
     check_sandbox,
     run_python,
+    seccomp_program,
 )
 
 # A run's context for the tools its executors call (set by the system that runs them, e.g. ROMA's
@@ -53,6 +56,7 @@ __all__ = [
     "ArtifactMissingError",
     "ArtifactStore",
     "BM25Retriever",
+    "Cgroup",
     "EmptyCorpusError",
     "McpConnections",
     "McpServer",
@@ -71,6 +75,7 @@ __all__ = [
     "read_artifact",
     "run_python",
     "run_tools",
+    "seccomp_program",
     "tool_result_limit",
     "traced_call",
 ]

@@ -26,8 +26,7 @@ import secrets
 import stat
 from os import PathLike
 
-from roma_lab.trace import ArtifactRef
-from roma_lab.trace._artifact_ref import _SHA256
+from roma_lab.trace import SHA256_HEX, ArtifactRef
 
 _ID = re.compile(r"^sha256:([0-9a-f]{64})\Z")
 # A store's folders and files as this module writes them: a link or a FIFO there was planted.
@@ -56,12 +55,12 @@ def artifact_sha256(ref: ArtifactRef | str) -> str:
     """The hash an artifact is stored under, from a ref or an id string (``sha256:<hex>`` or the hex).
     Anything but 64 lowercase hex digits is refused, so a reference names a file in the store or nothing."""
     if isinstance(ref, ArtifactRef):
-        if isinstance(ref.sha256, str) and _SHA256.match(ref.sha256):
+        if isinstance(ref.sha256, str) and SHA256_HEX.match(ref.sha256):
             return ref.sha256
     elif isinstance(ref, str):
         text = ref.strip()
         match = _ID.match(text)
-        if match or _SHA256.match(text):
+        if match or SHA256_HEX.match(text):
             return match.group(1) if match else text
     shown = repr(ref)  # bounded: a crafted reference may be long
     raise ArtifactError(f"not an artifact id: {shown if len(shown) <= 120 else shown[:117] + '...'} "

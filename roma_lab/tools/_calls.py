@@ -25,8 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from roma_lab._environment import ENV
-from roma_lab.trace import RomaSettings, ToolCall, clip, jsonable, reference
-from roma_lab.trace._types import ToolStatus
+from roma_lab.trace import RomaSettings, ToolCall, ToolStatus, clip, jsonable, reference
 
 from ._artifacts import RUN_STORE, ArtifactError, ArtifactRef
 

@@ -52,7 +52,8 @@ from roma_lab._environment import ENV
 
 from ._cgroup import Cgroup, CgroupUnavailableError, cgroup_problem
 
-__all__ = ["ISOLATION_MODES", "SandboxResult", "SandboxUnavailableError", "check_sandbox", "run_python"]
+__all__ = ["ISOLATION_MODES", "SandboxResult", "SandboxUnavailableError", "check_sandbox", "run_python",
+           "seccomp_program"]
 
 ISOLATION_MODES = ("bwrap", "audit-hook-only")
 _ISOLATION_ENV = ENV.sandbox
@@ -281,7 +282,7 @@ def _jail_problem(bwrap: str | None, euid: int) -> str | None:
         # Without a cgroup, memory outside any process (tmpfs, shared memory, memfd) is unbounded.
         return f"the jail needs a cgroup to bound its memory and processes: {problem}"
     try:
-        _seccomp_program()
+        seccomp_program()
     except (ImportError, OSError, AttributeError) as err:
         return (f"the jail's seccomp filter cannot be built ({type(err).__name__}: {err}): install "
                 f"libseccomp (`apt-get install libseccomp2`) and pyseccomp (`pip install pyseccomp`)")
@@ -294,7 +295,7 @@ def _jail_problem(bwrap: str | None, euid: int) -> str | None:
 
 
 @functools.cache
-def _seccomp_program() -> bytes:
+def seccomp_program() -> bytes:
     """The jail's seccomp filter as a BPF program, for ``bwrap --seccomp`` (built once per process).
 
     Default allow; the calls of ``_REFUSED_SYSCALLS`` fail with EPERM, ``clone`` too when it asks for
@@ -491,7 +492,7 @@ def _jail_files(root: str, interpreter: _Interpreter) -> list[tuple[str, Path]]:
     in the jail's /proc/self/mountinfo: the script, the seccomp program, the venv's pyvenv.cfg."""
     files = [("script", Path(root, "main.py"))]
     program = Path(root, "seccomp.bpf")
-    program.write_bytes(_seccomp_program())
+    program.write_bytes(seccomp_program())
     files.append(("seccomp", program))
     if interpreter.venv_cfg is not None:
         cfg = Path(root, "pyvenv.cfg")

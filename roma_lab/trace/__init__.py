@@ -13,16 +13,17 @@ or a tool: ``roma_lab.controller`` and ``roma_lab.agents`` write these records, 
 holds what their tools call, ``roma_lab.widgets`` draws them.
 """
 
-from ._artifact_ref import ArtifactRef
+from ._artifact_ref import SHA256_HEX, ArtifactRef
 from ._evidence import NO_EVIDENCE, without_evidence
 from ._load import TRACE_KINDS, Trace, load_trace, read_trajectories, trace_path
 from ._replay import ReplayedCall, ReplayedNode, ReplayedSchedule, replayed_schedule
 from ._schedule import ScheduleBounds, schedule_bounds
-from ._settings import TASK_TYPES, RomaSettings
+from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
 from ._single import SINGLE_CALL_ROLE, single_call_run
 from ._trajectory import (ROLLOUT_STATUSES, TRAJECTORY_KIND, PlanRevision, RecordedGrade, Rollout, Selection, Step,
                           Trajectory, TrajectoryFormatError, read_trajectory)
 from ._types import (
+    NO_OUTPUT_STATUSES,
     NODE_STATUSES,
     OUTPUT_STATUSES,
     RUN_STATUSES,
@@ -37,13 +38,16 @@ from ._types import (
     RomaRunError,
     RomaTimeoutError,
     Run,
+    RunStatus,
     ToolCall,
+    ToolStatus,
     Usage,
     run_status,
 )
 from ._values import clip, context_chars, jsonable, reference, show
 
 __all__ = [
+    "MODEL_KEYS",
     "NODE_STATUSES",
     "ROLLOUT_STATUSES",
     "SINGLE_CALL_ROLE",
@@ -64,8 +68,10 @@ __all__ = [
     "single_call_run",
     "trace_path",
     "NO_EVIDENCE",
+    "NO_OUTPUT_STATUSES",
     "OUTPUT_STATUSES",
     "RUN_STATUSES",
+    "SHA256_HEX",
     "TASK_TYPES",
     "TOOL_STATUSES",
     "ArtifactRef",
@@ -83,8 +89,10 @@ __all__ = [
     "RomaTimeoutError",
     "RomaSettings",
     "Run",
+    "RunStatus",
     "ScheduleBounds",
     "ToolCall",
+    "ToolStatus",
     "clip",
     "context_chars",
     "jsonable",

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-_SHA256 = re.compile(r"^[0-9a-f]{64}\Z")
+#: How an artifact's SHA-256 is written: 64 lowercase hex digits, nothing else.
+SHA256_HEX = re.compile(r"^[0-9a-f]{64}\Z")
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Literal, Union, get_args, get_origin, get
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from ._artifact_ref import _SHA256, ArtifactRef
+from ._artifact_ref import SHA256_HEX, ArtifactRef
 from ._settings import RomaSettings
 from ._values import MAX_VALUE_DEPTH, jsonable
 
@@ -495,7 +495,7 @@ def _problems(run: Run) -> list[str]:
         if n.artifact is not None:
             if n.status not in OUTPUT_STATUSES:
                 problems.append(f"node {n.id} is {n.status} but has an artifact")
-            if not (isinstance(n.artifact.sha256, str) and _SHA256.match(n.artifact.sha256)) or n.artifact.size < 0:
+            if not (isinstance(n.artifact.sha256, str) and SHA256_HEX.match(n.artifact.sha256)) or n.artifact.size < 0:
                 problems.append(f"node {n.id}: artifact needs a SHA-256 (64 hex digits) and a size >= 0")
             if n is root:
                 problems.append("the root's output is the run's answer: it is never an artifact")
@@ -511,7 +511,7 @@ def _problems(run: Run) -> list[str]:
         if parent is not None and parent.reused and not n.reused:
             problems.append(f"node {n.id} was not reused but its parent {parent.id} was (a subtree is reused whole)")
     if run.repair is not None and not (isinstance(run.repair.source_sha256, str)
-                                       and _SHA256.match(run.repair.source_sha256)):
+                                       and SHA256_HEX.match(run.repair.source_sha256)):
         problems.append("repair.source_sha256 must be 64 hex digits")
     cancelled = any(n.status == "cancelled" for n in run.nodes)
     if run.status in STOPPED_RUN_STATUSES and not cancelled:

@@ -1,4 +1,4 @@
-"""The simulated provider (roma_lab.lm.simulated_provider): planted skills realised, outcomes a function
+"""The simulated provider (roma_lab.simulator): planted skills realised, outcomes a function
 of (seed, model, task, rollout) alone, a provider's faults seen and typed by the project's own client
 path (resolve_lm("openai/<name>") at $ROMA_LAB_API_BASE), prices reaching the cost path, loopback only,
 and a single-call evaluation measuring the skill it was given. Everything on 127.0.0.1, no model."""
@@ -18,17 +18,9 @@ from online_server import online_isolation  # noqa: F401 - autouse fixture: a fr
 
 from roma_lab.bench import ContainsGrader, ExactGrader, GaiaGrader, NumericGrader
 from roma_lab.evaluate import agent, evaluate, roma, single_call, tasks_from
-from roma_lab.lm import (
-    SimFaults,
-    SimLatency,
-    SimModel,
-    SimulatedWorld,
-    resolve_lm,
-    rollout,
-    rollout_seed,
-    simulated_provider,
-)
-from roma_lab.evaluate.simulated import main as shell_main
+from roma_lab.lm import resolve_lm, rollout, rollout_seed
+from roma_lab.simulator import SimFaults, SimLatency, SimModel, SimulatedWorld, simulated_provider
+from roma_lab.simulator._cli import main as shell_main
 
 GOLDS = ["Paris", "8", "Shakespeare", "1,204", "3.75", "$17", "blue whale", "Marie Curie", "-4", "0", "Turku",
          "H2O", "1969", "Mount Everest", "12%"]
@@ -142,6 +134,77 @@ def test_it_binds_loopback_only():
                 pass
     with pytest.raises(SystemExit):
         shell_main(["world:dev", "--model", "m=0.5", "--host", "0.0.0.0"])
+
+
+BAD_SHELL_INPUTS = [
+    (["--port", "70000"], "--port: a port is 0 to 65535"),  # was an OverflowError and its traceback
+    (["--port", "-1"], "--port: a port is 0 to 65535"),
+    (["--port", "http"], "--port: a port is 0 to 65535"),
+    (["--model", "m=0.9"], "--model names 'm' twice"),  # was: 0.9 silently kept
+    (["--model", "n=1.5"], "--model n: a skill is a probability in [0, 1], got 1.5"),
+    (["--model", "n=most"], "--model n: a skill is a probability (0.8) or one per level"),
+    (["--model", "n=nan"], "--model n: a skill is a probability (0.8) or one per level"),
+    (["--model", "n=L1:0.9,L1:0.5"], "--model n: a skill per level names each level once"),
+    (["--model", "n=L1:0.9,L2"], "--model n: a skill is a probability (0.8) or one per level"),
+    (["--model", "n"], "--model takes NAME=VALUE"),
+    (["--price", "m=0.5"], "--price m=0.5: takes IN,OUT"),
+    (["--price", "m=0.5,1,2"], "--price m=0.5,1,2: takes IN,OUT"),
+    (["--price", "m=cheap,1"], "--price m=cheap,1: takes IN,OUT"),
+    (["--price", "m=-1,2"], "--model m: prices are USD >= 0 per 1k tokens"),
+    (["--price", "m=1,2", "--price", "m=3,4"], "--price names 'm' twice"),
+    (["--price", "other=1,2"], "--price names models not served: ['other']"),
+    (["--median-s", "inf"], "--median-s: a finite number, got 'inf'"),
+    (["--median-s", "2", "--p99-s", "1"], "p99_s is >= median_s > 0"),
+    (["--rate-limit", "2"], "the rate of 429 is a probability in [0, 1], got 2.0"),
+    (["--retry-after-s", "-1"], "retry_after_s is whole seconds >= 0"),
+    (["--difficulty-sd", "-1"], "difficulty_sd is >= 0"),
+    (["--host", "0.0.0.0"], "binds 127.0.0.1 only"),
+]
+
+
+def shell_exit(argv):
+    """What the shell entry exits with, run on a thread: a bad value accepted again fails the test
+    instead of serving for ever (there, the SIGTERM handler refuses to be set)."""
+    import threading
+
+    box = {}
+
+    def run():
+        try:
+            box["code"] = shell_main(argv)
+        except SystemExit as stopped:
+            box["code"] = stopped.code
+        except BaseException as err:  # noqa: BLE001 - a traceback the shell would print
+            box["code"] = err
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(60)
+    return box.get("code", "still serving")
+
+
+@pytest.mark.parametrize(("extra", "message"), BAD_SHELL_INPUTS, ids=[" ".join(a) for a, _ in BAD_SHELL_INPUTS])
+def test_every_bad_value_from_the_shell_is_one_line_on_stderr_with_exit_status_2(tmp_path, capsys, extra, message):
+    path = tmp_path / "tasks.csv"
+    path.write_text("id,question,answer\nq1,What is the capital of France?,Paris\n", encoding="utf-8")
+    code = shell_exit([str(path), "--model", "m=0.5", *extra])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, (code, err)
+    assert err.startswith("python -m roma_lab.simulator: error: ") and message in err, err
+
+
+def test_a_missing_task_file_and_a_taken_port_are_one_line_with_exit_status_2(tmp_path, capsys):
+    import socket
+
+    code = shell_exit([str(tmp_path / "none.csv"), "--model", "m=0.5"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "none.csv" in err, err
+    path = tmp_path / "tasks.csv"
+    path.write_text("id,question,answer\nq1,What is the capital of France?,Paris\n", encoding="utf-8")
+    with socket.create_server(("127.0.0.1", 0)) as taken:
+        code = shell_exit([str(path), "--model", "m=0.5", "--port", str(taken.getsockname()[1])])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "cannot serve on port" in err, err
 
 
 def served_replies(base, bodies, workers):
@@ -341,7 +404,7 @@ def test_the_shell_entry_serves_a_task_file_until_sigterm(tmp_path):
     path = tmp_path / "tasks.csv"
     path.write_text("id,question,answer\nq1,What is the capital of France?,Paris\n", encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    server = subprocess.Popen([sys.executable, "-m", "roma_lab.evaluate.simulated", str(path), "--model", "sure=1.0",
+    server = subprocess.Popen([sys.executable, "-m", "roma_lab.simulator", str(path), "--model", "sure=1.0",
                                "--price", "sure=1,2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env)
     try:
