@@ -79,6 +79,30 @@ def test_the_rule_sees_a_private_import_across_rooms_and_allows_one_within_a_roo
                                                               "roma_lab.papers.roma._systems.SYSTEMS"]
 
 
+# Rooms whose files also offer one another only names without an underscore (a room joins once it does).
+NAMED_WITHIN = ("controller", "lm", "simulator", "trace", "tools", "evaluate", "world")
+
+
+def underscore_imports_within(path: Path) -> list[str]:
+    """Every relative import in ``path`` that takes an underscore name from another file of its room."""
+    return [f"{path.relative_to(ROOT)}:{node.lineno} takes {alias.name}"
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ImportFrom) and node.level
+            for alias in node.names if alias.name.startswith("_")]
+
+
+def test_within_a_named_room_files_offer_each_other_public_names():
+    found = [line for room in NAMED_WITHIN for path in sorted((PACKAGE / room).rglob("*.py"))
+             for line in underscore_imports_within(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_within_room_rule_sees_an_underscore_name(tmp_path, monkeypatch):
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    (tmp_path / "a.py").write_text("from ._loop import _is_async\nfrom ._loop import RunState\n")
+    assert underscore_imports_within(tmp_path / "a.py") == ["a.py:1 takes _is_async"]
+
+
 @pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_file_of_the_package_is_longer_than_a_reader_can_hold(path):
     lines = len(path.read_text(encoding="utf-8").splitlines())
