@@ -37,7 +37,9 @@ class LoopbackServer:
         self.release = threading.Event()
         self._server = ThreadingHTTPServer((LOOPBACK, port), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name=name, daemon=True)
+        # a short poll: stopping waits for it (the default 0.5 s would be most of a test's time)
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, name=name,
+                                        daemon=True)
 
     @property
     def port(self) -> int:

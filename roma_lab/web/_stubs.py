@@ -7,16 +7,18 @@ shape the provider documents, after checking the key travels in the provider's o
 is kept in ``requests`` (method, path, query, headers, JSON body), so a test pins the request shape.
 
 ``fail(*faults)`` makes the next requests fail, one fault each, in order: "429" (with
-``Retry-After: 0``), "429-bare" (no Retry-After), "500", "invalid-json" (a 200 whose body is not
+``Retry-After: <retry_after>``, by default 0), "429-bare" (no Retry-After), "500", "invalid-json" (a 200 whose body is not
 JSON), "drip" (the reply sent one byte every ``drip_s`` seconds), "echo-key" (a 401 whose body
-repeats the key it was sent, as some services do).
+repeats the key it was sent, as some services do). ``on_request(request)``, if given, is called
+before each answer (in the server's thread): it may wait (to hold requests in flight together) and
+may return the results to answer that request with instead of ``results``.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -98,13 +100,16 @@ def _reply(name: str, results: Sequence[WebResult], query: str, k: int) -> dict[
 
 class ProviderStub(LoopbackServer):
     """A loopback stub of provider ``name`` answering with ``results`` (see the module docstring).
-    ``key``: the key it expects (None: it checks none); ``drip_s``: the pause between dripped bytes."""
+    ``key``: the key it expects (None: it checks none); ``drip_s``: the pause between dripped bytes;
+    ``retry_after``: the Retry-After header of its "429" fault."""
 
     def __init__(self, name: str, results: Sequence[WebResult], *, key: str | None = None, drip_s: float = 0.05,
-                 port: int = 0):
+                 retry_after: str = "0",
+                 on_request: Callable[[StubRequest], Sequence[WebResult] | None] | None = None, port: int = 0):
         if name not in PROVIDERS:
             raise ValueError(f"no provider {name!r}; known: {', '.join(sorted(PROVIDERS))}")
         self.name, self.results, self.key, self.drip_s = name, tuple(results), key, drip_s
+        self.retry_after, self.on_request = retry_after, on_request
         self.requests: list[StubRequest] = []
         self._faults: list[str] = []
         self._lock = threading.Lock()
@@ -150,14 +155,15 @@ class ProviderStub(LoopbackServer):
                 if stub.key is not None and sent != stub.key:
                     return self.send_body(401, b'{"message": "Unauthorized"}', "application/json")
                 if fault in ("429", "429-bare"):
-                    headers = {"Retry-After": "0"} if fault == "429" else {}
+                    headers = {"Retry-After": stub.retry_after} if fault == "429" else {}
                     return self.send_body(429, b'{"message": "rate limited"}', "application/json", headers)
                 if fault == "500":
                     return self.send_body(500, b'{"message": "internal error"}', "application/json")
                 if fault == "invalid-json":
                     return self.send_body(200, b'{"results": [ {"title": "cut off', "application/json")
+                results = stub.on_request(request) if stub.on_request is not None else None
                 query, k = _query_and_k(stub.name, request)
-                data = json.dumps(_reply(stub.name, stub.results, query, k)).encode()
+                data = json.dumps(_reply(stub.name, stub.results if results is None else results, query, k)).encode()
                 if fault != "drip":
                     return self.send_body(200, data, "application/json")
                 self.send_response(200)
