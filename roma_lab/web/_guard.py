@@ -73,7 +73,7 @@ def address_refusal(address: str | IPAddress) -> str | None:
             return f"{ip} is {what}"
     for test, what in (("is_unspecified", "the unspecified address"), ("is_loopback", "a loopback address"),
                        ("is_link_local", "a link-local address"), ("is_multicast", "a multicast address"),
-                       ("is_private", "a private address"), ("is_reserved", "a reserved address")):
+                       ("is_reserved", "a reserved address"), ("is_private", "a private address")):
         if getattr(ip, test):
             return f"{ip} is {what}"
     if not ip.is_global:

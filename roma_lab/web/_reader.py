@@ -19,7 +19,7 @@ __all__ = ["page_from"]
 
 _HTML_TYPES = ("text/html", "application/xhtml+xml")
 _TEXT_TYPES = ("application/json", "application/xml", "application/ld+json", "application/csv")
-_TITLE = re.compile(rb"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
+_TITLE = re.compile(r"<title[^>]*>(.*?)</title>", re.IGNORECASE | re.DOTALL)
 _CHARSET = re.compile(r"charset=[\"']?([\w.:-]+)", re.IGNORECASE)
 
 
@@ -62,11 +62,9 @@ def _html(reply: Reply) -> tuple[str, str]:
     document = _decode(reply)
     text = trafilatura.extract(document, output_format="markdown", include_tables=True, include_links=False,
                                include_comments=False, favor_recall=True, with_metadata=False)
-    metadata = trafilatura.extract_metadata(document)
-    title = (metadata.title if metadata is not None and metadata.title else "") or _title(reply.body)
     if not text or not text.strip():
         text = _markdownify(document)
-    return title.strip(), text.strip()
+    return _title(document), text.strip()
 
 
 def _markdownify(document: str) -> str:
@@ -80,11 +78,12 @@ def _markdownify(document: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", markdownify(str(soup), heading_style="ATX"))
 
 
-def _title(body: bytes) -> str:
+def _title(document: str) -> str:
+    """The page's ``<title>``, what a browser shows for it ("" without one)."""
     import html
 
-    match = _TITLE.search(body[:65536])
-    return html.unescape(match.group(1).decode("utf-8", "replace")).strip() if match else ""
+    match = _TITLE.search(document[:65536])
+    return " ".join(html.unescape(match.group(1)).split()) if match else ""
 
 
 def _pdf(reply: Reply) -> tuple[str, str]:
