@@ -213,7 +213,8 @@ class SearchProvider:
         if self.key is not None and self.adapter.auth is not None:
             headers.update(self.adapter.auth(self.key.reveal()))
         url = f"{self.base_url}{path}"
-        canonical = {"provider": self.name, "method": method, "endpoint": url, "params": params, "body": body}
+        # k as such too: SearXNG is sent none, and the reply recorded holds the first k hits
+        canonical = {"provider": self.name, "method": method, "endpoint": url, "params": params, "body": body, "k": k}
         return Request(method, url, headers, params, body), json.loads(json.dumps(canonical))
 
     def results(self, payload: Any, k: int) -> list[WebResult]:
