@@ -4,9 +4,9 @@ name resolution, on every redirect, connecting to the checked address), unless t
 from __future__ import annotations
 
 import pytest
-from web_site import Route, Site, redirect
+from web_site import Route, Site, TlsSite, redirect, tls_pair
 
-from roma_lab.web import Guard, RefusedURLError, Web, WebSettings, address_refusal
+from roma_lab.web import Guard, RefusedURLError, Web, WebConnectionError, WebSettings, address_refusal
 
 REFUSED = {
     "127.0.0.1": "loopback", "127.8.9.10": "loopback", "0.0.0.0": "unspecified", "10.1.2.3": "private",
@@ -120,3 +120,21 @@ def test_the_request_goes_to_the_checked_address_with_the_name_as_host_header():
 def test_a_name_that_does_not_resolve_is_refused():
     with pytest.raises(RefusedURLError, match="cannot be resolved"):
         Guard(resolve=fake_dns({})).check("http://nowhere.example/", timeout_s=5)
+
+
+def test_https_connects_to_the_checked_address_with_the_name_as_tls_server_name(tmp_path, monkeypatch):
+    """The certificate is checked against the URL's name although the connection is to an address."""
+    import httpx
+
+    server_context, client_context = tls_pair("pinned.example", tmp_path)
+    real_client = httpx.Client
+    monkeypatch.setattr(httpx, "Client", lambda **kw: real_client(verify=client_context, **kw))  # trust the test CA
+    dns = fake_dns({"pinned.example": ["127.0.0.1"], "impostor.example": ["127.0.0.1"]})
+    with TlsSite({"/page": Route(200, b"over tls", {"Content-Type": "text/plain"})}, server_context) as site:
+        allowed = ("pinned.example", "impostor.example")
+        with Web(WebSettings(allow_hosts=allowed, deadline_s=10, retries=0), resolve=dns) as web:
+            page = web.read(f"https://pinned.example:{site.port}/page")
+            assert page.text == "over tls" and site.server_names == ["pinned.example"]
+            assert site.requests == [("/page", f"pinned.example:{site.port}")]
+            with pytest.raises(WebConnectionError, match="certificate"):  # its certificate names pinned.example only
+                web.read(f"https://impostor.example:{site.port}/page")

@@ -110,3 +110,18 @@ def test_the_command_line_serves_prints_its_address_and_stops_cleanly(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "roma_lab.web", "serve", "--corpus", str(tmp_path / "missing.jsonl")],
                          capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and "missing.jsonl" in bad.stderr
+
+
+def test_importing_the_room_asks_no_network_and_loads_no_http_or_extractor_library():
+    probe = ("import json, sys\nasked = []\n"
+             "def audit(event, args):\n"
+             "    if event in ('socket.connect', 'socket.getaddrinfo', 'socket.gethostbyname'):\n"
+             "        asked.append(event)\n"
+             "sys.addaudithook(audit)\n"
+             "import roma_lab.web\n"
+             "print(json.dumps([asked, sorted(m for m in ('httpx', 'trafilatura', 'pypdf', 'bm25s', 'dspy') "
+             "if m in sys.modules)]))\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [[], []]

@@ -7,10 +7,12 @@ path and Host header is kept in ``requests``, and the most requests in flight at
 
 from __future__ import annotations
 
+import ssl
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 from online_server import LoopbackServer
 
@@ -115,3 +117,54 @@ class Site(LoopbackServer):
                         return
 
         return Handler
+
+
+def tls_pair(hostname: str, folder) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(a server context with a certificate for ``hostname`` signed by a fresh CA, a client context
+    trusting that CA only); the keys and certificates are written to ``folder``."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    now = datetime.datetime.now(datetime.UTC)
+
+    def certificate(subject: str, key, issuer: str, issuer_key, ca: bool):
+        builder = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)]))
+                   .issuer_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, issuer)]))
+                   .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                   .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=1))
+                   .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
+        if not ca:
+            builder = builder.add_extension(x509.SubjectAlternativeName([x509.DNSName(subject)]), critical=False)
+        return builder.sign(issuer_key, hashes.SHA256())
+
+    ca_key, leaf_key = ec.generate_private_key(ec.SECP256R1()), ec.generate_private_key(ec.SECP256R1())
+    ca = certificate("test CA", ca_key, "test CA", ca_key, True)
+    leaf = certificate(hostname, leaf_key, "test CA", ca_key, False)
+    folder = Path(folder)
+    (folder / "ca.pem").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
+    (folder / "leaf.pem").write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    (folder / "leaf.key").write_bytes(leaf_key.private_bytes(serialization.Encoding.PEM,
+                                                             serialization.PrivateFormat.PKCS8,
+                                                             serialization.NoEncryption()))
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(folder / "leaf.pem", folder / "leaf.key")
+    client = ssl.create_default_context(cafile=str(folder / "ca.pem"))
+    return server, client
+
+
+class TlsSite(Site):
+    """A Site over TLS; ``server_names`` holds the SNI name each handshake asked for."""
+
+    def __init__(self, routes: dict[str, Route], context: ssl.SSLContext):
+        super().__init__(routes)
+        self.server_names: list[str | None] = []
+        context.sni_callback = lambda sock, name, ctx: self.server_names.append(name)
+        self._server.socket = context.wrap_socket(self._server.socket, server_side=True)
+
+    @property
+    def base(self) -> str:
+        return f"https://127.0.0.1:{self.port}"

@@ -21,6 +21,7 @@ user's configuration, not a model's choice, and is not guarded.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import email.utils
 import json
 import random
@@ -241,16 +242,17 @@ class Fetcher:
                 if wait >= deadline.remaining():
                     raise deadline.error(f"{what}: {err}; the next attempt would start past it") from None
             else:
-                reply = Reply(reply.status, reply.reason, reply.headers, reply.body, reply.url, reply.complete, attempt)
+                reply = dataclasses.replace(reply, attempts=attempt)
                 if reply.status not in RETRIED_STATUSES:
                     return reply
                 if attempt > policy.retries:
-                    return _gave_up(reply, f"after {attempt} attempts")
+                    return dataclasses.replace(reply, gave_up=f"after {attempt} attempts")
                 asked = _retry_after(reply.headers)
                 wait = self._backoff(policy, attempt) if asked is None else asked
                 if wait >= deadline.remaining():
                     said = f"Retry-After {asked:g} s" if asked is not None else f"the next back-off ({wait:.1f} s)"
-                    return _gave_up(reply, f"{said} would end past the call's deadline of {deadline.total_s:g} s")
+                    return dataclasses.replace(reply, gave_up=f"{said} would end past the call's deadline of "
+                                                              f"{deadline.total_s:g} s")
             time.sleep(wait)
 
     @staticmethod
@@ -314,6 +316,8 @@ class Fetcher:
                              bytes(data), named, complete, attempts=1)
         except httpx.TimeoutException:
             raise deadline.error(what) from None
+        except httpx.InvalidURL as err:
+            raise RefusedURLError(f"{what}: {url!r:.200} is not a URL httpx can send ({err})") from None
         except httpx.DecodingError as err:
             raise BadReplyError(f"{what}: the body could not be decoded as its Content-Encoding says ({err})") from None
         except httpx.TransportError as err:
@@ -321,7 +325,3 @@ class Fetcher:
         finally:
             if guard is not None:
                 client.close()
-
-
-def _gave_up(reply: Reply, why: str) -> Reply:
-    return Reply(reply.status, reply.reason, reply.headers, reply.body, reply.url, reply.complete, reply.attempts, why)

@@ -60,10 +60,16 @@ def _html(reply: Reply) -> tuple[str, str]:
     import trafilatura
 
     document = _decode(reply)
-    text = trafilatura.extract(document, output_format="markdown", include_tables=True, include_links=False,
-                               include_comments=False, favor_recall=True, with_metadata=False)
+    try:
+        text = trafilatura.extract(document, output_format="markdown", include_tables=True, include_links=False,
+                                   include_comments=False, favor_recall=True, with_metadata=False)
+    except Exception:  # noqa: BLE001 - markup lxml cannot parse: the fallback below reads any
+        text = None
     if not text or not text.strip():
-        text = _markdownify(document)
+        try:
+            text = _markdownify(document)
+        except Exception as err:  # noqa: BLE001 - a page no extractor reads is unreadable, not a crash
+            raise UnreadablePageError(f"{reply.url}: HTML that cannot be read ({type(err).__name__})") from None
     return _title(document), text.strip()
 
 
