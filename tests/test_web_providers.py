@@ -3,10 +3,12 @@ reply sample in its documented format, every fault the stubs inject, the spec pa
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 
 import pytest
+from web_site import Route, Site, redirect
 
 from roma_lab.web import (
     PRICES,
@@ -365,3 +367,15 @@ def test_settings_report_every_problem_at_once_and_read_the_environment(monkeypa
         ("searxng=http://127.0.0.1:9", "replay", "/tmp/web-recording", ("127.0.0.1:9", "localhost"), 1)
     assert WebSettings.from_environment(search="wikipedia").search == "wikipedia"
     assert WebSettings(allow_hosts="localhost").allow_hosts == ("localhost",)
+
+
+def test_a_redirect_keeps_the_key_on_its_origin_and_never_sends_it_to_another(keys):
+    reply = Route(200, json.dumps({"organic": [{"title": "T", "link": "https://t.example/", "snippet": "s"}]}).encode(),
+                  {"Content-Type": "application/json"})
+    with Site({"/search": reply}) as there, \
+            Site({"/search": redirect("/v2/search", 308), "/v2/search": redirect(f"{there.base}/search", 307)}) as here, \
+            Web(fast(f"serper={here.base}")) as web:
+        assert web.search("q", 1) == [WebResult("T", "https://t.example/", "s", None)]
+    assert [h.get("x-api-key") for h in here.headers] == [keys["serper"], keys["serper"]]
+    (moved,) = there.headers
+    assert "x-api-key" not in moved and moved["accept"] == "application/json"

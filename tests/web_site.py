@@ -57,6 +57,7 @@ class Site(LoopbackServer):
     def __init__(self, routes: dict[str, Route], *, port: int = 0):
         self.routes = routes
         self.requests: list[tuple[str, str]] = []  # (path, Host header)
+        self.headers: list[dict[str, str]] = []  # each request's headers, names in lower case
         self.peak = 0
         self._active = 0
         self._lock = threading.Lock()
@@ -84,6 +85,7 @@ class Site(LoopbackServer):
             def do_GET(self) -> None:
                 with site._lock:
                     site.requests.append((self.path, self.headers.get("Host", "")))
+                    site.headers.append({k.lower(): v for k, v in self.headers.items()})
                     site._active += 1
                     site.peak = max(site.peak, site._active)
                 try:
@@ -91,6 +93,10 @@ class Site(LoopbackServer):
                 finally:
                     with site._lock:
                         site._active -= 1
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.do_GET()
 
             def _answer(self, route: Route) -> None:
                 if route.hold_s:

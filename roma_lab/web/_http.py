@@ -263,9 +263,10 @@ class Fetcher:
     def _follow(self, request: Request, what: str, deadline: Deadline, policy: Policy, guard: Guard | None) -> Reply:
         import httpx
 
-        method, url, params, body = request.method, request.url, request.params, request.json
+        method, url, params, body, headers = request.method, request.url, request.params, request.json, request.headers
+        origin = httpx.URL(url).copy_with(path="/", query=None, fragment=None)
         for hop in range(policy.max_redirects + 1):
-            reply = self._once(method, url, request.headers, params, body, what, deadline, policy, guard)
+            reply = self._once(method, url, headers, params, body, what, deadline, policy, guard)
             location = reply.headers.get("location")
             if reply.status not in _REDIRECTS or not location:
                 return reply
@@ -276,6 +277,9 @@ class Fetcher:
             except (httpx.InvalidURL, ValueError) as err:
                 raise RefusedURLError(f"{what}: a redirect to {location!r:.200}, which is not a URL ({err})") from None
             params = None  # the new URL is whole
+            if httpx.URL(url).copy_with(path="/", query=None, fragment=None) != origin:
+                # another origin is sent no header of ours: a key travels in one (as browsers drop Authorization)
+                headers = {name: value for name, value in headers.items() if name.lower() == "accept"}
             if reply.status == 303 or (reply.status in (301, 302) and method == "POST"):
                 method, body = "GET", None
         raise AssertionError("unreachable")
