@@ -379,3 +379,14 @@ def test_a_redirect_keeps_the_key_on_its_origin_and_never_sends_it_to_another(ke
     assert [h.get("x-api-key") for h in here.headers] == [keys["serper"], keys["serper"]]
     (moved,) = there.headers
     assert "x-api-key" not in moved and moved["accept"] == "application/json"
+
+
+def test_coroutines_and_worker_threads_carry_the_meter():
+    import asyncio
+
+    from roma_lab._concurrent import concurrent_map
+
+    with ProviderStub("searxng", HITS) as stub, Web(fast(stub.spec)) as web, web_meter() as meter:
+        assert asyncio.run(web.asearch("from a coroutine", 2)) == list(HITS[:2])
+        concurrent_map(lambda q: web.search(q, 1), ["t1", "t2", "t3"], workers=3)
+    assert sorted(c.target for c in meter.calls) == ["from a coroutine", "t1", "t2", "t3"]

@@ -139,7 +139,7 @@ def test_a_snapshot_replays_the_run_offline_and_refuses_a_tampered_entry(tmp_pat
         with pytest.raises(ReplayMissError):
             web.search("from another run", 2)
 
-    first = snapshot / sorted(manifest["entries"])[0]
+    first = snapshot / min(manifest["entries"])
     original = first.read_bytes()
     first.write_bytes(original.replace(b'"One"', b'"0ne"'))
     with pytest.raises(DamagedRecordingError, match="SHA-256 does not match the snapshot's manifest") as raised:

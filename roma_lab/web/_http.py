@@ -78,7 +78,7 @@ def scrub(text: str, secrets: Iterable[Secret]) -> str:
 class Deadline:
     """The total time one call may take, from its creation."""
 
-    __slots__ = ("total_s", "_end")
+    __slots__ = ("_end", "total_s")
 
     def __init__(self, total_s: float):
         self.total_s = total_s
