@@ -238,7 +238,7 @@ def test_a_dripped_reply_ends_at_the_deadline(name, keys):
         started = time.monotonic()
         with pytest.raises(WebDeadlineError, match="deadline of 1 s") as raised:
             web.search("alpha", 2)
-        assert 0.9 <= time.monotonic() - started < 1.8
+        assert 0.9 <= time.monotonic() - started < 3.0  # the upper bound is slack for a loaded machine
         assert raised.value.tool_status == "timed_out" and isinstance(raised.value, TimeoutError)
 
 
