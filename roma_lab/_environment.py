@@ -34,6 +34,10 @@ class Environment:
     sandbox: str = "ROMA_LAB_SANDBOX"  # "audit-hook-only" accepts the weaker sandbox where the jail cannot run
     data: str = "ROMA_LAB_DATA"  # another copy of the benchmark data (kept out of the jail too)
     mcp_server: str = "ROMA_LAB_MCP_SERVER"  # set by roma_lab in an MCP server's environment, to find its children
+    web: str = "ROMA_LAB_WEB"  # the web search provider spec (serper, searxng=http://host:port, wikipedia...)
+    web_record: str = "ROMA_LAB_WEB_RECORD"  # web calls: off (default), record or replay
+    web_dir: str = "ROMA_LAB_WEB_DIR"  # the web recording folder (default: <ROMA_LAB_CACHE>/web)
+    web_allow: str = "ROMA_LAB_WEB_ALLOW"  # private hosts a page read may reach (host[:port], comma-separated)
 
     def names(self) -> tuple[str, ...]:
         return tuple(getattr(self, f.name) for f in fields(self))
