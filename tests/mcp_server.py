@@ -124,10 +124,26 @@ def spawn(pid_file: str) -> None:
         os.replace(f"{name}.tmp", name)
 
 
+def _requiring(app, name: str, value: str):
+    """The ASGI ``app`` behind a check that every HTTP request carries header ``name: value``."""
+    wanted = (name.lower().encode(), value.encode())
+
+    async def guarded(scope, receive, send):
+        if scope["type"] == "http" and wanted not in list(scope.get("headers", [])):
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"missing or wrong key"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--fault", choices=["no_start", "exit", "die", "hang", "malformed", "error", "big"])
     parser.add_argument("--http", type=int, help="serve Streamable HTTP on 127.0.0.1:PORT")
+    parser.add_argument("--require-header", metavar="NAME=VALUE",
+                        help="over HTTP, answer 401 to a request without this header (a key in a header)")
     parser.add_argument("--spawn", metavar="FILE", help="start a child and a setsid daemon; write the pids to FILE")
     parser.add_argument("--wrap", action="store_true", help="run the server as a child of this process")
     args = parser.parse_args()
@@ -146,7 +162,10 @@ def main() -> None:
     if args.http:
         import uvicorn
 
-        uvicorn.run(server.streamable_http_app(), host="127.0.0.1", port=args.http, log_level="warning")
+        app = server.streamable_http_app()
+        if args.require_header:
+            app = _requiring(app, *args.require_header.split("=", 1))
+        uvicorn.run(app, host="127.0.0.1", port=args.http, log_level="warning")
     else:
         anyio.run(serve_stdio, server)
 

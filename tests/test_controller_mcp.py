@@ -153,6 +153,32 @@ def test_a_server_over_streamable_http_on_loopback():
     assert (tool.name, tool.server, tool.status) == ("calculate", "rivers", "ok") and run.output == "42"
 
 
+def test_a_server_over_http_that_wants_a_key_in_a_header_gets_it_and_without_it_refuses():
+    port = free_port()
+    process = subprocess.Popen([sys.executable, SERVER, "--http", str(port), "--require-header",
+                                "Authorization=Bearer sk-mcp-test"], cwd=ROOT,
+                               env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+    try:
+        deadline = time.monotonic() + GUARD_S
+        while True:
+            assert process.poll() is None and time.monotonic() < deadline, "the HTTP server did not come up"
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.2)
+        url = f"http://127.0.0.1:{port}/mcp"
+        keyed = run_with([McpServer.http("rivers", url, headers={"Authorization": "Bearer sk-mcp-test"})],
+                         "What is 6 * 7?", max_depth=0)
+        bare = run_with([McpServer.http("rivers", url)], "What is 6 * 7?", max_depth=0, mcp_start_timeout_s=10.0)
+    finally:
+        process.terminate()
+        process.wait(30)
+    assert keyed.output == "42" and keyed.root.calls[0].tools[0].status == "ok"
+    assert bare.status == "failed" and "MCP server 'rivers'" in bare.root.error
+    assert "sk-mcp-test" not in keyed.to_json() + bare.to_json()  # the key is in no trace
+
+
 def test_two_servers_listing_the_same_tool_name_fail_the_root_naming_it():
     twin = McpServer.stdio("rivers-twin", sys.executable, SERVER, env={"PYTHONPATH": str(ROOT)})
     run = run_with([server(), twin], "What is 6 * 7?", max_depth=0)

@@ -16,7 +16,7 @@ from ._agent import STATIC_WORKFLOW, Agent, sampling_seed
 from ._config import (MEMORY, PLANNING, QUERY_OPTIMIZATION, ROLES, SELECTION, TTS, AgentConfig, PlanTips, config_hash,
                       run_label)
 from ._env import AgentTask, Environment, Tool, ToolContext, ToolError, ToolUnavailable, describe_tools
-from ._qa import BM25Source, Source, expand_query, qa_tasks, search_passages
+from ._qa import READ_PAGE, BM25Source, Source, WebSource, expand_query, qa_tasks, search_passages
 from ._select import is_non_answer, pick_best_score
 from ._tips import SplitLeakError, check_tips, mine_tips
 from ._toolbench import SUITE_BENCHMARK, SUITE_TOOLS, SuiteGrader, sample_suite_tasks, suite_tasks
@@ -24,10 +24,10 @@ from ._worldbench import (FLOORS, WORLD_GRADERS, WORLD_TOOLS, ExactGrader, close
                           floors_table, world_level, world_tasks)
 
 __all__ = [
-    "MEMORY", "PLANNING", "QUERY_OPTIMIZATION", "ROLES",
+    "MEMORY", "PLANNING", "QUERY_OPTIMIZATION", "READ_PAGE", "ROLES",
     "SELECTION", "STATIC_WORKFLOW", "SUITE_BENCHMARK", "SUITE_TOOLS", "TTS",
     "Agent", "AgentConfig", "AgentTask", "BM25Source", "Environment",
-    "PlanTips", "Source", "SplitLeakError",
+    "PlanTips", "Source", "SplitLeakError", "WebSource",
     "SuiteGrader", "Tool", "ToolContext", "ToolError", "ToolUnavailable",
     "check_tips", "config_hash", "describe_tools", "expand_query", "is_non_answer", "mine_tips", "pick_best_score",
     "qa_tasks", "run_label", "sampling_seed", "sample_suite_tasks", "search_passages",

@@ -486,19 +486,23 @@ class Agent:
                   arguments: dict[str, str]) -> tuple[ToolCall, str | None, str | None, str | None]:
         """Run one tool call; a failure becomes (kind, message), never an exception. Returns the
         recorded call, the observation (None on failure), the failure kind and its message."""
+        from roma_lab.web import web_meter
+
         started = time.monotonic()
         observation, kind, message, status = None, None, None, "ok"
-        try:
-            observation = env.call(name, arguments)
-        except ToolUnavailable as exc:  # out of service: the trace's word for a tool that is gone
-            kind, message, status = "unavailable_tool", str(exc), "disconnected"
-        except ToolError as exc:
-            kind, message, status = "tool_error", str(exc), "error"
-        except Exception as exc:  # noqa: BLE001 - a broken tool is a failing tool, never a crash
-            kind, message, status = "tool_error", f"{type(exc).__name__}: {exc}", "error"
+        with web_meter() as web:  # what a web search or read was billed, and whether it was replayed
+            try:
+                observation = env.call(name, arguments)
+            except ToolUnavailable as exc:  # out of service: the trace's word for a tool that is gone
+                kind, message, status = "unavailable_tool", str(exc), "disconnected"
+            except ToolError as exc:
+                kind, message, status = "tool_error", str(exc), "error"
+            except Exception as exc:  # noqa: BLE001 - a broken tool is a failing tool, never a crash
+                kind, message, status = "tool_error", f"{type(exc).__name__}: {exc}", "error"
         call = ToolCall(name=name, server=None, arguments=arguments, status=status,
                         result_chars=None if observation is None else len(observation),
-                        latency_s=time.monotonic() - started, started_s=started - ctx.t0, error=message)
+                        latency_s=time.monotonic() - started, started_s=started - ctx.t0, error=message,
+                        cost=web.cost(), replayed=bool(web.calls) and all(c.replayed for c in web.calls))
         return call, observation, kind, message
 
     def _after_step(self, ctx: _Context, memory: Memory, seed: int | None, question: str, text: str, final: bool,

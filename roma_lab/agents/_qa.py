@@ -19,13 +19,15 @@ from roma_lab.tools import BM25Retriever, Passage, run_python
 
 from ._env import AgentTask, Tool, ToolContext, ToolError
 
-__all__ = ["BM25Source", "Source", "expand_query", "qa_tasks", "search_passages"]
+__all__ = ["READ_PAGE", "BM25Source", "Source", "WebSource", "expand_query", "qa_tasks", "search_passages"]
 
 _RRF_K = 60  # reciprocal-rank-fusion constant of Cormack et al. (2009)
 _PASSAGE_CHARS = 600
 _SEARCH = Tool("search", "search the document collection; returns the best matching passages", ("query",),
                idempotent=True)
 _PYTHON = Tool("python", "run a short Python script (standard library only) and return what it prints", ("code",))
+#: Reading a web page a search gave (a search source over the web offers it).
+READ_PAGE = Tool("read_page", "read a web page (an address a search result gave) as text", ("url",), idempotent=True)
 
 
 class Source(Protocol):
@@ -48,6 +50,24 @@ class BM25Source:
 
     def search(self, query: str, k: int) -> list[Passage]:
         return self.retriever.search(query, k=k)
+
+
+@dataclass(frozen=True, slots=True)
+class WebSource:
+    """The web (a ``roma_lab.web.Web``) as a search source: each hit its title, address and snippet
+    (``read_page`` reads one whole). Every search and read is metered by the web room: a step's tool
+    call carries its price and whether the recorded web served it."""
+
+    name: str
+    web: Any  # roma_lab.web.Web
+
+    def search(self, query: str, k: int) -> list[Passage]:
+        """The hits (a failed search raises its ``roma_lab.web.WebError``: the agent's tool error)."""
+        return [Passage(hit.url, f"{hit.title} ({hit.url})\n{hit.snippet}", 1.0 / (rank + 1))
+                for rank, hit in enumerate(self.web.search(query, k))]
+
+    def read(self, url: str) -> str:
+        return self.web.read(url).text
 
 
 def expand_query(query: str, synonyms: Mapping[str, Sequence[str]] | None = None) -> tuple[str, ...]:
@@ -88,12 +108,25 @@ class _QAEnvironment:
     synonyms: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
     def call(self, name: str, arguments: Mapping[str, str]) -> str:
+        if name == READ_PAGE.name:
+            return self._read(arguments["url"])
         if name == "python":
             result = run_python(arguments["code"], timeout_s=10.0, memory_mb=512)
             if result.error is not None:
                 raise ToolError(f"{result.error}\n{result.stderr[-500:]}".strip())
             return result.stdout.strip() or "(the script printed nothing)"
         return self._search(arguments["query"])
+
+    def _read(self, url: str) -> str:
+        from roma_lab.web import WebError
+
+        readers = [s for s in self.sources[: self.context.search_sources] if hasattr(s, "read")]
+        if not readers:
+            raise ToolError("no source here reads pages")
+        try:
+            return readers[0].read(url.strip().strip("'\""))
+        except WebError as exc:  # a refused, failed or unreadable page is a failing tool, seen by the agent
+            raise ToolError(str(exc)) from exc
 
     def _search(self, query: str) -> str:
         queries = (query,)
@@ -118,11 +151,13 @@ def qa_tasks(items: Sequence[Item], *, sources: Sequence[Source] = (), python: b
     ``judge``, judge-graded benchmarks use the labelled string-match fallback), or by ``grader`` when
     given (items of a researcher's own task set, which no registry knows).
 
-    ``sources``: search sources (empty = closed-book); ``python``: offer the sandboxed Python tool
+    ``sources``: search sources (empty = closed-book; a ``WebSource`` adds the ``read_page`` tool);
+    ``python``: offer the sandboxed Python tool
     (for AIME); ``stratum``: the breakdown key (e.g. a GAIA-like level or the BrowseComp topic).
     BrowseComp items are marked private: their text is redacted from saved trajectories.
     """
-    tools = ((_SEARCH,) if sources else ()) + ((_PYTHON,) if python else ())
+    reads = any(hasattr(source, "read") for source in sources)
+    tools = ((_SEARCH,) if sources else ()) + ((READ_PAGE,) if reads else ()) + ((_PYTHON,) if python else ())
     sources, synonyms = tuple(sources), dict(synonyms or {})
 
     def environment(context: ToolContext) -> _QAEnvironment:

@@ -20,6 +20,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from roma_lab.world import (
 )
 
 from ._env import AgentTask, Tool, ToolContext, ToolError
-from ._qa import _PYTHON, _SEARCH, BM25Source, _QAEnvironment
+from ._qa import _PYTHON, _SEARCH, READ_PAGE, BM25Source, WebSource, _QAEnvironment
 
 __all__ = ["FLOORS", "WORLD_BENCHMARK", "WORLD_GRADERS", "WORLD_TOOLS", "ExactGrader", "closed_book", "floor_answers",
            "floors_df", "floors_table", "world_level", "world_tasks"]
@@ -97,15 +98,19 @@ class _IdRetriever:
         return [self._passage(self._ids[int(p.doc_id)], p.text, p.score) for p in self._index.search(query, k=k)]
 
 
-def _agent_task(task: WorldTask, seed: int, grader: str, n_sources: int, coverage: float) -> AgentTask:
+def _agent_task(task: WorldTask, seed: int, grader: str, n_sources: int, coverage: float, web: Any) -> AgentTask:
     world = generate_world(seed)
     item = Item(benchmark=WORLD_BENCHMARK, item_id=task.task_id, question=task.question, answer=task.answer,
                 metadata={"level": task.level, "template": task.template, "answer_kind": task.answer_kind,
                           "world_seed": seed, "plan": dict(task.plan), "n_sources": n_sources})
-    sources = _sources(seed, n_sources, coverage)
+    if web is None:
+        sources, tools = _sources(seed, n_sources, coverage), (_SEARCH, _PYTHON)
+    else:  # the world's documents on the web (e.g. roma_lab.web's offline web): search, then read a page
+        sources, tools = (WebSource("web", web),), (_SEARCH, READ_PAGE, _PYTHON)
 
     def environment(context: ToolContext) -> _WorldEnvironment:
-        return _WorldEnvironment(_QAEnvironment((_SEARCH, _PYTHON), sources, context, RELATION_SYNONYMS), world.files)
+        return _WorldEnvironment(_QAEnvironment(tools, sources, context, RELATION_SYNONYMS), world.files,
+                                 (*tools[:-1], _READ_FILE, tools[-1]))
 
     return AgentTask(item=item, split=task.split, stratum=task.level, environment=environment,
                      grader=WORLD_GRADERS[grader]())
@@ -113,12 +118,13 @@ def _agent_task(task: WorldTask, seed: int, grader: str, n_sources: int, coverag
 
 def world_tasks(split: str = "dev", n: int | None = None, *, seed: int = 0, world_seed: int = DEFAULT_WORLD_SEED,
                 levels: Sequence[str] = LEVELS, grader: str = "gaia", n_sources: int = 1,
-                coverage: float = 1.0) -> list[AgentTask]:
+                coverage: float = 1.0, web: Any = None) -> list[AgentTask]:
     """``n`` tasks of one split of the generated world (``None``: all), spread over ``levels``
     (``stats.stratified_sample`` with ``seed``; a larger n extends a smaller one; more than the split
     holds is a ``SampleSizeError`` naming how many it holds). Stratum = level. Search runs over one
     source holding every document, or over ``n_sources`` partial copies at ``coverage`` (the
-    agent's ``search_sources`` picks the first k)."""
+    agent's ``search_sources`` picks the first k), or, with ``web`` (a ``roma_lab.web.Web`` serving
+    the world's documents, such as ``serve_offline_web``), over the web, with a ``read_page`` tool."""
     from roma_lab.stats import stratified_sample
 
     if split not in WORLD_SPLITS:
@@ -130,7 +136,9 @@ def world_tasks(split: str = "dev", n: int | None = None, *, seed: int = 0, worl
         raise ValueError(f"unknown grader {grader!r}; expected one of {sorted(WORLD_GRADERS)}")
     if n_sources < 1 or not 0 < coverage <= 1:
         raise ValueError(f"n_sources must be >= 1 and coverage in (0, 1], got {n_sources} and {coverage}")
-    tasks = [_agent_task(t, world_seed, grader, n_sources, float(coverage))
+    if web is not None and (n_sources, coverage) != (1, 1.0):
+        raise ValueError("partial search sources are copies of the world's documents; the web is one source")
+    tasks = [_agent_task(t, world_seed, grader, n_sources, float(coverage), web)
              for t in world_tasks_of(generate_world(world_seed))
              if t.split == split and t.level in levels]
     return stratified_sample(tasks, n, seed=seed, stratum=lambda t: t.stratum, shuffle_strata=True,

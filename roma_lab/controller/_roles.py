@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from os import PathLike
-from typing import Annotated
+from typing import Annotated, Any
 
 import dspy
 from pydantic import BaseModel, Field
@@ -236,6 +236,8 @@ class ToolExecutor:
         builtin = [dspy.Tool(self.run_python, name="run_python")]
         if self.retriever is not None:
             builtin.insert(0, dspy.Tool(self.search, name="search"))
+            if hasattr(self.retriever, "read"):  # the web: its pages can be read whole
+                builtin.insert(1, dspy.Tool(self.read_page, name="read_page"))
         if RUN_STORE.get() is not None:
             builtin.append(dspy.Tool(self.read_artifact, name="read_artifact"))
         tools = [*builtin, *run_tools()]
@@ -247,11 +249,18 @@ class ToolExecutor:
         return tools
 
     async def search(self, query: str) -> list[str]:
-        """Search the local corpus (BM25) for passages about the query; best first."""
+        """Search for passages about the query (the local corpus, or the web: title, address and text of
+        each hit); best first."""
         def find() -> list[str]:
             return [p.text for p in self.retriever.search(query, k=self.k)]
 
+        if hasattr(self.retriever, "read"):  # the web records each of its calls itself, with its price
+            return await asyncio.to_thread(find)
         return await traced_call("search", None, {"query": query}, lambda: asyncio.to_thread(find))
+
+    async def read_page(self, url: str) -> str:
+        """Read the web page at the URL (one a search gave); returns its text."""
+        return await asyncio.to_thread(self.retriever.read, url)
 
     async def run_python(self, code: str) -> str:
         """Run a short self-contained Python script (standard library only, no network); returns what it printed."""
@@ -322,16 +331,21 @@ def _strip_fences(code: str) -> str:
     return "\n".join(lines)
 
 
-def default_executors(corpus: Sequence[str] | str | PathLike[str] | None = None, *,
+def default_executors(corpus: Sequence[str] | str | PathLike[str] | None = None, *, web: Any = None,
                       tools: bool = False) -> dict[str, dspy.Module | ToolExecutor]:
-    """One executor per task type; search uses BM25 over ``corpus`` when one is given. With
-    ``tools``, search, think and code share one :class:`ToolExecutor` (which also reaches the run's
-    MCP tools) and write stays direct composition."""
+    """One executor per task type; search uses BM25 over ``corpus`` when one is given, or the web
+    (a ``roma_lab.web.Web``: a search, then its first hits read). With ``tools``, search, think and
+    code share one :class:`ToolExecutor` (which also reaches the run's MCP tools, and reads a page
+    of the web when it searches the web) and write stays direct composition."""
     retriever = None
     if corpus is not None:
         from roma_lab.tools import BM25Retriever
 
         retriever = BM25Retriever(corpus)
+    elif web is not None:
+        from roma_lab.web import WebPassages
+
+        retriever = WebPassages(web)
     if tools:
         agent = ToolExecutor(retriever)
         return {"search": agent, "think": agent, "write": WriteExecutor(), "code": agent}

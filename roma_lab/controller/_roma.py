@@ -124,6 +124,8 @@ class Roma:
         role_lms: per-role models, keys ``atomizer``, ``planner``, ``executor``,
             ``executor:<task_type>``, ``aggregator``, ``verifier``.
         corpus: texts or a folder/.jsonl for the default ``search`` executor's BM25 retriever.
+        web: a ``roma_lab.web.Web`` the default ``search`` executor searches instead (a search, then its
+            first hits read; every web call a tool call of the trace, with its price). Not with ``corpus``.
         artifacts: the artifact store (an :class:`ArtifactStore`, an fsspec URL or a folder) where
             outputs longer than ``artifact_chars`` are kept and passed on by reference.
         mcp_servers: :class:`McpServer` s whose tools the executors may call. Each run starts (or
@@ -153,12 +155,15 @@ class Roma:
         lm: Any = None,
         role_lms: Mapping[str, Any] | None = None,
         corpus: Sequence[str] | str | PathLike[str] | None = None,
+        web: Any = None,
         artifacts: ArtifactStore | str | PathLike[str] | None = None,
         mcp_servers: Sequence[McpServer] = (),
         settings: RomaSettings | None = None,
         **keywords: Any,
     ):
         settings = RomaSettings.from_keywords(settings, keywords)
+        if corpus is not None and web is not None:
+            raise ValueError("search reads a corpus or the web, not both: give corpus= or web=")
         if artifacts is not None and not isinstance(artifacts, ArtifactStore):
             artifacts = ArtifactStore(artifacts)
         if settings.artifact_chars is not None and artifacts is None:
@@ -196,7 +201,7 @@ class Roma:
             atomizer = atomizer or Atomizer()
             planner = planner or Planner()
             aggregator = aggregator or Aggregator()
-            executors = executors or default_executors(corpus, tools=bool(mcp_servers))
+            executors = executors or default_executors(corpus, web=web, tools=bool(mcp_servers))
             if settings.verify:
                 verifier = verifier or Verifier()
         self.atomizer = atomizer

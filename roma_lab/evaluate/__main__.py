@@ -8,6 +8,7 @@ import argparse
 import sys
 
 from roma_lab.results import DamagedFileError
+from roma_lab.web import WebError
 
 from ._budget import BudgetUnknownCostError
 from ._evaluate import NOT_RUN, evaluate
@@ -32,6 +33,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--n", type=int, default=None, help="only the first N tasks")
     parser.add_argument("--corpus", default=None, help="documents for search: a folder or a .jsonl file")
+    parser.add_argument("--web", default=None, metavar="PROVIDER",
+                        help="search the web instead: serper, tavily, exa, brave, wikipedia or searxng=http://host:port "
+                             "(keys from SERPER_API_KEY, TAVILY_API_KEY, EXA_API_KEY, BRAVE_API_KEY)")
+    parser.add_argument("--web-recording", choices=("off", "record", "replay"), default=None,
+                        help="record the web calls (a snapshot goes with --out), or replay a recording "
+                             "(--web-dir: a run folder's web_snapshot); default $ROMA_LAB_WEB_RECORD, else off")
+    parser.add_argument("--web-dir", default=None, help="the web recording's folder (default: roma_lab's cache)")
     parser.add_argument("--max-depth", type=int, default=1, help="ROMA's max_depth")
     parser.add_argument("--timeout-s", type=float, default=None, help="a system's limit per task")
     parser.add_argument("--out", required=True, help="results folder (a rerun resumes)")
@@ -42,11 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     if len(set(args.system)) != len(args.system):
         parser.error(f"each --system once, got {args.system}")
     try:
+        web = None
+        if args.web is not None or args.web_recording is not None or args.web_dir is not None:
+            from roma_lab.web import WebSettings
+
+            given = {"search": args.web, "recording": args.web_recording, "recording_dir": args.web_dir}
+            web = WebSettings.from_environment(**{k: v for k, v in given.items() if v is not None})
         tasks = tasks_from(args.tasks, corpus=args.corpus, question=args.question_column, answer=args.answer_column,
-                           id=args.id_column)
+                           id=args.id_column, web=web)
         if args.n is not None:
             tasks = tasks.head(args.n)
-    except (TaskFileError, ValueError) as err:
+    except (TaskFileError, ValueError, WebError) as err:  # WebError: a missing key, a damaged snapshot...
         print(f"error: {err}", file=sys.stderr)
         return 2
     systems = named_systems(args.system, args.lm, max_depth=args.max_depth)

@@ -195,6 +195,7 @@ def _write(evaluation: Evaluation, tasks: TaskSet, runs: int, cap: float | None,
     from roma_lab.results import write_provenance, write_table
 
     out = evaluation.out
+    web = _web_record(tasks, out)
     write_table(evaluation.rows, out, "rows")
     write_table(evaluation.summary(), out, "summary")
     if evaluation.can_pair():
@@ -207,6 +208,28 @@ def _write(evaluation: Evaluation, tasks: TaskSet, runs: int, cap: float | None,
                                       "systems": list(evaluation.systems), "grader": evaluation.grader,
                                       "budget_usd": cap},
                      model=", ".join(models) or None,
-                     extra={"systems": record["systems"],
+                     extra={"systems": record["systems"], "web": web,
                             "budget": None if evaluation.budget is None else evaluation.budget.as_json()},
                      stats=evaluation.stats)
+
+
+def _web_record(tasks: TaskSet, out: Path) -> dict[str, Any] | None:
+    """What the run's search read of the web, for its provenance: the provider, live or recorded or
+    replayed, and a recorded run's snapshot (exported into ``out``, with the SHA-256 of its manifest),
+    which replays the run offline, bit for bit (``roma_lab.web.open_snapshot``)."""
+    from roma_lab.results import sha256_file
+
+    web = tasks.web
+    if web is None:
+        return None
+    mode = "live" if web.recorder is None else web.recorder.mode
+    record: dict[str, Any] = {"search": web.provider.spec, "recording": mode}
+    if mode == "record":
+        from roma_lab.web import SNAPSHOT_DIR, SNAPSHOT_MANIFEST
+
+        if (out / SNAPSHOT_DIR / SNAPSHOT_MANIFEST).exists():  # a resumed run: its finished rows' calls stay in
+            web.recorder.carry(out / SNAPSHOT_DIR)
+        folder = web.recorder.export_snapshot(out)
+        record |= {"snapshot": folder.relative_to(out).as_posix(),
+                   "snapshot_sha256": sha256_file(folder / SNAPSHOT_MANIFEST)}
+    return record

@@ -29,11 +29,12 @@ def check_record(out: Path, tasks: Any, grader_name: str, systems: Sequence[Any]
     from roma_lab.results import read_json_file, write_text_atomic
 
     record = {"tasks": tasks.name, "source": tasks.source, "task_hashes": _task_hashes(tasks), "grader": grader_name,
+              "web": None if tasks.web is None else tasks.web.provider.spec,
               "systems": {s.label: s.describe() for s in systems}}
     path = out / RECORD_FILE
     if path.exists():
         old = read_json_file(path)  # a DamagedFileError naming it, whatever is wrong with it
-        for key, what in (("tasks", "tasks"), ("grader", "grader")):
+        for key, what in (("tasks", "tasks"), ("grader", "grader"), ("web", "web search")):
             if old.get(key) != record[key]:
                 raise EvaluationMismatchError(
                     f"{out} holds rows made with other {what} ({old.get(key)!r}, now {record[key]!r}); "

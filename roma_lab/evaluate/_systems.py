@@ -44,6 +44,20 @@ class System:
         raise NotImplementedError
 
 
+def _recordable(value: Any) -> Any:
+    """A setting as a run's record holds it (JSON): what an object says of itself (an MCP server: its
+    address, never its headers' or variables' values), else its type's name."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if hasattr(value, "describe"):
+        return value.describe()
+    if isinstance(value, list | tuple):
+        return [_recordable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _recordable(v) for k, v in value.items()}
+    return f"<{type(value).__name__}>"
+
+
 def _wording(task: Callable[[str], str]) -> dict[str, str]:
     """How a system words each question, for its record (nothing when it asks the question as it is)."""
     return {} if task is str else {"task": task("{question}")}
@@ -124,7 +138,7 @@ class _RomaAnswer:
 @dataclass(frozen=True, slots=True)
 class RomaSystem(System):
     """ROMA (``roma_lab.controller.Roma``) with any settings or roles; it searches the task set's
-    corpus (closed-book without one). ``task`` words the question. Answers with its ``Run``; a failed
+    corpus or the web (closed-book without either). ``task`` words the question. Answers with its ``Run``; a failed
     root or a run stopped at its deadline is a system error row, its trace still saved."""
 
     lm: Any
@@ -139,12 +153,13 @@ class RomaSystem(System):
 
     def describe(self) -> dict[str, Any]:
         return {"kind": "roma", "model": _model_name(self.lm), "roles": sorted(self.roles),
-                "settings": {k: v for k, v in sorted(self.settings.items())}, **_wording(self.task)}
+                "settings": {k: _recordable(v) for k, v in sorted(self.settings.items())}, **_wording(self.task)}
 
     def bind(self, tasks: TaskSet) -> _RomaAnswer:
         from roma_lab.controller import Roma
 
-        return _RomaAnswer(Roma(lm=self.lm, corpus=tasks.corpus, **dict(self.roles), **dict(self.settings)), self.task)
+        return _RomaAnswer(Roma(lm=self.lm, corpus=tasks.corpus, web=tasks.web, **dict(self.roles), **dict(self.settings)),
+                           self.task)
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,14 +204,15 @@ class AgentSystem(System):
         return {"kind": "agent", "model": _model_name(self.model), "config": run_label(self.config)}
 
     def bind(self, tasks: TaskSet) -> _AgentAnswer:
-        from roma_lab.agents import Agent, BM25Source, check_tips, qa_tasks
+        from roma_lab.agents import Agent, BM25Source, WebSource, check_tips, qa_tasks
 
         agent = Agent(self.config, lm=self.lm, roles=dict(self.roles) or None)
         agent.setup()  # a missing model fails here, once, not as one error row per task
         if tasks.agent_task is not None:
             task_of = tasks.agent_task
         else:
-            sources = [BM25Source.over("corpus", tasks.corpus)] if tasks.corpus is not None else []
+            sources = ([WebSource("web", tasks.web)] if tasks.web is not None
+                       else [BM25Source.over("corpus", tasks.corpus)] if tasks.corpus is not None else [])
             built = {t.item.item_id: t for t in qa_tasks(tasks.items, sources=sources, grader=tasks.grader
                                                          or _placeholder_grader())}
             task_of = _Lookup(built)

@@ -17,7 +17,7 @@ import json
 import math
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +50,11 @@ class TaskSet:
     """Tasks under one name (the ``benchmark`` of their items and of every row).
 
     ``corpus``: documents the search tools read (strings, a folder of .txt/.md or a .jsonl file; None:
-    closed-book). ``grader``: the set's own grader (a registered benchmark's), used when
-    ``evaluate`` is given none. ``agent_task``: builds the agent's task for an item, tools included
-    (the generated world's search / read_file / python); None: search over ``corpus``.
-    ``source``: where the tasks came from, for provenance."""
+    closed-book). ``web``: a ``roma_lab.web.Web`` the search tools read instead (search, then read
+    pages; live, recorded or replayed). ``grader``: the set's own grader (a registered benchmark's),
+    used when ``evaluate`` is given none. ``agent_task``: builds the agent's task for an item, tools
+    included (the generated world's search / read_file / python); None: search over ``corpus`` or
+    the web. ``source``: where the tasks came from, for provenance."""
 
     name: str
     items: tuple[Item, ...]
@@ -61,9 +62,13 @@ class TaskSet:
     grader: Grader | None = None
     agent_task: Callable[[Item], AgentTask] | None = field(default=None, compare=False)
     source: str = ""
+    web: Any = field(default=None, compare=False)
 
     def corpus_note(self) -> str:
         """What the search tools of these tasks read, in one line (a notebook prints it above its tables)."""
+        if self.web is not None:
+            recording = self.web.recorder.mode if self.web.recorder is not None else "live"
+            return f"{self.name}: search reads the web ({self.web.provider.spec}, {recording})"
         if self.agent_task is not None:
             return f"{self.name}: the agent uses the task set's own tools and documents"
         if self.corpus is None:
@@ -75,6 +80,8 @@ class TaskSet:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "items", tuple(self.items))
+        if self.corpus is not None and self.web is not None:
+            raise TaskFileError(f"task set {self.name!r}: search reads a corpus or the web, not both")
         if isinstance(self.corpus, list):
             object.__setattr__(self, "corpus", tuple(self.corpus))
         if not self.items:
@@ -111,10 +118,29 @@ class TaskSet:
             raise ValueError(f"n must be a positive integer, got {n!r}")
         if n > len(self.items):
             raise ValueError(f"task set {self.name!r} holds {len(self.items)} tasks; asked for {n}")
-        return TaskSet(self.name, self.items[:n], self.corpus, self.grader, self.agent_task, self.source)
+        return TaskSet(self.name, self.items[:n], self.corpus, self.grader, self.agent_task, self.source, self.web)
 
 
 def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | str | os.PathLike[str] | None = None,
+               question: str = "question", answer: str = "answer", id: str = "id",  # noqa: A002
+               max_bytes: int = MAX_TASK_FILE_BYTES, max_field_chars: int = MAX_FIELD_CHARS,
+               web: Any = None) -> TaskSet:
+    """:func:`read_tasks` of ``source``, searching the web when ``web`` names it (a provider spec such
+    as ``"serper"`` or ``"searxng=http://host:port"``, a ``roma_lab.web.WebSettings`` or a ``Web``):
+    the systems that search read the web instead of a corpus."""
+    tasks = read_tasks(source, name=name, corpus=corpus, question=question, answer=answer, id=id,
+                       max_bytes=max_bytes, max_field_chars=max_field_chars)
+    if web is None:
+        return tasks
+    from roma_lab.web import open_web
+
+    if tasks.agent_task is not None:
+        raise TaskFileError(f"{tasks.name}: its tasks bring their own tools; for the world on the web use "
+                            "world_task_set(..., web=...)")
+    return replace(tasks, corpus=None, web=open_web(web))
+
+
+def read_tasks(source: Any, *, name: str | None = None, corpus: Sequence[str] | str | os.PathLike[str] | None = None,
                question: str = "question", answer: str = "answer", id: str = "id",  # noqa: A002
                max_bytes: int = MAX_TASK_FILE_BYTES, max_field_chars: int = MAX_FIELD_CHARS) -> TaskSet:
     """A :class:`TaskSet` from ``source``:
@@ -402,15 +428,23 @@ def agent_task_set(tasks: Sequence[AgentTask], *, corpus: Any = None, source: st
 
 
 def world_task_set(split: str = "dev", n: int | None = None, *, seed: int = 0, levels: Sequence[str] | None = None,
-                   grader: str = "gaia") -> TaskSet:
+                   grader: str = "gaia", web: Any = None) -> TaskSet:
     """Tasks of the generated agent benchmark (``roma_lab.agents.world_tasks``): its documents as the
-    corpus, its quasi-exact grader, and for an agent the world's own tools (search, read_file, python)."""
+    corpus, its quasi-exact grader, and for an agent the world's own tools (search, read_file, python).
+    ``web``: the world on the web instead (its documents served as pages, e.g. by
+    ``roma_lab.web.serve_offline_web``): every system searches it, the agent with a ``read_page`` tool."""
     from roma_lab.agents import world_tasks
     from roma_lab.world import LEVELS, generate_world
 
-    tasks = world_tasks(split, n, seed=seed, levels=tuple(levels or LEVELS), grader=grader)
-    documents = tuple(generate_world(tasks[0].item.metadata["world_seed"]).documents.values())
-    return agent_task_set(tasks, corpus=documents, source=f"world:{split}")
+    client = None
+    if web is not None:
+        from roma_lab.web import open_web
+
+        client = open_web(web)
+    tasks = world_tasks(split, n, seed=seed, levels=tuple(levels or LEVELS), grader=grader, web=client)
+    documents = None if client else tuple(generate_world(tasks[0].item.metadata["world_seed"]).documents.values())
+    source = f"world:{split}" + (f" on the web ({client.provider.spec})" if client else "")
+    return replace(agent_task_set(tasks, corpus=documents, source=source), web=client)
 
 
 def export_world_tasks(folder: str | os.PathLike[str], *, split: str = "dev", n: int = 12,

@@ -12,6 +12,7 @@ ends, on its own event loop. See design/mcp.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import json
 import os
@@ -105,15 +106,21 @@ def tool_result_limit() -> int | None:
     return log.max_result_chars if log is not None else _DEFAULT_RESULT_CHARS
 
 
-def _record(name: str, server: str | None, arguments: Mapping[str, Any], started: float, *,
-            status: ToolStatus, result_chars: int | None, error: str | None, shown_chars: int | None = None,
-            artifact: str | None = None) -> None:
+def record_tool_call(name: str, server: str | None, arguments: Mapping[str, Any], started: float, *,
+                     status: ToolStatus, result_chars: int | None, error: str | None, shown_chars: int | None = None,
+                     artifact: str | None = None, cost: float | None = 0.0, replayed: bool = False,
+                     latency_s: float | None = None) -> None:
+    """Add one :class:`ToolCall` to the role call in progress (nothing outside one): ``started`` on
+    ``time.monotonic()``'s clock, ``latency_s`` the time since then unless given, ``cost`` what the
+    call was billed (None: unknown), ``replayed`` served from a recording. :func:`traced_call` records
+    through it; so does a tool that makes its calls itself (the web room's search-then-read)."""
     log = TOOL_LOG.get()
     if log is not None:
         log.calls.append(ToolCall(name=name, server=server, arguments=jsonable(dict(arguments)), status=status,
-                                  result_chars=result_chars, latency_s=time.monotonic() - started,
+                                  result_chars=result_chars,
+                                  latency_s=time.monotonic() - started if latency_s is None else latency_s,
                                   started_s=started - log.t0, error=error, shown_chars=shown_chars,
-                                  artifact=artifact))
+                                  artifact=artifact, cost=cost, replayed=replayed))
 
 
 def _as_text(result: Any) -> str:
@@ -173,26 +180,26 @@ async def traced_call(name: str, server: str | None, arguments: Mapping[str, Any
     if not done:
         task.cancel()
         err: ToolCallError = ToolTimeoutError(name, server, f"no answer within {timeout_s:g} s")
-        _record(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
+        record_tool_call(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
         raise err
     try:
         result = task.result()
     except Exception as raised:  # noqa: BLE001 - every failure becomes a typed, recorded one
         err = _typed(raised, name, server)
-        _record(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
+        record_tool_call(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
         raise err from raised
     whole = text(result)
     if limit is None or len(whole) <= limit:
-        _record(name, server, arguments, started, status="ok", result_chars=len(whole), error=None)
+        record_tool_call(name, server, arguments, started, status="ok", result_chars=len(whole), error=None)
         return result
     try:
         cut = await _cut(whole, limit)
     except ArtifactError as raised:
         err = ToolFailedError(name, server, f"its result of {len(whole):,} characters is over "
                                             f"max_tool_result_chars={limit} and could not be stored: {raised}")
-        _record(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
+        record_tool_call(name, server, arguments, started, status=err.status, result_chars=None, error=str(err))
         raise err from raised
-    _record(name, server, arguments, started, status="ok", result_chars=len(whole), error=None,
+    record_tool_call(name, server, arguments, started, status="ok", result_chars=len(whole), error=None,
             shown_chars=len(cut.shown), artifact=cut.artifact)
     return shown(cut.shown)
 
@@ -204,10 +211,10 @@ def traced_sync(name: str, server: str | None, arguments: Mapping[str, Any], cal
     try:
         result = call()
     except Exception as err:
-        _record(name, server, arguments, started, status="error", result_chars=None,
+        record_tool_call(name, server, arguments, started, status="error", result_chars=None,
                 error=f"{type(err).__name__}: {err}")
         raise
-    _record(name, server, arguments, started, status="ok", result_chars=_text_chars(result), error=None)
+    record_tool_call(name, server, arguments, started, status="ok", result_chars=_text_chars(result), error=None)
     return result
 
 
@@ -228,21 +235,27 @@ class McpServer:
     """An MCP server for a run's executors: a command started over stdio, or a Streamable HTTP URL.
 
     ``env`` is added to the few variables the SDK passes on (PATH, HOME, ...): the server gets no
-    other secrets of this process. A run starts (or connects to) each server when it begins.
+    other secrets of this process. ``headers`` go with every request to an HTTP server (an
+    ``Authorization`` header with a key, so the key never goes in the URL). Neither is shown by
+    ``repr`` nor recorded (:meth:`describe` names their keys only). A run starts (or connects to)
+    each server when it begins.
     """
 
     name: str
     command: str | None = None
     args: tuple[str, ...] = ()
     url: str | None = None
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise ValueError("an MCP server needs a name (it labels its tool calls in the trace)")
         if (self.command is None) == (self.url is None):
             raise ValueError(f"MCP server {self.name!r}: give exactly one of command (stdio) and url (HTTP)")
+        if self.headers and self.url is None:
+            raise ValueError(f"MCP server {self.name!r}: headers go with an HTTP server's requests (url=...)")
         object.__setattr__(self, "args", tuple(self.args))
 
     @classmethod
@@ -251,17 +264,35 @@ class McpServer:
         return cls(name, command=command, args=args, env=dict(env or {}), cwd=cwd)
 
     @classmethod
-    def http(cls, name: str, url: str) -> McpServer:
-        return cls(name, url=url)
+    def http(cls, name: str, url: str, *, headers: Mapping[str, str] | None = None) -> McpServer:
+        return cls(name, url=url, headers=dict(headers or {}))
+
+    def describe(self) -> dict[str, Any]:
+        """The server as a run's record names it: where it is, and the names (never the values) of
+        the variables and headers it is given, which may hold keys."""
+        where = {"url": self.url} if self.url is not None else {"command": self.command, "args": list(self.args)}
+        return {"name": self.name, **where, "env": sorted(self.env), "headers": sorted(self.headers)}
 
     def _target(self, processes: _ServerProcesses | None) -> Any:
         if self.url is not None:
-            return self.url
+            return _http_with_headers(self.url, self.headers) if self.headers else self.url
         from mcp import StdioServerParameters
 
         argv = processes.argv([self.command, *self.args])
         return StdioServerParameters(command=argv[0], args=argv[1:], env={**self.env, _MARKER: processes.marker},
                                      cwd=self.cwd)
+
+
+@contextlib.asynccontextmanager
+async def _http_with_headers(url: str, headers: Mapping[str, str]):
+    """The SDK's Streamable HTTP transport with ``headers`` on every request (its own client's
+    timeouts: 30 s, and 300 s to read a held-open stream)."""
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with httpx2.AsyncClient(headers=dict(headers), timeout=httpx2.Timeout(30.0, read=300.0)) as http, \
+            streamable_http_client(url, http_client=http) as streams:
+        yield streams
 
 
 class _ServerProcesses:

@@ -109,7 +109,10 @@ class ToolCall:
     status but ``ok``); ``error`` says what went wrong (``None`` exactly when ``ok``). Times are in
     seconds; ``started_s`` on the run's clock. A result longer than ``max_tool_result_chars`` was cut:
     ``shown_chars`` is what the model was shown instead (``None``: the whole result) and
-    ``artifact`` the id of the artifact holding the whole text (``None``: the run had no store)."""
+    ``artifact`` the id of the artifact holding the whole text (``None``: the run had no store).
+    ``cost``: what the call was billed in USD (a web search's price; 0 for a tool that bills nothing;
+    ``None``: unknown, never 0). ``replayed``: served from a recording (the recorded web), no request
+    made."""
 
     name: str
     server: str | None
@@ -121,6 +124,8 @@ class ToolCall:
     error: str | None = None
     shown_chars: int | None = None
     artifact: str | None = None
+    cost: float | None = 0.0
+    replayed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +288,8 @@ class Run:
         return tuple(n for n in self.nodes if n.parent_id == node_id)
 
     def calls_df(self) -> pd.DataFrame:
-        """One row per role call (tidy): node, depth, role, tokens, cost, latency, context size, how
+        """One row per role call (tidy): node, depth, role, tokens, cost (the model's; ``tool_cost``: what
+        its tool calls were billed), latency, context size, how
         many tool calls it made and how many of those failed, and whether it was replayed from a
         completion cache (``cached``: no model ran). Unknown tokens are <NA> and unknown cost NaN."""
         import pandas as pd
@@ -304,6 +310,7 @@ class Run:
                 "context_chars": c.context_chars,
                 "tool_calls": len(c.tools),
                 "tool_errors": sum(t.status != "ok" for t in c.tools),
+                "tool_cost": _known_sum([t.cost for t in c.tools]),
                 "cached": c.cached is True,
                 "error": c.error,
             }
@@ -312,9 +319,9 @@ class Run:
         ]
         columns = ["node_id", "depth", "task_type", "role", "component", "model", "input_tokens",
                    "output_tokens", "cost", "latency_s", "started_s", "context_chars", "tool_calls", "tool_errors",
-                   "cached", "error"]
+                   "tool_cost", "cached", "error"]
         return pd.DataFrame(rows, columns=columns).astype(
-            {"cost": float, "input_tokens": "Int64", "output_tokens": "Int64"})
+            {"cost": float, "tool_cost": float, "input_tokens": "Int64", "output_tokens": "Int64"})
 
     def usage_df(self) -> pd.DataFrame:
         """Per-component usage in the layout of the ROMA paper's Table 5, plus a Total row, with the
@@ -332,7 +339,8 @@ class Run:
         table = pd.DataFrame([{
             "component": component,
             "calls": len(part),
-            "cost": part["cost"].sum(skipna=False) if len(part) else math.nan,
+            # what the model calls cost and what their tool calls were billed (a web search's price)
+            "cost": (part["cost"] + part["tool_cost"]).sum(skipna=False) if len(part) else math.nan,
             "input_tokens": part["input_tokens"].sum(skipna=False),
             "output_tokens": part["output_tokens"].sum(skipna=False),
             "latency_s": part["latency_s"].sum(),
@@ -353,9 +361,10 @@ class Run:
         return self.output
 
     def usage(self) -> Usage:
-        """The total of :meth:`usage_df`, without building a table (a runner reads it once per row)."""
+        """The total of :meth:`usage_df`, without building a table (a runner reads it once per row): the
+        model calls' cost and what their tool calls were billed (a web search's price)."""
         calls = [c for n in self.nodes for c in n.calls]
-        costs = [c.cost for c in calls]
+        costs = [c.cost for c in calls] + [t.cost for c in calls for t in c.tools]
         return Usage(model_calls=len(calls), input_tokens=_known_sum([c.input_tokens for c in calls]),
                      output_tokens=_known_sum([c.output_tokens for c in calls]),
                      cost=float(_known_sum(costs)) if calls and None not in costs else None,
@@ -561,7 +570,8 @@ def _tool_problems(node: Node, call: RoleCall) -> list[str]:
             problems.append(f"{where} has unknown status {t.status!r}")
         if (t.status == "ok") != (t.error is None) or (t.status == "ok") != (t.result_chars is not None):
             problems.append(f"{where} must have a result size and no error exactly when ok")
-        if not (_finite(t.latency_s) and _finite(t.started_s, -math.inf) and (t.result_chars or 0) >= 0):
+        if not (_finite(t.latency_s) and _finite(t.started_s, -math.inf) and (t.result_chars or 0) >= 0
+                and _finite(t.cost)):
             problems.append(f"{where} has a negative or non-finite number")
     return problems
 
@@ -607,7 +617,7 @@ def _file_model(cls: type, nested: Mapping[type, type[BaseModel]], *, later: tup
 
 
 _LMExchangeModel = _file_model(LMExchange, {}, later=("recorded_latency_s",))
-_ToolCallModel = _file_model(ToolCall, {}, later=("shown_chars", "artifact"))
+_ToolCallModel = _file_model(ToolCall, {}, later=("shown_chars", "artifact", "cost", "replayed"))
 _ArtifactRefModel = _file_model(ArtifactRef, {})
 _RepairRecordModel = _file_model(RepairRecord, {})
 _RoleCallModel = _file_model(RoleCall, {LMExchange: _LMExchangeModel, ToolCall: _ToolCallModel},

@@ -12,7 +12,9 @@ records calls at the provider boundary and ``"replay"`` serves only recorded one
 ``WebRecorder.export_snapshot(run_dir)`` / ``open_snapshot(run_dir)`` carry a run's web with it,
 checked by SHA-256. ``serve_offline_web(documents, files=...)`` (and ``python -m roma_lab.web serve
 --corpus FILE.jsonl``) is a web on loopback with a SearXNG-format search, and ``ProviderStub`` a
-loopback stub of each provider with faults. See design/web.md.
+loopback stub of each provider with faults. ``WebPassages(web)`` is the web as a retriever of passages
+(a search, then its first hits read; each call a tool call of the trace), for the systems that search.
+See design/web.md.
 """
 
 from ._errors import (
@@ -30,14 +32,16 @@ from ._errors import (
 )
 from ._guard import Guard, address_refusal
 from ._offline import OfflineWeb, serve_offline_web
+from ._passages import WebPassages
 from ._price import PRICES, WebPrice, call_cost
 from ._providers import PROVIDERS, SearchProvider, parse_provider
+from ._record import MANIFEST as SNAPSHOT_MANIFEST
 from ._record import SNAPSHOT_DIR, WebRecorder, open_snapshot, record_key
 from ._settings import WebSettings
 from ._stubs import FAULTS, ProviderStub, StubRequest
 from ._types import CUT_MARK, Page, WebResult
 from ._usage import WebCall, WebMeter, web_meter
-from ._web import MAX_QUERY_CHARS, Web, WebArgumentError
+from ._web import MAX_QUERY_CHARS, Web, WebArgumentError, open_web
 
 __all__ = [
     "CUT_MARK",
@@ -46,6 +50,7 @@ __all__ = [
     "PRICES",
     "PROVIDERS",
     "SNAPSHOT_DIR",
+    "SNAPSHOT_MANIFEST",
     "BadReplyError",
     "DamagedRecordingError",
     "Guard",
@@ -67,6 +72,7 @@ __all__ = [
     "WebDeadlineError",
     "WebError",
     "WebMeter",
+    "WebPassages",
     "WebPrice",
     "WebRecorder",
     "WebResult",
@@ -74,6 +80,7 @@ __all__ = [
     "address_refusal",
     "call_cost",
     "open_snapshot",
+    "open_web",
     "parse_provider",
     "record_key",
     "serve_offline_web",

@@ -26,6 +26,7 @@ import math
 import mimetypes
 import os
 import re
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -100,6 +101,8 @@ class OfflineWeb(LoopbackServer):
                                      for kind, name in self._entries])
         self._linked = re.compile("|".join(re.escape(html.escape(n)) for n in sorted(self.files, key=len, reverse=True))) \
             if self.files else None
+        self.requests = 0  # every request answered: a replay shows it made none
+        self._count = threading.Lock()
         super().__init__(self._handler(), port=port, name="roma_lab-offline-web")
 
     @property
@@ -157,6 +160,8 @@ class OfflineWeb(LoopbackServer):
 
         class Handler(QuietHandler):
             def do_GET(self) -> None:
+                with web._count:
+                    web.requests += 1
                 parts = urlsplit(self.path)
                 path = unquote(parts.path)
                 if path == "/search":

@@ -46,7 +46,7 @@ from roma_lab.results import quarantine, safe_name, write_text_atomic
 from ._errors import DamagedRecordingError, ReplayMissError
 from ._http import Deadline
 
-__all__ = ["MODES", "SNAPSHOT_DIR", "WebRecorder", "open_snapshot", "record_key"]
+__all__ = ["MANIFEST", "MODES", "SNAPSHOT_DIR", "WebRecorder", "open_snapshot", "record_key"]
 
 MODES = ("off", "record", "replay")
 RecordMode = Literal["record", "replay"]
@@ -184,6 +184,18 @@ class WebRecorder:
                 del self._flights[key]
         self._serve(key, relative)
         return stored.reply, False, key
+
+    def carry(self, snapshot: str | os.PathLike[str]) -> None:
+        """Count a snapshot's entries (checked by hash) among what this recorder served, copying into
+        its folder any it lacks: so a resumed run's export still holds the calls of the rows it finished
+        before (and now made no call for)."""
+        earlier = open_snapshot(snapshot)
+        for relative in earlier._manifest or {}:
+            target = self.directory / relative
+            if not target.exists():
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes((earlier.directory / relative).read_bytes())
+            self._serve(Path(relative).stem, relative)
 
     def _serve(self, key: str, relative: str) -> None:
         with self._lock:

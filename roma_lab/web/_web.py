@@ -30,7 +30,7 @@ from ._settings import WebSettings
 from ._types import Page, WebResult, cut_text
 from ._usage import WebCall, record_call
 
-__all__ = ["MAX_QUERY_CHARS", "Web", "WebArgumentError"]
+__all__ = ["MAX_QUERY_CHARS", "Web", "WebArgumentError", "open_web"]
 
 #: The longest query sent (Brave's documented limit; the others accept at least this).
 MAX_QUERY_CHARS = 400
@@ -213,3 +213,18 @@ class Web:
                             replayed, time.monotonic() - started,
                             len(reply["results"]) if kind == "search" else None, None, key))
         return value
+
+
+def open_web(value: Any) -> Web:
+    """A :class:`Web` from what a user names: a ``Web`` as it is; a ``WebSettings``; or a provider spec
+    (``"serper"``, ``"searxng=http://host:port"``), read over $ROMA_LAB_WEB_* for everything else. A
+    replay whose folder holds a run's exported snapshot opens it checked by hash (``open_snapshot``)."""
+    from ._record import MANIFEST, SNAPSHOT_DIR, open_snapshot
+
+    if isinstance(value, Web):
+        return value
+    settings = value if isinstance(value, WebSettings) else WebSettings.from_environment(search=value)
+    folder = settings.folder()
+    if settings.recording == "replay" and ((folder / MANIFEST).exists() or (folder / SNAPSHOT_DIR / MANIFEST).exists()):
+        return Web(settings, recorder=open_snapshot(folder))
+    return Web(settings)

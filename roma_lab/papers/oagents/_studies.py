@@ -427,14 +427,16 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
 
 
 def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int | None = 6, seed: int = 0,
-                        stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
+                        web: Any = None, stats: StatsSettings = DEFAULT_STATS) -> OAgentsTables:
     """Notebook 29 (Table 8): a seeded subset of BrowseComp (``roma_lab.bench.sample``; items are
     decrypted in memory, redacted from saved trajectories and never put in a completion cache), closed-book, graded by the
     benchmark's labelled string-match fallback (no judge model). Two conditions, named as Table 8
     names them: the model alone (one answer, no tools) and the agent (plan review and answer
     reflection, the components that exist without search; the paper's OAgents searches the web).
     ``browsecomp_paper_counts.csv`` holds the counts notebook 20's audit infers for Table 8 (the
-    paper does not state the subset's size)."""
+    paper does not state the subset's size). ``web`` (a provider spec such as ``"serper"``, or a
+    ``roma_lab.web.WebSettings`` or ``Web``): the agent searches the web and reads pages, as the paper's
+    OAgents did; live only, since a recording would keep the questions (the queries) on disk."""
     from roma_lab.agents import qa_tasks
     from roma_lab.bench import load_browsecomp, sample
     from roma_lab.lm import model_label, resolve_lm
@@ -450,12 +452,26 @@ def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int 
     alone = Condition(label, AgentConfig(name="model_alone", max_steps=1, reanswer=False))
     agent = Condition(f"OAgents - {label}", AgentConfig(name="agent_closed_book", max_steps=3, planning="revise",
                                                         tts="reflection", reflect_at="end"))
-    tasks = qa_tasks(sample(load_browsecomp(), n_items, seed))
+    setting = "closed-book (offline: no web search)"
+    sources = []
+    if web:
+        from roma_lab.agents import WebSource
+        from roma_lab.web import open_web
+
+        client = open_web(web)
+        if client.recorder is not None:
+            raise ValueError("BrowseComp's questions must not reach the disk in the clear, and a web recording keeps "
+                             "each query: run it with the live web (recording off)")
+        sources = [WebSource("web", client)]
+        # room for a search, a read and an answer, as the paper's agent searched and read
+        agent = replace(agent, config=replace(agent.config, name="agent_web", max_steps=6))
+        setting = f"the agent searches the web ({client.provider.spec}) and reads pages"
+    tasks = qa_tasks(sample(load_browsecomp(), n_items, seed), sources=sources)
     tables = run_study(out_dir, prefix="browsecomp", artefacts=("table8", "table8 text"), conditions=[alone, agent],
                        tasks=tasks, baseline=alone.name, runs=1, lm=lm, level=None,
                        paper_subsets={"all": "BrowseComp subset"},
-                       benchmark="BrowseComp seeded subset, closed-book (offline: no web search), string-match "
-                                 "fallback grader (not the official judge)",
+                       benchmark=f"BrowseComp seeded subset, {setting}, string-match fallback grader (not the "
+                                 "official judge)",
                        why_not_measured=_OFFLINE, stats=stats)
     audit = audit_paper_numbers().counts
     counts = audit[audit["artefact"] == "table8"].reset_index(drop=True)

@@ -128,6 +128,15 @@ def _user_data(spec: BenchmarkSpec, path: str | os.PathLike[str] | None) -> tupl
                           "message": f"ran on the user-supplied file {path}"}]), items
 
 
+def _web_spec(web: Any) -> str:
+    """The provider spec of ``web`` ("" without one), as the run's settings record it."""
+    if not web:
+        return ""
+    if isinstance(web, str):
+        return web
+    return web.provider.spec if hasattr(web, "provider") else web.search
+
+
 # The controller stops itself at its deadline and saves its trace; the runner's thread timeout (which
 # cannot stop the thread) is only for the base model and a controller that fails to stop.
 _BACKSTOP_S = 60.0
@@ -144,6 +153,7 @@ def run_roma_table(
     max_depth: int = 1,
     max_concurrency: int = 1,
     search_backend: str | None = None,
+    web: Any = None,
     systems: Sequence[str] = SYSTEMS,
     n_chapters: int = 3,
     chapter_words: int = 150,
@@ -159,8 +169,9 @@ def run_roma_table(
     ``"scripted"`` (a deterministic test double, labelled so), or a ``dspy.LM``. ``judge_lm``: the
     grading model (same forms, or a judge callable; None or "" = the benchmark's string-match
     fallback, labelled "string-match, not the official judge"; EQ-Bench and AbGen need a judge).
-    ``search_backend``: a corpus (folder or .jsonl) for ROMA's BM25 search executor; None =
-    closed-book. ``n_items=None`` runs the whole benchmark. Long-form tasks ask for ``n_chapters`` of
+    ``search_backend``: a corpus (folder or .jsonl) for ROMA's BM25 search executor; ``web``: the web
+    instead (a provider spec such as ``"serper"`` or ``"searxng=http://host:port"``, a
+    ``roma_lab.web.WebSettings`` or ``Web``; "" or None: none). Neither: closed-book. ``n_items=None`` runs the whole benchmark. Long-form tasks ask for ``n_chapters`` of
     ``chapter_words`` words. ``item_timeout_s``: ROMA stops an item's run at this deadline (a
     ``timed_out`` run, trace saved, an error row naming it); the runner's hard limit per item, for
     the base model and as a backstop, is a minute later. None = no deadline. ``data_path``: the user's file for a benchmark not available offline
@@ -202,20 +213,22 @@ def run_roma_table(
     grader = spec.grader(judge)  # raises for rubric benchmarks without a judge
     config = RunConfig(benchmark=benchmark, model=model_label(model), judge=grader.name, max_depth=max_depth,
                        max_concurrency=max_concurrency, search_backend=str(search_backend or ""),
+                       web=_web_spec(web),
                        longform_task=task("{prompt}"))
     check_config(out, config)
 
     from roma_lab.evaluate import TaskSet, evaluate
+    from roma_lab.web import open_web
 
     built = [make_system(name, model, task, max_depth=max_depth, max_concurrency=max_concurrency,
                          run_timeout_s=item_timeout_s) for name in systems]
     tasks = TaskSet(benchmark, tuple(items), corpus=config.search_backend or None, grader=grader,
-                    source=f"benchmark:{benchmark}")
+                    source=f"benchmark:{benchmark}", web=open_web(web) if web else None)
     evaluation = evaluate(built, tasks, grader, out=out / f"{benchmark}_runs", progress=progress, stats=stats,
                           timeout_s=None if item_timeout_s is None else item_timeout_s + _BACKSTOP_S)
     results = evaluation.rows
     summary = summarize_results(results, spec, stats=stats)
-    settings = {name: system_setting(name, config.search_backend) for name in systems}
+    settings = {name: system_setting(name, config.search_backend, config.web) for name in systems}
     summary = summary.assign(model=config.model, setting=summary["condition"].map(settings))
     # the graders as they named themselves on the rows (EQ-Bench's says "final-piece-only")
     graders = dict(zip(summary["condition"], summary["grader"]))

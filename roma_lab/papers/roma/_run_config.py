@@ -31,6 +31,7 @@ class RunConfig(BaseModel):
     max_depth: int
     max_concurrency: int
     search_backend: str
+    web: str = ""  # the web search's provider spec ("": none); configs written before it read as none
     longform_task: str
 
 

@@ -59,10 +59,12 @@ def check_run(n_items: int | None, max_depth: int, max_concurrency: int, systems
         raise ValueError(f"systems must be distinct names from {SYSTEMS}, got {list(systems)!r}")
 
 
-def system_setting(system: str, search_backend: str) -> str:
-    """How a system met the questions: closed-book, or ROMA searching a BM25 corpus."""
+def system_setting(system: str, search_backend: str, web: str = "") -> str:
+    """How a system met the questions: closed-book, or ROMA searching a BM25 corpus or the web."""
     if system == "single":
         return SINGLE_CALL
+    if web:
+        return f"search: the web ({web}; a search, then its first hits read)"
     return f"search: BM25 over {search_backend}" if search_backend else CLOSED_BOOK
 
 
