@@ -46,7 +46,7 @@ def load(path: Path) -> pd.DataFrame:
 RENAMED_COLUMNS = [(r"", {"item_id": "task_id"}), (r"_rows\.csv$", {"answer": "prediction"})]
 RENAMED_VALUES = {"base": "single", "roma - base": "roma - single", "['base']": "['single']"}
 RENAMED_TEXT = [(r"^base on ", "single on "), (r"^our base runs on ", "our single runs on "),
-                (r"ROMA and its base model only", "ROMA and a single call of its model only")]
+                (r"ROMA and its base (\w+ )?model only", "ROMA and a single call of its model only")]
 RECODED = [(r"_rows\.csv$", "status", str.lower)]
 DERIVED = {"correct": lambda after: after["score"].map(lambda v: "" if v == "" else str(float(v) == 1.0))}
 # Files the refactor moved: every run now keeps its evaluation folder (attempts.csv, rows, summary and paired
