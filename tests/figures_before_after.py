@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 TIMING = re.compile(r"(^|_)(wall|latency|seconds|elapsed|time|times|started|ended|created|queued|duration|tok_per_s|"
-                    r"tokens_per_s|date)(_|$)|_s$|_at$", re.I)
+                    r"tokens_per_s|date)(_|$)|_s$|_ms$|_at$", re.I)
 
 
 def run(repo: Path, out: Path) -> None:
@@ -40,10 +40,14 @@ def load(path: Path) -> pd.DataFrame:
 
 
 # What a refactor renamed on purpose, applied to the "before" side so the rest is compared as it was (each
-# entry says why). The one runner (issue 50): a run's item is its task, the single call of the ROMA
-# tables is "single" everywhere, the agent's answer is the row's prediction and "correct" its score.
-RENAMED_COLUMNS = {"item_id": "task_id", "answer": "prediction"}
+# entry says why). The one runner (issue 50): a run's item is its task; the single call of the ROMA
+# tables is "single" everywhere (and says so in words); a study's rows name the agent's answer its
+# prediction, its grade its score, and its status the one status vocabulary (lower case).
+RENAMED_COLUMNS = [(r"", {"item_id": "task_id"}), (r"_rows\.csv$", {"answer": "prediction"})]
 RENAMED_VALUES = {"base": "single", "roma - base": "roma - single", "['base']": "['single']"}
+RENAMED_TEXT = [(r"^base on ", "single on "), (r"^our base runs on ", "our single runs on "),
+                (r"ROMA and its base (\w+ )?model only", "ROMA and a single call of its model only")]
+RECODED = [(r"_rows\.csv$", "status", str.lower)]
 DERIVED = {"correct": lambda after: after["score"].map(lambda v: "" if v == "" else str(float(v) == 1.0))}
 # Files the refactor moved: every run now keeps its evaluation folder (attempts.csv, rows, summary and paired
 # tables beside the traces), where it used to append a run file beside the tables.
@@ -51,9 +55,23 @@ MOVED = re.compile(r"(^|/)(attempts|rows|summary|paired)\.csv$|_runs/|(^|/)runs/
 OLD_LOGS = re.compile(r"(^|/)(run\d+|runs|atomizer_results_log|items)\.csv$")
 
 
-def _renamed(x: pd.DataFrame, y: pd.DataFrame) -> pd.DataFrame:
-    x = x.rename(columns={c: n for c, n in RENAMED_COLUMNS.items() if c in x.columns and n not in x.columns})
-    x = x.apply(lambda col: col.map(lambda v: RENAMED_VALUES.get(v, v) if isinstance(v, str) else v))
+def _renamed(rel: str, x: pd.DataFrame, y: pd.DataFrame) -> pd.DataFrame:
+    for pattern, names in RENAMED_COLUMNS:
+        if re.search(pattern, rel):
+            x = x.rename(columns={c: n for c, n in names.items() if c in x.columns and n not in x.columns})
+
+    def cell(v):
+        if not isinstance(v, str):
+            return v
+        v = RENAMED_VALUES.get(v, v)
+        for pattern, replacement in RENAMED_TEXT:
+            v = re.sub(pattern, replacement, v)
+        return v
+
+    x = x.apply(lambda col: col.map(cell))
+    for pattern, column, recode in RECODED:
+        if re.search(pattern, rel) and column in x.columns:
+            x[column] = x[column].map(lambda v: recode(v) if isinstance(v, str) else v)
     for column, derive in DERIVED.items():
         if column in x.columns and column not in y.columns:
             x = x.assign(**{column: x[column].astype(str)})
@@ -78,7 +96,7 @@ def compare(a: Path, b: Path) -> int:
         print("only after:", rel, "" if rel in only_after else "(an evaluation folder's own table)")
     for rel in sorted(files_a & files_b):
         x, y = load(a / rel), load(b / rel)
-        x = _renamed(x, y)
+        x = _renamed(rel.as_posix(), x, y)
         if [c for c in x.columns if c not in y.columns]:
             print("columns lost:", rel, [c for c in x.columns if c not in y.columns]); differ += 1; continue
         added = [c for c in y.columns if c not in x.columns]

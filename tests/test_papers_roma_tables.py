@@ -606,16 +606,16 @@ def test_table5_runs_stopped_and_damaged_stories_again(tmp_path):
 
 def test_table5_keeps_stories_that_ended_and_averages_completed_ones_only(tmp_path):
     first = roma.measure_component_cost(tmp_path, lm="scripted", n_items=3, n_chapters=2)
-    ids = first["table5_runs"]["item_id"].tolist()
+    ids = first["table5_runs"]["task_id"].tolist()
     forge_ending(trace_file(tmp_path, "table5", ids[0]), "failed")
     forge_ending(trace_file(tmp_path, "table5", ids[1]), "partial")
     lm = counting_lm()
     again = roma.measure_component_cost(tmp_path, lm=lm, n_items=3, n_chapters=2)
     assert len(lm.engine.requests) == 0  # a story whose run ended is finished: not written again on resume
-    runs = again["table5_runs"].set_index("item_id")
+    runs = again["table5_runs"].set_index("task_id")
     assert runs.loc[ids, "status"].tolist() == ["failed", "partial", "completed"]  # what was left out, and why
     assert runs.loc[ids, "averaged"].tolist() == [False, False, True]
-    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "table5_runs.csv", dtype={"item_id": str}),
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "table5_runs.csv", dtype={"task_id": str}),
                                   again["table5_runs"])
     only = component_cost_df({ids[2]: saved_run(tmp_path, "table5", ids[2])}, n_chapters=2)
     assert set(again["table5_components"]["model"]) == {model_label(lm)}  # the table names its model

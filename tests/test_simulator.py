@@ -333,10 +333,10 @@ def test_a_priced_model_gives_each_call_its_cost_and_an_unpriced_one_an_unknown_
     served = {c.model: c for c in sim.calls}
     expected = (served["priced"].input_tokens * 0.5 + served["priced"].output_tokens * 2.0) / 1000
     assert served["priced"].cost == pytest.approx(expected) and expected > 0
-    assert priced.cost == pytest.approx(expected)  # read by the project's cost path (call_usage), not recomputed
-    assert (priced.input_tokens, priced.output_tokens) == (served["priced"].input_tokens,
+    assert priced.usage().cost == pytest.approx(expected)  # read by the project's cost path (call_usage), not recomputed
+    assert (priced.usage().input_tokens, priced.usage().output_tokens) == (served["priced"].input_tokens,
                                                           served["priced"].output_tokens)
-    assert unpriced.cost is None  # unknown, never 0
+    assert unpriced.usage().cost is None  # unknown, never 0
 
 
 def test_an_unknown_model_is_a_404_naming_what_is_served():

@@ -133,8 +133,8 @@ BENCHMARKS: Mapping[str, BenchmarkSpec] = MappingProxyType({spec.name: spec for 
                   details=ABGEN_ASPECTS, user_file=f"To run Table 6, set ABGEN_PATH to the file. {_ABGEN_HELP}",
                   artefact="table6", paper_names={"roma": "ROMA"},
                   unmeasured="the paper states only ranks (its Table 6 body is not in the seed text), and a rank "
-                             "among its 20 settings needs all 20 settings' scores; this lab scores ROMA and its base "
-                             "model only (their 1-5 means go to abgen_summary when AbGen data is supplied)"),
+                             "among its 20 settings needs all 20 settings' scores; this lab scores ROMA and a single "
+                             "call of its model only (their 1-5 means go to abgen_summary when AbGen data is supplied)"),
     BenchmarkSpec("hotpotqa", load_hotpotqa, GraderSpec(HotpotQAGrader, judged=False)),
     BenchmarkSpec("aime2025", load_aime2025, GraderSpec(AIMEGrader, judged=False)),
     BenchmarkSpec("papillon", load_papillon, GraderSpec(PapillonGrader), metric="score", unit="score"),

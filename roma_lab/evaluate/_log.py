@@ -42,7 +42,8 @@ _COUNTS = ("run", "model_calls", "input_tokens", "output_tokens")
 _NUMBERS = ("score", "latency_s", "cost")
 _TEXT = tuple(c for c in ROW_COLUMNS if c not in _COUNTS + _NUMBERS)
 # What folders written before the one runner hold: an evaluation's run<r>.csv beside usage/, a ROMA
-# table's traces directly in its <benchmark>_runs/, an agent's <label>/runs.csv beside trajectories/.
+# table's traces directly in its <benchmark>_runs/ (hidden files are others'), an agent's
+# <label>/runs.csv beside trajectories/.
 _OWN_JSON = ("evaluation.json", "provenance.json")
 
 
@@ -61,7 +62,8 @@ def check_layout(out: Path) -> None:
     if (out / LOG_FILE).exists() or not out.is_dir():
         return
     old = ((out / "run0.csv").exists() or (out / "usage").is_dir()
-           or any(p.name not in _OWN_JSON for p in out.glob("*.json"))
+           or (out.name.endswith("_runs") and any(p.name not in _OWN_JSON and not p.name.startswith(".")
+                                                  for p in out.glob("*.json")))
            or any(p.is_file() for p in out.glob("*/runs.csv")))
     if old:
         raise OldLayoutError(f"{out} was written by an earlier roma_lab; migrate it once with `python -m "

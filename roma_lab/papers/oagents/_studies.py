@@ -367,7 +367,8 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
                            "sha256": "", "note": f"{len(files)} *_rows.csv files under {root / stem}; "
                                                  "run its notebook first" if not files else "several rows files"})
             continue
-        rows = read_table(files[0].parent, files[0].stem, dtype={"task_id": str, "prediction": str, "status": str})
+        rows = _saved_rows(read_table(files[0].parent, files[0].stem,
+                                      dtype={"task_id": str, "prediction": str, "answer": str, "status": str}))
         listed.append({"source": stem, "status": "read", "rows_file": files[0].name, "sha256": sha256_file(files[0]),
                        "note": f"{len(rows)} rows", "model": models_of(rows["model"]) if "model" in rows else ""})
         frames.append(rows.assign(source=stem))
@@ -424,6 +425,16 @@ def compare_saved_runs(out_dir: str | Path, *, saved_root: str | Path | None = N
     record_stats(out_dir, stats)
     return OAgentsTables(out_dir=out_dir, rows=rows, protocol=protocol, comparisons=protocol.iloc[0:0],
                          vs_paper=vs_paper, extra={"sources": sources_table}, stats=stats)
+
+
+def _saved_rows(rows):
+    """A study's saved rows in the one row schema: rows written before the one runner name the answer
+    ``answer`` and its grade ``correct`` (True: fully correct), where now they are ``prediction`` and
+    ``score``."""
+    if "prediction" in rows.columns or "answer" not in rows.columns:
+        return rows
+    correct = rows["correct"].map({True: 1.0, False: 0.0, "True": 1.0, "False": 0.0})
+    return rows.rename(columns={"answer": "prediction"}).assign(score=correct)
 
 
 def evaluate_browsecomp(out_dir: str | Path, *, lm: Any = "local", n_items: int | None = 6, seed: int = 0,

@@ -144,7 +144,7 @@ def measure_component_cost(
     # per-chapter cost describes completed stories only; the others are listed in table5_runs
     completed = {item_id: run for item_id, run in runs.items() if run.status == "completed"}
     story_rows = [{
-        "item_id": item_id, "status": run.status, "wall_s": run.wall_s, "n_nodes": len(run.nodes),
+        "task_id": item_id, "status": run.status, "wall_s": run.wall_s, "n_nodes": len(run.nodes),
         "n_calls": sum(len(n.calls) for n in run.nodes), "planned_subtasks": len(run.children("0")),
         "chapters_requested": n_chapters, "output_chars": len(run.output or ""), "averaged": item_id in completed,
     } for item_id, run in runs.items()]
