@@ -13,8 +13,7 @@ same systems on the same tasks, each its own ``roma_lab.evaluate`` folder:
 - ``bm25/``: the same systems searching the documents with BM25 (what every other notebook does).
 
 Tables: ``web_rows.csv`` (the three evaluations' rows, ``setting`` naming which), ``web_replay.csv``
-(per system: rows and traces identical, web calls, calls served from the snapshot, requests the
-stopped web received), ``web_summary.csv`` (pass@1 with its CI per system and setting) and
+(per system: rows and traces identical, web calls, calls served from the snapshot), ``web_summary.csv`` (pass@1 with its CI per system and setting) and
 ``web_paired.csv`` (per system, web minus BM25 paired on the tasks: CI, sign test, MDE).
 """
 
@@ -36,22 +35,25 @@ _WEB_TOOLS = ("web_search", "web_read", "search", "read_page")
 _TIMED = ("latency_s", "wall_s", "started_s", "queued_s", "created_s", "ended_s", "recorded_latency_s", "fetched_at")
 
 
-def _systems(names: Sequence[str], lm: Any, max_depth: int, run_timeout_s: float | None) -> list[Any]:
+def _systems(chosen: Sequence[Any], lm: Any, max_depth: int, run_timeout_s: float | None) -> list[Any]:
+    """``chosen``'s names built on ``lm``; any other entry is a system of ``roma_lab.evaluate`` as it is."""
     from roma_lab.evaluate import agent, roma
 
-    unknown = sorted(set(names) - set(SYSTEMS))
-    if unknown or not names:
-        raise ValueError(f"systems are some of {SYSTEMS}, got {list(names)}")
+    unknown = sorted(str(s) for s in chosen if isinstance(s, str) and s not in SYSTEMS)
+    if unknown or not chosen:
+        raise ValueError(f"systems are some of {SYSTEMS} or systems of roma_lab.evaluate, got {list(chosen)}")
     built = {"roma": lambda: roma(lm, max_depth=max_depth, run_timeout_s=run_timeout_s), "agent": lambda: agent(None, lm)}
-    return [built[name]() for name in names]
+    return [built[s]() if isinstance(s, str) else s for s in chosen]
 
 
-def _untimed(value: Any) -> Any:
-    """A trace's JSON data without what depends on the clock (its timings, a page's fetch time)."""
+def _comparable(value: Any) -> Any:
+    """A trace's JSON data without what depends on the clock (its timings, a page's fetch time) or on
+    whether a recording served a call (``replayed``, counted in its own column)."""
     if isinstance(value, dict):
-        return {k: _untimed(v) for k, v in value.items() if k not in _TIMED and not k.endswith("_s")}
+        return {k: _comparable(v) for k, v in value.items()
+                if k not in _TIMED and k != "replayed" and not k.endswith("_s")}
     if isinstance(value, list):
-        return [_untimed(v) for v in value]
+        return [_comparable(v) for v in value]
     return value
 
 
@@ -64,11 +66,11 @@ def _replayed_calls(trace: Any) -> tuple[int, int]:
     return len(web), sum(t.replayed for t in web)
 
 
-def _replay_check(recorded: Any, replayed: Any, requests: int) -> Any:
-    """Per system: whether the replay's rows and traces equal the recorded run's (timings aside), its
-    web calls and how many the snapshot served, and the requests the stopped web received."""
+def _replay_check(recorded: Any, replayed: Any) -> Any:
+    """Per system: whether the replay's rows and traces equal the recorded run's (timings and ``replayed`` aside), its
+    web calls and how many the snapshot served (the web was stopped: a call it did not serve failed).
+    A system that keeps no traces has ``traces_identical`` None."""
     import pandas as pd
-
 
     keep = ["condition", "run", "task_id", "prediction", "status", "score", "error"]
     table = []
@@ -76,24 +78,31 @@ def _replay_check(recorded: Any, replayed: Any, requests: int) -> Any:
         mine = recorded.rows[recorded.rows["condition"] == system]
         again = replayed.rows[replayed.rows["condition"] == system]
         rows_same = mine[keep].reset_index(drop=True).equals(again[keep].reset_index(drop=True))
-        traces_same, calls, served = True, 0, 0
+        traces_same, calls, served, compared = True, 0, 0, 0
         for task_id, run in zip(mine["task_id"], mine["run"], strict=True):
+            kept = [e.trace_path(system, task_id, run).is_file() for e in (recorded, replayed)]
+            if not any(kept):  # a system that keeps no trace (a plain function) has none to compare
+                continue
+            if not all(kept):
+                traces_same = False
+                continue
             a, b = recorded.trace(system, task_id, run), replayed.trace(system, task_id, run)
-            traces_same &= _untimed(json.loads(a.to_json())) == _untimed(json.loads(b.to_json()))
+            traces_same &= _comparable(json.loads(a.to_json())) == _comparable(json.loads(b.to_json()))
             n, s = _replayed_calls(b)
-            calls, served = calls + n, served + s
-        table.append({"condition": system, "rows_identical": rows_same, "traces_identical": traces_same,
-                      "web_calls": calls, "served_from_snapshot": served, "requests_to_stopped_web": requests,
+            calls, served, compared = calls + n, served + s, compared + 1
+        table.append({"condition": system, "model": recorded.models.get(system), "rows_identical": rows_same, "traces_identical": traces_same if compared else None,
+                      "web_calls": calls, "served_from_snapshot": served,
                       "n_tasks": len(mine)})
     return pd.DataFrame(table)
 
 
 def measure_offline_web(out_dir: str | Path, *, lm: Any = "local", n_tasks: int = 4, split: str = "dev",
-                        levels: Sequence[str] = ("L1",), seed: int = 0, systems: Sequence[str] = SYSTEMS,
+                        levels: Sequence[str] = ("L1",), seed: int = 0, systems: Sequence[Any] = SYSTEMS,
                         port: int = DEFAULT_PORT, max_depth: int = 1, item_timeout_s: float | None = 900,
                         stats: StatsSettings = DEFAULT_STATS, progress: bool = False) -> dict[str, Any]:
     """The study of the module docstring on ``n_tasks`` tasks of the world's ``split`` at ``levels``
-    (drawn with ``seed``), ``systems`` on ``lm`` (ROMA at ``max_depth``, the default agent), each task
+    (drawn with ``seed``), ``systems`` on ``lm`` (ROMA at ``max_depth``, the default agent; or systems of
+    ``roma_lab.evaluate``, used as they are), each task
     stopped at ``item_timeout_s``. Returns the tables by name (also written under ``out_dir``)."""
     import pandas as pd
 
@@ -111,22 +120,21 @@ def measure_offline_web(out_dir: str | Path, *, lm: Any = "local", n_tasks: int 
         recording = site.settings(recording="record", recording_dir=str(out / "web_recording"))
         recorded = evaluate(built, world_task_set(**common, web=recording), out=out / "web", **run)
         spec, allow = site.search_spec, site.allow_hosts
-    requests_before = site.requests
     # the web is stopped: a request would fail, so identical rows are rows the snapshot gave
     replay = WebSettings(search=spec, allow_hosts=allow, recording="replay",
                          recording_dir=str(out / "web" / "web_snapshot"))
     replayed = evaluate(built, world_task_set(**common, web=replay), out=out / "replay", **run)
     bm25 = evaluate(built, world_task_set(**common), out=out / "bm25", **run)
-    check = _replay_check(recorded, replayed, site.requests - requests_before)
+    check = _replay_check(recorded, replayed)
 
     settings = {"web": f"the offline web ({spec}): search, then read pages", "bm25": "BM25 over the documents",
                 "replay": "the web run replayed from its snapshot, the web stopped"}
-    rows = pd.concat([e.rows.assign(setting=settings[name]) for name, e in
+    rows = pd.concat([e.rows.assign(setting=settings[name], model=e.rows["condition"].map(e.models)) for name, e in
                       (("web", recorded), ("replay", replayed), ("bm25", bm25))], ignore_index=True)
     scores = pd.concat([e.scores().assign(condition=lambda d, name=name: d["condition"] + f" ({name})")
                         for name, e in (("web", recorded), ("bm25", bm25))], ignore_index=True)
     summary = summarize(scores, ["score"], stats=stats)
-    paired = pd.concat([compare(scores, f"{s} (web)", f"{s} (bm25)", "score", stats=stats) for s in systems],
+    paired = pd.concat([compare(scores, f"{s} (web)", f"{s} (bm25)", "score", stats=stats) for s in recorded.systems],
                        ignore_index=True)
     tables = {"web_rows": rows, "web_replay": check, "web_summary": summary, "web_paired": paired}
     for name, table in tables.items():

@@ -1,0 +1,49 @@
+"""roma_lab.studies: the offline web study (notebook 42) records a run through the web, replays it
+with the web stopped and says whether the replay matched; a replay that differs is said to differ."""
+
+from __future__ import annotations
+
+import itertools
+
+import pandas as pd
+import pytest
+
+from roma_lab.controller import ScriptedRoles
+from roma_lab.evaluate import FunctionSystem, RomaSystem
+from roma_lab.stats import StatsSettings
+from roma_lab.studies import measure_offline_web
+
+STATS = StatsSettings(n_resamples=50, seed=0)
+
+
+def searching_roma():
+    """ROMA whose scripted roles send each goal to the search executor, so every task searches and reads."""
+    roles = ScriptedRoles({}, root_type="search")
+    return RomaSystem("scripted", "roma", roles={"atomizer": roles.atomizer, "planner": roles.planner,
+                                                 "aggregator": roles.aggregator}, settings={"max_depth": 1})
+
+
+def test_a_run_through_the_web_replays_from_its_snapshot_call_for_call(tmp_path):
+    tables = measure_offline_web(tmp_path, systems=[searching_roma()], n_tasks=2, port=0, stats=STATS)
+    check = tables["web_replay"].set_index("condition").loc["roma"]
+    assert check["rows_identical"] and check["traces_identical"]
+    assert check["web_calls"] > 0 and check["served_from_snapshot"] == check["web_calls"]
+    assert (tmp_path / "web" / "web_snapshot" / "manifest.json").is_file()
+    written = pd.read_csv(tmp_path / "web_rows.csv")
+    assert set(written["setting"].str.split(" ").str[0]) == {"the", "BM25"}  # web, replay and BM25 rows
+    assert len(written) == 3 * 2 and written["model"].notna().all()
+    assert len(tables["web_paired"]) == 1  # roma through the web minus roma through BM25
+
+
+def test_a_replay_that_answers_differently_is_reported_as_not_identical(tmp_path):
+    counter = itertools.count()
+    drifting = FunctionSystem(lambda question: f"answer {next(counter)}", "drift")
+    tables = measure_offline_web(tmp_path, systems=[drifting], n_tasks=2, port=0, stats=STATS)
+    check = tables["web_replay"].set_index("condition").loc["drift"]
+    assert not check["rows_identical"] and pd.isna(check["traces_identical"])  # a function keeps no trace
+
+
+def test_an_unknown_system_name_is_refused_before_anything_runs(tmp_path):
+    with pytest.raises(ValueError, match="some of"):
+        measure_offline_web(tmp_path, systems=["roma", "oracle"], n_tasks=1, port=0)
+    assert not any(tmp_path.iterdir())
