@@ -5,22 +5,24 @@ from __future__ import annotations
 
 import itertools
 
+import dspy
 import pandas as pd
 import pytest
 
 from roma_lab.controller import ScriptedRoles
 from roma_lab.evaluate import FunctionSystem, RomaSystem
+from roma_lab.lm import CachingEngine, ScriptedEngine, script_reply
 from roma_lab.stats import StatsSettings
 from roma_lab.studies import measure_offline_web
 
 STATS = StatsSettings(n_resamples=50, seed=0)
 
 
-def searching_roma():
+def searching_roma(lm="scripted"):
     """ROMA whose scripted roles send each goal to the search executor, so every task searches and reads."""
     roles = ScriptedRoles({}, root_type="search")
-    return RomaSystem("scripted", "roma", roles={"atomizer": roles.atomizer, "planner": roles.planner,
-                                                 "aggregator": roles.aggregator}, settings={"max_depth": 1})
+    return RomaSystem(lm, "roma", roles={"atomizer": roles.atomizer, "planner": roles.planner,
+                                         "aggregator": roles.aggregator}, settings={"max_depth": 1})
 
 
 def test_a_run_through_the_web_replays_from_its_snapshot_call_for_call(tmp_path):
@@ -28,11 +30,21 @@ def test_a_run_through_the_web_replays_from_its_snapshot_call_for_call(tmp_path)
     check = tables["web_replay"].set_index("condition").loc["roma"]
     assert check["rows_identical"] and check["traces_identical"]
     assert check["web_calls"] > 0 and check["served_from_snapshot"] == check["web_calls"]
+    assert check["requests_made"] == 0
     assert (tmp_path / "web" / "web_snapshot" / "manifest.json").is_file()
     written = pd.read_csv(tmp_path / "web_rows.csv")
     assert set(written["setting"].str.split(" ").str[0]) == {"the", "BM25"}  # web, replay and BM25 rows
     assert len(written) == 3 * 2 and written["model"].notna().all()
     assert len(tables["web_paired"]) == 1  # roma through the web minus roma through BM25
+
+
+def test_a_replay_whose_model_calls_the_completion_cache_serves_is_still_identical(tmp_path):
+    engine = CachingEngine(ScriptedEngine(script_reply), model_id="scripted-cached", directory=tmp_path / "cache")
+    lm = dspy.LM("scripted/cached", engine=engine, cache=False)
+    tables = measure_offline_web(tmp_path / "out", systems=[searching_roma(lm)], n_tasks=2, port=0, stats=STATS)
+    check = tables["web_replay"].set_index("condition").loc["roma"]
+    replay = pd.read_csv(tmp_path / "out" / "web_rows.csv").query("setting.str.contains('replayed')")
+    assert check["rows_identical"] and check["traces_identical"] and len(replay) == 2
 
 
 def test_a_replay_that_answers_differently_is_reported_as_not_identical(tmp_path):

@@ -13,7 +13,8 @@ same systems on the same tasks, each its own ``roma_lab.evaluate`` folder:
 - ``bm25/``: the same systems searching the documents with BM25 (what every other notebook does).
 
 Tables: ``web_rows.csv`` (the three evaluations' rows, ``setting`` naming which), ``web_replay.csv``
-(per system: rows and traces identical, web calls, calls served from the snapshot), ``web_summary.csv`` (pass@1 with its CI per system and setting) and
+(per system: rows and traces identical, web calls, calls served from the snapshot, requests made),
+``web_summary.csv`` (pass@1 with its CI per system and setting) and
 ``web_paired.csv`` (per system, web minus BM25 paired on the tasks: CI, sign test, MDE).
 """
 
@@ -48,10 +49,11 @@ def _systems(chosen: Sequence[Any], lm: Any, max_depth: int, run_timeout_s: floa
 
 def _comparable(value: Any) -> Any:
     """A trace's JSON data without what depends on the clock (its timings, a page's fetch time) or on
-    whether a recording served a call (``replayed``, counted in its own column)."""
+    where a reply came from (``replayed``: the web's recording, counted in its own column; ``cached``: the
+    completion cache, which serves the replay's model calls when the model caches)."""
     if isinstance(value, dict):
         return {k: _comparable(v) for k, v in value.items()
-                if k not in _TIMED and k != "replayed" and not k.endswith("_s")}
+                if k not in _TIMED and k not in ("replayed", "cached") and not k.endswith("_s")}
     if isinstance(value, list):
         return [_comparable(v) for v in value]
     return value
@@ -68,7 +70,8 @@ def _replayed_calls(trace: Any) -> tuple[int, int]:
 
 def _replay_check(recorded: Any, replayed: Any) -> Any:
     """Per system: whether the replay's rows and traces equal the recorded run's (timings and ``replayed`` aside), its
-    web calls and how many the snapshot served (the web was stopped: a call it did not serve failed).
+    web calls, how many the snapshot served and how many it did not (``requests_made``: each went past
+the recording, which in replay fails it, and the web was stopped).
     A system that keeps no traces has ``traces_identical`` None."""
     import pandas as pd
 
@@ -92,6 +95,7 @@ def _replay_check(recorded: Any, replayed: Any) -> Any:
             calls, served, compared = calls + n, served + s, compared + 1
         table.append({"condition": system, "model": recorded.models.get(system), "rows_identical": rows_same, "traces_identical": traces_same if compared else None,
                       "web_calls": calls, "served_from_snapshot": served,
+                      "requests_made": calls - served,
                       "n_tasks": len(mine)})
     return pd.DataFrame(table)
 
