@@ -106,8 +106,8 @@ smoke: sandbox-tool llama-build-$(TEST_EXTRAS)
 	exit $$status
 
 bench: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
-	@found=0; for script in benchmarks/bench_*.py; do \
+	@found=0; for script in speed/bench_*.py; do \
 		[ -f "$$script" ] || continue; found=1; \
 		echo "== $$script"; $(PY) "$$script" || exit 1; \
 	done; \
-	if [ $$found -eq 0 ]; then echo "make bench: no benchmarks/bench_*.py found" >&2; exit 1; fi
+	if [ $$found -eq 0 ]; then echo "make bench: no speed/bench_*.py found" >&2; exit 1; fi

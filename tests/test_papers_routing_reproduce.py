@@ -271,7 +271,7 @@ def test_notebooks_and_benchmarks_use_public_routing_names_only():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    users = [*root.glob("notebooks/*.ipynb"), *root.glob("benchmarks/*.py")]
+    users = [*root.glob("notebooks/*.ipynb"), *root.glob("speed/*.py")]
     used = {name for path in users for name in re.findall(r"\brouting\.([A-Za-z]\w*)", path.read_text())}
     assert used and used <= set(routing.__all__), sorted(used - set(routing.__all__))
     assert all(hasattr(routing, name) for name in routing.__all__)

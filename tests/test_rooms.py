@@ -58,7 +58,7 @@ def private_imports(path: Path) -> list[str]:
 
 
 def sources() -> list[Path]:
-    return sorted([*PACKAGE.rglob("*.py"), *(ROOT / "benchmarks").glob("*.py")])
+    return sorted([*PACKAGE.rglob("*.py"), *(ROOT / "speed").glob("*.py")])
 
 
 def test_no_room_imports_another_rooms_private_module_or_name():

@@ -458,7 +458,7 @@ def test_notebooks_benchmarks_and_widgets_use_public_router_names_only():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
-    users = [*root.glob("notebooks/*.ipynb"), *root.glob("benchmarks/*.py"), root / "roma_lab/widgets/_router.py"]
+    users = [*root.glob("notebooks/*.ipynb"), *root.glob("speed/*.py"), root / "roma_lab/widgets/_router.py"]
     used = {name for path in users for name in re.findall(r"\brouter\.([A-Za-z]\w*)", path.read_text())}
     used |= set(re.findall(r"\w+", re.search(r"from \.\.router import ([^\n]+)",
                                               (root / "roma_lab/widgets/_router.py").read_text()).group(1)))

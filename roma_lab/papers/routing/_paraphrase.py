@@ -285,7 +285,7 @@ def fit_variant(study, variant: RouterVariant, paraphrases: tuple[list[str], np.
 def _route_ms(models: dict[str, OperationModel], encoders: dict[str, str | None], texts: Sequence[str],
               repeats: int = 7) -> dict[str, float]:
     """Routing per task of each model as the project's speed benchmark measures it
-    (benchmarks/bench_router.py: a batch routed at once, the best of `repeats` runs), features computed
+    (speed/bench_router.py: a batch routed at once, the best of `repeats` runs), features computed
     from the text, an encoder variant paying its uncached encoding of the batch. The models take
     turns in every round, so a load that comes and goes on the shared machine hits them alike."""
     texts = list(texts)

@@ -1,9 +1,9 @@
 """Speed of the embedded model: roma_lab.lm vs bare llama-cpp-python, prefix reuse, JSON modes.
 
-    python benchmarks/bench_lm.py                      # default model ("local", Qwen2.5-Coder-1.5B)
-    python benchmarks/bench_lm.py --model local:smollm2-135m --calls 4
-    python benchmarks/bench_lm.py --ratio-only         # only the roma_lab.lm / bare llama.cpp ratios
-    python benchmarks/bench_lm.py --interleaved-only   # only two roles taking turns, with and without saved states
+    python speed/bench_lm.py                      # default model ("local", Qwen2.5-Coder-1.5B)
+    python speed/bench_lm.py --model local:smollm2-135m --calls 4
+    python speed/bench_lm.py --ratio-only         # only the roma_lab.lm / bare llama.cpp ratios
+    python speed/bench_lm.py --interleaved-only   # only two roles taking turns, with and without saved states
 
 The first block runs one chat prompt through roma_lab.lm (threads as the toolkit chooses them) and
 through a bare ``llama_cpp.Llama`` with every CPU of this process, alternately, and prints the

@@ -2,7 +2,7 @@
 
 Models are scripted and sleep LATENCY_S per call to stand in for a remote model (no CPU load).
 Prints wall-clock seconds and the ratio; run with
-    .venv/bin/python benchmarks/bench_optimizer.py
+    .venv/bin/python speed/bench_optimizer.py
 """
 
 import itertools

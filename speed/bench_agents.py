@@ -1,8 +1,8 @@
 """Sizing the agent notebooks: per-step latency and tokens of the agent on the embedded model, cold
 and warm, and success of a few configurations on a small sample of the offline tool benchmark.
 
-    python benchmarks/bench_agents.py                          # "local" (Qwen2.5-Coder-1.5B), 6 tasks
-    python benchmarks/bench_agents.py --model local:smollm2-135m --families statistic multi_hop
+    python speed/bench_agents.py                          # "local" (Qwen2.5-Coder-1.5B), 6 tasks
+    python speed/bench_agents.py --model local:smollm2-135m --families statistic multi_hop
 
 The completion cache is a fresh folder (--cache, default a new temporary one), so the first pass
 is cold; the warm pass reruns the first configuration and must add no cache entry (no model call).

@@ -5,7 +5,7 @@ Targets here (issue 12, 2 shared cores): lexical training <= 30 ms and routing <
 (batch routing over sparse features); with a sentence encoder, routing < 1 ms per task from cached
 embeddings; the whole reproduction (every table, 2,000 bootstrap resamples) under 60 s with the
 embeddings cached. Encoding itself is printed separately: it is a per-prompt forward pass, done
-once per suite and cached. Run: `python benchmarks/bench_router.py [--encoders minilm smollm2-135m]`.
+once per suite and cached. Run: `python speed/bench_router.py [--encoders minilm smollm2-135m]`.
 """
 
 import argparse

@@ -1,10 +1,10 @@
 """Throughput of the agent benchmark: tasks per hour through ``evaluate`` as concurrency grows.
 
-    python benchmarks/bench_throughput.py                         # loopback server, 32 tasks, 2 s a reply
-    python benchmarks/bench_throughput.py --tasks 16 --latency 0.5 --concurrency 1 4 16
-    python benchmarks/bench_throughput.py --embedded              # also the embedded model (loads it)
-    python benchmarks/bench_throughput.py --no-loopback --world 12  # the default agent on world tasks, switches off/on
-    python benchmarks/bench_throughput.py --no-loopback --world 9 --levels L1 L2 L3  # ... and per level (a dev pilot)
+    python speed/bench_throughput.py                         # loopback server, 32 tasks, 2 s a reply
+    python speed/bench_throughput.py --tasks 16 --latency 0.5 --concurrency 1 4 16
+    python speed/bench_throughput.py --embedded              # also the embedded model (loads it)
+    python speed/bench_throughput.py --no-loopback --world 12  # the default agent on world tasks, switches off/on
+    python speed/bench_throughput.py --no-loopback --world 9 --levels L1 L2 L3  # ... and per level (a dev pilot)
 
 The loopback part needs no model: a stdlib HTTP server on 127.0.0.1 answers every OpenAI chat
 completion after a fixed latency (``--latency``) with a reply that plans and answers at once, so

@@ -1,7 +1,7 @@
 """The papers' scale against the simulated provider (issue 43, item 3): one run, ratios.
 
-    python benchmarks/bench_scale.py                                  # the issue's sizes (20 min on 2 shared cores)
-    python benchmarks/bench_scale.py --tasks 40 --runs 1 --simpleqa 500 --kills 1   # a quick look
+    python speed/bench_scale.py                                  # the issue's sizes (20 min on 2 shared cores)
+    python speed/bench_scale.py --tasks 40 --runs 1 --simpleqa 500 --kills 1   # a quick look
 
 Four parts, each runner in a process of its own (so its CPU time and peak memory are its own, and it
 can be killed), the simulated provider (``roma_lab.simulator.simulated_provider``) in this one, on

@@ -7,7 +7,7 @@ dependency-aware one does not. Prints, from one run each:
   barrier schedule / critical-path bound
   controller overhead per node           (zero-latency roles; target < 1 ms)
 
-    python benchmarks/bench_controller.py [--latency 0.02]
+    python speed/bench_controller.py [--latency 0.02]
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ call and the ratio jail / audit-hook-only. Then the jail's parts, each timed alo
 removing the call's cgroup, building the seccomp program (once per process; later calls reuse it).
 Needs bwrap, root, a cgroup and libseccomp (the jail's own requirements).
 
-    python benchmarks/bench_sandbox.py [--calls 20]
+    python speed/bench_sandbox.py [--calls 20]
 """
 
 from __future__ import annotations

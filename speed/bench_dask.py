@@ -9,7 +9,7 @@ LocalCluster of 1, 2 and 4 worker processes. Each cluster is started, its worker
 LiteLLM, and a short warm-up sweep runs before the timed sweep; start-up (with the imports) is printed apart.
 Prints seconds per sweep, the ratios and the load average around the run, all from this one run.
 
-    python benchmarks/bench_dask.py [--items 24] [--delay 0.5]
+    python speed/bench_dask.py [--items 24] [--delay 0.5]
 """
 
 from __future__ import annotations

@@ -6,8 +6,8 @@ Speeds: the embedded model's own, measured, from ``results/lm_speed.jsonl`` when
 (``--speed-log`` names another), else ``GEPA_DESIGN_SPEEDS``, the ones the design note's rule was applied at
 (``--design-speeds`` asks for those); the output names its source.
 
-    nice -n 19 .venv/bin/python benchmarks/project_gepa_tables.py            # both notebooks' defaults
-    nice -n 19 .venv/bin/python benchmarks/project_gepa_tables.py --sizes "30:N_TEST=3;REPEATS=1"
+    nice -n 19 .venv/bin/python speed/project_gepa_tables.py            # both notebooks' defaults
+    nice -n 19 .venv/bin/python speed/project_gepa_tables.py --sizes "30:N_TEST=3;REPEATS=1"
 """
 
 from __future__ import annotations
