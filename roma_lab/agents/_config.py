@@ -34,7 +34,7 @@ ROLES = ("actor", "planner", "reviser", "summarizer", "memory", "step_reflector"
 class PlanTips:
     """Heuristics mined from failed trajectories (``mine_tips``), with where they came from.
 
-    ``source_task_ids`` and ``source_splits`` let ``run_agent`` refuse to evaluate a task the tips
+    ``source_task_ids`` and ``source_splits`` let ``roma_lab.evaluate`` refuse to evaluate a task the tips
     were mined from, so tips never leak the evaluation split.
     """
 

@@ -57,7 +57,7 @@ def mine_tips(trajectories: Sequence[Trajectory], *, lm: Any = None, allowed_spl
                              f"trajectories from other splits, e.g. {shown}")
     ungraded = [t.task_id for t in trajectories if t.grade is None]
     if ungraded:
-        raise ValueError(f"mine_tips needs graded trajectories (run them with run_agent); ungraded: {ungraded[:5]}")
+        raise ValueError(f"mine_tips needs graded trajectories (run them with roma_lab.evaluate); ungraded: {ungraded[:5]}")
     failures = [t for t in trajectories if t.grade.score != 1.0][:max_failures]
     model = resolve_lm(lm) if isinstance(lm, str) else lm
     splits = tuple(sorted({t.split for t in failures}))

@@ -4,7 +4,7 @@
 default; Dask is not imported), ``local:N`` (a LocalCluster of N worker processes) or a scheduler
 address (``tcp://host:8786``). ``dispatch`` runs a function over inputs on it and hands each result
 back as it completes, after checking that every worker shares the client's environment
-(``WorkerEnvironmentError`` otherwise). ``roma_lab.bench.run_benchmark`` (items, agent runs) and
+(``WorkerEnvironmentError`` otherwise). ``roma_lab.evaluate`` (its attempts, ``cluster=``) and
 ``roma_lab.experiments`` (notebooks) dispatch through it. See design/cluster.md.
 """
 

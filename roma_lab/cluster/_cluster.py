@@ -133,8 +133,8 @@ def _start(spec: ClusterSpec) -> Session:
 
 
 # One session per cluster name for the life of the process, like the one loaded model
-# (lm._engine): a LocalCluster costs seconds to start, and run_agent calls run_benchmark once
-# per task. shutdown() closes them (atexit, and tests between modules).
+# (lm._engine): a LocalCluster costs seconds to start, and a study calls roma_lab.evaluate once per
+# system and task set. shutdown() closes them (atexit, and tests between modules).
 _SESSIONS: dict[str, Session] = {}
 _LOCK = threading.Lock()
 

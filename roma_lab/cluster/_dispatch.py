@@ -1,7 +1,7 @@
 """Run one function over many inputs on a cluster; the caller gets each result as it completes.
 
 Workers only compute: they return values and never write a caller's files, so the caller writes
-each result once, as it arrives (``roma_lab.bench.run_benchmark`` appends its row). A worker that
+each result once, as it arrives (``roma_lab.evaluate`` appends its row). A worker that
 dies mid-task has its task run again elsewhere by the scheduler (up to Dask's
 ``distributed.scheduler.allowed-failures``, then ``KilledWorker``, handed to the caller as that
 input's error); a client that dies loses only the results not yet handed over, which a resumable

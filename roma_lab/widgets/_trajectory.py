@@ -523,7 +523,7 @@ def _of_task(found: Sequence[Trajectory], task_id: str | None, run: int | None, 
 
 
 def saved_trajectories(folder: str | Path, *, task_id: str | None = None, run: int | None = 0) -> dict[str, Trajectory]:
-    """The trajectories ``run_agent`` saved under ``folder`` (one configuration's folder, or a folder
+    """The agent trajectories an evaluation saved under ``folder`` (one configuration's folder, or a folder
     of several) for one task, by label: the configuration's name, with `` r<run>`` when ``run`` is
     None (every run). ``task_id=None``: the first task, by id, whose trajectories disagree on the
     grade, else the first task."""
