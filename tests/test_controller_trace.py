@@ -175,7 +175,8 @@ def test_every_field_of_every_record_is_in_the_file_in_the_same_order():
 def full_run() -> Run:
     """A run in which every field of every record holds something other than its default."""
     tool = ToolCall("search", "srv", {"q": "x"}, "error", None, 0.5, 1.25, error="boom")
-    cut = ToolCall("fetch", "srv", {}, "ok", 5000, 0.5, 1.5, shown_chars=2100, artifact=f"sha256:{'c' * 64}")
+    cut = ToolCall("fetch", "srv", {}, "ok", 5000, 0.5, 1.5, shown_chars=2100, artifact=f"sha256:{'c' * 64}",
+                   cost=0.002, replayed=True)
     call = RoleCall("executor:think", {"context": "c"}, {"output": "o"}, 11, 3, 4, 0.01, 0.75, 1.0, model="m",
                     error="late", queued_s=0.5,
                     exchanges=(LMExchange(({"role": "user", "content": "u"},), ("o",), True, recorded_latency_s=2.5),),

@@ -76,6 +76,20 @@ def test_repository_notebooks_meet_the_contract():
     assert not problems, "notebook contract broken:\n" + "\n".join(problems)
 
 
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("[0-9]*.ipynb")), ids=lambda p: p.stem)
+def test_papermill_reads_every_parameter_a_notebook_assigns(notebook):
+    """`--set NAME=...` is checked against the parameters papermill finds: a line it cannot parse (a
+    second '=' in a comment) would hide that parameter."""
+    import ast
+
+    import papermill
+
+    cell = next(c for c in json.loads(notebook.read_text())["cells"] if "parameters" in c["metadata"].get("tags", []))
+    assigned = {t.id for node in ast.parse("".join(cell["source"])).body if isinstance(node, ast.Assign)
+                for t in node.targets if isinstance(t, ast.Name)}
+    assert set(papermill.inspect_notebook(str(notebook))) == assigned
+
+
 def test_contract_catches_each_violation(tmp_path):
     root = tmp_path / "project"
     shutil.copytree(FIXTURE, root)
