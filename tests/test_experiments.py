@@ -796,9 +796,12 @@ def test_a_running_cell_says_it_is_still_running_with_the_rows_written_so_far(tm
     import time as _time
     from types import SimpleNamespace
 
+    from roma_lab.evaluate import evaluate, single_call, tasks_from
+
     monkeypatch.setattr(heartbeat, "HEARTBEAT_S", 0.05)
-    (tmp_path / "sub").mkdir()
-    (tmp_path / "sub" / "run0.csv").write_text("a,b\n1,2\n3,4\n")
+    # the rows a notebook's evaluation writes, in a folder below the notebook's own
+    evaluate([single_call("scripted")], tasks_from([{"question": "q1", "answer": "a"}, {"question": "q2", "answer": "b"}]),
+             out=tmp_path / "sub" / "runs", progress=False)
     announce = heartbeat.Announce("demo", 3, tmp_path)
     announce(SimpleNamespace(source="# setup\nslow_call()"), 1)
     _time.sleep(0.3)

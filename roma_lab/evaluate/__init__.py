@@ -15,7 +15,7 @@ See design/evaluate.md.
 from ._budget import BUDGET_ENV, BudgetReport, BudgetUnknownCostError, budget_usd_from_env, check_budget
 from ._evaluate import evaluate
 from ._evaluation import NOT_RUN, Evaluation
-from ._log import ROW_COLUMNS, LogFileError, OldLayoutError
+from ._log import LOG_FILE, ROW_COLUMNS, LogFileError, OldLayoutError
 from ._record import EvaluationMismatchError
 from ._schedule import SystemStalledError
 from ._systems import (SYSTEM_NAMES, AgentSystem, FunctionSystem, RomaSystem, SingleCall, System, agent, as_system,
@@ -23,7 +23,7 @@ from ._systems import (SYSTEM_NAMES, AgentSystem, FunctionSystem, RomaSystem, Si
 from ._tasks import (MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES, TaskFileError, TaskGraders, TaskSet, agent_task_set,
                      benchmark_tasks, export_world_tasks, tasks_from, world_task_set)
 
-__all__ = ["BUDGET_ENV", "MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "NOT_RUN", "ROW_COLUMNS", "SYSTEM_NAMES",
+__all__ = ["BUDGET_ENV", "LOG_FILE", "MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "NOT_RUN", "ROW_COLUMNS", "SYSTEM_NAMES",
            "AgentSystem", "BudgetReport", "BudgetUnknownCostError", "Evaluation", "EvaluationMismatchError",
            "FunctionSystem", "LogFileError", "OldLayoutError", "RomaSystem", "SingleCall", "System",
            "SystemStalledError", "TaskFileError", "TaskGraders", "TaskSet", "agent", "agent_task_set", "as_system", "benchmark_tasks",

@@ -13,9 +13,12 @@ HEARTBEAT_S = 10.0  # a running cell says it is still running at least this ofte
 
 
 def _rows_so_far(out_dir: Path) -> int:
-    """Result rows written so far under ``out_dir`` (the runners' per-item run files: a row per item done)."""
+    """Result rows written so far under ``out_dir``: every evaluation folder's attempts log, a row per
+    attempt done."""
+    from roma_lab.evaluate import LOG_FILE
+
     rows = 0
-    for path in out_dir.rglob("run*.csv"):
+    for path in out_dir.rglob(LOG_FILE):
         try:
             with path.open("rb") as f:
                 rows += max(0, sum(1 for _ in f) - 1)
