@@ -13,7 +13,8 @@ from roma_lab.controller import ScriptedRoles
 from roma_lab.evaluate import FunctionSystem, RomaSystem
 from roma_lab.lm import CachingEngine, ScriptedEngine, script_reply
 from roma_lab.stats import StatsSettings
-from roma_lab.studies import measure_offline_web
+from roma_lab.studies import measure_offline_web, replay_web_calls
+from roma_lab.web import DamagedRecordingError, ReplayMissError
 
 STATS = StatsSettings(n_resamples=50, seed=0)
 
@@ -36,6 +37,22 @@ def test_a_run_through_the_web_replays_from_its_snapshot_call_for_call(tmp_path)
     assert set(written["setting"].str.split(" ").str[0]) == {"the", "BM25"}  # web, replay and BM25 rows
     assert len(written) == 3 * 2 and written["model"].notna().all()
     assert len(tables["web_paired"]) == 1  # roma through the web minus roma through BM25
+    calls = pd.read_csv(tmp_path / "web_calls.csv")
+    assert len(calls) == check["web_calls"] and set(calls["tool"]) == {"web_search", "web_read"}
+
+
+def test_the_web_calls_table_replays_from_the_snapshot_alone_and_a_changed_snapshot_is_caught(tmp_path):
+    tables = measure_offline_web(tmp_path, systems=[searching_roma()], n_tasks=2, port=0, stats=STATS)
+    calls = tables["web_calls"]
+    spec = tables["web_rows"]["setting"].iloc[0].split("(")[1].split(")")[0]  # the offline web, now stopped
+    assert replay_web_calls(calls, tmp_path / "web", spec) == len(calls) > 0
+    unseen = calls.head(1).assign(query="a query the run never made", url=None)
+    with pytest.raises(ReplayMissError):
+        replay_web_calls(unseen, tmp_path / "web", spec)
+    entry = next((tmp_path / "web" / "web_snapshot").rglob("*/*.json"))
+    entry.write_text(entry.read_text().replace("doc", "dog", 1))
+    with pytest.raises(DamagedRecordingError):
+        replay_web_calls(calls, tmp_path / "web", spec)
 
 
 def test_a_replay_whose_model_calls_the_completion_cache_serves_is_still_identical(tmp_path):

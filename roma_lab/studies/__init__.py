@@ -1,7 +1,8 @@
 """The lab's own experiments (notebooks 40-49), built on the mechanism rooms like the paper wings:
 ``measure_offline_web`` (notebook 42) runs ROMA and the agent through the offline web, recorded and
-replayed bit for bit, beside the same systems through BM25."""
+replayed bit for bit, beside the same systems through BM25; ``replay_web_calls`` makes its recorded web
+calls again from a snapshot alone (a committed finding's check)."""
 
-from ._web import DEFAULT_PORT, SYSTEMS, measure_offline_web
+from ._web import DEFAULT_PORT, SYSTEMS, measure_offline_web, replay_web_calls
 
-__all__ = ["DEFAULT_PORT", "SYSTEMS", "measure_offline_web"]
+__all__ = ["DEFAULT_PORT", "SYSTEMS", "measure_offline_web", "replay_web_calls"]

@@ -14,8 +14,10 @@ same systems on the same tasks, each its own ``roma_lab.evaluate`` folder:
 
 Tables: ``web_rows.csv`` (the three evaluations' rows, ``setting`` naming which), ``web_replay.csv``
 (per system: rows and traces identical, web calls, calls served from the snapshot, requests made),
-``web_summary.csv`` (pass@1 with its CI per system and setting) and
-``web_paired.csv`` (per system, web minus BM25 paired on the tasks: CI, sign test, MDE).
+``web_summary.csv`` (pass@1 with its CI per system and setting),
+``web_paired.csv`` (per system, web minus BM25 paired on the tasks: CI, sign test, MDE) and
+``web_calls.csv`` (every web call of the recorded run, from its traces: system, task, tool, query or URL,
+k), which the snapshot must serve with the web stopped.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-__all__ = ["DEFAULT_PORT", "SYSTEMS", "measure_offline_web"]
+__all__ = ["DEFAULT_PORT", "SYSTEMS", "measure_offline_web", "replay_web_calls"]
 
 #: The offline web's port: a recording keys each page read by its URL, which holds the port.
 DEFAULT_PORT = 48765
@@ -66,6 +68,51 @@ def _replayed_calls(trace: Any) -> tuple[int, int]:
     run = trace.as_run() if hasattr(trace, "as_run") else trace
     web = [t for n in run.nodes for c in n.calls for t in c.tools if t.name in _WEB_TOOLS]
     return len(web), sum(t.replayed for t in web)
+
+
+def _web_calls(recorded: Any) -> Any:
+    """Every web call in the recorded run's traces, in order: its system, task, tool, status and request
+    (a search's query and k, a read's URL). An agent's search tool takes only a query; its k is the
+    agent's ``search_k``, which its trace's config records."""
+    import pandas as pd
+
+    table = []
+    for system, task_id, run in zip(recorded.rows["condition"], recorded.rows["task_id"], recorded.rows["run"],
+                                    strict=True):
+        if not recorded.trace_path(system, task_id, run).is_file():
+            continue
+        trace = recorded.trace(system, task_id, run)
+        k = trace.config.get("search_k") if isinstance(getattr(trace, "config", None), dict) else None
+        nodes = (trace.as_run() if hasattr(trace, "as_run") else trace).nodes
+        for tool in (t for n in nodes for c in n.calls for t in c.tools if t.name in _WEB_TOOLS):
+            args = dict(tool.arguments)
+            search = "url" not in args
+            table.append({"condition": system, "run": run, "task_id": task_id, "tool": tool.name,
+                          "status": tool.status, "query": args.get("query") if search else None,
+                          "k": args.get("k", k) if search else None, "url": args.get("url")})
+    return pd.DataFrame(table, columns=["condition", "run", "task_id", "tool", "status", "query", "k", "url"])
+
+
+def replay_web_calls(calls: Any, snapshot: str | Path, search: str) -> int:
+    """Make every call of a ``web_calls`` table again through the recorded web in ``snapshot`` (a run
+    folder or its ``web_snapshot``), searching with ``search`` (the recorded run's provider spec), no
+    request made: how many were served. The snapshot is checked by hash as it opens; a call it
+    does not hold raises ``roma_lab.web.ReplayMissError``, a damaged entry ``DamagedRecordingError``."""
+    from urllib.parse import urlsplit
+
+    from roma_lab.web import SNAPSHOT_DIR, Web, WebSettings, open_snapshot, parse_provider
+
+    folder = Path(snapshot) / SNAPSHOT_DIR if (Path(snapshot) / SNAPSHOT_DIR).is_dir() else Path(snapshot)
+    open_snapshot(folder)  # every entry checked against the manifest's hashes before any is served
+    host = urlsplit(parse_provider(search, need_key=False).base_url or "").hostname
+    web = Web(WebSettings(search=search, allow_hosts=(host,) if host else (), recording="replay",
+                          recording_dir=str(folder)))
+    for call in calls.itertuples():
+        if isinstance(call.url, str) and call.url:
+            web.read(call.url)
+        else:
+            web.search(call.query, int(call.k))
+    return len(calls)
 
 
 def _replay_check(recorded: Any, replayed: Any) -> Any:
@@ -140,7 +187,8 @@ def measure_offline_web(out_dir: str | Path, *, lm: Any = "local", n_tasks: int 
     summary = summarize(scores, ["score"], stats=stats)
     paired = pd.concat([compare(scores, f"{s} (web)", f"{s} (bm25)", "score", stats=stats) for s in recorded.systems],
                        ignore_index=True)
-    tables = {"web_rows": rows, "web_replay": check, "web_summary": summary, "web_paired": paired}
+    tables = {"web_rows": rows, "web_replay": check, "web_summary": summary, "web_paired": paired,
+              "web_calls": _web_calls(recorded)}
     for name, table in tables.items():
         write_table(table, out, name)
     record_stats(out, stats)
