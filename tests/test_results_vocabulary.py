@@ -285,6 +285,9 @@ def test_compare_at_the_newcomers_six_tasks_stays_in_range_and_says_n_detects_no
     assert math.isnan(row["mde"]) and math.isnan(plan_paired(6, discordance=5 / 6).mde)
     assert "mde at the observed discordance 5/6: n = 6 detects nothing" in row["mde_method"]
     assert row["mde_bound"] == pytest.approx(plan_paired(6).mde, abs=1e-12) and row["mde_bound"] <= 1
+    # the basic bootstrap reflects its quantiles about the mean and leaves the range too: clipped, and said
+    basic = compare(_pairs(roma, single), "a", "b", "success", stats=StatsSettings(paired_ci="basic")).iloc[0]
+    assert basic["ci_low"] == -1.0 and basic["ci_method"].endswith("clipped to [-1, 1]")
     # five tasks: the sign test can never reach p <= 0.05, and the table says so in words
     five = compare(_pairs(roma[1:], single[1:]), "a", "b", "success").iloc[0]
     assert math.isnan(five["mde"]) and math.isnan(five["mde_bound"])
@@ -303,10 +306,6 @@ def test_a_paired_interval_of_unit_scores_never_leaves_minus_one_to_one(method):
     assert len(table) == 100 and (clipped.any() if method in ("t", "basic") else not clipped.any())
     assert ((-1 <= table["ci_low"]) & (table["ci_low"] <= table["value"]) & (table["value"] <= table["ci_high"])
             & (table["ci_high"] <= 1)).all()
-    # the basic bootstrap reflects its quantiles about the mean and leaves the range too: clipped, and said
-    basic = compare(_pairs([0, 0, 0, 0, 0, 1], [1] * 6), "a", "b", "success",
-                    stats=StatsSettings(paired_ci="basic")).iloc[0]
-    assert basic["ci_low"] == -1.0 and basic["ci_method"].endswith("clipped to [-1, 1]")
 
 
 def test_an_interval_inside_the_range_is_not_marked_clipped():
