@@ -333,7 +333,7 @@ def test_every_task_moved_alike_gets_an_exact_bound_and_a_t_test_mde():
     a = [0.9, 0.4, 0.7, 0.2, 0.5, 0.6, 0.3, 0.8, 0.9, 0.4, 0.7, 0.2]
     row = compare(_pairs(a, [round(x - 0.1, 1) for x in a]), "a", "b", "success").iloc[0]
     assert row["value"] == pytest.approx(0.1) and row["ci_method"].startswith("every task moved by +0.1: exact 95%")
-    assert row["ci_low"] < 0 < 0.1 < row["ci_high"] <= 1
+    assert row["ci_low"] < 0 and 0.1 < row["ci_high"] <= 1
     assert math.isnan(row["mde"]) and row["mde_method"].startswith("paired t-test, 80% power, alpha 0.05; mde: every")
     # scores that are not 0/1 are planned as the planner plans R runs: the t-test, bound at sd 1
     assert row["mde_bound"] == pytest.approx(plan_paired(12, sd_diff=1.0).mde, abs=1e-12)
