@@ -419,6 +419,8 @@ def test_the_shell_command_runs_systems_and_prints_the_tables(tmp_path, capsys):
     code = main([str(path), "--system", "single", "--system", "roma", "--lm", "scripted", "--out", str(tmp_path / "o")])
     out = capsys.readouterr().out
     assert code == 0 and "roma - single" in out and "sign_test_p_holm" in out
+    # three tasks: mde_bound is NaN, and a line says why in words
+    assert "roma - single: exact sign test, 80% power, alpha 0.05; n = 3 detects nothing" in " ".join(out.split())
     assert out.splitlines()[0].split()[:3] == ["condition", "model", "grader"] and "scripted (test double" in out
     assert len(pd.read_csv(tmp_path / "o" / "rows.csv")) == 6
 

@@ -6,7 +6,6 @@ scripted models whose outcomes are known, so every figure is checked against a h
 from __future__ import annotations
 
 import json
-import math
 import re
 import threading
 
@@ -22,7 +21,7 @@ from roma_lab.results import read_provenance, write_provenance
 from roma_lab.router._execute import direct_answer
 from roma_lab.router._benchmark import FAMILIES
 from roma_lab.router._tools import TOOL_NAMES
-from roma_lab.stats import StatsSettings
+from roma_lab.stats import StatsSettings, plan_paired
 
 ACTOR = ("action", "arguments", "answer")
 
@@ -80,9 +79,9 @@ def test_rows_protocol_and_comparison_match_a_hand_count(tmp_path):
     c = tables.comparisons.set_index(["condition", "subset"])
     row = c.loc[("r.p. Static workflow - OAgents", "all")]
     assert row["pass@1_diff"] == 1.0 and (row["wins"], row["losses"], row["ties"]) == (6, 0, 0)
-    assert row["sign_test_p"] == pytest.approx(2 * 0.5 ** 6) and math.isnan(row["mde"])  # no spread: nothing to estimate from
-    # ... but the table still says what n can detect: the bound at the largest spread 0/1 scores allow
-    assert row["mde_bound"] == pytest.approx(2.801585 / math.sqrt(6), abs=1e-5)
+    assert row["sign_test_p"] == pytest.approx(2 * 0.5 ** 6)
+    # the planner's exact sign test: every task discordant, so the observed discordance is the worst case
+    assert row["mde"] == row["mde_bound"] == pytest.approx(plan_paired(6).mde) and row["mde"] <= 1
     for name in ("rows", "protocol", "comparisons", "vs_paper"):
         assert (tmp_path / f"planning_{name}.csv").stat().st_size > 0
 
@@ -526,7 +525,13 @@ def test_the_levels_study_pairs_each_system_with_the_single_call_on_the_levels_a
     assert paired.loc["L2", "diff"] == 0.0 and paired.loc["L2", "ties"] == 4
     assert paired.loc["L1", "p"] == pytest.approx(2 * 0.5 ** 4)  # exact two-sided sign test, 4 of 4
     assert paired.loc["L1", "p_holm"] == paired.loc["L1", "p"]  # one system compared in the level
-    assert paired.loc["L1", "excludes_0"] and not paired.loc["L2", "excludes_0"]
+    # 4 of 4 tasks moved by 1: not a certainty (the interval was [1, 1] before issue 52) but the exact bound,
+    # which four tasks cannot push past 0, as the sign test's p = 0.125 says
+    assert paired.loc["L1", "ci_low"] == pytest.approx(2 * 0.05 ** (1 / 4) - 1) and paired.loc["L1", "ci_low"] < 0
+    assert not paired.loc["L1", "excludes_0"] and not paired.loc["L2", "excludes_0"]
+    assert paired.loc["L2", "ci_method"].startswith("no discordant task (all 4 pairs tie)")
+    # four tasks detect nothing at 80% power, and the table says so in words beside the NaN
+    assert paired["mde_bound"].isna().all() and paired["mde_method"].str.contains("n = 4 detects nothing").all()
     assert (tmp_path / "levels_paired.csv").exists()
     # no single call among the systems: nothing to pair, no table
     alone = measure_levels(tmp_path / "alone", lm=gold_lm({"L1"}), n_tasks=2, systems=(), levels=("L1", "L3"),

@@ -16,6 +16,7 @@ from roma_lab.stats import (
     holm_adjust,
     max_discordance,
     min_detectable_effect,
+    plan_paired,
     variance_components,
     vote,
 )
@@ -163,8 +164,9 @@ def test_comparisons_holm_within_each_subset_and_mde_from_the_per_task_differenc
             name = c.split(" - ")[0]
             per_task = scores[scores["subset"] == subset].groupby(["condition", "task_id"])["success"].mean()
             d = (per_task[name] - per_task["base"]).to_numpy()
-            expected = min_detectable_effect(d.size, sd_diff=float(d.std(ddof=1))).effect
-            assert rows[(c, "mde")] == pytest.approx(expected)
+            # per-task means of 3 runs: planned as the planner plans R runs, the paired t-test at the sd
+            assert rows[(c, "mde")] == pytest.approx(plan_paired(d.size, sd_diff=float(d.std(ddof=1))).mde)
+            assert rows[(c, "mde_bound")] == pytest.approx(plan_paired(d.size, sd_diff=1.0).mde)
             assert rows[(c, "pass@1_diff")] == pytest.approx(d.mean())
     reference = compare(scores.rename(columns={"success": "pass@1"}), "large", "base", "pass@1",
                         stats=StatsSettings(n_resamples=300, seed=4))
@@ -191,9 +193,9 @@ def test_every_statistic_follows_the_one_stats_settings_given():
     mde = given[given["metric"] == "mde"]
     d = scores[scores["subset"] == "easy"].groupby(["condition", "task_id"])["success"].mean()
     d = (d["large"] - d["base"]).to_numpy()
-    expected = min_detectable_effect(d.size, sd_diff=float(d.std(ddof=1)), alpha=0.1, power=0.9).effect
+    expected = plan_paired(d.size, sd_diff=float(d.std(ddof=1)), alpha=0.1, power=0.9).mde
     assert mde.set_index(["condition", "subset"]).loc[("large - base", "easy"), "value"] == pytest.approx(expected)
-    assert mde["method"].str.contains("alpha 0.1, power 0.9").all()
+    assert mde["method"].str.contains("90% power, alpha 0.1").all()
 
 
 def test_protocol_rows_meet_paper_figures_in_percent_through_beside_paper():
@@ -302,22 +304,25 @@ def test_holm_rejects_bad_input():
 Z_A, Z_B = sps.norm.ppf(0.975), sps.norm.ppf(0.8)
 
 
-def test_no_mde_from_a_sample_whose_differences_have_no_spread():
-    # Two tasks where the conditions agree everywhere (the all-tied tiny sample of a smoke-sized
-    # study): a plug-in MDE of 0 would read as "any effect is detectable".
+def test_mde_rows_are_the_planners_and_say_when_n_detects_nothing():
+    # Two tasks where the conditions agree everywhere (the all-tied tiny sample of a smoke-sized study):
+    # nothing to plan from, and two tasks detect nothing even at the worst case; the rows say so.
     base = {"a": [1.0, 1.0], "b": [0.0, 0.0]}
     tied = pd.concat([tidy(base), tidy(base, condition="other")], ignore_index=True)
     rows = summarize_protocol(tied, baseline="base", stats=StatsSettings(n_resamples=50, seed=1))
     rows = rows.set_index(["condition", "metric"])
     assert math.isnan(rows.loc[("other - base", "mde"), "value"])
-    # The design bound needs no spread: it depends on n alone.
-    assert rows.loc[("other - base", "mde_bound"), "value"] == pytest.approx(2.801585 / math.sqrt(2), abs=1e-6)
-    # One task moved and one did not: spread exists, so the MDE is a number.
-    moved = pd.concat([tidy(base), tidy({"a": [1.0, 1.0], "b": [1.0, 1.0]}, condition="other")],
+    assert math.isnan(rows.loc[("other - base", "mde_bound"), "value"])
+    assert rows.loc[("other - base", "mde_bound"), "method"].endswith("n = 2 detects nothing, even at discordance 1")
+    # 30 tasks, one run, 9 of them moved: the exact sign test at discordance 9/30, and at 1 for the bound
+    tasks = {f"t{i}": [float(i < 12)] for i in range(30)}
+    moved = pd.concat([tidy(tasks), tidy({t: [float(i < 3)] for i, t in enumerate(tasks)}, condition="other")],
                       ignore_index=True)
     rows = summarize_protocol(moved, baseline="base", stats=StatsSettings(n_resamples=50, seed=1))
     rows = rows.set_index(["condition", "metric"])
-    assert rows.loc[("other - base", "mde"), "value"] > 0
+    assert rows.loc[("other - base", "mde"), "value"] == pytest.approx(plan_paired(30, discordance=9 / 30).mde)
+    assert rows.loc[("other - base", "mde_bound"), "value"] == pytest.approx(plan_paired(30).mde)
+    assert "exact sign test" in rows.loc[("other - base", "mde"), "method"]
 
 
 def test_mde_with_a_known_sd_by_hand():

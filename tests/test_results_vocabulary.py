@@ -23,7 +23,7 @@ from roma_lab.results import (
     summarize,
     wide,
 )
-from roma_lab.stats import StatsSettings
+from roma_lab.stats import StatsSettings, bootstrap_ci, paired_ci, plan_paired
 
 
 def paper_rows(*rows):
@@ -201,6 +201,22 @@ def test_summarize_gives_no_ci_below_two_tasks():
     assert math.isnan(row["ci_low"]) and row["ci_method"].startswith("no CI")
 
 
+def test_a_summary_interval_stays_within_the_range_of_its_scores():
+    # the percentile task bootstrap takes quantiles of resampled means, so it never leaves [min, max] of the
+    # per-task scores; the basic bootstrap (2 * mean - quantile) would, on these skewed small samples
+    rng = np.random.default_rng(11)
+    rows = [{"condition": f"c{n}-{i}", "subset": "s", "task_id": t, "success": float(rng.random() < p)}
+            for n in (2, 3, 5, 8) for i, p in enumerate(rng.random(25) ** 2) for t in range(n)]
+    rows += [{"condition": "fractions", "subset": "s", "task_id": t, "success": v}
+             for t, v in enumerate([0.95, 1.0, 1.0, 0.9, 0.1])]
+    table = summarize(pd.DataFrame(rows), ["success"], stats=StatsSettings(n_resamples=500))
+    assert ((0 <= table["ci_low"]) & (table["ci_low"] <= table["value"]) & (table["value"] <= table["ci_high"])
+            & (table["ci_high"] <= 1)).all()
+    basic = [bootstrap_ci(g["success"].to_numpy(), n_resamples=500, method="basic") for _, g in
+             pd.DataFrame(rows).groupby("condition")]
+    assert any(ci.low < 0 or ci.high > 1 for ci in basic)  # the check above can fail
+
+
 # --- compare -------------------------------------------------------------------------------------------------------
 
 def test_compare_pairs_on_tasks_and_gives_the_exact_sign_test():
@@ -242,34 +258,100 @@ def _pairs(a, b, metric="success"):
                          for c, values in (("a", a), ("b", b)) for i, v in enumerate(values)])
 
 
-def test_compare_gives_the_observed_and_the_worst_case_mde_by_hand():
-    # differences 1, 0, 0, 1: sd (ddof 1) = 0.57735, n = 4; z.975 + z.8 = 2.801585
-    row = compare(_pairs([1, 1, 0, 1], [0, 1, 0, 0]), "a", "b", "success").iloc[0]
-    assert row["mde"] == pytest.approx(2.801585 * 0.57735 / 2, abs=1e-5)
-    assert row["mde_bound"] == pytest.approx(2.801585 / 2, abs=1e-6)
-    stricter = compare(_pairs([1, 1, 0, 1], [0, 1, 0, 0]), "a", "b", "success",
-                       stats=StatsSettings(alpha=0.01, power=0.9)).iloc[0]
-    assert stricter["mde_bound"] == pytest.approx((2.575829 + 1.281552) / 2, abs=1e-5)
+def test_compare_mde_is_the_planners_exact_sign_test_at_the_observed_and_the_worst_discordance():
+    # 30 tasks, 12 discordant (9 wins, 3 losses): the planner's exact sign test at discordance 12/30 and at 1
+    a, b = [1] * 9 + [0] * 3 + [1] * 10 + [0] * 8, [0] * 9 + [1] * 3 + [1] * 10 + [0] * 8
+    row = compare(_pairs(a, b), "a", "b", "success").iloc[0]
+    assert row["mde"] == pytest.approx(plan_paired(30, discordance=12 / 30).mde, abs=1e-12)
+    assert row["mde_bound"] == pytest.approx(plan_paired(30).mde, abs=1e-12)
+    assert 0 < row["mde"] < row["mde_bound"] < 1
+    assert row["mde_method"] == ("exact sign test, 80% power, alpha 0.05; mde at the observed discordance 12/30; "
+                                 "mde_bound at discordance 1 (worst case)")
+    stricter = compare(_pairs(a, b), "a", "b", "success", stats=StatsSettings(alpha=0.01, power=0.9)).iloc[0]
+    plan = plan_paired(30, discordance=12 / 30, alpha=0.01, power=0.9)
+    assert (stricter["mde"], stricter["mde_bound"]) == pytest.approx((plan.mde, plan.mde_worst), abs=1e-12)
+    assert stricter["mde_method"].startswith("exact sign test, 90% power, alpha 0.01")
 
 
-def test_compare_mde_is_nan_without_spread_but_the_bound_still_holds():
-    row = compare(_pairs([1, 1, 1], [0, 0, 0]), "a", "b", "success").iloc[0]
-    assert math.isnan(row["mde"])
-    assert row["mde_bound"] == pytest.approx(2.801585 / math.sqrt(3), abs=1e-6)
+def test_compare_at_the_newcomers_six_tasks_stays_in_range_and_says_n_detects_nothing():
+    # issue 52: one system wrong on 5 of 6 where the other is right. The t-interval is -0.83 +- 0.43; the
+    # normal-approximation bound was 1.14, a difference no [0, 1] score can show.
+    roma, single = [0, 0, 0, 0, 0, 1], [1, 1, 1, 1, 1, 1]
+    row = compare(_pairs(roma, single), "a", "b", "success").iloc[0]
+    assert paired_ci(roma, single).low < -1  # what the table would print without the clip
+    assert row["value"] == pytest.approx(-5 / 6)
+    assert row["ci_low"] == -1.0 and row["ci_high"] == pytest.approx(paired_ci(roma, single).high)
+    assert row["ci_method"] == "paired t-interval on per-task differences, 95%, clipped to [-1, 1]"
+    assert math.isnan(row["mde"]) and math.isnan(plan_paired(6, discordance=5 / 6).mde)
+    assert "mde at the observed discordance 5/6: n = 6 detects nothing" in row["mde_method"]
+    assert row["mde_bound"] == pytest.approx(plan_paired(6).mde, abs=1e-12) and row["mde_bound"] <= 1
+    # the basic bootstrap reflects its quantiles about the mean and leaves the range too: clipped, and said
+    basic = compare(_pairs(roma, single), "a", "b", "success", stats=StatsSettings(paired_ci="basic")).iloc[0]
+    assert basic["ci_low"] == -1.0 and basic["ci_method"].endswith("clipped to [-1, 1]")
+    # five tasks: the sign test can never reach p <= 0.05, and the table says so in words
+    five = compare(_pairs(roma[1:], single[1:]), "a", "b", "success").iloc[0]
+    assert math.isnan(five["mde"]) and math.isnan(five["mde_bound"])
+    assert five["mde_method"].endswith("n = 5 detects nothing, even at discordance 1")
 
 
-def test_compare_mde_is_nan_when_every_task_moved_by_the_same_fraction_of_runs():
-    # Per-task means of 10 runs: every task gained one run (0.1), but 0.9 - 0.8 and 0.4 - 0.3 differ in
-    # the last bit; a plug-in MDE of 5e-17 would claim any effect is detectable.
-    row = compare(_pairs([0.9, 0.4, 0.7], [0.8, 0.3, 0.6]), "a", "b", "success").iloc[0]
-    assert math.isnan(row["mde"]) and row["mde_bound"] == pytest.approx(2.801585 / math.sqrt(3), abs=1e-6)
+@pytest.mark.parametrize("method", ["t", "basic", "percentile", "BCa"])
+def test_a_paired_interval_of_unit_scores_never_leaves_minus_one_to_one(method):
+    rng = np.random.default_rng(5)
+    samples = [_pairs(rng.random(n) < rng.random(), rng.random(n) < rng.random()).assign(subset=f"{n}-{i}")
+               for n in (2, 3, 4, 6, 10) for i in range(20)]
+    table = compare(pd.concat(samples), "a", "b", "success", stats=StatsSettings(n_resamples=500, paired_ci=method))
+    # t and basic reach past the range on these small samples and are clipped; percentile and BCa take
+    # quantiles of resampled means, which stay inside it
+    clipped = table["ci_method"].str.endswith("clipped to [-1, 1]")
+    assert len(table) == 100 and (clipped.any() if method in ("t", "basic") else not clipped.any())
+    assert ((-1 <= table["ci_low"]) & (table["ci_low"] <= table["value"]) & (table["value"] <= table["ci_high"])
+            & (table["ci_high"] <= 1)).all()
 
 
-def test_compare_bound_only_for_scores_in_the_unit_interval():
+def test_an_interval_inside_the_range_is_not_marked_clipped():
+    row = compare(_pairs([1, 0, 1, 0, 1, 1, 0, 1], [0, 0, 1, 1, 0, 1, 0, 0]), "a", "b", "success").iloc[0]
+    assert row["ci_method"] == "paired t-interval on per-task differences, 95%"
+    assert row["ci_low"] == pytest.approx(paired_ci([1, 0, 1, 0, 1, 1, 0, 1], [0, 0, 1, 1, 0, 1, 0, 0]).low)
+
+
+def test_all_pairs_tied_is_no_discordant_task_with_an_exact_bound_not_a_zero_width_interval():
+    row = compare(_pairs([1, 1, 0, 1, 0, 1], [1, 1, 0, 1, 0, 1]), "a", "b", "success").iloc[0]
+    assert row["value"] == 0 and row["ci_high"] - row["ci_low"] > 0.75
+    assert (row["ci_low"], row["ci_high"]) == pytest.approx((-(1 - 0.05 ** (1 / 6)), 1 - 0.05 ** (1 / 6)))
+    assert row["ci_method"] == ("no discordant task (all 6 pairs tie): exact 95% bound on the share of tasks "
+                                "that differ")
+    assert math.isnan(row["mde"]) and "mde: no discordant task" in row["mde_method"]
+    assert row["mde_bound"] == pytest.approx(plan_paired(6).mde, abs=1e-12)
+    # with thirty tied pairs the bound narrows, as a sample that large should make it
+    thirty = compare(_pairs([1, 0, 1] * 10, [1, 0, 1] * 10), "a", "b", "success").iloc[0]
+    assert thirty["ci_high"] == pytest.approx(1 - 0.05 ** (1 / 30)) and thirty["ci_high"] < 0.1
+
+
+def test_every_task_moved_alike_gets_an_exact_bound_and_a_t_test_mde():
+    # Per-task means of 10 runs: every task gained one run (0.1), but 0.9 - 0.8 and 0.4 - 0.3 differ in the
+    # last bit; neither an interval of width 5e-17 nor a plug-in MDE of 0 may come of it.
+    a = [0.9, 0.4, 0.7, 0.2, 0.5, 0.6, 0.3, 0.8, 0.9, 0.4, 0.7, 0.2]
+    row = compare(_pairs(a, [round(x - 0.1, 1) for x in a]), "a", "b", "success").iloc[0]
+    assert row["value"] == pytest.approx(0.1) and row["ci_method"].startswith("every task moved by +0.1: exact 95%")
+    assert row["ci_low"] < 0 and 0.1 < row["ci_high"] <= 1
+    assert math.isnan(row["mde"]) and row["mde_method"].startswith("paired t-test, 80% power, alpha 0.05; mde: every")
+    # scores that are not 0/1 are planned as the planner plans R runs: the t-test, bound at sd 1
+    assert row["mde_bound"] == pytest.approx(plan_paired(12, sd_diff=1.0).mde, abs=1e-12)
+    spread = compare(_pairs(a, [0.5] * 12), "a", "b", "success").iloc[0]
+    sd = float(np.std(np.array(a) - 0.5, ddof=1))
+    assert spread["mde"] == pytest.approx(plan_paired(12, sd_diff=sd).mde, abs=1e-12)
+    assert f"mde at the observed sd {sd:.3g}" in spread["mde_method"]
+
+
+def test_compare_plans_no_mde_for_scores_outside_the_unit_interval():
     row = compare(_pairs([3.0, 1.0, 2.0], [1.0, 1.0, 0.5], metric="cost"), "a", "b", "cost").iloc[0]
-    assert math.isnan(row["mde_bound"]) and row["mde"] > 0
+    assert math.isnan(row["mde"]) and math.isnan(row["mde_bound"]) and row["mde_method"].startswith("no MDE")
+    assert row["ci_method"] == "paired t-interval on per-task differences, 95%" and row["ci_low"] < -1  # not clipped
+    tied = compare(_pairs([3.0, 1.0], [3.0, 1.0], metric="cost"), "a", "b", "cost").iloc[0]
+    assert math.isnan(tied["ci_low"]) and tied["ci_method"].startswith("no interval: no discordant task")
     one_task = compare(_pairs([1], [0]), "a", "b", "success").iloc[0]
     assert math.isnan(one_task["mde"]) and math.isnan(one_task["mde_bound"])
+    assert one_task["mde_method"] == one_task["ci_method"] == "no comparison: fewer than 2 tasks scored by both"
 
 
 def test_compare_refuses_an_absent_condition():

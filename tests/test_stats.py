@@ -10,6 +10,7 @@ from roma_lab.stats import (
     SignTest,
     bootstrap_ci,
     majority_vote,
+    no_spread_ci,
     paired_bootstrap_ci,
     paired_ci,
     pass_at_k,
@@ -180,6 +181,39 @@ def test_paired_t_interval_is_scipys_on_the_differences():
 def test_paired_t_interval_without_spread_is_the_value_and_says_so():
     ci = paired_ci(np.ones(20), np.zeros(20), method="t")
     assert (ci.low, ci.estimate, ci.high, ci.method) == (1.0, 1.0, 1.0, "t (no spread)")
+
+
+def test_no_spread_ci_is_clopper_pearsons_bound_and_not_zero_width():
+    from scipy import stats
+
+    for n in (2, 6, 30):
+        # n of n scores 1: the exact one-sided bound, scipy's two-sided 90% Clopper-Pearson lower end
+        ones = no_spread_ci(1.0, n, low=0.0, high=1.0)
+        assert ones.low == pytest.approx(stats.binomtest(n, n).proportion_ci(0.90, method="exact").low, abs=1e-12)
+        assert (ones.high, ones.estimate, ones.method, ones.n_resamples) == (1.0, 1.0, "exact bound (no spread)", 0)
+        # every pair tied: the difference is within the share of tasks that may differ, either way
+        tied = no_spread_ci(0.0, n, low=-1.0, high=1.0)
+        assert (tied.low, tied.high) == pytest.approx((ones.low - 1, 1 - ones.low)) and tied.high > 0.095
+    moved = no_spread_ci(0.5, 6, low=-1.0, high=1.0, level=0.8)
+    share = 1 - 0.2 ** (1 / 6)  # the tasks that may move otherwise, anywhere in [-1, 1]
+    assert (moved.low, moved.high, moved.level) == pytest.approx((0.5 - share * 1.5, 0.5 + share * 0.5, 0.8))
+
+
+def test_no_spread_ci_misses_with_at_most_one_minus_its_level():
+    # A difference that is 1 on a share psi of tasks and 0 elsewhere, psi just past the bound for n = 6: the
+    # interval from an all-tied sample misses psi, and all six tie with probability just under 5%.
+    bound = no_spread_ci(0.0, 6, low=-1.0, high=1.0).high
+    psi = bound * 1.01
+    tied = (np.random.default_rng(9).random((40_000, 6)) >= psi).all(axis=1)
+    assert tied.mean() == pytest.approx((1 - psi) ** 6, abs=0.004) and (1 - psi) ** 6 < 0.05 < (1 - bound * 0.99) ** 6
+
+
+@pytest.mark.parametrize(("args", "message"), [((1.5, 6), "outside its range"), ((0.0, 1), "n_tasks"),
+                                               ((0.0, 6, 1.0), "level")])
+def test_no_spread_ci_refuses_what_it_cannot_bound(args, message):
+    value, n, *level = args
+    with pytest.raises(ValueError, match=message):
+        no_spread_ci(value, n, low=-1.0, high=1.0, **({"level": level[0]} if level else {}))
 
 
 def test_paired_ci_keeps_the_bootstrap_by_name():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from roma_lab.results import DamagedFileError
 from roma_lab.web import WebError
@@ -83,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
             paired = result.paired_all()
             print(paired[["condition", "model", "value", "ci_low", "ci_high", "n", "wins", "losses", "ties",
                           "sign_test_p", "sign_test_p_holm", "mde_bound"]].to_string(index=False))
+            # what n can detect, in words: mde_bound is NaN where n detects nothing
+            for condition, said in zip(paired["condition"], paired["mde_method"], strict=True):
+                print(textwrap.fill(f"{condition}: {said}", width=100, subsequent_indent="    "))
     budget = result.budget
     if budget is not None and budget.stopped:
         print(f"stopped at its dollar cap: ${budget.spent_usd:.4f} spent of ${budget.cap_usd:g}, "

@@ -8,8 +8,9 @@ Rates are counted over studies and set beside what they should be: the CI level 
 alpha for the sign test's false positives and Holm's family-wise error, and the planner's
 prediction (``roma_lab.stats.sign_test_power`` / ``t_test_power`` at the design's exact discordance
 and sd of differences) for power. Two more cells per n plant the effect each MDE formula says is
-detected with ``stats.power``: the planner's (exact sign test) and ``min_detectable_effect``'s
-normal approximation, so the gap the issue reported is measured, not argued. design/calibration.md.
+detected with ``stats.power``: the planner's (exact sign test: the tables' ``mde`` since issue 52) and
+``min_detectable_effect``'s normal approximation (the tables' ``mde`` before it, kept here on purpose), so
+the gap the issue reported is measured, not argued. design/calibration.md.
 """
 
 from __future__ import annotations

@@ -57,9 +57,11 @@ def summarize_protocol(
     (TIE_RULE); ``var_run_to_run`` and ``var_task_to_task`` (:func:`variance_components`).
     With a ``baseline``, every other condition is compared with it per group: ``pass@1_diff``
     (paired CI by ``stats.paired_ci``, sign-test wins/losses/ties), ``sign_test_p``, ``sign_test_p_holm``
-    (Holm over the conditions compared in that group: one table column) and ``mde`` (the
-    difference a paired test at ``stats.alpha`` detects with ``stats.power``, from the observed sd of the
-    per-task differences). ``method`` says how each row was computed.
+    (Holm over the conditions compared in that group: one table column), ``mde`` and ``mde_bound`` (the
+    study planner's minimum detectable effects at ``stats.alpha`` and ``stats.power``, at the observed
+    discordance, or sd with R > 1 runs, and at the worst case; NaN where n detects nothing: ``compare``'s
+    rule). ``method`` says how each row was computed (for the MDE rows: the test, the discordance or sd,
+    and what n detects).
 
     Scores must be 0, 1 or NaN; every group must have the same runs; (condition, by, task, run)
     must be unique (``ValueError`` otherwise). NaN scores are left out (vocabulary NaN policy).
@@ -212,13 +214,8 @@ def _comparison_rows(scores, baseline, *, metric, condition, by, task, n_runs, s
                       "method": "exact two-sided sign test over per-task means (ties dropped)"},
             common | {"metric": "sign_test_p_holm", "value": r["holm"],
                       "method": f"Holm over the {r['family']} conditions compared with {baseline!r} in this group"},
-            common | {"metric": "mde", "value": r["mde"],
-                      "method": f"paired z-test, alpha {stats.alpha:g}, power {stats.power:g}: (z_a + z_b) * "
-                                "sd(per-task differences) / sqrt(n); NaN with fewer than 2 paired tasks or when "
-                                "every task's difference is the same (no spread to estimate from)"},
+            common | {"metric": "mde", "value": r["mde"], "method": f"study planner (plan_paired): {r['mde_method']}"},
             common | {"metric": "mde_bound", "value": r["mde_bound"],
-                      "method": f"paired z-test, alpha {stats.alpha:g}, power {stats.power:g}, at the largest "
-                                "spread 0/1 scores allow (sd of differences 1): (z_a + z_b) / sqrt(n), whatever the "
-                                "true spread"},
+                      "method": f"study planner (plan_paired): {r['mde_method']}"},
         ]
     return pd.DataFrame(rows)

@@ -9,6 +9,7 @@ are averaged first, so tasks, not runs, are resampled. See design/results_vocabu
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING
@@ -28,7 +29,11 @@ CONDITION = "condition"
 MODEL = "model"
 SUMMARY_COLUMNS: tuple[str, ...] = ("metric", "value", "ci_low", "ci_high", "ci_method", "n", "n_missing", "runs")
 COMPARE_COLUMNS: tuple[str, ...] = ("condition", "metric", "value", "ci_low", "ci_high", "ci_method", "n",
-                                    "mean_a", "mean_b", "wins", "losses", "ties", "sign_test_p", "mde", "mde_bound")
+                                    "mean_a", "mean_b", "wins", "losses", "ties", "sign_test_p", "mde", "mde_bound",
+                                    "mde_method")
+#: Per-task differences closer than this count as equal: per-task means of runs differ in the last bit
+#: (0.9 - 0.8 != 0.4 - 0.3), and a spread of 1e-17 is none.
+_NO_SPREAD = 1e-9
 
 
 def _carries_model(scores: pd.DataFrame, keys: Sequence[str]) -> bool:
@@ -113,23 +118,41 @@ def compare(
     One row per group: ``condition`` = ``"a - b"``, ``metric`` = ``"<metric>_diff"``, the mean
     difference with a paired CI by ``stats.paired_ci`` (:func:`roma_lab.stats.paired_ci`: the
     t-interval on per-task differences by default, or a task bootstrap; tasks taken in task-id
-    order, so the row order of ``scores`` does not matter), both means, and the exact sign test (wins, losses, ties, p) over
-    per-task means. :func:`as_metrics` turns the test columns into metric rows.
+    order, so the row order of ``scores`` does not matter), both means, and the exact sign test (wins, losses,
+    ties, p) over per-task means. :func:`as_metrics` turns the test columns into metric rows.
 
-    Two minimum detectable effects (paired z-test at ``stats.alpha`` with ``stats.power``,
-    :func:`roma_lab.stats.min_detectable_effect`) say what the sample size can detect: ``mde`` from
-    the observed sd of the per-task differences (NaN when every difference is the same: no spread
-    to estimate from), and ``mde_bound`` from the largest sd scores in [0, 1] allow (1), so it
-    depends on ``n`` alone and holds whatever the true spread (NaN when a score lies outside [0, 1]);
-    the plug-in ``mde`` can exceed it on tiny samples (the sample sd can exceed 1). A :data:`MODEL`
-    column in ``scores`` comes through last: the models of ``a``'s rows, then of ``b``'s.
+    Scores in [0, 1] (every per-task score of the group in it) have differences in [-1, 1], and the
+    interval stays there: a t-interval reaching past it (six tasks, five lost: -0.83 +- 0.43) is
+    clipped, and ``ci_method`` ends ", clipped to [-1, 1]". When every task's difference is the same
+    (all pairs tie, or every task moved alike) the t-interval and the bootstrap have width 0, a
+    certainty no sample gives: the interval is then :func:`roma_lab.stats.no_spread_ci`'s exact bound
+    (+-0.39 with all six pairs tied, +-0.095 with thirty), and ``ci_method`` says "no discordant task" or
+    "every task moved by ...". For other scores no range is known: with no spread there is no interval
+    (NaN) and ``ci_method`` says why.
+
+    ``mde`` and ``mde_bound`` are the study planner's (:func:`roma_lab.stats.plan_paired` at
+    ``stats.alpha`` and ``stats.power``: the smallest true difference the tables' test detects with
+    that power), so the tables and ``experiments plan`` give one MDE. 0/1 per-task scores are planned
+    for the exact sign test: ``mde`` at the observed discordance (share of tasks where a and b differ;
+    NaN when none does), ``mde_bound`` at discordance 1, the no-pilot worst case, which depends on n
+    alone. Other scores in [0, 1] (means over runs, graded fractions), whose mean difference the sign
+    test's power does not follow from, are planned as the planner plans R runs: the paired t-test,
+    ``mde`` at the observed sd of the differences (NaN with no spread), ``mde_bound`` at sd 1, the
+    largest [0, 1] scores allow. Where n detects nothing (no difference up to 1 reaches the power: a
+    sign test over 5 tasks never reaches p <= 0.05) the MDE is NaN, never a number above 1, and
+    ``mde_method`` says so in words; it always names the test and the discordance or sd used. Scores
+    outside [0, 1] get no MDE (NaN, and ``mde_method`` says why): the planner plans differences of
+    fractions. A :data:`MODEL` column in ``scores`` comes through last: the models of ``a``'s rows,
+    then of ``b``'s.
     """
     import pandas as pd
 
-    from roma_lab.stats import paired_ci, sign_test
+    from roma_lab.stats import plan_paired, sign_test
 
     _check_columns(scores, [*by, condition, task, metric])
     model = [MODEL] if _carries_model(scores, [*by, condition]) else []
+    plans = functools.cache(lambda n, spread, kind: plan_paired(n, **{kind: spread}, alpha=stats.alpha,
+                                                                 power=stats.power))
     rows = []
     groups = scores.groupby(list(by), sort=False) if by else [((), scores)]
     for key, group in groups:
@@ -144,19 +167,16 @@ def compare(
         row = dict(zip(by, key)) | {"condition": f"{a} - {b}", "metric": f"{metric}_diff", "value": math.nan,
                                     "ci_low": math.nan, "ci_high": math.nan, "ci_method": "", "n": len(common),
                                     "mean_a": math.nan, "mean_b": math.nan, "wins": 0, "losses": 0, "ties": 0,
-                                    "sign_test_p": math.nan, "mde": math.nan, "mde_bound": math.nan}
+                                    "sign_test_p": math.nan, "mde": math.nan, "mde_bound": math.nan, "mde_method": ""}
         if model:
             row[MODEL] = models_of(pd.concat([group.loc[group[condition] == name, MODEL] for name in (a, b)]))
         if len(common) >= 2:
-            interval = paired_ci(va, vb, method=stats.paired_ci, n_resamples=stats.n_resamples, level=stats.level,
-                                 seed=stats.seed)
             test = sign_test(va, vb)
-            row.update(value=interval.estimate, ci_low=interval.low, ci_high=interval.high,
-                       ci_method=f"paired {_method(interval)}", mean_a=float(va.mean()), mean_b=float(vb.mean()),
-                       wins=test.wins, losses=test.losses, ties=test.ties, sign_test_p=test.p_value,
-                       **_detectable(va, vb, alpha=stats.alpha, power=stats.power))
+            row.update(mean_a=float(va.mean()), mean_b=float(vb.mean()), wins=test.wins, losses=test.losses,
+                       ties=test.ties, sign_test_p=test.p_value, **_interval(va, vb, stats),
+                       **_detectable(va, vb, plans, alpha=stats.alpha, power=stats.power))
         else:
-            row["ci_method"] = "no comparison: fewer than 2 tasks scored by both"
+            row["ci_method"] = row["mde_method"] = "no comparison: fewer than 2 tasks scored by both"
         rows.append(row)
     return pd.DataFrame(rows, columns=[*by, *COMPARE_COLUMNS, *model])
 
@@ -200,21 +220,64 @@ def wide(table: pd.DataFrame, *, by: Sequence[str] = (CONDITION, "subset")) -> p
     return out
 
 
-def _detectable(va, vb, *, alpha: float, power: float) -> dict[str, float]:
+def _in_unit(*values) -> bool:
+    return all(bool(((v >= 0) & (v <= 1)).all()) for v in values)
+
+
+def _interval(va, vb, stats: StatsSettings) -> dict:
+    """The paired CI columns (the rule is in :func:`compare`'s docstring)."""
     import numpy as np
 
-    from roma_lab.stats import min_detectable_effect
+    from roma_lab.stats import no_spread_ci, paired_ci
 
     differences = va - vb
-    # No spread (every task moved by the same amount): a plug-in MDE of 0 would claim any effect
-    # is detectable, so the observed MDE is not estimated. Up to rounding: per-task means of runs
-    # differ in the last bit (0.9 - 0.8 != 0.4 - 0.3).
-    observed = (math.nan if np.ptp(differences) <= 1e-9 else
-                min_detectable_effect(len(differences), sd_diff=float(differences.std(ddof=1)), alpha=alpha,
-                                      power=power).effect)
-    in_unit = bool(((va >= 0) & (va <= 1) & (vb >= 0) & (vb <= 1)).all())
-    bound = min_detectable_effect(len(differences), sd_diff=1.0, alpha=alpha, power=power).effect if in_unit else math.nan
-    return {"mde": observed, "mde_bound": bound}
+    n = differences.size
+    if np.ptp(differences) <= _NO_SPREAD:
+        moved = float(differences.mean())
+        said, others = ((f"no discordant task (all {n} pairs tie)", "differ") if abs(moved) <= _NO_SPREAD else
+                        (f"every task moved by {moved:+.3g}", "move otherwise"))
+        if not _in_unit(va, vb):
+            return {"value": moved, "ci_method": f"no interval: {said}, no spread to estimate from, no range known"}
+        interval = no_spread_ci(moved, n, low=-1.0, high=1.0, level=stats.level)
+        return {"value": moved, "ci_low": interval.low, "ci_high": interval.high,
+                "ci_method": f"{said}: exact {interval.level:.0%} bound on the share of tasks that {others}"}
+    interval = paired_ci(va, vb, method=stats.paired_ci, n_resamples=stats.n_resamples, level=stats.level,
+                         seed=stats.seed)
+    low, high, method = interval.low, interval.high, f"paired {_method(interval)}"
+    if _in_unit(va, vb) and (low < -1 or high > 1):
+        low, high, method = max(low, -1.0), min(high, 1.0), f"{method}, clipped to [-1, 1]"
+    return {"value": interval.estimate, "ci_low": low, "ci_high": high, "ci_method": method}
+
+
+def _detectable(va, vb, plans, *, alpha: float, power: float) -> dict:
+    """The MDE columns (the rule is in :func:`compare`'s docstring); ``plans(n, spread, kind)`` is
+    ``plan_paired``, cached per call: a table of many groups meets few distinct (n, discordance)."""
+    import numpy as np
+
+    if not _in_unit(va, vb):
+        return {"mde_method": "no MDE: scores outside [0, 1] (the planner plans differences of fractions)"}
+    differences = va - vb
+    n = differences.size
+    level = f"{power:.0%} power, alpha {alpha:g}"
+    if np.isin(va, (0, 1)).all() and np.isin(vb, (0, 1)).all():
+        discordant = int(np.count_nonzero(differences))
+        kind, spread, worst = "discordance", discordant / n, "discordance 1"
+        test, observed, none = f"exact sign test, {level}", f"discordance {discordant}/{n}", "no discordant task"
+    else:
+        kind, worst = "sd_diff", "sd 1"
+        spread = float(differences.std(ddof=1)) if np.ptp(differences) > _NO_SPREAD else 0.0
+        test, observed, none = f"paired t-test, {level}", f"sd {spread:.3g}", "every task's difference is the same"
+    bound = plans(n, 1.0, kind).mde  # the no-pilot worst case: depends on n alone
+    mde = plans(n, spread, kind).mde if spread else math.nan
+
+    def said(name: str, at: str, value: float) -> str:
+        return f"{name} at {at}" + ("" if math.isfinite(value) else f": n = {n} detects nothing")
+
+    if not math.isfinite(bound) and not math.isfinite(mde):
+        return {"mde": mde, "mde_bound": bound, "mde_method": f"{test}; n = {n} detects nothing, even at {worst}"}
+    at_observed = said("mde", f"the observed {observed}", mde) if spread else f"mde: {none}, nothing to plan from"
+    return {"mde": mde, "mde_bound": bound,
+            "mde_method": f"{test}; {at_observed}; {said('mde_bound', f'{worst} (worst case)', bound)}"}
 
 
 def _method(interval) -> str:

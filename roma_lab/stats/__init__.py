@@ -2,6 +2,7 @@
 
 Task-bootstrap confidence intervals (one-sample and paired) and the paired t-interval
 (``paired_ci``: the tables' paired CI, its method chosen by ``StatsSettings.paired_ci``), the exact
+bound that replaces a zero-width interval when a sample has no spread (``no_spread_ci``), the exact
 sign test over discordant pairs, the unbiased pass@k estimator and plurality voting,
 family-stratified sampling, Holm's adjustment, the run-to-run vs task-to-task variance
 decomposition, the minimum detectable effect of a paired comparison
@@ -15,7 +16,7 @@ touched. See ``design/bootstrap.md``, ``design/protocol.md`` and ``design/calibr
 """
 
 from roma_lab.stats._calibration import DesignTruth, PairedDesign, design_truth, simulate_scores
-from roma_lab.stats._ci import CI, bootstrap_ci, paired_bootstrap_ci, paired_ci
+from roma_lab.stats._ci import CI, bootstrap_ci, no_spread_ci, paired_bootstrap_ci, paired_ci
 from roma_lab.stats._multiple import holm_adjust
 from roma_lab.stats._planner import (
     PairedPlan,
@@ -60,6 +61,7 @@ __all__ = [
     "min_detectable_effect",
     "n_for_half_width",
     "n_for_mde",
+    "no_spread_ci",
     "paired_bootstrap_ci",
     "paired_ci",
     "pass_at_k",

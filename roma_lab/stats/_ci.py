@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roma_lab.stats._power import _check_n
 from roma_lab.stats._scores import paired_scores, per_task_scores
 from roma_lab.stats._settings import DEFAULT_STATS, PAIRED_CI_METHODS
 
@@ -108,6 +109,30 @@ def paired_ci(
         low, high, name = estimate - half, estimate + half, "t"
     return CI(estimate=estimate, low=low, high=high, level=float(level), method=name, n_resamples=0,
               seed=int(seed), n_tasks=int(differences.size))
+
+
+def no_spread_ci(value: float, n_tasks: int, *, low: float, high: float,
+                 level: float = DEFAULT_STATS.level) -> CI:
+    """CI of a mean when every one of ``n_tasks`` per-task values equals ``value`` and each value is
+    known to lie in ``[low, high]`` (a difference of [0, 1] scores in [-1, 1]).
+
+    A t-interval or bootstrap has width 0 here, a certainty no finite sample gives. The rule: if a
+    share pi of tasks equal ``value`` and the rest lie anywhere in the range, the mean lies in
+    ``[value - (1 - pi)(value - low), value + (1 - pi)(high - value)]``; all n tasks agree with
+    probability pi^n, below ``1 - level`` once pi < pi_low = (1 - level)^(1/n) (the exact,
+    Clopper-Pearson, one-sided bound for n agreements out of n). The interval is that range at
+    pi_low: for a paired difference with every pair tied, +-(1 - pi_low) (+-0.39 at n = 6, +-0.095 at
+    n = 30, 95%); for 0/1 scores all 1, [pi_low, 1], Clopper-Pearson's bound. It draws no resamples.
+    """
+    _check_n(n_tasks)
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be strictly between 0 and 1, got {level!r}")
+    if not low <= value <= high:
+        raise ValueError(f"value {value!r} lies outside its range [{low!r}, {high!r}]")
+    slack = 1.0 - (1.0 - level) ** (1.0 / n_tasks)
+    return CI(estimate=float(value), low=float(value - slack * (value - low)),
+              high=float(value + slack * (high - value)), level=float(level), method="exact bound (no spread)",
+              n_resamples=0, seed=0, n_tasks=int(n_tasks))
 
 
 def _task_bootstrap(scores: np.ndarray, *, n_resamples, level, seed, method) -> CI:

@@ -20,9 +20,11 @@ smallest n whose MDE is at most the target; both return a :class:`PairedPlan` th
 no-pilot bound (``mde_worst``: discordance 1, or sd_diff 1) and the expected half-width of the paired
 95% CI at no effect. ``plan_rate`` / ``n_for_half_width`` size one condition's rate (normal
 half-width, worst case rate 0.5; with a pilot's variance components, R runs per task).
-``min_detectable_effect`` (``_power.py``) keeps its closed-form normal approximations: it is what the
-tables' ``mde`` columns and notebook 20's audit report. design/calibration.md shows, by simulation,
-how far each prediction is from the rejection rate the tests reach.
+The tables' ``mde`` and ``mde_bound`` columns (``roma_lab.results.compare``) are this planner's.
+``min_detectable_effect`` (``_power.py``) keeps its closed-form normal approximations for notebook 20's
+audit of papers' marginal counts and for the calibration study, which measures how far they fall short;
+design/calibration.md shows, by simulation, how far each prediction is from the rejection rate the tests
+reach.
 
 For a command that plans runs (``python -m roma_lab.experiments plan``): take n from the budget and
 call ``plan_paired(n, discordance=psi)`` with the discordance a pilot (or earlier rows) measured

@@ -1,4 +1,6 @@
-"""Minimum detectable effect of a paired comparison (normal approximation; design/protocol.md)."""
+"""Minimum detectable effect of a paired comparison by normal approximation (design/protocol.md): for
+notebook 20's audit of papers' marginal counts and the calibration study's comparison; the tables' MDEs
+are the exact planner's (``_planner.py``)."""
 
 import dataclasses
 import math

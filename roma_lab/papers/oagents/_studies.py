@@ -149,7 +149,8 @@ PAIRED_METRICS = ("pass@1_diff", "sign_test_p", "sign_test_p_holm", "mde_bound")
 def _paired_df(scores, baseline: str, stats: StatsSettings):
     """Every condition minus ``baseline`` per level, on the tasks both scored, one row per comparison
     (``results.summarize_protocol``'s comparison rows, pivoted): difference, CI, wins/losses/ties,
-    sign-test p, its Holm adjustment over the conditions compared in that level, and the MDE bound."""
+    sign-test p, its Holm adjustment over the conditions compared in that level, and the MDE bound with
+    ``mde_method``, which says in words what n detects."""
     from roma_lab.results import summarize_protocol
 
     rows = summarize_protocol(scores, baseline=baseline, metric="success", by=("subset",), stats=stats)
@@ -160,6 +161,8 @@ def _paired_df(scores, baseline: str, stats: StatsSettings):
     for metric in PAIRED_METRICS[1:]:
         table[metric.replace("sign_test_p_holm", "p_holm").replace("sign_test_p", "p")] = rows[
             rows["metric"] == metric].set_index(["condition", "subset"])["value"]
+    # what n detects, in words: the bound is NaN where n detects nothing
+    table["mde_method"] = rows[rows["metric"] == "mde_bound"].set_index(["condition", "subset"])["method"]
     table["excludes_0"] = (table["ci_low"] > 0) | (table["ci_high"] < 0)
     if "model" in diff.columns:
         table["model"] = diff["model"]
