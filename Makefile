@@ -89,10 +89,11 @@ reproduce: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
 	$(if $(filter-out none,$(BUDGET)),,$(PY) -m roma_lab.experiments plan --all $(REPRODUCE_ARGS))
 	$(PY) -m roma_lab.experiments run --all $(REPRODUCE_ARGS)
 
-# Notebook 01 alone, then how to open it: the first thing a newcomer runs (README "Start here").
+# Notebook 01 alone: the first thing a newcomer runs (README "Start here"). The runner ends with the
+# folder it wrote and the command that opens the notebook with JupyterLab's file browser at the
+# repository root.
 quickstart: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
 	$(PY) -m roma_lab.experiments run 01_run_quickstart
-	@echo "open it: $(VENV)/bin/jupyter lab results/01_run_quickstart/01_run_quickstart.ipynb$(if $(filter 0,$(shell id -u)), --allow-root,)"
 
 # pytest exits 5 when it collects nothing: that is a broken suite here, never a pass.
 test: sandbox-tool browser-tool llama-build-$(TEST_EXTRAS)

@@ -48,7 +48,7 @@ def test_fixed_costs_come_first_and_a_notebook_that_can_detect_nothing_says_so_i
     tight = plan_study([QUICKSTART, LEVELS], results_root=tmp_path, budget_s=60)
     quick, levels = tight.notebooks
     assert quick.unit is None and levels.n == 2  # the floor: never fewer than two tasks
-    assert "can detect nothing" in levels.line and "\n" not in levels.line
+    assert "detects nothing; needs n = " in levels.line and "\n" not in levels.line
     assert tight.seconds > 60  # over budget, and the total says so
 
 
@@ -139,7 +139,7 @@ def test_a_measured_run_sets_the_cost_and_a_pilot_s_discordance_the_mde(tmp_path
 def test_plan_prints_every_notebook_and_writes_plan_json(tmp_path, capsys):
     assert main(["--root", str(REPO), "plan", "--all", "--budget", "2h", "--mde", "0.3", "--results", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "27_measure_levels_table1: n = " in out and "predicted wall time" in out
+    assert "27_measure_levels_table1" in out and "total: " in out and "0.30 needs n = " in out
     written = json.loads((tmp_path / "plan.json").read_text())
     assert written["budget_s"] == 7200 and len(written["notebooks"]) == len(list((REPO / "experiments").glob("*.toml")))
 
@@ -161,7 +161,7 @@ def test_run_with_a_budget_runs_each_sized_notebook_at_its_planned_n(tmp_path, m
     n = next(p["n"] for p in planned if p["stem"] == LEVELS.stem)
     assert ([LEVELS.stem], {"N_TASKS": n}) in seen and ([QUICKSTART.stem], {}) in seen
     # each notebook is handed its own line of the plan, for its provenance
-    assert plans[LEVELS.stem]["n"] == n and plans[LEVELS.stem]["line"].startswith(f"{LEVELS.stem}: n = {n} ")
+    assert plans[LEVELS.stem]["n"] == n and plans[LEVELS.stem]["line"].startswith(f"{LEVELS.stem}: n = {n}, ")
     assert plans[LEVELS.stem]["budget_s"] == 7200 and plans[QUICKSTART.stem]["unit"] is None
     assert main(["--root", str(REPO), "run", LEVELS.stem, "--budget", "2h", "--set", "N_TASKS=3",
                  "--results", str(tmp_path)]) == 2
@@ -202,7 +202,7 @@ def test_a_run_prints_its_plan_line_first_and_records_the_plan_in_provenance(tmp
     plan = plan_study([QUICKSTART], results_root=tmp_path, budget_s=3600).records()[QUICKSTART.stem]
     assert _runner.run_experiment(QUICKSTART, results_root=tmp_path, plan=plan).status == "completed"
     out = capsys.readouterr().out
-    assert out.index(f"plan: {QUICKSTART.stem}: at its spec's sizes") < out.index("notebook ran")
+    assert out.index(f"plan: {QUICKSTART.stem}: at its own sizes") < out.index("notebook ran")
     record = json.loads((tmp_path / QUICKSTART.stem / "provenance.json").read_text())
     assert record["extra"]["plan"] == plan and record["extra"]["plan"]["budget_s"] == 3600
     assert "plan" not in json.loads(json.dumps(record["parameters"]))  # a plan is no parameter of the run

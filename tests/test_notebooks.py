@@ -76,6 +76,16 @@ def test_repository_notebooks_meet_the_contract():
     assert not problems, "notebook contract broken:\n" + "\n".join(problems)
 
 
+def test_notebook_27_says_which_levels_21_to_26_run():
+    """Issue 52: 27's introduction said 21-26 hold no L1 task while each runs `LEVELS = ["L1"]`."""
+    from roma_lab.experiments import declared_parameters
+
+    levels = {declared_parameters(p)["LEVELS"] for p in sorted((REPO / "notebooks").glob("2[1-6]_*.ipynb"))}
+    intro = "".join(json.loads((REPO / "notebooks" / "27_measure_levels_table1.ipynb").read_text())["cells"][0]["source"])
+    assert levels == {'["L1"]'} and 'Notebooks 21–26 run two tasks each, all at L1 (`LEVELS = ["L1"]`)' in intro
+    assert "no L1 task" not in intro
+
+
 @pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("[0-9]*.ipynb")), ids=lambda p: p.stem)
 def test_papermill_reads_every_parameter_a_notebook_assigns(notebook):
     """`--set NAME=...` is checked against the parameters papermill finds: a line it cannot parse (a
@@ -115,6 +125,8 @@ def test_contract_catches_each_violation(tmp_path):
         "00_fixture.ipynb: parameter SEED must default to int, got 0.5",
         '00_fixture.ipynb: parameter LM must default to "local"',
         "00_fixture.ipynb: the markdown header must name the artefact 'Fixture table'",
+        "00_fixture.ipynb: the introduction must name the command that plans its time: "
+        "`python -m roma_lab.experiments plan 00_fixture`",
     ]:
         assert expected in text, f"missing {expected!r} in:\n{text}"
 

@@ -24,6 +24,7 @@ from roma_lab.results import default_repo_root
 
 from ._key import experiment_status
 from ._plan import check_target_mde, parse_budget, plan_study, write_plan
+from ._plan_text import plan_lines
 from ._runner import run_experiments
 from ._spec import (
     ExperimentSpec,
@@ -33,7 +34,7 @@ from ._spec import (
     parse_overrides,
     scan_specs,
 )
-from ._times import SPEED_LOG, format_seconds, run_times, times_markdown
+from ._times import SPEED_LOG, run_times, times_markdown
 
 
 class _Parser(argparse.ArgumentParser):
@@ -159,6 +160,42 @@ def _own_folder(results_root: Path, specs: list[ExperimentSpec], values: dict[st
     return results_root / "own" / digest
 
 
+def _list_lines(specs: list[ExperimentSpec], status: dict[str, str]) -> list[str]:
+    """``list`` in 100 columns: each notebook's status and the paper artefact it reproduces, under a
+    heading naming the paper (one heading per run of notebooks of the same paper)."""
+    stem_w = max([len("notebook"), *(len(s.stem) for s in specs)])
+    status_w = max([len("status"), *map(len, status.values())])
+    lines, paper = [f"  {'notebook'.ljust(stem_w)}  {'status'.ljust(status_w)}  reproduces"], None
+    for spec in specs:
+        if spec.paper != paper:
+            paper = spec.paper
+            lines.append(paper)
+        lines.append(f"  {spec.stem.ljust(stem_w)}  {status[spec.stem].ljust(status_w)}  {spec.table}".rstrip())
+    return lines
+
+
+def _shown(path: Path) -> str:
+    """``path`` as a person types it here: relative to the working folder when inside it."""
+    path = Path(path).resolve()
+    return path.relative_to(Path.cwd()).as_posix() if path.is_relative_to(Path.cwd()) else str(path)
+
+
+def open_command(notebook: Path, root: Path) -> str:
+    """The command that opens ``notebook`` in JupyterLab with the file browser at ``root`` (the
+    repository root, so notebooks/ and results/ can be reached; ``jupyter lab <file>`` alone roots it
+    at the file's folder). A notebook outside ``root`` (``--results`` elsewhere) roots it at its own
+    results folder instead, since JupyterLab opens nothing outside its root."""
+    import shlex
+
+    notebook = Path(notebook).resolve()
+    if not notebook.is_relative_to(Path(root).resolve()):
+        root = notebook.parent.parent
+    here = Path(sys.executable).parent / "jupyter"  # the jupyter of this environment, else the one on PATH
+    jupyter = _shown(here) if here.exists() else "jupyter"
+    words = [jupyter, "lab", f"--ServerApp.root_dir={_shown(root)}", _shown(notebook)]
+    return shlex.join(words) + (" --allow-root" if os.geteuid() == 0 else "")
+
+
 def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace):
     """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
     concurrency = args.concurrency
@@ -168,18 +205,9 @@ def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
         concurrency = 1 if not args.lm or in_process(args.lm) else max_concurrency(args.lm)
     plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s, lm=args.lm, concurrency=concurrency,
                       target_mde=getattr(args, "mde", None), budget_usd=args.budget_usd)
-    budget = f"budget {format_seconds(args.budget_s)}" if args.budget_s else "at the notebooks' own sizes"
-    if args.budget_usd is not None:
-        budget += f", at most ${args.budget_usd:,.2f} a notebook"
-    model = args.lm or "each notebook's own"
-    print(f"plan ({budget}; model {model}, {concurrency} at once; "
-          "paired MDE at 80% power, alpha 0.05):")
-    for notebook in plan.notebooks:
-        print(f"  {notebook.line}  [cost: {notebook.cost_source}; discordance: {notebook.discordance_source}]"
-              if notebook.unit else f"  {notebook.line}")
-    over = "" if not args.budget_s or plan.seconds <= args.budget_s else (
-        " -- over the budget: even at n = 2 each the notebooks do not fit (speed first: design/planning.md)")
-    print(f"predicted wall time: {format_seconds(plan.seconds)}{over}; plan written to {write_plan(plan, results_root)}")
+    for line in plan_lines(plan):
+        print(line)
+    print(f"plan written to {_shown(write_plan(plan, results_root))}")
     return plan
 
 
@@ -236,16 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     results_root = (args.results or (root / "results" / "smoke" if args.smoke else root / "results")).resolve()
 
     if args.command == "list":
-        rows = [("stem", "paper", "table", "notebook", "status")]
-        rows += [
-            (s.stem, s.paper, s.table, s.notebook.relative_to(root).as_posix(),
-             experiment_status(s, results_root=results_root, smoke=args.smoke, lm=args.lm))
-            for s in specs
-        ]
-        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-        for row in rows:
-            print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
-        print(f"{len(specs)} experiments; results in {results_root}")
+        status = {s.stem: experiment_status(s, results_root=results_root, smoke=args.smoke, lm=args.lm) for s in specs}
+        for line in _list_lines(specs, status):
+            print(line)
+        print(f"{len(specs)} experiments, each notebooks/<stem>.ipynb; results in {_shown(results_root)}/")
         if bad:  # listed above, each naming its file; the exit code tells scripts the set is incomplete
             print(f"{len(bad)} spec file(s) not valid, not listed: see the errors above", file=sys.stderr)
         return 2 if bad else 0
@@ -293,8 +315,8 @@ def main(argv: list[str] | None = None) -> int:
         for group, values in groups:
             where = results_root if args.results else _own_folder(results_root, group, values)
             if where != results_root:
-                print(f"--set changes what the notebook does, not only its size: results in {where}, "
-                      f"the default run in {results_root} stays as it is (--results names another folder)")
+                print(f"--set changes what the notebook does, not only its size: its run goes to {_shown(where)}/;\n"
+                      f"the default run in {_shown(results_root)}/ stays as it is (--results names another folder)")
             outcomes += run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
                                         force=args.force, cluster=args.cluster, per=args.per, overrides=values,
                                         budget_usd=args.budget_usd, plans=planned.records() if planned else None)
@@ -305,8 +327,16 @@ def main(argv: list[str] | None = None) -> int:
         print("\ninterrupted: rerun the same command to resume (completed experiments are skipped)", file=sys.stderr)
         return 130
     counts = {status: sum(o.status == status for o in outcomes) for status in ("completed", "skipped", "failed")}
-    print(f"{len(outcomes)} experiments: " + ", ".join(f"{n} {status}" for status, n in counts.items()) + f"; results in {results_root}")
+    # the folders this run wrote: one notebook's own, else the results folders they are in
+    written = ([o.out_dir for o in outcomes] if len(outcomes) == 1
+               else list(dict.fromkeys(o.out_dir.parent for o in outcomes)) or [results_root])
+    print(f"{len(outcomes)} experiment{'' if len(outcomes) == 1 else 's'}: "
+          + ", ".join(f"{n} {status}" for status, n in counts.items())
+          + "; results in " + ", ".join(f"{_shown(w)}/" for w in written))
     for outcome in outcomes:
         if outcome.status == "failed":
-            print(f"FAILED {outcome.stem}: {outcome.error}\n  see {outcome.out_dir}", file=sys.stderr)
+            print(f"FAILED {outcome.stem}: {outcome.error}\n  see {_shown(outcome.out_dir)}", file=sys.stderr)
+    opened = [o.out_dir / known[o.stem].notebook.name for o in outcomes]
+    if len(opened) == 1 and opened[0].is_file():  # one notebook run (a failed one's copy shows its error)
+        print(f"open it: {open_command(opened[0], root)}")
     return 1 if counts["failed"] else 0

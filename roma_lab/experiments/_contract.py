@@ -12,6 +12,8 @@ from pathlib import Path
 
 from ._spec import NOTEBOOK_NAME, REQUIRED_PARAMETERS, SpecError, declared_parameters, load_spec, parse_literal
 
+#: What every notebook's introduction names for its planned time (issue 52): the plan, on this machine.
+PLAN_COMMAND = "python -m roma_lab.experiments plan {stem}"
 # Expected type of each runner-facing parameter's default.
 _PARAMETER_TYPES = {"OUT_DIR": str, "SEED": int, "LM": str}
 _NO_LOGIC = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -99,4 +101,7 @@ def contract_problems(root: str | Path) -> list[str]:
             header = _source(cells[0])
         if spec.table not in header:
             problems.append(f"{spec.notebook.name}: the markdown header must name the artefact {spec.table!r}")
+        if PLAN_COMMAND.format(stem=stem) not in header:  # a time typed into the text goes stale; the plan's does not
+            problems.append(f"{spec.notebook.name}: the introduction must name the command that plans its time: "
+                            f"`{PLAN_COMMAND.format(stem=stem)}`")
     return problems

@@ -41,12 +41,21 @@ class Announce:
     def __call__(self, cell, cell_index: int, **_: Any) -> None:
         from tqdm.auto import tqdm
 
-        first = next((line.strip() for line in cell.source.splitlines()
-                      if line.strip() and not line.lstrip().startswith("#")), "")
         self.cell, self.started = cell_index + 1, time.monotonic()
-        tqdm.write(f"{self.stem}: cell {self.cell}/{self.n_cells}: {first[:90]}", file=sys.stderr)
+        tqdm.write(f"{self.stem}: cell {self.cell}/{self.n_cells}: {self._starts(cell)}", file=sys.stderr)
         if not self._beat.is_alive():
             self._beat.start()
+
+    def _starts(self, cell) -> str:
+        """How the cell starts; for the two parameters cells, what they mean for this run: the notebook's
+        own cell holds defaults (its OUT_DIR is not where this run writes), papermill's sets this run's."""
+        tags = getattr(cell, "metadata", {}).get("tags", [])
+        if "parameters" in tags:
+            return "the notebook's default parameters (the next cell sets this run's)"
+        if "injected-parameters" in tags:
+            return f"this run's parameters; it writes to {self.out_dir}"
+        return next((line.strip() for line in cell.source.splitlines()
+                     if line.strip() and not line.lstrip().startswith("#")), "")[:90]
 
     def _run(self) -> None:
         from tqdm.auto import tqdm

@@ -59,6 +59,9 @@ MIN_N = 2
 TASK_UNITS = ("N_TASKS", "N_ITEMS")
 #: The difference a line that can detect nothing names the n for (issue 42's 30-point difference).
 UNDETECTABLE_TARGET = 0.30
+#: Where a cost comes from, after a run here (``measured (<date>, <model>)``): the spec's own figures.
+SPEC_RUN = "estimate (the spec's measured run)"
+SPEC_TIMEOUT = "estimate (spec timeout / 3)"
 
 
 def parse_budget(text: str) -> float:
@@ -92,7 +95,9 @@ class NotebookPlan:
     ``seconds_per_unit`` and ``cost_source`` say what one unit costs and how that is known; ``n`` is
     what the budget buys (None: no budget given), ``mde`` the paired MDE at n, ``target_n`` the n a
     target MDE needs, ``dollars_n`` the n a dollar cap buys; seconds and dollars are predictions
-    (dollars None: no price known)."""
+    (dollars None: no price known). ``detects``: what n can detect, in words (the MDE, or "nothing"
+    and the n a 0.30 difference needs), then what a target and a dollar cap need or buy; ``line``: the
+    notebook's plan as one sentence (the runner prints it before the notebook runs)."""
 
     stem: str
     unit: str | None
@@ -111,6 +116,7 @@ class NotebookPlan:
     target_seconds: float | None
     target_dollars: float | None
     dollars_n: int | None  # the tasks the dollar cap buys (None: no cap, or no price per task known)
+    detects: str
     line: str
 
 
@@ -160,9 +166,9 @@ def _cost(spec: ExperimentSpec, results_root: Path, speeds) -> tuple[float, str,
     if spec.measured_s is not None:  # what a run took on a machine like this one, at the sizes it names
         sizes = {**spec.defaults, **spec.parameters, **spec.measured_sizes}
         units = work_units(spec.timeout_units, sizes) if spec.timeout_units else 1
-        return spec.measured_s / units, "estimate (the spec's measured run)", None
+        return spec.measured_s / units, SPEC_RUN, None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
-    return base / SPEC_MARGIN, "estimate (spec timeout / 3)", None
+    return base / SPEC_MARGIN, SPEC_TIMEOUT, None
 
 
 def _units_run(spec: ExperimentSpec, asked: Mapping[str, ParamValue]) -> int | None:
@@ -276,7 +282,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 stem=spec.stem, unit=None, default_n=None, seconds_per_unit=seconds, cost_source=source, n=None,
                 seconds=seconds, dollars=None, mde=None, mde_worst=None, discordance=None, discordance_source="",
                 target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
-                line=f"{spec.stem}: at its spec's sizes, {_time(seconds)} ({source})"))
+                detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}"))
             continue
         unit = spec.timeout_units[0]
         default_n, per_task, others = size_of(spec)
@@ -285,28 +291,28 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         at_n = plan_paired(n, discordance=psi, alpha=alpha, power=power)
         target = None if target_mde is None else n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power)
         money = None if dollars_per_unit is None else dollars_per_unit * others
-        line = f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) detects a paired difference of {at_n.mde:.2f}"
         if not math.isfinite(at_n.mde):
-            line = f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) can detect nothing (no test rejects at this n)"
-        elif at_n.mde >= 0.5:
-            line = (f"{spec.stem}: n = {n} {unit} ({_time(n * per_task)}) can detect no difference under "
-                    f"{at_n.mde:.2f}: nothing a paper reports")
+            detects = "nothing"
+        elif at_n.mde >= 0.5:  # only differences no paper reports
+            detects = f"{at_n.mde:.2f} only"
+        else:
+            detects = f"{at_n.mde:.2f}"
         if target is None and (not math.isfinite(at_n.mde) or at_n.mde >= 0.5):  # what it would take
             needs = n_for_mde(UNDETECTABLE_TARGET, discordance=psi, alpha=alpha, power=power).n
-            line += f"; a difference of {UNDETECTABLE_TARGET:.2f} needs n = {needs} ({_time(needs * per_task)} here)"
+            detects += f"; needs n = {needs}, ≈ {_time(needs * per_task)} here"
         if target is not None:
-            line += f"; {target_mde:.2f} needs n = {target.n} ({_time(target.n * per_task)}"
-            line += f", ${target.n * money:,.2f})" if money is not None else (
-                ", dollars unknown: no measured tokens or no price)" if price != 0.0 else ")")
+            detects += f"; {target_mde:.2f} needs n = {target.n}, ≈ {_time(target.n * per_task)}"
+            # no --lm: each notebook's own model, the embedded one by the notebook contract, bills nothing
+            detects += f", ${target.n * money:,.2f}" if money is not None else ", $ unknown" if lm and price != 0.0 else ""
         dollars_n = None
         if budget_usd is not None:
             if money is None:
-                line += f"; ${budget_usd:,.2f} buys an unknown n (no measured tokens or no price)"
+                detects += f"; ${budget_usd:,.2f} buys an unknown n"
             elif money == 0:
-                line += f"; ${budget_usd:,.2f}: its model costs no dollars"
+                detects += f"; ${budget_usd:,.2f}: its model costs no dollars"
             else:
                 dollars_n = math.floor(round(budget_usd / money, 9))  # 1.0 // 0.002 is 499.0 in floats
-                line += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} per task)"
+                detects += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} a task)"
         plans.append(NotebookPlan(
             stem=spec.stem, unit=unit, default_n=default_n, seconds_per_unit=per_task, cost_source=source, n=n,
             seconds=n * per_task, dollars=None if money is None else n * money, mde=at_n.mde,
@@ -314,7 +320,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             target_n=None if target is None else target.n,
             target_seconds=None if target is None else target.n * per_task,
             target_dollars=None if target is None or money is None else target.n * money, dollars_n=dollars_n,
-            line=line))
+            detects=detects, line=f"{spec.stem}: n = {n}, {_time(n * per_task)}; detects {detects}"))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd)
 
 
