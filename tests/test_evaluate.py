@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from roma_lab.evaluate import (EvaluationMismatchError, TaskFileError, benchmark_tasks, evaluate, export_world_tasks,
+from roma_lab.evaluate import (SHORT_ANSWER, EvaluationMismatchError, TaskFileError, benchmark_tasks, evaluate, export_world_tasks,
                                function, roma, single_call, tasks_from, world_task_set)
 from roma_lab.evaluate.__main__ import main
 from roma_lab.lm import current_rollout
@@ -423,6 +423,32 @@ def test_the_shell_command_runs_systems_and_prints_the_tables(tmp_path, capsys):
     assert "roma - single: exact sign test, 80% power, alpha 0.05; n = 3 detects nothing" in " ".join(out.split())
     assert out.splitlines()[0].split()[:3] == ["condition", "model", "grader"] and "scripted (test double" in out
     assert len(pd.read_csv(tmp_path / "o" / "rows.csv")) == 6
+
+
+def test_own_tasks_are_asked_for_short_answers_by_default_and_as_written_when_told(tmp_path):
+    path = tmp_path / "t.csv"
+    pd.DataFrame(TASKS).to_csv(path, index=False)
+    asked = {}
+    for form in ("default", "as-is"):  # the prompt a single call sent, from its trace
+        out = tmp_path / form
+        args = [str(path), "--system", "single", "--lm", "scripted", "--out", str(out)]
+        assert main(args + (["--answer-form", form] if form != "default" else [])) == 0
+        asked[form] = (out / pd.read_csv(out / "rows.csv")["trace"].iloc[0]).read_text()
+    assert json.dumps(SHORT_ANSWER)[1:-1] in asked["default"] and json.dumps(SHORT_ANSWER)[1:-1] not in asked["as-is"]
+    assert all(it.question.endswith(SHORT_ANSWER) for it in tasks_from(TASKS).asking_short_answers().items)
+
+
+def test_answers_longer_than_the_golds_are_warned_of_under_a_whole_answer_grader(tmp_path, capsys):
+    tasks = [{"question": "Capital of France?", "answer": "Paris"}, {"question": "Capital of Japan?", "answer": "Tokyo"}]
+    wordy = function(lambda q: "The capital city that the question asks about is " + ("Paris." if "France" in q else "Tokyo."),
+                     label="wordy")
+    terse = function(lambda q: "Paris" if "France" in q else "Tokyo", label="terse")
+    result = evaluate([terse, wordy], tasks_from(tasks), out=tmp_path / "o", progress=False)
+    warnings = result.length_warnings()
+    assert len(warnings) == 1 and warnings[0].startswith("wordy:") and "--grader contains" in warnings[0]
+    contained = evaluate([terse, wordy], tasks_from(tasks), "contains", out=tmp_path / "c", progress=False)
+    assert contained.length_warnings() == []  # a grader that finds the gold inside a sentence needs no warning
+    assert contained.summary().set_index("condition").loc["wordy", "value"] == 1.0
 
 
 def test_the_shell_command_names_a_bad_row_and_exits_2(tmp_path, capsys):

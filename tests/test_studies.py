@@ -76,3 +76,26 @@ def test_an_unknown_system_name_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(ValueError, match="some of"):
         measure_offline_web(tmp_path, systems=["roma", "oracle"], n_tasks=1, port=0)
     assert not any(tmp_path.iterdir())
+
+
+def test_the_evidence_study_flags_each_goal_as_its_saved_trace_shows_and_counts_them_per_kind(tmp_path):
+    from roma_lab.studies import measure_evidence_flags
+    from roma_lab.trace import load_trace, without_evidence
+
+    goals = tmp_path / "goals.csv"
+    pd.DataFrame({"goal": ["Find the year the first Zildjian cymbals were made.", "Who wrote Pride and Prejudice?"],
+                  "on_corpus": ["true", "false"], "answer": ["1618", "Jane Austen"]}).to_csv(goals, index=False)
+    corpus = ["Q: In what year were the first Zildjian cymbals created? A: 1618"]
+    tables = measure_evidence_flags(tmp_path / "out", corpus, goals=goals, lm="scripted", stats=STATS)
+    flags = tables["evidence_flags"]
+    rows = pd.read_csv(tmp_path / "out" / "runs" / "rows.csv")
+    for (_, flag), trace in zip(flags.iterrows(), rows["trace"], strict=True):
+        run = load_trace(tmp_path / "out" / "runs" / trace)
+        assert flag["flagged"] == (run.root.id in without_evidence(run.nodes))
+    rates = tables["evidence_rates"].set_index("goals")
+    assert rates["n"].tolist() == [1, 1] and (rates["ci_low"] <= rates["rate"]).all() and (rates["rate"] <= rates["ci_high"]).all()
+    assert (tmp_path / "out" / "evidence_rates.csv").is_file()
+    bad = tmp_path / "bad.csv"
+    bad.write_text("goal,on_corpus,answer\nq,maybe,a\n")
+    with pytest.raises(ValueError, match="on_corpus true or false"):
+        measure_evidence_flags(tmp_path / "bad", corpus, goals=bad, lm="scripted")

@@ -20,10 +20,10 @@ from ._record import EvaluationMismatchError
 from ._schedule import SystemStalledError
 from ._systems import (SYSTEM_NAMES, AgentSystem, FunctionSystem, RomaSystem, SingleCall, System, agent, as_system,
                        function, named_systems, roma, single_call)
-from ._tasks import (MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES, TaskFileError, TaskGraders, TaskSet, agent_task_set,
+from ._tasks import (MAX_FIELD_CHARS, MAX_TASK_FILE_BYTES, SHORT_ANSWER, TaskFileError, TaskGraders, TaskSet, agent_task_set,
                      benchmark_tasks, export_world_tasks, tasks_from, world_task_set)
 
-__all__ = ["BUDGET_ENV", "LOG_FILE", "MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "NOT_RUN", "ROW_COLUMNS", "SYSTEM_NAMES",
+__all__ = ["BUDGET_ENV", "LOG_FILE", "MAX_FIELD_CHARS", "MAX_TASK_FILE_BYTES", "NOT_RUN", "ROW_COLUMNS", "SHORT_ANSWER", "SYSTEM_NAMES",
            "AgentSystem", "BudgetReport", "BudgetUnknownCostError", "Evaluation", "EvaluationMismatchError",
            "FunctionSystem", "LogFileError", "OldLayoutError", "RomaSystem", "SingleCall", "System",
            "SystemStalledError", "TaskFileError", "TaskGraders", "TaskSet", "agent", "agent_task_set", "as_system", "benchmark_tasks",

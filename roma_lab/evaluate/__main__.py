@@ -31,7 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--question-column", default="question", help="the task file's question column")
     parser.add_argument("--answer-column", default="answer", help="the task file's gold-answer column")
     parser.add_argument("--id-column", default="id", help="the task file's id column (default: row numbers)")
-    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--answer-form", choices=("short", "as-is"), default="short",
+                        help="short (default): a task file's questions ask for the final answer only, as short golds "
+                             "are written; as-is: asked as written. A benchmark: or world: set keeps its own wording")
+    parser.add_argument("--runs", type=int, default=1, help="runs of every task per system (pass@k needs k)")
     parser.add_argument("--n", type=int, default=None, help="only the first N tasks")
     parser.add_argument("--corpus", default=None, help="documents for search: a folder or a .jsonl file")
     parser.add_argument("--web", default=None, metavar="PROVIDER",
@@ -61,6 +64,8 @@ def main(argv: list[str] | None = None) -> int:
                            id=args.id_column, web=web)
         if args.n is not None:
             tasks = tasks.head(args.n)
+        if args.answer_form == "short" and tasks.grader is None and tasks.agent_task is None:
+            tasks = tasks.asking_short_answers()
     except (TaskFileError, ValueError, WebError) as err:  # WebError: a missing key, a damaged snapshot...
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -87,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
             # what n can detect, in words: mde_bound is NaN where n detects nothing
             for condition, said in zip(paired["condition"], paired["mde_method"], strict=True):
                 print(textwrap.fill(f"{condition}: {said}", width=100, subsequent_indent="    "))
+    for warning in result.length_warnings():
+        print(textwrap.fill(f"warning: {warning}", width=100, subsequent_indent="    "))
     budget = result.budget
     if budget is not None and budget.stopped:
         print(f"stopped at its dollar cap: ${budget.spent_usd:.4f} spent of ${budget.cap_usd:g}, "

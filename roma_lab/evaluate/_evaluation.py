@@ -25,6 +25,10 @@ _METRIC = "score"
 NOT_RUN = "not_run_budget"
 
 
+#: Graders that read an answer whole (their names as ``Grader.name`` gives them), for ``length_warnings``.
+_WHOLE_ANSWER_GRADERS = ("exact", "gaia", "quasi", "numeric")
+
+
 @dataclass(frozen=True)
 class Evaluation:
     """The rows of an evaluation and the tables made from them.
@@ -91,6 +95,31 @@ class Evaluation:
         total = costs.apply(lambda c: float(c.sum()) if c.notna().all() else math.nan)
         table["cost_usd"] = table["condition"].map(total)
         return table
+
+    def length_warnings(self) -> list[str]:
+        """One line per system whose answers are systematically longer than the golds (median words at
+        least twice the golds' and above 3) under a grader that reads an answer whole: such a grader
+        counts "The capital of France is Paris." wrong against "Paris", so a low score may be a form,
+        not a fact, and the line says what to do."""
+        import pandas as pd
+
+        if not any(self.grader.startswith(g) for g in _WHOLE_ANSWER_GRADERS):
+            return []
+        answered = self.rows[self.rows["prediction"].notna() & self.rows["status"].ne(NOT_RUN)]
+        words = answered["prediction"].astype(str).str.split().str.len()
+        gold = pd.Series(answered["gold"].astype(str).str.split().str.len(), index=answered.index)
+        said = []
+        for system in self.systems:
+            mine = answered["condition"].eq(system)
+            if not mine.any():
+                continue
+            answer_words, gold_words = float(words[mine].median()), float(gold[mine].median())
+            if answer_words > 3 and answer_words >= 2 * max(gold_words, 1):
+                said.append(f"{system}: its answers are longer than the golds (median {answer_words:g} words vs "
+                            f"{gold_words:g}); the {self.grader} grader reads an answer whole and counts a correct "
+                            "sentence wrong: ask for short answers (the CLI's default --answer-form short) or "
+                            "grade with --grader contains or judge")
+        return said
 
     def paired(self, a: str, b: str) -> pd.DataFrame:
         from roma_lab.results import compare

@@ -39,6 +39,8 @@ MAX_FIELD_CHARS = 1_000_000
 _CSV_QUOTING = ('a field holding a comma, a double quote or a line break must be quoted: "Add 2, 3 and 4", '
                 'with each double quote inside doubled ("")')
 _RESERVED = ("question", "answer", "id", "metadata")
+#: What a task file's questions are followed by when short answers are asked for (the CLI's default).
+SHORT_ANSWER = "Give only the final answer (a name, number, date or short phrase), not a sentence."
 
 
 class TaskFileError(ValueError):
@@ -119,6 +121,16 @@ class TaskSet:
         if n > len(self.items):
             raise ValueError(f"task set {self.name!r} holds {len(self.items)} tasks; asked for {n}")
         return TaskSet(self.name, self.items[:n], self.corpus, self.grader, self.agent_task, self.source, self.web)
+
+    def asking_short_answers(self) -> TaskSet:
+        """The same tasks, each question followed by :data:`SHORT_ANSWER`: every system is asked for the
+        form short golds take, so a grader that reads an answer whole (exact, quasi-exact, numeric) does
+        not count a correct sentence wrong. Not for tasks with their own tools or wording (a registered
+        benchmark's template, the generated world)."""
+        if self.agent_task is not None:
+            raise TaskFileError(f"{self.name}: its tasks bring their own wording and tools; ask them as they are")
+        items = tuple(replace(it, question=f"{it.question}\n\n{SHORT_ANSWER}") for it in self.items)
+        return replace(self, items=items)
 
 
 def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | str | os.PathLike[str] | None = None,

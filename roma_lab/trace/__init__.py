@@ -14,7 +14,7 @@ holds what their tools call, ``roma_lab.widgets`` draws them.
 """
 
 from ._artifact_ref import SHA256_HEX, ArtifactRef
-from ._evidence import NO_EVIDENCE, without_evidence
+from ._evidence import MIN_SUPPORT, NO_EVIDENCE, answer_support, without_evidence
 from ._load import TRACE_KINDS, Trace, load_trace, read_trajectories, trace_path
 from ._replay import ReplayedCall, ReplayedNode, ReplayedSchedule, replayed_schedule
 from ._schedule import ScheduleBounds, schedule_bounds
@@ -67,6 +67,7 @@ __all__ = [
     "read_trajectory",
     "single_call_run",
     "trace_path",
+    "MIN_SUPPORT",
     "NO_EVIDENCE",
     "NO_OUTPUT_STATUSES",
     "OUTPUT_STATUSES",
@@ -101,5 +102,6 @@ __all__ = [
     "run_status",
     "schedule_bounds",
     "show",
+    "answer_support",
     "without_evidence",
 ]
