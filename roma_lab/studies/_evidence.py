@@ -46,13 +46,14 @@ def measure_evidence_flags(out_dir: str | Path, corpus: Sequence[str], *, goals:
     system = roma(lm, max_depth=max_depth, plan_root=plan_root, max_concurrency=max_concurrency,
                   run_timeout_s=run_timeout_s)
     evaluation = evaluate([system], tasks, out=Path(out_dir) / "runs", progress=progress, stats=stats)
+    model = evaluation.models.get(system.label)
     rows = []
     for (_, goal), on_corpus, (_, row) in zip(table.iterrows(), kinds, evaluation.rows.iterrows(), strict=True):
         run = evaluation.trace(row["condition"], row["task_id"], row["run"]) if isinstance(row["trace"], str) else None
         root = run.root if run is not None and run.nodes else None
         flagged = {} if run is None else without_evidence(run.nodes)
         support = None if root is None else answer_support(run.nodes, root.id)
-        rows.append({"goal": goal["goal"], "on_corpus": on_corpus, "gold": goal["answer"],
+        rows.append({"goal": goal["goal"], "on_corpus": on_corpus, "model": model, "gold": goal["answer"],
                      "answer": row["prediction"], "status": row["status"], "score": row["score"],
                      "flagged": root is None or root.id in flagged,
                      "why": "no run" if root is None else flagged.get(root.id, ""),
@@ -61,7 +62,7 @@ def measure_evidence_flags(out_dir: str | Path, corpus: Sequence[str], *, goals:
     rates = []
     for on_corpus, part in flags.groupby("on_corpus", sort=False):
         low, high = proportion_confint(int(part["flagged"].sum()), len(part), alpha=1 - stats.level, method="wilson")
-        rates.append({"goals": "on the corpus" if on_corpus else "off the corpus", "n": len(part),
+        rates.append({"goals": "on the corpus" if on_corpus else "off the corpus", "model": model, "n": len(part),
                       "flagged": int(part["flagged"].sum()), "rate": part["flagged"].mean(),
                       "ci_low": low, "ci_high": high, "ci_method": f"Wilson score, {stats.level:.0%}"})
     tables = {"evidence_flags": flags, "evidence_rates": pd.DataFrame(rates)}
