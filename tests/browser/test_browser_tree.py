@@ -222,3 +222,19 @@ def test_the_teacher_goal_shows_its_answers_without_evidence_flagged_amber_in_th
     assert badge.inner_text() == "completed" and "67, 160, 71" in badge.evaluate("b => getComputedStyle(b).backgroundColor")
     tree.locator('tr[data-select="0.1"]').click()
     assert "its search found no passage" in tree.locator('[data-detail="0.1"]').inner_text()
+
+
+def test_the_mona_lisa_goal_s_answer_over_unrelated_passages_is_flagged_in_the_live_tree(lab, page, tmp_path):
+    """Issue 52: the goal a newcomer saw all green (its search passages unrelated, its answer from memory),
+    as the embedded model ran it in notebook 43's measured run: its root is flagged, never green."""
+    source = ("from roma_lab.trace import load_trace\n"
+              "from roma_lab.widgets import ExecutionTreeWidget\n"
+              f"ExecutionTreeWidget(load_trace({str(REPO / 'findings' / '43_measure_evidence_flags' / 'traces' / 'goal-10.json')!r}))")
+    opened = lab.open(page, one_cell_notebook(tmp_path / "mona.ipynb", source))
+    opened.run_all()
+    tree = page.locator(TREE)
+    tree.wait_for()
+    root = tree.locator('tr[data-select="0"]')
+    assert "no evidence" in root.inner_text()
+    root.click()
+    assert "no evidence:" in tree.locator('[data-detail="0"]').inner_text()
