@@ -594,3 +594,21 @@ def test_a_task_file_s_own_corpus_is_found_beside_it_and_the_set_says_what_searc
     beside = tasks_from(tmp_path / "mine_questions.csv", corpus="beside")
     assert beside.corpus == str(tmp_path / "mine_corpus.jsonl") and "search reads" in beside.corpus_note()
     assert str(tmp_path / "mine_corpus.jsonl") in beside.corpus_note()
+
+
+def test_roma_states_its_final_answer_in_the_short_form_when_the_tasks_ask_for_it(tmp_path):
+    """Issue 52: ROMA's aggregator writes sentences, which a whole-answer grader counts wrong against short
+    golds; on tasks asking for short answers one more call states the answer alone, in the trace like any."""
+    from roma_lab.evaluate._systems import FINAL_ANSWER_ROLE
+
+    tasks = tasks_from(TASKS)
+    asked = evaluate([roma("scripted")], tasks.asking_short_answers(), out=tmp_path / "short", progress=False)
+    plain = evaluate([roma("scripted")], tasks, out=tmp_path / "plain", progress=False)
+    for row in asked.rows.itertuples():
+        run = asked.trace("roma", row.task_id)
+        final = run.nodes[0].calls[-1]
+        assert final.role == FINAL_ANSWER_ROLE and run.output == final.outputs["answer"] == row.prediction
+        assert final.inputs["report"] and final.input_tokens > 0  # the report it read, and its tokens counted
+        assert run.usage().input_tokens == row.input_tokens  # the row counts the final call too
+    for row in plain.rows.itertuples():
+        assert all(c.role != FINAL_ANSWER_ROLE for n in plain.trace("roma", row.task_id).nodes for c in n.calls)

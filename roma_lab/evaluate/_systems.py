@@ -126,19 +126,73 @@ class SingleCall(System):
                                exchanges=LMExchange.from_history(meter.history()))
 
 
+@cache
+def _final_answer_signature():
+    import dspy
+
+    class FinalAnswer(dspy.Signature):
+        """Give the final answer to the question, taken from the report: only the answer, in the form the
+        question asks for (a name, number, date or short phrase), not a sentence."""
+
+        question: str = dspy.InputField()
+        report: str = dspy.InputField(desc="what the system found, in its own words")
+        answer: str = dspy.OutputField()
+
+    return FinalAnswer
+
+
+#: The role of the call that states a ROMA run's final answer in a task's short form.
+FINAL_ANSWER_ROLE = "final_answer"
+
+
+def with_final_answer(run: Run, question: str, lm: Any) -> Run:
+    """``run`` with one more call on its root: the model asked for ``question``'s answer alone from the
+    run's output (its report). The call is the trace's like any other (prompt, completion, tokens, cost),
+    the root's and the run's output become its answer, and the report stays in the call's inputs."""
+    import dataclasses
+
+    import dspy
+
+    from roma_lab.lm import metered_call
+    from roma_lab.trace import LMExchange, RoleCall
+
+    start = time.perf_counter()
+    with metered_call(lm, adapter=dspy.JSONAdapter()) as meter:
+        answer = dspy.Predict(_final_answer_signature())(question=question, report=run.output).answer
+        usage = meter.usage()
+    latency = time.perf_counter() - start
+    call = RoleCall(role=FINAL_ANSWER_ROLE, inputs={"question": question, "report": run.output},
+                    outputs={"answer": answer}, context_chars=len(question) + len(run.output),
+                    input_tokens=usage.input_tokens, output_tokens=usage.output_tokens, cost=usage.cost,
+                    latency_s=latency, started_s=run.wall_s, model=usage.model or getattr(meter.lm, "model", None),
+                    queued_s=run.wall_s, exchanges=LMExchange.from_history(meter.history()))
+    root = run.nodes[0]
+    ended = run.wall_s + latency
+    root = dataclasses.replace(root, output=answer, calls=(*root.calls, call),
+                               ended_s=ended if root.ended_s is not None else None)
+    return dataclasses.replace(run, output=answer, nodes=(root, *run.nodes[1:]), wall_s=ended)
+
+
 @dataclass(frozen=True, slots=True)
 class _RomaAnswer:
     roma: Any  # roma_lab.controller.Roma
     task: Callable[[str], str]
+    final_answer: Any = None  # the model that states the final answer in the task's short form (None: no such step)
 
     def __call__(self, item: Item, run: int, previous: Any = None) -> Run:
-        return self.roma.run(self.task(item.question))
+        asked = self.task(item.question)
+        result = self.roma.run(asked)
+        if self.final_answer is None or result.status != "completed" or not result.output:
+            return result
+        return with_final_answer(result, asked, self.final_answer)
 
 
 @dataclass(frozen=True, slots=True)
 class RomaSystem(System):
     """ROMA (``roma_lab.controller.Roma``) with any settings or roles; it searches the task set's
-    corpus or the web (closed-book without either). ``task`` words the question. Answers with its ``Run``; a failed
+    corpus or the web (closed-book without either). ``task`` words the question. On tasks that ask for
+    short answers (``TaskSet.asking_short_answers``) one more call on ``lm`` states the final answer from
+    the run's report (``with_final_answer``): ROMA's aggregator writes sentences. Answers with its ``Run``; a failed
     root or a run stopped at its deadline is a system error row, its trace still saved."""
 
     lm: Any
@@ -159,7 +213,7 @@ class RomaSystem(System):
         from roma_lab.controller import Roma
 
         return _RomaAnswer(Roma(lm=self.lm, corpus=tasks.corpus, web=tasks.web, **dict(self.roles), **dict(self.settings)),
-                           self.task)
+                           self.task, self.lm if tasks.short_answers else None)
 
 
 @dataclass(frozen=True, slots=True)

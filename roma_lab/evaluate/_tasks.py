@@ -65,6 +65,7 @@ class TaskSet:
     agent_task: Callable[[Item], AgentTask] | None = field(default=None, compare=False)
     source: str = ""
     web: Any = field(default=None, compare=False)
+    short_answers: bool = False  # each question asks for the final answer only (asking_short_answers)
 
     def corpus_note(self) -> str:
         """What the search tools of these tasks read, in one line (a notebook prints it above its tables)."""
@@ -120,17 +121,20 @@ class TaskSet:
             raise ValueError(f"n must be a positive integer, got {n!r}")
         if n > len(self.items):
             raise ValueError(f"task set {self.name!r} holds {len(self.items)} tasks; asked for {n}")
-        return TaskSet(self.name, self.items[:n], self.corpus, self.grader, self.agent_task, self.source, self.web)
+        return replace(self, items=self.items[:n])
 
     def asking_short_answers(self) -> TaskSet:
         """The same tasks, each question followed by :data:`SHORT_ANSWER`: every system is asked for the
         form short golds take, so a grader that reads an answer whole (exact, quasi-exact, numeric) does
-        not count a correct sentence wrong. Not for tasks with their own tools or wording (a registered
+        not count a correct sentence wrong (ROMA, whose aggregator writes sentences, then states its
+        answer in one more call: ``RomaSystem``). Not for tasks with their own tools or wording (a registered
         benchmark's template, the generated world)."""
         if self.agent_task is not None:
             raise TaskFileError(f"{self.name}: its tasks bring their own wording and tools; ask them as they are")
+        if self.short_answers:
+            return self
         items = tuple(replace(it, question=f"{it.question}\n\n{SHORT_ANSWER}") for it in self.items)
-        return replace(self, items=items)
+        return replace(self, items=items, short_answers=True)
 
 
 def tasks_from(source: Any, *, name: str | None = None, corpus: Sequence[str] | str | os.PathLike[str] | None = None,
