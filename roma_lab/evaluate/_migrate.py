@@ -39,7 +39,10 @@ _OLD = ("benchmark", "item_id", "condition", "prediction", "label", "score", "gr
 def _old_rows(path: Path) -> list[dict[str, str]]:
     import pandas as pd
 
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    from roma_lab.results import open_regular
+
+    with open_regular(path, "rb") as f:
+        table = pd.read_csv(f, dtype=str, keep_default_na=False)
     if "system" in table.columns and "condition" not in table.columns:  # before the results vocabulary
         table = table.rename(columns={"system": "condition"})
     missing = [c for c in _OLD if c not in table.columns]
@@ -49,15 +52,15 @@ def _old_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _usage(trace: Path | None, recorded: Path | None) -> dict[str, Any]:
-    from roma_lab.results import DamagedFileError
+    from roma_lab.results import DamagedFileError, read_regular_bytes
     from roma_lab.trace import load_trace
 
     if recorded is not None and recorded.is_file():
         try:
-            usage = json.loads(recorded.read_text(encoding="utf-8"))
+            usage = json.loads(read_regular_bytes(recorded))
             if isinstance(usage, dict) and set(usage) == {"model_calls", "input_tokens", "output_tokens", "cost"}:
                 return usage
-        except ValueError:
+        except ValueError:  # DamagedFileError too: the trace says it again
             pass
     if trace is not None and trace.is_file():
         try:

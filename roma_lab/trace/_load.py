@@ -60,10 +60,12 @@ def load_trace(path: str | os.PathLike[str]) -> Trace:
 def read_trajectories(folder: str | os.PathLike[str]) -> list[Trajectory]:
     """Every agent trajectory a runner saved under ``folder`` (an evaluation's folder, its ``traces/``,
     or a folder of several), sorted by path; traces of other kinds are passed over."""
+    from roma_lab.results import open_regular
+
     found = []
     for path in sorted(Path(folder).rglob("*.json")):
         if path.parent.name[:1] == "r" and path.parent.name[1:].isdigit() and "traces" in path.parts:
-            with open(path, "rb") as f:  # a run's trace is read whole only to learn its kind: peek first
+            with open_regular(path, "rb") as f:  # a run's trace is read whole only to learn its kind: peek first
                 head = f.read(64)
             if TRAJECTORY_KIND.encode() in head or b'"rollouts"' in head:
                 trace = load_trace(path)
