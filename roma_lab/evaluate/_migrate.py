@@ -32,8 +32,16 @@ __all__ = ["KEPT", "migrate"]
 #: Where a migration keeps what it replaced.
 KEPT = ".pre-one-runner"
 _RUN_FILE = re.compile(r"run(\d+)\.csv")
+#: Hex of a name's hash in the file names an earlier roma_lab wrote (``safe_name`` keeps 16 since issue 53).
+_OLD_HASH_HEX = 8
 _OLD = ("benchmark", "item_id", "condition", "prediction", "label", "score", "grader", "error", "error_stage",
         "latency_s", "details", "grader_raw")
+
+
+def _old_name(name: str) -> str:
+    from roma_lab.results import safe_name
+
+    return safe_name(name, hash_hex=_OLD_HASH_HEX)
 
 
 def _old_rows(path: Path) -> list[dict[str, str]]:
@@ -87,8 +95,6 @@ def _keep(path: Path) -> None:
 
 
 def _evaluate_folder(folder: Path) -> str:
-    from roma_lab.trace import trace_path
-
     log = folder / LOG_FILE
     n = 0
     for path in sorted(folder.glob("run*.csv")):
@@ -97,7 +103,8 @@ def _evaluate_folder(folder: Path) -> str:
             continue
         run = int(match.group(1))
         for old in _old_rows(path):
-            trace = trace_path(folder, old["condition"], run, old["item_id"])
+            # where it was saved: its row records it, so the trace stays there
+            trace = folder / "traces" / _old_name(old["condition"]) / f"r{run}" / f"{_old_name(old['item_id'])}.json"
             recorded = folder / "usage" / trace.relative_to(folder / "traces")
             append_row(log, _row(old, run, old["condition"], trace.relative_to(folder).as_posix() if trace.is_file()
                                  else None, _usage(trace, recorded)))
@@ -109,7 +116,6 @@ def _evaluate_folder(folder: Path) -> str:
 
 
 def _table_folder(folder: Path, results: Path) -> str:
-    from roma_lab.results import safe_name
     from roma_lab.trace import trace_path
 
     benchmark = results.name[: -len("_results.csv")]
@@ -117,7 +123,7 @@ def _table_folder(folder: Path, results: Path) -> str:
     n = 0
     for old in _old_rows(results):
         system = "single" if old["condition"] == "base" else old["condition"]
-        saved = runs / f"{safe_name(old['item_id'])}.json"
+        saved = runs / f"{_old_name(old['item_id'])}.json"
         trace = None
         if system == "roma" and saved.is_file():
             target = trace_path(runs, system, 0, old["item_id"])
