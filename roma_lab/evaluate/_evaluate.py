@@ -87,13 +87,15 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
         spending = None if cap is None else Spending(cap, _folder_costs(out_dir))
         from tqdm.auto import tqdm
 
+        # the first system's finished rows read before the bar: a log that cannot be read is said alone
+        found = [_finished(out_dir, chosen[0], task_set, runs)]
         # one bar over every (system, run, task); rows found on disk count as done
         with tqdm(total=len(chosen) * runs * len(task_set), desc="evaluate", disable=not progress) as bar:
             for system, answer in zip(chosen, answers, strict=True):
                 bar.set_postfix_str(system.label)
                 how = Attempt(system.label, answer, grading, out_dir, timeout_s, task_set.private)
                 jobs = [Job(run, item) for run in range(runs) for item in task_set.items]
-                done = _finished(out_dir, system, task_set, runs)
+                done = found.pop() if found else _finished(out_dir, system, task_set, runs)
                 bar.update(len(done))
                 for i, (workers, gate) in enumerate(_passes(system, answer, spending)):
                     if i:  # a later pass: the pass before finished some jobs
