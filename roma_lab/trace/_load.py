@@ -57,7 +57,7 @@ def load_trace(path: str | os.PathLike[str], task_id: str | None = None) -> Trac
     path = Path(path)
     data = read_json_file(path)  # a DamagedFileError naming it, whatever is wrong with the file
     kind = data.get("kind")
-    recorded = data.pop("task_id", None) if kind == RUN_KIND else data.get("task_id")
+    recorded = data.get("task_id")
     if task_id is not None and recorded is not None and recorded != str(task_id):
         raise DamagedFileError(path, f"is the trace of task {recorded!r}, not of task {str(task_id)!r} (two task ids "
                                      "whose file names collide, or a file copied in)")
