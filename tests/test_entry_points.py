@@ -149,8 +149,8 @@ def test_simulator(tmp_path, tasks, args, says):
 # --- python -m roma_lab.papers.routing -------------------------------------------------------------
 
 ROUTING = [
-    (["reproduce", "--out", "{tmp}/o", "--n-resamples", "-1"], "--n-resamples: a whole number >= 1, got '-1'"),
-    (["reproduce", "--out", "{tmp}/o", "--repeats", "0"], "--repeats: a whole number >= 1, got '0'"),
+    (["reproduce", "--out", "{tmp}/o", "--n-resamples", "-1"], "n_resamples and repeats must be >= 1"),
+    (["reproduce", "--out", "{tmp}/o", "--repeats", "0"], "n_resamples and repeats must be >= 1"),
     (["reproduce", "--out", "{tmp}/o", "--tables", "nope"], "invalid choice: 'nope'"),
     (["reproduce", "--out", "{tmp}/t.csv"], "--out {tmp}/t.csv is not a folder"),
     (["reproduce", "--out", "{tmp}"], "is not empty; pass --force"),

@@ -24,8 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--tables", nargs="+", default=list(TABLES), choices=TABLES)
     rep.add_argument("--suite-seed", type=int, default=DEFAULT_SEED)
     rep.add_argument("--seed", type=int, default=0, help="bootstrap / random-baseline seed")
-    rep.add_argument("--n-resamples", type=positive_int, default=DEFAULT_STATS.n_resamples)
-    rep.add_argument("--repeats", type=positive_int, default=5, help="latency repetitions per task")
+    rep.add_argument("--n-resamples", type=int, default=DEFAULT_STATS.n_resamples)
+    rep.add_argument("--repeats", type=int, default=5, help="latency repetitions per task")
     rep.add_argument("--encoders", nargs="+", default=list(ENCODER_CANDIDATES), choices=ENCODER_CANDIDATES,
                      help="sentence-encoder candidates of the semantic tables (chosen on dev)")
     rep.add_argument("--force", action="store_true", help="empty a non-empty --out first")
