@@ -79,13 +79,12 @@ def test_the_notebook_runner_holds_its_experiment_with_the_same_lock_naming_the_
     from roma_lab.results import FolderBusyError, folder_lock
 
     out = tmp_path / "results" / "00_fixture"
+    holder = rf"another runner is running 00_fixture now \(the notebook runner of 00_fixture, process {os.getpid()}, "
     with hold_experiment(out):
-        with pytest.raises(RunnerStateError, match=rf"another runner is running 00_fixture now \(the notebook runner "
-                                                   rf"of 00_fixture, process {os.getpid()}, since "):
-            with hold_experiment(out):
-                pass
-        with pytest.raises(FolderBusyError, match="the notebook runner of 00_fixture"):
-            with folder_lock(out.parent, ".00_fixture.lock", "evaluate"):
-                pass
+        with pytest.raises(RunnerStateError, match=holder), hold_experiment(out):
+            pass
+        with pytest.raises(FolderBusyError, match="the notebook runner of 00_fixture"), \
+                folder_lock(out.parent, ".00_fixture.lock", "evaluate"):
+            pass
     with hold_experiment(out):  # released
         pass

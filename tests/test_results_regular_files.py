@@ -14,7 +14,12 @@ from pathlib import Path
 import pytest
 
 from roma_lab.evaluate import TaskSet, evaluate, function, single_call
-from roma_lab.results import DamagedFileError, QuarantineWarning, open_regular, read_regular_bytes
+from roma_lab.results import (
+    DamagedFileError,
+    QuarantineWarning,
+    open_regular,
+    read_regular_bytes,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 HANG_GUARD_S = 60  # bounded wait only: a reader blocked on a FIFO never returns by itself
