@@ -194,3 +194,29 @@ def test_good_values_still_plan(project, tmp_path, capsys):  # noqa: F811
             "--results", str(tmp_path)]
     assert main(argv) == 0
     assert "total: " in capsys.readouterr().out and (tmp_path / "plan.json").is_file()
+
+
+def test_a_provenance_record_that_is_no_regular_file_is_left_out_by_plan_and_times(tmp_path):
+    # before (issue 53): a FIFO or folder in its place was a DamagedFileError out of plan and times
+    import os
+    import threading
+
+    path = tmp_path / LEVELS.stem / "provenance.json"
+    path.parent.mkdir()
+    os.mkfifo(path)
+    box = {}
+
+    def both():
+        with pytest.warns(UserWarning, match=f"{path}: is a FIFO, not a regular file"):
+            box["plan"] = plan_study([LEVELS], results_root=tmp_path).notebooks[0]
+        with pytest.warns(UserWarning, match="is a FIFO"):
+            box["times"] = times_markdown(run_times(tmp_path, [LEVELS.stem]))
+
+    worker = threading.Thread(target=both, daemon=True)
+    worker.start()
+    worker.join(60)
+    if worker.is_alive():
+        os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("plan or times blocked on a FIFO")
+    assert (box["plan"].cost_source, box["plan"].seconds_per_unit) == SPEC_COST
+    assert f"| `{LEVELS.stem}` | unreadable |" in box["times"]

@@ -316,3 +316,28 @@ def test_what_a_server_says_it_serves_is_read_as_before_within_the_bound(kind, i
         assert server_identity(server.api_base, "m", within_s=DEADLINE_S) == identity and server.lists == 1
         replies = resolve_lm("openai/m", api_base=server.api_base, deadline_s=DEADLINE_S, cache=False)("hello")
     assert "listed or not" in str(replies[0])
+
+
+@pytest.mark.parametrize("server", ["never reads", "drips its model list"])
+def test_a_run_through_evaluate_pays_each_call_its_deadline_not_ten_seconds_more(tmp_path, monkeypatch, server):
+    # issue 53: ROMA_LAB_CALL_DEADLINE_S=3 evaluate ... held a call 13.1 s at a server that never reads, and
+    # more than 240 s at one that drips its model list (read outside the deadline, 10 s a read)
+    import litellm  # noqa: F401 - imported before the clock starts: DSPy imports it at its first call, for seconds
+
+    deadline = 2.0
+    monkeypatch.setenv("ROMA_LAB_CALL_DEADLINE_S", str(deadline))
+    tasks = [{"id": f"t{i}", "question": f"q{i}?", "answer": "a"} for i in range(2)]
+    with SilentServer() if server == "never reads" else ModelListServer("drip") as stub:
+        model = resolve_lm("openai/m", api_base=stub.api_base, cache=False, num_retries=0)
+        box = {}
+        worker = threading.Thread(target=lambda: box.update(result=evaluate(
+            [single_call(model)], tasks, out=tmp_path, progress=False)), daemon=True)
+        worker.start()
+        worker.join(120)
+        assert not worker.is_alive(), "a run of two calls did not end within 120 s"
+    rows = box["result"].rows
+    assert (rows["latency_s"] <= deadline + MARGIN_S).all(), rows["latency_s"].tolist()  # was 12 s and more
+    if server == "never reads":
+        assert rows["error"].str.contains("ModelCallDeadlineError").all()
+    else:  # the list had half the deadline, the call the rest: answered (not JSON, so a parse error)
+        assert rows["error"].str.startswith("AdapterParseError").all(), rows["error"].tolist()

@@ -190,7 +190,7 @@ def test_every_bad_value_from_the_shell_is_one_line_on_stderr_with_exit_status_2
     code = shell_exit([str(path), "--model", "m=0.5", *extra])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1, (code, err)
-    assert err.startswith("python -m roma_lab.simulator: error: ") and message in err, err
+    assert err.startswith("error: ") and message in err and "--help` shows the usage" in err, err
 
 
 def test_a_missing_task_file_and_a_taken_port_are_one_line_with_exit_status_2(tmp_path, capsys):

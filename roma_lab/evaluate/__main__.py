@@ -1,27 +1,36 @@
 """``python -m roma_lab.evaluate TASKS --system single --system roma --lm local --out DIR``: the
 evaluation API from the shell, papermill-free. Prints the summary and the paired table.
-``python -m roma_lab.evaluate migrate FOLDER...``: makes folders written before the one runner resumable."""
+``python -m roma_lab.evaluate migrate FOLDER...``: makes folders written before the one runner resumable.
+
+A bad value (a flag, $ROMA_LAB_BUDGET_USD, $ROMA_LAB_CALL_DEADLINE_S, a task file, a model name) or a known
+error (a damaged or busy results folder, a rerun that changes its tasks) is one line on stderr and exit
+status 2, never a traceback."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 import textwrap
 
-from roma_lab.results import DamagedFileError
+from roma_lab._cli import CommandParser, refuse
+from roma_lab.results import FolderBusyError
 from roma_lab.web import WebError
 
-from ._budget import BudgetUnknownCostError
+from ._budget import BudgetUnknownCostError, check_budget
 from ._evaluate import NOT_RUN, evaluate
+from ._schedule import SystemStalledError
 from ._systems import SYSTEM_NAMES, named_systems
-from ._tasks import TaskFileError, tasks_from
+from ._tasks import tasks_from
+
+# What evaluate and the names it is given raise for a bad value or a damaged, busy or stalled folder
+# (ValueError: TaskFileError, DamagedFileError, EvaluationMismatchError, LogFileError, a bad number...).
+KNOWN_ERRORS = (ValueError, BudgetUnknownCostError, FolderBusyError, SystemStalledError, WebError)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["migrate"]:
         return _migrate(argv[1:])
-    parser = argparse.ArgumentParser(prog="python -m roma_lab.evaluate", description=__doc__)
+    parser = CommandParser(prog="python -m roma_lab.evaluate", description=__doc__)
     parser.add_argument("tasks", help="a .csv/.jsonl/.parquet task file, benchmark:<name> or world:<split>")
     parser.add_argument("--system", action="append", choices=SYSTEM_NAMES, required=True,
                         help="a system to run (repeat for several); the first is the paired table's baseline")
@@ -54,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     if len(set(args.system)) != len(args.system):
         parser.error(f"each --system once, got {args.system}")
     try:
+        if args.budget_usd is not None:
+            check_budget(args.budget_usd, "--budget-usd")
         web = None
         if args.web is not None or args.web_recording is not None or args.web_dir is not None:
             from roma_lab.web import WebSettings
@@ -66,20 +77,15 @@ def main(argv: list[str] | None = None) -> int:
             tasks = tasks.head(args.n)
         if args.answer_form == "short" and tasks.grader is None and tasks.agent_task is None:
             tasks = tasks.asking_short_answers()
-    except (TaskFileError, ValueError, WebError) as err:  # WebError: a missing key, a damaged snapshot...
-        print(f"error: {err}", file=sys.stderr)
-        return 2
-    systems = named_systems(args.system, args.lm, max_depth=args.max_depth)
-    try:
+        systems = named_systems(args.system, args.lm, max_depth=args.max_depth)
         result = evaluate(systems, tasks, args.grader, runs=args.runs, out=args.out, timeout_s=args.timeout_s,
                           budget_usd=args.budget_usd)
     except KeyboardInterrupt:
         print(f"\ninterrupted: every row finished so far is kept in {args.out}; run the same command again to "
               "resume (finished rows are not run again)", file=sys.stderr)
         return 130
-    except (DamagedFileError, BudgetUnknownCostError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except KNOWN_ERRORS as err:  # WebError: a missing key, a damaged snapshot...
+        return refuse(err)
     import pandas as pd
 
     with pd.option_context("display.width", 160, "display.max_columns", 20):
@@ -107,15 +113,14 @@ def main(argv: list[str] | None = None) -> int:
 def _migrate(argv: list[str]) -> int:
     from ._migrate import migrate
 
-    parser = argparse.ArgumentParser(prog="python -m roma_lab.evaluate migrate",
-                                     description="make results folders written before the one runner resumable")
+    parser = CommandParser(prog="python -m roma_lab.evaluate migrate",
+                           description="make results folders written before the one runner resumable")
     parser.add_argument("folders", nargs="+", help="results folders (every folder below each is looked at)")
     args = parser.parse_args(argv)
     try:
         said = migrate(*args.folders)
     except (OSError, ValueError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     print("\n".join(said))
     return 0
 

@@ -24,6 +24,7 @@ rerun with a higher cap runs exactly those (``_budget.py``).
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
@@ -73,6 +74,7 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
     cap, source = (budget_usd_from_env(), f"${BUDGET_ENV}") if budget_usd is None else (check_budget(budget_usd),
                                                                                          "budget_usd")
     task_set = tasks_from(tasks)
+    _check_trace_names(task_set)
     chosen = _systems(systems)
     grading = _grader(grader, task_set)
     # bound before anything is written: a missing model, or a model that must not see these tasks,
@@ -85,13 +87,15 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
         spending = None if cap is None else Spending(cap, _folder_costs(out_dir))
         from tqdm.auto import tqdm
 
+        # the first system's finished rows read before the bar: a log that cannot be read is said alone
+        found = [_finished(out_dir, chosen[0], task_set, runs)]
         # one bar over every (system, run, task); rows found on disk count as done
         with tqdm(total=len(chosen) * runs * len(task_set), desc="evaluate", disable=not progress) as bar:
             for system, answer in zip(chosen, answers, strict=True):
                 bar.set_postfix_str(system.label)
                 how = Attempt(system.label, answer, grading, out_dir, timeout_s, task_set.private)
                 jobs = [Job(run, item) for run in range(runs) for item in task_set.items]
-                done = _finished(out_dir, system, task_set, runs)
+                done = found.pop() if found else _finished(out_dir, system, task_set, runs)
                 bar.update(len(done))
                 for i, (workers, gate) in enumerate(_passes(system, answer, spending)):
                     if i:  # a later pass: the pass before finished some jobs
@@ -118,6 +122,20 @@ def _systems(systems: Sequence[Any]) -> list[System]:
     if any(not isinstance(label, str) or not label.strip() for label in labels) or len(set(labels)) != len(labels):
         raise ValueError(f"systems need distinct, non-empty labels, got {labels}")
     return chosen
+
+
+def _check_trace_names(tasks: TaskSet) -> None:
+    """Two task ids whose traces would share one file (their names cut to the same text and the same
+    hash: ``roma_lab.results.safe_name``) are refused before anything runs, never one trace overwriting
+    another's."""
+    from roma_lab.trace import trace_path
+
+    named: dict[str, str] = {}
+    for item in tasks.items:
+        name = trace_path("", "", 0, item.item_id).name
+        if named.setdefault(name, item.item_id) != item.item_id:
+            raise ValueError(f"task ids {named[name]!r} and {item.item_id!r} would share the trace file {name!r} "
+                             "(a hash collision of their file names); give one of them another id")
 
 
 def _grader(grader: Any, tasks: TaskSet):
@@ -153,7 +171,9 @@ def _on_row(bar: Any, spending: Spending | None, label: str, row: dict[str, Any]
 def _finished(out: Path, system: System, tasks: TaskSet, runs: int) -> dict[tuple[int, str], Any]:
     """(run, task id) -> what a chain needs of each finished job of ``system`` (its trace, or True
     without one): a row without an error whose trace, if it names one, reads back. A job whose trace
-    is gone or damaged runs again, so every finished row can be opened."""
+    is gone or damaged (or records another task) runs again, so every finished row can be opened; so does
+    each task whose row names a trace that rows of other tasks name too (a folder saved with the shorter
+    hashed names of before issue 53, where two ids could share a file)."""
     from roma_lab.results import DamagedFileError, quarantine
     from roma_lab.trace import load_trace
 
@@ -161,13 +181,20 @@ def _finished(out: Path, system: System, tasks: TaskSet, runs: int) -> dict[tupl
     ids = {it.item_id for it in tasks.items}
     mine = log[log["condition"].eq(system.label) & log["benchmark"].eq(tasks.name) & log["error"].isna()
                & log["task_id"].isin(ids) & log["run"].lt(runs)]
+    named = mine.groupby("trace")["task_id"].nunique()
+    shared = set(named.index[named > 1])
+    if shared:
+        warnings.warn(f"{out}: rows of several tasks name the trace(s) {sorted(shared)} (file names whose hash "
+                      "collided); those tasks run again, each into a file of its own", stacklevel=3)
     done = {}
     for run, task_id, trace in zip(mine["run"], mine["task_id"], mine["trace"], strict=True):
         if trace is None:
             done[(run, task_id)] = True
             continue
+        if trace in shared:
+            continue
         try:
-            done[(run, task_id)] = load_trace(out / trace)
+            done[(run, task_id)] = load_trace(out / trace, task_id)
         except FileNotFoundError:
             continue
         except DamagedFileError:

@@ -155,9 +155,14 @@ class Evaluation:
         return table
 
     def trace_path(self, system: str, task_id: str, run: int = 0) -> Path:
+        """Where the trace of that row is: the path its row records (a folder saved with the shorter
+        hashed names of before issue 53 keeps them), else where it would be saved."""
         from roma_lab.trace import trace_path
 
-        return trace_path(self.out, system, run, task_id)
+        rows = self.rows
+        named = rows.loc[rows["condition"].eq(system) & rows["task_id"].eq(str(task_id)) & rows["run"].eq(run)
+                         & rows["trace"].notna(), "trace"]
+        return self.out / named.iloc[0] if len(named) else trace_path(self.out, system, run, task_id)
 
     def trace(self, system: str, task_id: str, run: int = 0) -> Any:
         """The saved trace of one row: a ``roma_lab.trace.Run`` (ROMA, or a single call's one-node run)
@@ -167,7 +172,7 @@ class Evaluation:
         path = self.trace_path(system, task_id, run)
         if not path.is_file():
             raise FileNotFoundError(f"no trace saved for {system!r} on task {task_id!r}, run {run} ({path})")
-        return load_trace(path)
+        return load_trace(path, task_id)
 
     def facts(self) -> pd.DataFrame:
         """What tables need of each row's trace beyond the row (``Run.facts`` / ``Trajectory.facts``:
@@ -178,7 +183,7 @@ class Evaluation:
         from roma_lab.trace import load_trace
 
         kept = self.rows[self.rows["trace"].notna()]
-        facts = [{"condition": c, "run": r, "task_id": t, **load_trace(self.out / path).facts()}
+        facts = [{"condition": c, "run": r, "task_id": t, **load_trace(self.out / path, t).facts()}
                  for c, r, t, path in zip(kept["condition"], kept["run"], kept["task_id"], kept["trace"], strict=True)]
         return pd.DataFrame(facts, columns=None if facts else ["condition", "run", "task_id"])
 

@@ -215,15 +215,14 @@ def log_lock(path: Path) -> threading.Lock:
 
 def read_log(path: Path) -> list[dict[str, str]]:
     """Every valid row of the log (as text), damaged records quarantined and the file rewritten with
-    the valid rows (with its header), so their attempts run again. [] without a log."""
+    the valid rows (with its header), so their attempts run again. [] without a log; a FIFO, device or
+    folder in its place is a ``roma_lab.results.DamagedFileError`` naming it (never waited on)."""
     from roma_lab.results import read_regular_bytes
 
-    if not path.exists():
-        return []
     try:
         raw = read_regular_bytes(path)
-    except ValueError as err:  # a FIFO or device in the log's place: never opened to block on it
-        raise LogFileError(f"{err}; move it aside and run again") from None
+    except FileNotFoundError:
+        return []
     if not raw:
         return []
     good, bad, torn = _split(raw, path)

@@ -32,14 +32,25 @@ __all__ = ["KEPT", "migrate"]
 #: Where a migration keeps what it replaced.
 KEPT = ".pre-one-runner"
 _RUN_FILE = re.compile(r"run(\d+)\.csv")
+#: Hex of a name's hash in the file names an earlier roma_lab wrote (``safe_name`` keeps 16 since issue 53).
+_OLD_HASH_HEX = 8
 _OLD = ("benchmark", "item_id", "condition", "prediction", "label", "score", "grader", "error", "error_stage",
         "latency_s", "details", "grader_raw")
+
+
+def _old_name(name: str) -> str:
+    from roma_lab.results import safe_name
+
+    return safe_name(name, hash_hex=_OLD_HASH_HEX)
 
 
 def _old_rows(path: Path) -> list[dict[str, str]]:
     import pandas as pd
 
-    table = pd.read_csv(path, dtype=str, keep_default_na=False)
+    from roma_lab.results import open_regular
+
+    with open_regular(path, "rb") as f:
+        table = pd.read_csv(f, dtype=str, keep_default_na=False)
     if "system" in table.columns and "condition" not in table.columns:  # before the results vocabulary
         table = table.rename(columns={"system": "condition"})
     missing = [c for c in _OLD if c not in table.columns]
@@ -49,15 +60,15 @@ def _old_rows(path: Path) -> list[dict[str, str]]:
 
 
 def _usage(trace: Path | None, recorded: Path | None) -> dict[str, Any]:
-    from roma_lab.results import DamagedFileError
+    from roma_lab.results import DamagedFileError, read_regular_bytes
     from roma_lab.trace import load_trace
 
     if recorded is not None and recorded.is_file():
         try:
-            usage = json.loads(recorded.read_text(encoding="utf-8"))
+            usage = json.loads(read_regular_bytes(recorded))
             if isinstance(usage, dict) and set(usage) == {"model_calls", "input_tokens", "output_tokens", "cost"}:
                 return usage
-        except ValueError:
+        except ValueError:  # DamagedFileError too: the trace says it again
             pass
     if trace is not None and trace.is_file():
         try:
@@ -84,8 +95,6 @@ def _keep(path: Path) -> None:
 
 
 def _evaluate_folder(folder: Path) -> str:
-    from roma_lab.trace import trace_path
-
     log = folder / LOG_FILE
     n = 0
     for path in sorted(folder.glob("run*.csv")):
@@ -94,7 +103,8 @@ def _evaluate_folder(folder: Path) -> str:
             continue
         run = int(match.group(1))
         for old in _old_rows(path):
-            trace = trace_path(folder, old["condition"], run, old["item_id"])
+            # where it was saved: its row records it, so the trace stays there
+            trace = folder / "traces" / _old_name(old["condition"]) / f"r{run}" / f"{_old_name(old['item_id'])}.json"
             recorded = folder / "usage" / trace.relative_to(folder / "traces")
             append_row(log, _row(old, run, old["condition"], trace.relative_to(folder).as_posix() if trace.is_file()
                                  else None, _usage(trace, recorded)))
@@ -106,7 +116,6 @@ def _evaluate_folder(folder: Path) -> str:
 
 
 def _table_folder(folder: Path, results: Path) -> str:
-    from roma_lab.results import safe_name
     from roma_lab.trace import trace_path
 
     benchmark = results.name[: -len("_results.csv")]
@@ -114,7 +123,7 @@ def _table_folder(folder: Path, results: Path) -> str:
     n = 0
     for old in _old_rows(results):
         system = "single" if old["condition"] == "base" else old["condition"]
-        saved = runs / f"{safe_name(old['item_id'])}.json"
+        saved = runs / f"{_old_name(old['item_id'])}.json"
         trace = None
         if system == "roma" and saved.is_file():
             target = trace_path(runs, system, 0, old["item_id"])

@@ -211,7 +211,10 @@ def _keep_stopped(how: Attempt, job: Job, trace: Any) -> None:
 
 
 def _recorded(how: Attempt, job: Job, row: dict[str, Any], trace: Any, timed_out: bool) -> Outcome:
-    """The outcome as it will be written: a private benchmark's trace and row redacted first."""
+    """The outcome as it will be written: a private benchmark's trace and row redacted first; the trace's
+    file records the task it belongs to (``roma_lab.trace.saved_trace_text``)."""
+    from roma_lab.trace import saved_trace_text
+
     text = None if trace is None else trace.to_json()
     if job.item.benchmark in how.private:
         secrets = (job.item.question, str(job.item.answer))
@@ -219,7 +222,7 @@ def _recorded(how: Attempt, job: Job, row: dict[str, Any], trace: Any, timed_out
         row = json.loads(redacted(json.dumps(row), secrets))
         if trace is not None:  # what later reads the trace (a chain's next task) sees the redacted copy
             trace = type(trace).from_json(text)
-    return Outcome(row, text, trace, timed_out)
+    return Outcome(row, None if text is None else saved_trace_text(text, job.item.item_id), trace, timed_out)
 
 
 class _Recorder:

@@ -22,7 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from roma_lab.bench import Item
-from roma_lab.results import JsonlLineError, read_jsonl, read_regular_bytes
+from roma_lab.results import (
+    DamagedFileError,
+    JsonlLineError,
+    open_regular,
+    read_jsonl,
+    read_regular_bytes,
+)
 
 if TYPE_CHECKING:
     from roma_lab.agents import AgentTask
@@ -258,10 +264,13 @@ def _read_file(path: Path, max_bytes: int) -> tuple[list[dict[str, Any]], Callab
     import pyarrow.parquet as pq
 
     try:
-        meta = pq.ParquetFile(path).metadata
-        _check_size(path, sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)), max_bytes,
-                    " uncompressed")
-        frame = pd.read_parquet(path)
+        with open_regular(path, "rb") as f:
+            meta = pq.ParquetFile(f).metadata
+            _check_size(path, sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)), max_bytes,
+                        " uncompressed")
+            frame = pd.read_parquet(f)
+    except DamagedFileError as err:  # a FIFO or device: the user's file, not one of roma_lab's
+        raise TaskFileError(f"{path}: {err.problem}") from None
     except (ValueError, OSError) as err:  # pyarrow's ArrowInvalid is a ValueError
         raise TaskFileError(f"{path}: cannot be read as PARQUET: {err}") from None
     return frame.to_dict(orient="records"), lambda i: f"{path}: row {i + 1}"
@@ -280,6 +289,8 @@ def _read_csv(path: Path, max_bytes: int) -> tuple[list[dict[str, str]], list[in
     try:
         data = read_regular_bytes(path, max_bytes=max_bytes)
         text = data.decode("utf-8-sig")  # a byte-order mark (spreadsheet exports) is not part of the header
+    except DamagedFileError as err:  # a FIFO or device: the user's file, not one of roma_lab's
+        raise TaskFileError(f"{path}: {err.problem}") from None
     except UnicodeDecodeError as err:
         raise TaskFileError(f"{path}: not UTF-8 text (at byte {err.start + 1}); save it as UTF-8 CSV") from None
     except (OSError, ValueError) as err:

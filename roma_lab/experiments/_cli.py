@@ -11,8 +11,8 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import NoReturn
 
+from roma_lab._cli import CommandParser
 from roma_lab._environment import ENV
 from roma_lab.cluster import (
     ClusterConnectError,
@@ -37,25 +37,17 @@ from ._spec import (
 from ._times import SPEED_LOG, run_times, times_markdown
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse, with a usage error as one line like the command's other errors (subcommands too:
-    argparse makes them of their parent's class)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (`{self.prog} --help` shows the usage)\n")
-
-
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m roma_lab.experiments", description=__doc__)
+    parser = CommandParser(prog="python -m roma_lab.experiments", description=__doc__)
     parser.add_argument(
         "--root",
         type=Path,
         help="project root holding experiments/ and notebooks/ (default: the checkout roma_lab is installed from)",
     )
-    where = _Parser(add_help=False)
+    where = CommandParser(add_help=False)
     where.add_argument("--smoke", action="store_true", help="apply each spec's [smoke] overrides (small sizes, test models)")
     where.add_argument("--results", type=Path, help="results folder (default: <root>/results, smoke: <root>/results/smoke)")
-    shared = _Parser(add_help=False, parents=[where])
+    shared = CommandParser(add_help=False, parents=[where])
     shared.add_argument(
         "--lm",
         default=os.environ.get(ENV.lm),
@@ -65,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("list", parents=[shared], help="show every experiment and its status")
     # times reads what the runs recorded, whatever model they named
     commands.add_parser("times", parents=[where], help="print the run-time table (markdown) from results/*/provenance.json")
-    budget = _Parser(add_help=False)
+    budget = CommandParser(add_help=False)
     budget.add_argument("--budget", help="a time budget such as 2h or 90min: each sized notebook runs at the n its "
                                          "share buys (the rule: design/planning.md)")
     budget.add_argument("--budget-usd", type=float, default=None,
@@ -231,6 +223,13 @@ def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             raise ValueError(f"--concurrency is the number of units run at once, >= 1; got {args.concurrency}")
         if getattr(args, "mde", None) is not None:
             args.mde = check_target_mde(args.mde)
+        if args.command == "run":  # what every notebook's evaluations read: refused once, before any kernel
+            from roma_lab.evaluate import budget_usd_from_env
+            from roma_lab.lm import call_deadline_s
+
+            if args.budget_usd is None:  # --budget-usd replaces it in the kernels
+                budget_usd_from_env()
+            call_deadline_s()
     except (ValueError, FileNotFoundError) as exc:
         parser.error(f"{args.command}: {exc}")
 

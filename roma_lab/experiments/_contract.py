@@ -10,6 +10,8 @@ import ast
 import json
 from pathlib import Path
 
+from roma_lab.results import read_regular_bytes
+
 from ._spec import NOTEBOOK_NAME, REQUIRED_PARAMETERS, SpecError, declared_parameters, load_spec, parse_literal
 
 #: What every notebook's introduction names for its planned time (issue 52): the plan, on this machine.
@@ -28,7 +30,7 @@ def notebook_problems(path: str | Path) -> list[str]:
     """Contract problems of one notebook file (empty when it is fine)."""
     path = Path(path)
     try:
-        nb = json.loads(path.read_text())
+        nb = json.loads(read_regular_bytes(path))
         cells = nb["cells"]
     except (OSError, ValueError, KeyError, RecursionError) as exc:  # RecursionError: JSON nested too deep
         return [f"{path.name}: not a readable notebook ({exc})"]
@@ -96,7 +98,7 @@ def contract_problems(root: str | Path) -> list[str]:
             problems.append(str(exc))
             continue
         header = ""
-        cells = json.loads(spec.notebook.read_text()).get("cells", [])
+        cells = json.loads(read_regular_bytes(spec.notebook)).get("cells", [])
         if cells and cells[0].get("cell_type") == "markdown":
             header = _source(cells[0])
         if spec.table not in header:

@@ -16,13 +16,14 @@ def _rows_so_far(out_dir: Path) -> int:
     """Result rows written so far under ``out_dir``: every evaluation folder's attempts log, a row per
     attempt done."""
     from roma_lab.evaluate import LOG_FILE
+    from roma_lab.results import DamagedFileError, open_regular
 
     rows = 0
     for path in out_dir.rglob(LOG_FILE):
         try:
-            with path.open("rb") as f:
+            with open_regular(path, "rb") as f:
                 rows += max(0, sum(1 for _ in f) - 1)
-        except OSError:  # being replaced right now: counted at the next beat
+        except (OSError, DamagedFileError):  # being replaced right now: counted at the next beat; a FIFO: never
             pass
     return rows
 

@@ -11,7 +11,6 @@ without encryption" warning from a kernel on loopback.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import ipaddress
 import json
 import os
@@ -21,7 +20,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from roma_lab.results import quarantine, read_regular_bytes, write_text_atomic
+from roma_lab.results import (
+    FolderBusyError,
+    folder_lock,
+    quarantine,
+    read_regular_bytes,
+    write_text_atomic,
+)
 
 KERNEL_FILE = ".kernel.json"  # the running kernel of this folder; hidden, so never hashed as an output
 _KILL_WAIT_S = 30  # a SIGKILLed process is gone in milliseconds; this only guards against a hang
@@ -33,16 +38,16 @@ class RunnerStateError(RuntimeError):
 
 @contextlib.contextmanager
 def hold_experiment(out_dir: Path):
-    """Hold a lock on the experiment for this runner's lifetime (the OS drops it when the runner
-    dies, even by kill -9). Holding it proves that a kernel recorded in the folder is an orphan."""
-    lock = out_dir.parent / f".{out_dir.name}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as handle:
+    """Hold a lock on the experiment for this runner's lifetime (``roma_lab.results.folder_lock``, the lock
+    ``evaluate`` takes on its folder: the OS drops it when the runner dies, even by kill -9). Holding it
+    proves that a kernel recorded in the folder is an orphan."""
+    lock = f".{out_dir.name}.lock"
+    with contextlib.ExitStack() as held:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunnerStateError(f"another runner is running {out_dir.name} now (it holds {lock}); "
-                                   "wait for it to finish, or stop it and rerun") from None
+            held.enter_context(folder_lock(out_dir.parent, lock, f"the notebook runner of {out_dir.name}"))
+        except FolderBusyError as busy:
+            raise RunnerStateError(f"another runner is running {out_dir.name} now ({busy.holder}; it holds "
+                                   f"{out_dir.parent / lock}); wait for it to finish, or stop it and rerun") from None
         yield
 
 

@@ -42,7 +42,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from roma_lab.results import PROVENANCE_FILE
+from roma_lab.results import PROVENANCE_FILE, open_regular
 from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
 from ._spec import ExperimentSpec, ParamValue, work_units
@@ -191,9 +191,8 @@ def _discordance(results_root: Path, stem: str) -> tuple[float | None, str]:
     folder = results_root / stem
     for path in sorted([*folder.glob("*comparisons*.csv"), *folder.glob("*paired*.csv")]):
         try:
-            if not path.is_file():  # a folder, or a FIFO that would block the read
-                raise OSError("not a regular file")
-            table = pd.read_csv(path)
+            with open_regular(path, "rb") as f:  # a folder or FIFO: DamagedFileError, never waited on
+                table = pd.read_csv(f)
             if not {"wins", "losses", "n"} <= set(table.columns):
                 continue
             counts = _paired_counts(table)

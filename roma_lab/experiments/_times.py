@@ -18,7 +18,12 @@ from datetime import datetime
 from pathlib import Path
 
 from roma_lab.lm import ModelSpeed, read_speeds
-from roma_lab.results import PROVENANCE_FILE, ProvenanceError, read_provenance
+from roma_lab.results import (
+    PROVENANCE_FILE,
+    DamagedFileError,
+    ProvenanceError,
+    read_provenance,
+)
 
 SPEED_LOG = "lm_speed.jsonl"
 
@@ -71,6 +76,9 @@ def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpe
         return RunTime(stem, "not run")
     except ProvenanceError:
         return RunTime(stem, "unreadable")
+    except DamagedFileError as exc:  # a FIFO or folder in its place: never waited on
+        warnings.warn(f"{exc.path}: {exc.problem}; its run time is not used", UserWarning, stacklevel=2)
+        return RunTime(stem, "unreadable")
     if problem := _times_problem(record.started_at, record.finished_at):
         warnings.warn(f"{Path(results_root) / stem / PROVENANCE_FILE}: {problem}; its run time is not used",
                       UserWarning, stacklevel=2)
@@ -107,10 +115,8 @@ def read_speed_log(results_root: str | Path) -> list[ModelSpeed]:
     the file and counts the lines left out (cut short, edited, impossible values)."""
     path = Path(results_root) / SPEED_LOG
     try:
-        if path.exists() and not path.is_file():  # a folder, or a FIFO that would block the read
-            raise OSError("not a regular file")
         speeds, damaged = read_speeds(path)
-    except OSError as exc:
+    except (OSError, DamagedFileError) as exc:  # DamagedFileError: a folder or FIFO in its place
         warnings.warn(f"{path} cannot be read ({exc}); no model speeds are used", UserWarning, stacklevel=2)
         return []
     usable = [s for s in speeds if _usable(s)]

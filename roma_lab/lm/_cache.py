@@ -18,7 +18,6 @@ import hashlib
 import json
 import logging
 import os
-import stat
 import threading
 import time
 from concurrent.futures import Future
@@ -27,7 +26,12 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from roma_lab._environment import ENV
-from roma_lab.results import quarantine, write_text_atomic
+from roma_lab.results import (
+    DamagedFileError,
+    quarantine,
+    read_regular_bytes,
+    write_text_atomic,
+)
 
 from ._engine import SUPPORTED_PARAMS, request_messages
 from ._rollout import current_rollout
@@ -130,23 +134,15 @@ def _to_response(entry: CachedCompletion):
 def _read_regular(path: Path) -> bytes | None:
     """The bytes of the regular file at ``path``, None when nothing is there; CorruptCacheEntryError for
     anything else (a FIFO, socket, device, directory or symbolic link), which is never opened in
-    blocking mode: reading a FIFO would wait for a writer forever."""
+    blocking mode (``roma_lab.results.read_regular_bytes``): reading a FIFO would wait for a writer forever."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_regular_bytes(path, follow_links=False)
     except FileNotFoundError:
         return None
-    except OSError as exc:  # ELOOP: a symbolic link; ENXIO: a socket; EACCES...
-        kind = "a symbolic link" if path.is_symlink() else f"unreadable ({exc.strerror})"
-        raise CorruptCacheEntryError(path, f"not a regular file: {kind}") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a special file"
-            raise CorruptCacheEntryError(path, f"not a regular file: {kind}")
-        with os.fdopen(fd, "rb", closefd=False) as f:  # a regular file never blocks, O_NONBLOCK or not
-            return f.read()
-    finally:
-        os.close(fd)
+    except DamagedFileError as exc:
+        raise CorruptCacheEntryError(path, exc.problem) from None
+    except OSError as exc:  # EACCES...
+        raise CorruptCacheEntryError(path, f"not a regular file: unreadable ({exc.strerror})") from None
 
 
 def _read(path: Path, key: str, model_id: str) -> CachedCompletion | None:

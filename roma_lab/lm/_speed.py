@@ -58,21 +58,22 @@ def append_speed(record: ModelSpeed) -> Path | None:
     target = os.environ.get(LOG_ENV)
     if not target:
         return None
+    from roma_lab.results import open_regular
+
     path = Path(target)
     path.parent.mkdir(parents=True, exist_ok=True)
-    line = (record.model_dump_json() + "\n").encode()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, line)
-    finally:
-        os.close(fd)
+    with open_regular(path, "a") as f:  # a FIFO in its place: DamagedFileError, never a wait for a reader
+        f.write(record.model_dump_json() + "\n")  # shorter than the buffer: written by close in one write
     return path
 
 
 def read_speeds(path: str | os.PathLike[str]) -> tuple[list[ModelSpeed], int]:
-    """(valid records, number of damaged lines) of a speed log; a missing file is ([], 0)."""
+    """(valid records, number of damaged lines) of a speed log; a missing file is ([], 0), anything but a
+    regular file in its place a ``roma_lab.results.DamagedFileError``."""
+    from roma_lab.results import read_regular_bytes
+
     try:
-        lines = Path(path).read_text(errors="replace").splitlines()
+        lines = read_regular_bytes(path).decode(errors="replace").splitlines()
     except FileNotFoundError:
         return [], 0
     records, damaged = [], 0

@@ -23,6 +23,9 @@ from typing import Any
 #: with room for a suffix (``.json``, ``.quarantined-<time>``) and a folder's own prefix.
 MAX_NAME_BYTES = 120
 _UNSAFE = re.compile(r"[^\w.-]")
+#: Hex characters of a name's SHA-256 that ``safe_name`` keeps (8 before issue 53: a 1.2% chance of a
+#: collision among 10,000 ids sharing a long prefix).
+HASH_HEX = 16
 
 QUARANTINED = ".quarantined-"  # marks a kept damaged file: evidence, not a result
 
@@ -31,56 +34,75 @@ class QuarantineWarning(UserWarning):
     """A damaged file (or part of one) was moved aside; the work it held is redone."""
 
 
-def safe_name(name: str, *, max_bytes: int = MAX_NAME_BYTES) -> str:
+def safe_name(name: str, *, max_bytes: int = MAX_NAME_BYTES, hash_hex: int = HASH_HEX) -> str:
     """``name`` (a task id, a label) as one file name: the one rule of every room that writes a file
     from a name. A name that is already safe and short is kept as it is; any other is cleaned
-    (characters outside ``[\\w.-]`` become ``_``), cut to fit ``max_bytes`` and given the first 8 hex
-    of its SHA-256, so two names never share a file (``q/1`` and ``q_1``) and none is too long."""
+    (characters outside ``[\\w.-]`` become ``_``), cut to fit ``max_bytes`` and given the first
+    :data:`HASH_HEX` hex of its SHA-256 (64 bits: a collision among a million ids is about one chance in
+    37 million), so two names do not share a file (``q/1`` and ``q_1``) and none is too long. A file so
+    named records the name it belongs to, so a collision is still caught when read (a trace: its task id).
+    ``hash_hex``: only to find files named before issue 53, with 8."""
     clean = _UNSAFE.sub("_", name)
     if clean == name and clean not in ("", ".", "..") and len(clean.encode()) <= max_bytes:
         return name
-    tail = "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    tail = "-" + hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:hash_hex]
     cut = clean.encode()[: max_bytes - len(tail)].decode("utf-8", "ignore")  # never half a character
     return f"{cut}{tail}"
 
 
-def read_regular_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = None) -> bytes:
-    """The bytes of the regular file at ``path``. It is opened without blocking and checked once open,
-    so a FIFO or device put in a file's place raises ValueError (naming it) instead of hanging the
-    reader; OSError (FileNotFoundError, ...) as ``open`` raises it. A file longer than ``max_bytes``
-    raises ValueError once ``max_bytes + 1`` bytes are read, never read whole (it may grow after a stat)."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    with os.fdopen(fd, "rb") as f:
-        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
-            raise ValueError(f"{path} is not a regular file")
+def _kind(mode: int) -> str:
+    return ("a folder" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket" if stat.S_ISSOCK(mode)
+            else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a symbolic link" if stat.S_ISLNK(mode)
+            else "not a regular file")
+
+
+_MODES = {"r": os.O_RDONLY, "rb": os.O_RDONLY, "a": os.O_WRONLY | os.O_APPEND | os.O_CREAT}
+
+
+def open_regular(path: str | os.PathLike[str], mode: str = "r", *, follow_links: bool = True):
+    """The file at ``path`` opened for reading (``"r"``: UTF-8 text, ``"rb"``: bytes) or appending
+    (``"a"``: UTF-8 text, created if missing), checked to be a regular file once open: the one way the
+    package opens a file it reads back or appends to (a run folder's logs, traces, records, tables, a
+    snapshot's entries, a cache's). It is opened without blocking, so a FIFO, device, socket or folder
+    in the file's place (or, with ``follow_links=False``, a symbolic link) is a :class:`DamagedFileError`
+    naming it, never a hang; FileNotFoundError and other OSErrors as ``open`` raises them."""
+    flags = _MODES[mode] | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow_links else os.O_NOFOLLOW)
+    try:
+        fd = os.open(path, flags, 0o666)
+    except OSError as err:
+        # ENXIO: a FIFO with no reader opened to write, or a socket; ELOOP: a link, not followed; EISDIR
+        if err.errno in (errno.ENXIO, errno.ELOOP, errno.EISDIR):
+            try:
+                kind = _kind(os.lstat(path).st_mode)
+            except OSError:
+                raise err from None
+            raise DamagedFileError(path, f"is {kind}, not a regular file") from None
+        raise
+    try:
+        mode_bits = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode_bits):
+            raise DamagedFileError(path, f"is {_kind(mode_bits)}, not a regular file")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    if mode == "rb":
+        return os.fdopen(fd, "rb")
+    return os.fdopen(fd, mode, encoding="utf-8", newline="")
+
+
+def read_regular_bytes(path: str | os.PathLike[str], *, max_bytes: int | None = None,
+                       follow_links: bool = True) -> bytes:
+    """The bytes of the regular file at ``path``, opened by :func:`open_regular` (anything else in its
+    place: a :class:`DamagedFileError` naming it). A file longer than ``max_bytes`` raises ValueError
+    once ``max_bytes + 1`` bytes are read, never read whole (it may grow after a stat)."""
+    with open_regular(path, "rb", follow_links=follow_links) as f:
         if max_bytes is None:
             return f.read()
         data = f.read(max_bytes + 1)
         if len(data) > max_bytes:
             raise ValueError(f"{path} holds more than {max_bytes:,} bytes")
         return data
-
-
-def open_regular(path: str | os.PathLike[str], mode: str = "r"):
-    """The text file (UTF-8) at ``path`` opened for reading (``"r"``) or appending (``"a"``, created
-    if missing), checked to be a regular file once open: the one way the package opens a file in a
-    results folder that it does not write whole. It is opened without blocking, so a FIFO, device or
-    socket in the file's place raises ValueError (naming it) instead of hanging the run."""
-    flags = {"r": os.O_RDONLY, "a": os.O_WRONLY | os.O_APPEND | os.O_CREAT}[mode] | os.O_NONBLOCK
-    try:
-        fd = os.open(path, flags, 0o666)
-    except OSError as err:
-        if err.errno == errno.ENXIO:  # a FIFO with no reader, opened to write without blocking
-            raise ValueError(f"{path} is not a regular file") from None
-        raise
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ValueError(f"{path} is not a regular file")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return os.fdopen(fd, mode, encoding="utf-8", newline="")
 
 
 class JsonlLineError(ValueError):
@@ -124,7 +146,7 @@ class DamagedFileError(ValueError):
     def __init__(self, path: str | os.PathLike[str], problem: str) -> None:
         super().__init__(f"{path}: {problem}. It is one of roma_lab's own files: move it aside (or delete it) "
                          "and run again; what it recorded is then redone")
-        self.path = Path(path)
+        self.path, self.problem = Path(path), problem
 
 
 def read_json_file(path: str | os.PathLike[str], kind: type | tuple[type, ...] = dict) -> Any:
@@ -133,12 +155,7 @@ def read_json_file(path: str | os.PathLike[str], kind: type | tuple[type, ...] =
     is no file; anything else wrong with it is a :class:`DamagedFileError` naming it (a folder or
     FIFO in its place, not UTF-8 JSON, nested deeper than JSON can be read, another type)."""
     path = Path(path)
-    if path.is_dir():
-        raise DamagedFileError(path, "is a folder, not a file")
-    try:
-        data = read_regular_bytes(path)
-    except ValueError as err:  # a FIFO or device in the file's place
-        raise DamagedFileError(path, str(err)) from None
+    data = read_regular_bytes(path)
     try:
         value = json.loads(data.decode("utf-8"))
     except UnicodeDecodeError as err:
@@ -197,7 +214,12 @@ def quarantined_files(folder: str | os.PathLike[str]) -> list[str]:
 
 
 class FolderBusyError(RuntimeError):
-    """Another process is writing the folder now; the message says which one."""
+    """Another process is writing the folder now; the message says which one (``holder``: what it wrote
+    of itself in the lock: what it is, its process id and since when)."""
+
+    def __init__(self, message: str, holder: str = "") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 @contextlib.contextmanager
@@ -215,9 +237,9 @@ def folder_lock(folder: str | os.PathLike[str], lock_name: str, what: str) -> It
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = lock.read_text(encoding="utf-8", errors="replace").strip() or "a process that names itself not"
+            holder = read_regular_bytes(lock).decode("utf-8", "replace").strip() or "a process that names itself not"
             raise FolderBusyError(f"{folder} is being written by another process ({holder}); wait for it to finish, "
-                                  "or stop it and run again") from None
+                                  "or stop it and run again", holder) from None
         os.truncate(lock, 0)
         handle.write(f"{what}, process {os.getpid()}, since {datetime.now(UTC).isoformat(timespec='seconds')}\n")
         handle.flush()

@@ -15,6 +15,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._files import open_regular
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -58,8 +60,9 @@ def read_paper_reported(path: str | os.PathLike[str]) -> pd.DataFrame:
     import pandas as pd
 
     path = Path(path)
-    df = pd.read_csv(path, dtype={"condition": str, "subset": str, "note": str}, keep_default_na=False,
-                     na_values={"value": [""]})
+    with open_regular(path, "rb") as f:
+        df = pd.read_csv(f, dtype={"condition": str, "subset": str, "note": str}, keep_default_na=False,
+                         na_values={"value": [""]})
     if tuple(df.columns) != PAPER_COLUMNS:
         raise PaperTableError(f"{path}: columns must be {list(PAPER_COLUMNS)}, got {list(df.columns)}")
     df["value"] = pd.to_numeric(df["value"], errors="coerce")

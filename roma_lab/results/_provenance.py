@@ -22,7 +22,14 @@ from pydantic import BaseModel, ConfigDict, JsonValue, ValidationError, model_va
 
 import roma_lab
 
-from ._files import QUARANTINED, DamagedFileError, quarantine, write_text_atomic
+from ._files import (
+    QUARANTINED,
+    DamagedFileError,
+    open_regular,
+    quarantine,
+    read_regular_bytes,
+    write_text_atomic,
+)
 
 if TYPE_CHECKING:
     from roma_lab.stats import StatsSettings
@@ -108,9 +115,10 @@ class Provenance(BaseModel):
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
-    """Hex SHA-256 of a file's bytes, read in chunks so large data files are fine."""
+    """Hex SHA-256 of a regular file's bytes, read in chunks so large data files are fine (anything else
+    in its place: ``DamagedFileError``)."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with open_regular(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
@@ -135,7 +143,9 @@ def output_sha256(path: str | os.PathLike[str]) -> str:
     if path.suffix != ".ipynb":
         return sha256_file(path)
     try:
-        cells = json.loads(path.read_bytes()).get("cells")
+        cells = json.loads(read_regular_bytes(path)).get("cells")
+    except DamagedFileError:
+        raise
     except (ValueError, AttributeError, RecursionError):  # not a notebook any more: its bytes say so
         return sha256_file(path)
     if not isinstance(cells, list):
@@ -238,11 +248,11 @@ def record_stats(out_dir: str | os.PathLike[str], stats: StatsSettings) -> Path:
 
 def _recorded_stats(out: Path) -> StatsRecord | None:
     path = out / STATS_FILE
-    if not path.is_file():
-        return None
     try:
-        return StatsRecord.model_validate_json(path.read_bytes())
-    except ValidationError:
+        return StatsRecord.model_validate_json(read_regular_bytes(path))
+    except FileNotFoundError:
+        return None
+    except (ValidationError, DamagedFileError):
         quarantine(path, "not a statistics settings record; provenance records no stats")
         return None
 
@@ -309,11 +319,11 @@ def read_provenance(out_dir: str | os.PathLike[str]) -> Provenance:
     """Read and validate ``<out_dir>/provenance.json``: FileNotFoundError when there is none,
     :class:`ProvenanceError` (naming the file) when its content is not a valid record."""
     path = Path(out_dir) / PROVENANCE_FILE
-    if path.exists() and not path.is_file():
-        raise DamagedFileError(path, "is not a file")
-    if not path.is_file():
-        raise FileNotFoundError(f"no {PROVENANCE_FILE} in {Path(out_dir)}")
     try:
-        return Provenance.model_validate_json(path.read_bytes())  # bytes: invalid UTF-8 is a validation error too
+        data = read_regular_bytes(path)  # a FIFO or folder in its place: DamagedFileError naming it
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no {PROVENANCE_FILE} in {Path(out_dir)}") from None
+    try:
+        return Provenance.model_validate_json(data)  # bytes: invalid UTF-8 is a validation error too
     except ValidationError as exc:
         raise ProvenanceError(f"{path} is not a valid provenance record: {exc}") from exc

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from ._files import write_text_atomic
+from ._files import open_regular, write_text_atomic
 
 if TYPE_CHECKING:  # pandas is heavy; imported where used
     import pandas as pd
@@ -90,11 +90,14 @@ def read_table(out_dir: str | os.PathLike[str], name: str, *, dtype: Mapping[str
     import pandas as pd
 
     path = _table_path(out_dir, name)
-    if not path.is_file():
-        raise FileNotFoundError(f"no table {name!r} in {Path(out_dir)} (expected {path})")
+    try:
+        handle = open_regular(path, "rb")  # a FIFO or folder in its place: DamagedFileError naming it
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no table {name!r} in {Path(out_dir)} (expected {path})") from None
     # pandas 3 parses floats exactly by default and deprecates the option pandas 2 needs for it.
     exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
-    df = pd.read_csv(path, dtype=dict(dtype) if dtype else None, **exact)
+    with handle:
+        df = pd.read_csv(handle, dtype=dict(dtype) if dtype else None, **exact)
     return df.assign(**{c: df[c].map(_unescaped) for c in _text_columns(df)})
 
 

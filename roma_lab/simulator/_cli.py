@@ -21,17 +21,11 @@ import math
 import signal
 import sys
 import threading
-from typing import NoReturn
+
+from roma_lab._cli import CommandParser, port
 
 from ._provider import LOOPBACK, SimulatedProvider
 from ._world import SimFaults, SimLatency, SimModel, SimulatedWorld
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse whose every refusal is one line on stderr with exit status 2, not its usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
 def _number(text: str) -> float:
@@ -47,12 +41,6 @@ def _finite(text: str) -> float:
         return _number(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"a finite number, got {text!r}") from None
-
-
-def _port(text: str) -> int:
-    if not (text.isdigit() and 0 <= int(text) <= 65535):
-        raise argparse.ArgumentTypeError(f"a port is 0 to 65535 (0: any free port), got {text!r}")
-    return int(text)
 
 
 def _skill(text: str) -> float | dict[str, float]:
@@ -102,8 +90,8 @@ def _models(args: argparse.Namespace, parser: argparse.ArgumentParser) -> dict[s
     return models
 
 
-def _parser() -> _Parser:
-    parser = _Parser(prog="python -m roma_lab.simulator", description=__doc__,
+def _parser() -> CommandParser:
+    parser = CommandParser(prog="python -m roma_lab.simulator", description=__doc__,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("tasks", help="a task file, benchmark:<name> or world:<split> (roma_lab.evaluate.tasks_from)")
     parser.add_argument("--model", action="append", required=True,
@@ -122,7 +110,7 @@ def _parser() -> _Parser:
     parser.add_argument("--stall-s", type=_finite, default=3600.0)
     parser.add_argument("--drop", type=_finite, default=0.0, help="rate of connections closed unanswered")
     parser.add_argument("--host", default=LOOPBACK, help=f"only {LOOPBACK} is accepted")
-    parser.add_argument("--port", type=_port, default=0, help="0: any free port")
+    parser.add_argument("--port", type=port, default=0, help="0: any free port")
     return parser
 
 

@@ -15,7 +15,7 @@ holds what their tools call, ``roma_lab.widgets`` draws them.
 
 from ._artifact_ref import SHA256_HEX, ArtifactRef
 from ._evidence import MIN_SUPPORT, NO_EVIDENCE, answer_support, without_evidence
-from ._load import TRACE_KINDS, Trace, load_trace, read_trajectories, trace_path
+from ._load import TRACE_KINDS, Trace, load_trace, read_trajectories, saved_trace_text, trace_path
 from ._replay import ReplayedCall, ReplayedNode, ReplayedSchedule, replayed_schedule
 from ._schedule import ScheduleBounds, schedule_bounds
 from ._settings import MODEL_KEYS, TASK_TYPES, RomaSettings
@@ -65,6 +65,7 @@ __all__ = [
     "load_trace",
     "read_trajectories",
     "read_trajectory",
+    "saved_trace_text",
     "single_call_run",
     "trace_path",
     "MIN_SUPPORT",

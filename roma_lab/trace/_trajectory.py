@@ -341,7 +341,9 @@ def _grafted(r: Rollout, rid: str) -> list[Node]:
 def read_trajectory(path: str | Path) -> Trajectory:
     """The trajectory saved at ``path``; a file in an older format is a :class:`TrajectoryFormatError`
     naming the file."""
+    from roma_lab.results import read_regular_bytes
+
     try:
-        return Trajectory.from_json(Path(path).read_bytes())
+        return Trajectory.from_json(read_regular_bytes(path))
     except TrajectoryFormatError as err:
         raise TrajectoryFormatError(f"{path}: {err}") from err.__cause__

@@ -406,10 +406,14 @@ class Run:
 
     @classmethod
     def from_json(cls, text: str | bytes) -> Run:
-        """Read :meth:`to_json` text back; any malformed or inconsistent trace is an
+        """Read :meth:`to_json` text back, or a saved trace file (the task id it records is the file's,
+        ``roma_lab.trace.saved_trace_text``, not the run's); any malformed or inconsistent trace is an
         :class:`InvalidRunError` (never a run that breaks the invariants)."""
         try:
-            m = _RunModel.model_validate(json.loads(text))
+            data = json.loads(text)
+            if isinstance(data, dict):
+                data.pop("task_id", None)
+            m = _RunModel.model_validate(data)
             # {}: a run built by hand, saved without settings
             settings = RomaSettings.from_record(m.settings) if m.settings else None
         except (ValueError, ValidationError) as err:  # JSONDecodeError and UnicodeDecodeError are ValueErrors

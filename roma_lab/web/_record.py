@@ -29,7 +29,6 @@ import json
 import os
 import re
 import shutil
-import stat
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -41,7 +40,13 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from roma_lab.results import quarantine, safe_name, write_text_atomic
+from roma_lab.results import (
+    DamagedFileError,
+    quarantine,
+    read_regular_bytes,
+    safe_name,
+    write_text_atomic,
+)
 
 from ._errors import DamagedRecordingError, ReplayMissError
 from ._http import Deadline
@@ -98,20 +103,16 @@ def _digest(fields: Mapping[str, Any]) -> str:
 
 def _read_regular(path: Path) -> bytes | None:
     """The bytes of the regular file at ``path`` (None: nothing there). Opened without following a
-    link and without blocking, so a FIFO or a link planted in an entry's place is damage, not a hang."""
+    link and without blocking (``roma_lab.results.read_regular_bytes``), so a FIFO or a link planted in an
+    entry's place is damage, not a hang."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        return read_regular_bytes(path, follow_links=False)
     except FileNotFoundError:
         return None
+    except DamagedFileError as err:
+        raise DamagedRecordingError(path, err.problem) from None
     except OSError as err:
         raise DamagedRecordingError(path, f"not a regular file ({err.strerror})") from None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise DamagedRecordingError(path, "not a regular file")
-        with os.fdopen(fd, "rb", closefd=False) as f:
-            return f.read()
-    finally:
-        os.close(fd)
 
 
 class WebRecorder:
@@ -194,7 +195,7 @@ class WebRecorder:
             target = self.directory / relative
             if not target.exists():
                 target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes((earlier.directory / relative).read_bytes())
+                target.write_bytes(_read_regular(earlier.directory / relative))  # checked by open_snapshot
             self._serve(Path(relative).stem, relative)
 
     def _serve(self, key: str, relative: str) -> None:

@@ -17,14 +17,20 @@ from ._view import ASSETS
 
 def export_html(notebook: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
     """Write ``notebook`` (an executed ``.ipynb``) as a self-contained HTML page; returns its path
-    (default: beside the notebook, ``.html``). Math stays as TeX source (MathJax would need a network)."""
+    (default: beside the notebook, ``.html``). Math stays as TeX source (MathJax would need a network).
+    A file that is not a notebook nbformat reads is a ValueError naming it (anything but a regular file in
+    its place: ``roma_lab.results.DamagedFileError``, a ValueError too)."""
     import nbformat
     from nbconvert import HTMLExporter
 
-    from roma_lab.results import write_text_atomic
+    from roma_lab.results import read_regular_bytes, write_text_atomic
 
     notebook = Path(notebook)
-    nb = nbformat.read(notebook, as_version=4)
+    data = read_regular_bytes(notebook)
+    try:
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+    except Exception as err:  # noqa: BLE001 - nbformat's readers raise many kinds (schema, JSON, types)
+        raise ValueError(f"{notebook}: not a notebook nbformat can read ({type(err).__name__}: {err})") from None
     nb.metadata.pop("widgets", None)
     exporter = HTMLExporter(template_name="offline", extra_template_basedirs=[str(ASSETS)])
     page, _ = exporter.from_notebook_node(nb, resources={"metadata": {"name": notebook.stem}})

@@ -50,7 +50,7 @@ class ItemRunPicker(widgets.VBox):
     def _run(self, task_id: str):
         from roma_lab.trace import load_trace
 
-        trace = load_trace(self.traces[task_id])
+        trace = load_trace(self.traces[task_id], task_id)
         return trace.as_run() if hasattr(trace, "as_run") else trace
 
     def _picked(self, change: dict[str, Any]) -> None:

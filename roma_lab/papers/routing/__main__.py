@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
@@ -11,13 +10,14 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+from ..._cli import CommandParser, positive_int, refuse
 from ...router import DEFAULT_SEED
 from ...stats import DEFAULT_STATS, StatsSettings
 from ._tables import ENCODER_CANDIDATES, TABLES, TRAINING_SIZES, reproduce_tables
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m roma_lab.papers.routing", description=__doc__)
+    parser = CommandParser(prog="python -m roma_lab.papers.routing", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("reproduce", help="compute every table, write CSVs, summary.json and provenance.json")
     rep.add_argument("--out", required=True, help="output directory")
@@ -31,9 +31,12 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("--force", action="store_true", help="empty a non-empty --out first")
     para = sub.add_parser("paraphrase", help="rewrite the train prompts with the embedded model (issue 45's protocol)")
     para.add_argument("--out", required=True, help="output directory (resumes from its replies.jsonl)")
-    para.add_argument("--limit", type=int, default=None, help="only the first N train prompts (families in turn)")
+    para.add_argument("--limit", type=positive_int, default=None,
+                      help="only the first N train prompts (families in turn)")
     para.add_argument("--suite-seed", type=int, default=DEFAULT_SEED)
     args = parser.parse_args(argv)
+    if Path(args.out).exists() and not Path(args.out).is_dir():
+        return refuse(f"--out {args.out} is not a folder")
     if args.command == "paraphrase":
         return _paraphrase(args, argv)
 
@@ -43,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if out_dir.exists() and any(out_dir.iterdir()):
         if not args.force:
             # provenance hashes every file in --out: old tables would be claimed by this run
-            print(f"error: {out_dir} is not empty; pass --force to replace its contents", file=sys.stderr)
-            return 2
+            return refuse(f"{out_dir} is not empty; pass --force to replace its contents")
         shutil.rmtree(out_dir)
     started = datetime.now(UTC)
     clock = time.perf_counter()
@@ -56,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
                                repeats=args.repeats, encoders=args.encoders,
                                stats=StatsSettings(n_resamples=args.n_resamples, seed=args.seed))
     except ValueError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return refuse(err)
     write_provenance(args.out, parameters=params, seeds={"suite_seed": args.suite_seed, "seed": args.seed},
                      started_at=started, extra={"wall_seconds": time.perf_counter() - clock}, stats=out.stats)
     print(f"wrote {len(out)} tables, summary.json and provenance.json to {args.out} "
