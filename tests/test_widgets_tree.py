@@ -452,3 +452,17 @@ def test_an_answer_without_the_evidence_its_node_looked_for_is_flagged_amber_nev
     assert "3 without evidence" in page and "completed, no evidence" in page and "an answer without evidence" in page
     assert "no evidence: its search found no passage" in node_detail_html(tree, "0.1")
     assert run.status == "completed"  # the recorded status stays; the flag is beside it
+
+
+def test_a_flagged_row_s_label_fits_its_state_column_whole_and_its_detail_names_the_state():
+    """Issue 52: "completed, no evidence" was cut to "completed, no …" in a row's narrow state column."""
+    run = teacher_run()
+    page = tree_html(trace_to_tree(run))
+    badge = re.search(r'<span class="rt-badge rt-flag"[^>]*title="([^"]*)">([^<]*)</span>', rows(page)["0.1"])
+    assert badge is not None and badge.group(2) == "no evidence"
+    assert badge.group(1).startswith("completed, no evidence: its search found no passage")
+    assert ".rt-flag{display:inline-block;white-space:normal" in page  # a longer label wraps, uncut
+    assert "completed, no evidence</span>" in detail(page, "0.1")
+    degraded = replace(run, status="partial", nodes=tuple(replace(n, status="degraded", error="no plan") if n.id == "0.1" else n
+                                        for n in run.nodes))
+    assert ">degraded, no evidence</span>" in rows(tree_html(trace_to_tree(degraded)))["0.1"]  # other states named

@@ -199,6 +199,8 @@ def trace_to_tree(run: Run) -> dict[str, Any]:
 TREE_CSS = pane_css("rt", 560, _WIDTHS) + """\
 .roma-view .rt-summary{margin:2px 0}
 .roma-view .rt-badge{color:#fff;border-radius:3px;padding:0 4px;font-size:12px;white-space:nowrap}
+/* a flagged label wraps in the narrow state column rather than being cut */
+.roma-view .rt-flag{display:inline-block;white-space:normal;line-height:1.2}
 .roma-view .rt-cached{border:1px solid #888;border-radius:3px;padding:0 3px;font-size:11px;white-space:nowrap}
 .roma-view .rt-legend{font-size:11px;opacity:.8;margin:2px 0}
 .roma-view .rt-legend i{display:inline-block;width:16px;height:9px;margin:0 3px 0 9px;vertical-align:middle}
@@ -224,10 +226,13 @@ _LEGEND = (
     f'<i style="background:{NO_EVIDENCE_COLOR}"></i>an answer without evidence (its search, or one it used, found nothing)</div>')
 
 
-def _badge(state: str, no_evidence: str | None = None) -> str:
+def _badge(state: str, no_evidence: str | None = None, *, in_row: bool = False) -> str:
+    """A state's badge; amber, "no evidence", when the node's answer is flagged. In a row's narrow state
+    column a flagged completed node reads "no evidence" (its state in the tooltip, and in full in its detail)."""
     if no_evidence:
-        return (f'<span class="rt-badge" style="background:{NO_EVIDENCE_COLOR}" title="{esc(no_evidence)}">'
-                f'{esc(state)}, no evidence</span>')
+        label = "no evidence" if in_row and state == "completed" else f"{state}, no evidence"
+        return (f'<span class="rt-badge rt-flag" style="background:{NO_EVIDENCE_COLOR}" '
+                f'title="{esc(state)}, no evidence: {esc(no_evidence)}">{esc(label)}</span>')
     color = STATUS_COLORS.get(state, "#616161")
     return f'<span class="rt-badge" style="background:{color}" title="{esc(LIVE_STATES.get(state, state))}">{esc(state)}</span>'
 
@@ -282,7 +287,7 @@ def _row_html(n: dict[str, Any], span: float) -> str:
               f'a completion cache">{n["cached_calls"]} cached</span>' if n["cached_calls"] else "")
     cells = (f'<td style="padding-left:{4 + 14 * n["depth"]}px" title="{esc(n["goal"])}">'
              f'{esc(n["id"])} <span class="rt-type">{esc(n["task_type"])}</span> {esc(goal)}</td>'
-             f'<td>{_badge(n["state"], n.get("no_evidence"))}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
+             f'<td>{_badge(n["state"], n.get("no_evidence"), in_row=True)}{doing}</td><td class="rt-num">{len(n["calls"])}{cached}</td>'
              f'<td class="rt-num">{n["latency_s"]:.3f}</td>'
              f'<td class="rt-num">{tokens(n["input_tokens"])} / {tokens(n["output_tokens"])}</td>{_lane_html(n, span)}')
     return select_row(n["id"], {"state": n["state"], "roles": " ".join(n["roles"])}, cells)
