@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from view_pages import expandable
 
 from roma_lab.trace import RoleCall
 from roma_lab.widgets import RunComparison, TrajectoryComparison
 from roma_lab.widgets._view import (
+    ASSETS,
+    DISCONNECTED_NOTE,
     call_data,
     call_html,
-    ASSETS,
     detail_section,
     expandable_row,
     known_sum,
@@ -19,6 +22,7 @@ from roma_lab.widgets._view import (
     row_hint,
     select_row,
     table_head,
+    view_html,
 )
 
 
@@ -68,6 +72,22 @@ def test_view_js_opens_and_filters_the_rows_python_renders():
     script = (ASSETS / "view.js").read_text()
     assert 'closest("details.rv-row").open' in script and 'closest("details.rv-row").classList' in script
     assert expandable_row("", "", "t").startswith('<details class="rv-row">')
+
+
+def test_a_view_drawn_from_saved_widget_state_says_it_is_not_connected_instead_of_a_bare_red_icon():
+    """Issue 52: above a widget restored from a saved notebook (no kernel behind its model) ipywidgets
+    draws a red chain-broken icon with no tooltip; our views put a sentence in its place."""
+    from jupyter_core.paths import jupyter_path
+
+    manager = [f for d in jupyter_path("labextensions")
+               for f in Path(d, "@jupyter-widgets", "jupyterlab-manager", "static").glob("*.js")]
+    assert any(".jupyter-widgets-disconnected::before" in f.read_text(encoding="utf-8") for f in manager)  # the icon
+    assert 'el.classList.add("rv-host")' in (ASSETS / "view.js").read_text()  # the widget's own element
+    page = view_html("")
+    note = page.index(".rv-host.jupyter-widgets-disconnected::before{")
+    assert f'content:"{DISCONNECTED_NOTE}"}}' in page[note:] and "not connected to the kernel" in DISCONNECTED_NOTE
+    # the icons of a picker's box and dropdown are hidden by rules as specific as the note's, so it comes last
+    assert page.index(".jupyter-widgets-disconnected:has(.rv-host)::before") < note
 
 
 def test_a_hint_differs_live_and_static_only_when_asked():

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 ASSETS = Path(__file__).with_name("_assets")
 T = TypeVar("T")
 
+# What a view drawn from a saved notebook's widget state says in place of ipywidgets' bare red chain-broken
+# icon (``.jupyter-widgets-disconnected::before``, no tooltip): view.js marks the view's element
+# ``rv-host``, and the icons of the controls around it (a picker's box and dropdown) are hidden.
+DISCONNECTED_NOTE = "a saved view, not connected to the kernel: rows open on click; rerun the cell to reconnect"
 # Behaviour classes used by view.js. A row's own marker (▸, ▾ once open) replaces the summary's, which
 # would stand on a line of its own above the row's table.
 BASE_CSS = """
@@ -46,7 +50,10 @@ BASE_CSS = """
 .roma-view [data-select]:hover{background:rgba(127,127,127,.08)}
 .roma-view .rv-selected,.roma-view .rv-selected:hover{background:rgba(30,136,229,.16)}
 .roma-view .rv-hidden{display:none}
-"""
+.jupyter-widgets-disconnected:has(.rv-host)::before,.jupyter-widgets-disconnected:has(~.rv-host)::before,
+.rv-host~.jupyter-widgets-disconnected::before{display:none}
+.rv-host.jupyter-widgets-disconnected::before{display:block;font:italic 11px system-ui,sans-serif;color:#757575;
+  padding:0 0 2px;content:""" + json.dumps(DISCONNECTED_NOTE) + "}\n"
 
 # The table-and-details views (execution tree ``rt``, trajectory ``tj``) share their table, detail
 # and side-by-side styles; ``{p}`` is the view's class prefix. The head and each row are tables of

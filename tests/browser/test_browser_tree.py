@@ -16,6 +16,8 @@ import pytest
 
 from schedules import most_at_once
 
+from roma_lab.widgets._view import DISCONNECTED_NOTE
+
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "notebooks"
 COMPARISON = '.roma-view.rv-live[data-view="run-comparison"]'
@@ -136,6 +138,10 @@ def test_the_runners_executed_quickstart_opens_in_lab_with_its_live_tree(lab, pa
     calls = tree.locator('.rt-seg[data-kind="call"]')
     assert calls.count() == sum(len(n["calls"]) for n in run["nodes"])
     assert max(calls.nth(i).bounding_box()["width"] for i in range(calls.count())) > 0  # the timeline is drawn
+    # drawn from the saved widget state with no kernel behind it: a sentence says so, not a bare red icon
+    host = tree.locator("xpath=..")
+    assert "jupyter-widgets-disconnected" in host.get_attribute("class").split()
+    assert DISCONNECTED_NOTE in host.evaluate("h => getComputedStyle(h, '::before').content")
 
 
 def test_an_exported_notebook_shows_its_tree_with_the_network_off(offline_page, tmp_path, executed_quickstart):

@@ -9,10 +9,13 @@
 //     not contain the chosen value ("" shows all);
 //   - <details data-key> keep their open/closed state when Python sends new HTML;
 //   - <span class="rt-tick" data-tick-from="<s>"> counts on in seconds from its value while the view
-//     is live, so a call in flight shows how long it has waited even between trace events.
+//     is live, so a call in flight shows how long it has waited even between trace events;
+//   - the widget's own element is marked rv-host, so a view drawn from a saved notebook's widget state
+//     says it is not connected to the kernel instead of ipywidgets' bare red icon (_view.BASE_CSS).
 // Filters and open details are view state: they stay in the browser.
 
 function render({ model, el }) {
+  el.classList.add("rv-host");
   const filters = {};
   const opened = {};
   let drawnAt = performance.now();
@@ -79,6 +82,7 @@ function render({ model, el }) {
   draw();
   return () => {
     clearInterval(ticker);
+    el.classList.remove("rv-host");
     el.removeEventListener("click", onClick);
     model.off("change:_html", draw);
     model.off("change:selected_id", showSelected);
