@@ -11,9 +11,10 @@ from roma_lab.papers.roma import (
     quickstart_corpus,
     quickstart_notes,
     quickstart_rule,
+    quickstart_usage_df,
     run_quickstart,
 )
-from roma_lab.results import read_table
+from roma_lab.results import read_table, write_table
 
 
 def lm_for(**kw):
@@ -107,6 +108,19 @@ def test_checks_and_note_come_from_the_run(tmp_path):
     assert "states 1964, 346" in note and "so 1618 got lost" in note and run.goal == goal.goal
     assert "atomizer called" not in note  # the model planned the first goal: nothing to say about atomic runs
     assert list(read_table(tmp_path, "candidates")["facts_stated"]) == [2]
+
+
+def test_the_usage_table_shows_seconds_to_a_tenth_and_its_file_keeps_them_as_measured(tmp_path):
+    """Issue 52: notebook 01 showed 33.566707 seconds."""
+    import pandas as pd
+
+    usage = pd.DataFrame({"component": ["planner", "executor", "total"], "calls": [1, 2, 3],
+                          "latency_s": [0.04, 33.526707, 33.566707], "model": "m"})
+    write_table(usage, tmp_path, "usage")
+    shown = quickstart_usage_df(tmp_path)
+    assert list(shown["latency_s"]) == [0.0, 33.5, 33.6]
+    assert list(read_table(tmp_path, "usage")["latency_s"]) == [0.04, 33.526707, 33.566707]  # the data stays exact
+    assert shown.drop(columns="latency_s").equals(usage.drop(columns="latency_s"))
 
 
 def test_the_corpus_holds_every_candidates_looked_up_facts():

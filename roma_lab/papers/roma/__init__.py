@@ -43,6 +43,7 @@ from roma_lab.papers.roma._studies import (
     quickstart_corpus,
     quickstart_notes,
     quickstart_rule,
+    quickstart_usage_df,
     run_quickstart,
 )
 from roma_lab.trace import RomaRunError, RomaTimeoutError
@@ -84,6 +85,7 @@ __all__ = [
     "quickstart_corpus",
     "quickstart_notes",
     "quickstart_rule",
+    "quickstart_usage_df",
     "run_quickstart",
     "run_roma_table",
     *_GEPA_NAMES,

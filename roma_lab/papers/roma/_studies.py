@@ -147,6 +147,14 @@ def run_quickstart(
     return run
 
 
+def quickstart_usage_df(out_dir: str | PathLike[str]) -> pd.DataFrame:
+    """A quickstart run's ``usage.csv`` as notebook 01 shows it: seconds to 0.1 s (33.6, not 33.566707).
+    Only the display is rounded: the file keeps each sum as measured, the data later tables add up."""
+    from roma_lab.results import read_table
+
+    return read_table(out_dir, "usage").round({"latency_s": 1})
+
+
 def _states(text: str | None, fact: str) -> bool:
     """``fact`` (a figure) appears in ``text`` as a whole number: 1618 is not in 16180."""
     return re.search(rf"(?<![\d.]){re.escape(fact)}(?![\d])", text or "") is not None
