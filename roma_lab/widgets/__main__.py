@@ -12,7 +12,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = CommandParser(prog="python -m roma_lab.widgets", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True)
     export = commands.add_parser("export", help="write an executed notebook as HTML that needs no network")
-    export.add_argument("notebook")
+    export.add_argument("notebook", help="an executed notebook (.ipynb)")
     export.add_argument("-o", "--out", help="output file (default: the notebook's name with .html)")
     args = parser.parse_args(argv)
     try:
