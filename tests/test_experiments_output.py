@@ -79,12 +79,12 @@ def test_the_open_command_roots_jupyterlab_at_the_repository_with_the_notebook_o
     notebook.write_text("{}")
     monkeypatch.chdir(root)
     words = [w for w in shlex.split(open_command(notebook, root)) if w != "--allow-root"]
-    assert words[1:] == ["lab", "--ServerApp.root_dir=.", "results/own/0123abcdef/01_x/01_x.ipynb"]
+    assert words[1:4] == ["lab", "--ServerApp.root_dir=.", "results/own/0123abcdef/01_x/01_x.ipynb"]
     app = ServerApp()  # JupyterLab hands its command line to the server: read as it reads it
     app.parse_command_line(words[2:])
-    assert Path(app.root_dir) == root and app._resolve_file_to_run_and_root_dir() == words[-1]
+    assert Path(app.root_dir) == root and app._resolve_file_to_run_and_root_dir() == words[3]
     bare = ServerApp()  # the command the README gave: the file browser stops at the notebook's folder
-    bare.parse_command_line(words[-1:])
+    bare.parse_command_line(words[3:4])
     assert Path(bare.root_dir) == notebook.parent
     elsewhere = tmp_path / "elsewhere" / "01_x" / "01_x.ipynb"  # --results outside the repository
     elsewhere.parent.mkdir(parents=True)
@@ -92,11 +92,30 @@ def test_the_open_command_roots_jupyterlab_at_the_repository_with_the_notebook_o
     assert f"--ServerApp.root_dir={tmp_path / 'elsewhere'}" in shlex.split(open_command(elsewhere, root))
 
 
+def test_the_open_command_shuts_down_the_kernels_of_closed_notebooks_and_only_those(tmp_path, monkeypatch):
+    """Issue 52: every notebook opened left a kernel running. jupyter_server culls a kernel idle this
+    long with no browser connected; one whose notebook is open, or that runs a cell, is kept."""
+    from jupyter_server.serverapp import ServerApp
+    from jupyter_server.services.kernels.kernelmanager import AsyncMappingKernelManager
+
+    notebook = tmp_path / "results" / "01_x" / "01_x.ipynb"
+    notebook.parent.mkdir(parents=True)
+    notebook.write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    app = ServerApp()
+    app.parse_command_line([w for w in shlex.split(open_command(notebook, tmp_path))[2:] if w != "--allow-root"])
+    kernels = AsyncMappingKernelManager(config=app.config)  # the class ServerApp runs kernels with
+    assert kernels.cull_idle_timeout == 600 and kernels.cull_interval == 60
+    assert not kernels.cull_connected and not kernels.cull_busy
+    assert AsyncMappingKernelManager().cull_idle_timeout == 0  # without the flags: never
+
+
 def test_the_readme_opens_the_quickstart_as_the_runner_says(monkeypatch):
     monkeypatch.chdir(REPO)
     command = open_command(REPO / "results" / "01_run_quickstart" / "01_run_quickstart.ipynb", REPO)
     printed = command.removesuffix(" --allow-root").split(" lab ", 1)[1]
-    assert f".venv/bin/jupyter lab {printed}" in (REPO / "README.md").read_text(encoding="utf-8")
+    readme = (REPO / "README.md").read_text(encoding="utf-8").replace(" \\\n  ", " ")  # a command's continued line
+    assert f".venv/bin/jupyter lab {printed}" in readme
 
 
 def test_an_own_goal_run_names_its_folder_and_how_to_open_it_and_its_progress_says_where_it_writes(

@@ -172,11 +172,18 @@ def _shown(path: Path) -> str:
     return path.relative_to(Path.cwd()).as_posix() if path.is_relative_to(Path.cwd()) else str(path)
 
 
+# jupyter_server's idle culling: a kernel with no browser connected (its notebook closed) and idle 10
+# minutes is shut down, checked every minute; one with its notebook open, or busy, never is
+# (cull_connected and cull_busy stay False). JupyterLab otherwise keeps every kernel it started.
+KERNEL_CULLING = ("--MappingKernelManager.cull_idle_timeout=600", "--MappingKernelManager.cull_interval=60")
+
+
 def open_command(notebook: Path, root: Path) -> str:
     """The command that opens ``notebook`` in JupyterLab with the file browser at ``root`` (the
     repository root, so notebooks/ and results/ can be reached; ``jupyter lab <file>`` alone roots it
-    at the file's folder). A notebook outside ``root`` (``--results`` elsewhere) roots it at its own
-    results folder instead, since JupyterLab opens nothing outside its root."""
+    at the file's folder), shutting down the kernels of closed notebooks (``KERNEL_CULLING``). A
+    notebook outside ``root`` (``--results`` elsewhere) roots it at its own results folder instead,
+    since JupyterLab opens nothing outside its root."""
     import shlex
 
     notebook = Path(notebook).resolve()
@@ -184,7 +191,7 @@ def open_command(notebook: Path, root: Path) -> str:
         root = notebook.parent.parent
     here = Path(sys.executable).parent / "jupyter"  # the jupyter of this environment, else the one on PATH
     jupyter = _shown(here) if here.exists() else "jupyter"
-    words = [jupyter, "lab", f"--ServerApp.root_dir={_shown(root)}", _shown(notebook)]
+    words = [jupyter, "lab", f"--ServerApp.root_dir={_shown(root)}", _shown(notebook), *KERNEL_CULLING]
     return shlex.join(words) + (" --allow-root" if os.geteuid() == 0 else "")
 
 
