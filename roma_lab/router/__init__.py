@@ -6,8 +6,7 @@ benchmark (`_benchmark`: its tasks, families, split rule and hash), the policies
 name, the operation model, `evaluate` / `summarize_routes` / `count_failures` / `sweep_threshold`
 to run them, `inspect_route` for the route inspector, the agent view of the operations as tools
 (`OperationSession`, `TOOLS`, `tool_outcome`, for `roma_lab.agents`), and issue 12's semantic
-variants (`SemanticStudy`, `ENCODERS`, `fit_semantic_variant` for one variant on one encoder, the natural
-prompts; `EncoderNotInstalledError` when an encoder's weights are not installed). The router as a ROMA role is
+variants (`SemanticStudy`, `ENCODERS`, the natural prompts). The router as a ROMA role is
 `roma_lab.controller.RouterAtomizer`. The router's parts a speed script times are public too
 (`Featurizer`, `train_heads`, `execute`); what only tests and this package use (the other policies
 `Direct`, `Random`, `Keyword`, `FixedAgent`, `Oracle`; `TAU_GRID`, the statuses of `execute`,
@@ -24,8 +23,7 @@ from ._inspect import inspect_route
 from ._model import Featurizer, OperationModel, TrainingConfig, train_heads
 from ._ops import SUPPORT_OPS
 from ._policies import Hybrid, Learned, OneShot, StaticWorkload, baseline_policies
-from ._encoder import EncoderNotInstalledError
-from ._semantic import ENCODERS, SemanticStudy, fit_semantic_variant, natural_prompts, route_natural
+from ._semantic import ENCODERS, SemanticStudy, natural_prompts, route_natural
 from ._tools import TOOLS, OperationSession, tool_outcome
 
 __all__ = [
@@ -39,8 +37,7 @@ __all__ = [
     "Featurizer", "execute", "train_heads",
     "count_failures", "evaluate", "inspect_route", "summarize_routes", "sweep_threshold",
     # the semantic variants and the natural prompts
-    "ENCODERS", "EncoderNotInstalledError", "SemanticStudy", "fit_semantic_variant", "natural_prompts",
-    "route_natural",
+    "ENCODERS", "SemanticStudy", "natural_prompts", "route_natural",
     # the operations as an agent's tools
     "SUCCESS", "TOOLS", "OperationSession", "tool_outcome",
 ]

@@ -161,18 +161,6 @@ def fit_variant(study, variant: str, encoder: CachedEncoder | None, *, scales: S
     return models[best["order"]], rows
 
 
-def fit_semantic_variant(study, variant: str, encoder: str, *, train: tuple[Sequence[str], np.ndarray] | None = None,
-                         scales: Sequence[float] = SCALE_GRID, directory: Path | None = None
-                         ) -> tuple[OperationModel, list[dict]]:
-    """`fit_variant` with the encoder named `encoder`, for one variant only (no encoder choice): the
-    train (or `train`) and dev prompts are encoded in one batch first, as `SemanticStudy.build` does,
-    so the vectors, and with them the fitted router, are the ones that study would fit."""
-    cached = encoder_named(encoder, directory)
-    texts = [t.prompt for t in study.split("train")] if train is None else list(train[0])
-    cached.encode(texts + [t.prompt for t in study.split("dev")])
-    return fit_variant(study, variant, cached, scales=scales, train=train)
-
-
 @dataclass(frozen=True)
 class SemanticStudy:
     """The lexical study plus its semantic variants, each fitted and chosen on train and dev only."""
@@ -182,6 +170,17 @@ class SemanticStudy:
     models: Mapping[str, OperationModel]  # variant -> fitted router
     selection: pd.DataFrame              # dev rows: every encoder x variant x scale tried
     encode_seconds: float                # encoding train and dev prompts (0 when cached)
+
+    @staticmethod
+    def fit_one(study, variant: str, encoder: str, *, train: tuple[Sequence[str], np.ndarray] | None = None,
+                scales: Sequence[float] = SCALE_GRID, directory: Path | None = None) -> tuple[OperationModel, list[dict]]:
+        """`fit_variant` with the encoder named `encoder`, for one variant only (no encoder choice): the
+        train (or `train`) and dev prompts are encoded in one batch first, as `build` does, so the
+        vectors, and with them the fitted router, are the ones `build` would fit."""
+        cached = encoder_named(encoder, directory)
+        texts = [t.prompt for t in study.split("train")] if train is None else list(train[0])
+        cached.encode(texts + [t.prompt for t in study.split("dev")])
+        return fit_variant(study, variant, cached, scales=scales, train=train)
 
     @classmethod
     def build(cls, study, *, encoders: Sequence[str] = ("minilm",), scales: Sequence[float] = SCALE_GRID,

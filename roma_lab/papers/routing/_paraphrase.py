@@ -35,8 +35,8 @@ import numpy as np
 import pandas as pd
 
 from ...results import compare, summarize
-from ...router import (ENCODERS, FAMILIES, Learned, OperationModel, Task, evaluate, fit_semantic_variant,
-                       labels_matrix, natural_prompts, route_natural, summarize_routes)
+from ...router import (ENCODERS, FAMILIES, Learned, OperationModel, SemanticStudy, Task, evaluate, labels_matrix,
+                       natural_prompts, route_natural, summarize_routes)
 from ...stats import DEFAULT_STATS, StatsSettings
 
 __all__ = ["PARAPHRASE_DEV_SHA256", "PARAPHRASES_SHA256", "PROTOCOL", "VARIANTS", "ParaphraseProtocol",
@@ -263,7 +263,7 @@ def fit_variant(study, variant: RouterVariant, paraphrases: tuple[list[str], np.
     if variant.paraphrases:
         texts, labels = texts + list(paraphrases[0]), np.vstack([labels, paraphrases[1]])
     if variant.encoder is not None:
-        model, rows = fit_semantic_variant(study, "lexical+semantic", variant.encoder, train=(texts, labels))
+        model, rows = SemanticStudy.fit_one(study, "lexical+semantic", variant.encoder, train=(texts, labels))
         return model, next(r["train_seconds"] for r in rows if r["selected"])
     from dataclasses import replace
 

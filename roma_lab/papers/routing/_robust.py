@@ -31,8 +31,7 @@ import pandas as pd
 from ..._environment import ENV
 from ...lm import DEFAULT_VARIANT, MODELS, read_speeds
 from ...results import compare, summarize
-from ...router import (ENCODERS, EncoderNotInstalledError, Learned, OperationModel, evaluate, natural_prompts,
-                       route_natural, summarize_routes)
+from ...router import ENCODERS, Learned, OperationModel, evaluate, natural_prompts, route_natural, summarize_routes
 from ...stats import DEFAULT_STATS, StatsSettings
 from ._paraphrase import VARIANTS, _route_ms, fit_variant, read_paraphrases
 
@@ -52,11 +51,12 @@ ROUTER_LABELS: Mapping[str, str] = {
 
 
 def robust_unavailable() -> str | None:
-    """Why the robust router cannot be built here (its encoder's weights are not installed), or None.
-    Reads the weights once per process (checked by SHA-256: a damaged file raises, it is not missing)."""
+    """Why the robust router cannot be built here (its encoder cannot be imported: the weights' package,
+    or a package reading them, is not installed), or None. Reads the weights once per process (checked
+    by SHA-256: a damaged file raises, it is not missing)."""
     try:
         ENCODERS[ROBUST_VARIANT.encoder].dim
-    except EncoderNotInstalledError as err:
+    except ImportError as err:       # the encoder's EncoderNotInstalledError is one
         return str(err)
     return None
 
@@ -82,11 +82,11 @@ def resolve_router(router: str | None) -> str:
 
 def fit_robust(study) -> tuple[OperationModel, float]:
     """The robust router on the paper study's suite, and its training seconds (issue 45's fit).
-    Without the encoder's weights, EncoderNotInstalledError: embeddings cached on disk could fit it,
-    but it could not route a prompt it has not seen."""
+    Without its encoder, ImportError: embeddings cached on disk could fit it, but it could not route
+    a prompt it has not seen."""
     why = robust_unavailable()
     if why:
-        raise EncoderNotInstalledError(f"the robust router needs its encoder: {why}")
+        raise ImportError(f"the robust router needs its encoder: {why}")
     return fit_variant(study, ROBUST_VARIANT, read_paraphrases(study.split("train")))
 
 
@@ -193,7 +193,7 @@ def _overview(summary: pd.DataFrame, speed: pd.DataFrame) -> pd.DataFrame:
 def robust_table(study, *, stats: StatsSettings = DEFAULT_STATS, robust: OperationModel | None = None,
                  natural_path=None, speed_log: str | Path | None = None, rounds: int = 5) -> dict[str, pd.DataFrame]:
     """The paper's router (`study.model`; `study` must hold it) and the robust one (`robust`, else
-    fitted here: EncoderNotInstalledError without MiniLM) side by side: the test and challenge splits
+    fitted here: ImportError without MiniLM) side by side: the test and challenge splits
     executed (`robust_tasks`: success, coverage, exact route, cost), the natural prompts routed
     (`robust_natural_tasks`), summarised with task-bootstrap CIs (`robust_summary`), paired robust minus
     paper (`robust_paired`), timed beside a model call (`robust_speed`, issue 45's chosen n-gram variant
