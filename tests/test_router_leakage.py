@@ -221,3 +221,19 @@ def test_the_semantic_tripwire_fires_on_a_held_out_encode(planted, semantic_wire
     with wire.armed_():
         sem.models["semantic"].probabilities([t.prompt for t in study.split("challenge")[:1]])
     assert [what for what, _ in wire.reads] == ["prompt"]
+
+
+# ----------------------------------------------------------------------------- issue 52: the robust router
+def test_the_robust_router_fits_on_train_its_paraphrases_and_dev_only(planted, wire, monkeypatch, tmp_path):
+    from roma_lab.papers.routing import _paraphrase
+    from roma_lab.router import _semantic
+
+    encoder = RecordingEncoder(wire)
+    monkeypatch.setitem(_semantic.ENCODERS, "minilm", encoder)   # MiniLM, as `resolve_router` finds it
+    monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path))
+    study = planted[1]
+    with wire.armed_():
+        robust = study.refit(router="robust")
+    assert wire.reads == [] and robust.router == "robust"
+    fitted_on = {t.prompt for t in study.split("train") + study.split("dev")}
+    assert set(encoder.seen) <= fitted_on | set(_paraphrase.read_paraphrases(study.split("train"))[0])

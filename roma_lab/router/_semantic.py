@@ -171,6 +171,17 @@ class SemanticStudy:
     selection: pd.DataFrame              # dev rows: every encoder x variant x scale tried
     encode_seconds: float                # encoding train and dev prompts (0 when cached)
 
+    @staticmethod
+    def fit_one(study, variant: str, encoder: str, *, train: tuple[Sequence[str], np.ndarray] | None = None,
+                scales: Sequence[float] = SCALE_GRID, directory: Path | None = None) -> tuple[OperationModel, list[dict]]:
+        """`fit_variant` with the encoder named `encoder`, for one variant only (no encoder choice): the
+        train (or `train`) and dev prompts are encoded in one batch first, as `build` does, so the
+        vectors, and with them the fitted router, are the ones `build` would fit."""
+        cached = encoder_named(encoder, directory)
+        texts = [t.prompt for t in study.split("train")] if train is None else list(train[0])
+        cached.encode(texts + [t.prompt for t in study.split("dev")])
+        return fit_variant(study, variant, cached, scales=scales, train=train)
+
     @classmethod
     def build(cls, study, *, encoders: Sequence[str] = ("minilm",), scales: Sequence[float] = SCALE_GRID,
               directory: Path | None = None, train: tuple[Sequence[str], np.ndarray] | None = None) -> "SemanticStudy":

@@ -263,9 +263,8 @@ def fit_variant(study, variant: RouterVariant, paraphrases: tuple[list[str], np.
     if variant.paraphrases:
         texts, labels = texts + list(paraphrases[0]), np.vstack([labels, paraphrases[1]])
     if variant.encoder is not None:
-        sem = SemanticStudy.build(study, encoders=(variant.encoder,), train=(texts, labels))
-        chosen = sem.selection.query("variant == 'lexical+semantic' and selected")
-        return sem.models["lexical+semantic"], float(chosen["train_seconds"].iloc[0])
+        model, rows = SemanticStudy.fit_one(study, "lexical+semantic", variant.encoder, train=(texts, labels))
+        return model, next(r["train_seconds"] for r in rows if r["selected"])
     from dataclasses import replace
 
     config = replace(study.training, chars=variant.chars, label_smoothing=variant.label_smoothing)

@@ -6,7 +6,8 @@ protocol). Each table function (`family_table` for Table 1, `standard_test_table
 `challenge_table` 3, `ablation_table` 4, `threshold_table` 5, then `training_size_curve`,
 `failure_analysis`, `hybrid_table`, `semantic_table`, `semantic_hybrid_table`, and issue 45's
 `paraphrase_table` from `_paraphrase`) is a pure function
-of the study returning DataFrames; `reproduce_tables(out_dir, ...)` runs the requested tables once,
+of the study returning DataFrames, as is issue 52's `robust_table` from `_robust` (the robust router
+beside the paper's); `reproduce_tables(out_dir, ...)` runs the requested tables once,
 writes CSVs plus `summary.json`, puts the paper's reported figures beside ours through
 `roma_lab.results.beside_paper`, with the suite's hash on every comparison row, and returns them all
 as one `RoutingTables`. Summaries and
@@ -35,9 +36,10 @@ from ...router import (CHALLENGE_MAX_OVERLAP, DEFAULT_SEED, ENCODERS, FAMILIES, 
 from ...router import suite_hash as hash_tasks
 from ...stats import DEFAULT_STATS, StatsSettings, stratified_sample
 from ._paraphrase import paraphrase_table
+from ._robust import ROUTER_LABELS, fit_robust, resolve_router, robust_table
 
 TABLES: tuple[str, ...] = ("table1", "table2", "table3", "table4", "table5", "training_size", "failures", "hybrid",
-                           "semantic", "semantic_hybrid", "paraphrase")
+                           "semantic", "semantic_hybrid", "paraphrase", "robust")
 #: Encoder candidates of the semantic tables, in tie-break order (design/router_semantic.md).
 ENCODER_CANDIDATES: tuple[str, ...] = tuple(ENCODERS)
 #: Tables that need the semantic variants (a sentence encoder); the others need the lexical study only.
@@ -56,7 +58,9 @@ class RoutingTables(MeasuredTables):
 
 @dataclass(frozen=True)
 class RouterStudy:
-    """The suite and the router fitted on it, with what fitting and selection measured."""
+    """The suite and the router fitted on it, with what fitting and selection measured. `router` names
+    which (`_robust.ROUTERS`): the paper's (the default, what every paper table reproduces) or the
+    robust one (n-grams beside MiniLM, fitted on train and its paraphrases)."""
 
     tasks: tuple[Task, ...]
     model: OperationModel
@@ -65,19 +69,26 @@ class RouterStudy:
     train_seconds: float
     suite_seed: int | None               # None when the tasks were not generated from a seed
     training: TrainingConfig
+    router: str = "paper"                # which router `model` is (ROUTERS)
 
     @classmethod
     def build(cls, *, suite_seed: int = DEFAULT_SEED, training: TrainingConfig = TrainingConfig(),
-              n_train: int | None = None, selection_seed: int = 0) -> "RouterStudy":
+              n_train: int | None = None, selection_seed: int = 0, router: str = "paper") -> "RouterStudy":
         """Generate the suite from `suite_seed` and `fit` on it."""
         return cls.fit(generate_suite(suite_seed), suite_seed=suite_seed, training=training, n_train=n_train,
-                       selection_seed=selection_seed)
+                       selection_seed=selection_seed, router=router)
 
     @classmethod
     def fit(cls, tasks: Sequence[Task], *, suite_seed: int | None = None, training: TrainingConfig = TrainingConfig(),
-            n_train: int | None = None, selection_seed: int = 0) -> "RouterStudy":
+            n_train: int | None = None, selection_seed: int = 0, router: str = "paper") -> "RouterStudy":
         """Fit on the train split of `tasks`, calibrate temperatures and select tau on dev. No test
-        or challenge prompt or label is read (tests/test_router_leakage.py plants tripwires to check)."""
+        or challenge prompt or label is read (tests/test_router_leakage.py plants tripwires to check).
+        `router="robust"`: the robust router instead (the paper's, with a warning, where MiniLM is not
+        installed; `resolve_router`), fitted on the whole train split and its paraphrases."""
+        router = resolve_router(router)
+        if router != "paper" and n_train is not None:
+            raise ValueError("a training size (n_train) refits the paper's router only: the robust router is "
+                             "fitted on the whole train split and the paraphrases of it")
         tasks = tuple(tasks)
         train = split_tasks(tasks, "train")
         if n_train is not None:
@@ -90,13 +101,25 @@ class RouterStudy:
         model = model.calibrate(dev_texts, dev_labels)
         model, rows = model.select_threshold(dev_texts, dev_labels)
         brier = ((model.probabilities(dev_texts) - dev_labels) ** 2).mean(axis=0)
-        return cls(tasks, model, pd.DataFrame(rows), brier, train_seconds, suite_seed, training)
+        study = cls(tasks, model, pd.DataFrame(rows), brier, train_seconds, suite_seed, training)
+        if router == "paper":
+            return study
+        robust, train_seconds = fit_robust(study)      # on the same splits, calibrated and thresholded on dev
+        _, rows = robust.select_threshold(dev_texts, dev_labels)   # the rows its tau was chosen from
+        brier = ((robust.probabilities(dev_texts) - dev_labels) ** 2).mean(axis=0)
+        return cls(tasks, robust, pd.DataFrame(rows), brier, train_seconds, suite_seed, training, router)
 
     def refit(self, *, training: TrainingConfig | None = None, n_train: int | None = None,
-              selection_seed: int = 0) -> "RouterStudy":
-        """The same protocol on the same tasks with another training configuration or training size."""
+              selection_seed: int = 0, router: str | None = None) -> "RouterStudy":
+        """The same protocol on the same tasks with another training configuration, training size or
+        router (default: this study's)."""
         return RouterStudy.fit(self.tasks, suite_seed=self.suite_seed, training=training or self.training,
-                               n_train=n_train, selection_seed=selection_seed)
+                               n_train=n_train, selection_seed=selection_seed, router=router or self.router)
+
+    @property
+    def label(self) -> str:
+        """Which router this study holds, as the tables' model column names it."""
+        return ROUTER_LABELS[self.router]
 
     @property
     def suite_hash(self) -> str:
@@ -142,7 +165,7 @@ WHY: Mapping[str, str] = {
 NOT_MEASURED = "this suite has no such row"
 #: What our routing figures were measured on, in the vs-paper tables' model column: no language
 #: model, the lexical router fitted here (a semantic table's rows name their encoder instead).
-LEXICAL_ROUTER = "lexical router fitted on our suite (no language model)"
+LEXICAL_ROUTER = ROUTER_LABELS["paper"]
 
 
 def _vs_paper(ours: pd.DataFrame, artefact: str, study: RouterStudy, *, why=WHY,
@@ -154,7 +177,7 @@ def _vs_paper(ours: pd.DataFrame, artefact: str, study: RouterStudy, *, why=WHY,
     if stats is not None:
         setting += f"; {stats.n_resamples} bootstrap resamples"
     if "model" not in ours:
-        ours = ours.assign(model=LEXICAL_ROUTER)
+        ours = ours.assign(model=study.label)
     return beside_paper(ours, _paper_reported(), artefact, why=why, why_not_measured=NOT_MEASURED,
                         setting=setting).assign(suite_hash=study.suite_hash)
 
@@ -450,7 +473,7 @@ _JSON_FIGURES = ("success", "success_ci_low", "success_ci_high", "cost", "budget
 
 def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dict:
     summary: dict = {
-        "suite_seed": study.suite_seed, "suite_hash": study.suite_hash,
+        "router": study.router, "suite_seed": study.suite_seed, "suite_hash": study.suite_hash,
         "split_sizes": {s: len(study.split(s)) for s in SPLITS},
         "tau": study.model.tau, "n_features": study.model.featurizer.n_features,
         "temperatures": dict(zip(SUPPORT_OPS, map(float, study.model.temperatures))),
@@ -485,6 +508,9 @@ def _summary_json(study: RouterStudy, tables: Mapping[str, pd.DataFrame]) -> dic
         summary["paraphrase"] = {"chosen": chosen, **{
             f"{r['condition']}@{r['subset']}": float(r["success"] if r["subset"] in ("test", "challenge") else r["coverage"])
             for r in rows.to_dict("records")}}
+    if "robust_overview" in tables:
+        summary["robust_coverage"] = {f"{r['router']}@{r['subset']}": float(r["coverage"])
+                                      for r in tables["robust_overview"].to_dict("records")}
     return summary
 
 
@@ -492,21 +518,30 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
                      suite_seed: int = DEFAULT_SEED, seed: int = 0, repeats: int = 5,
                      stats: StatsSettings = DEFAULT_STATS,
                      training_sizes: Sequence[int] = TRAINING_SIZES, study: RouterStudy | None = None,
-                     encoders: Sequence[str] = ENCODER_CANDIDATES) -> RoutingTables:
+                     encoders: Sequence[str] = ENCODER_CANDIDATES, router: str | None = None) -> RoutingTables:
     """Fit once (or reuse `study`), compute the requested tables, write `<name>.csv` and
     `summary.json` into out_dir (None: write nothing) and return them as `RoutingTables`, with the
     statistics settings they used (`stats`: every bootstrap and test; `seed` seeds the random
     policies and the training-size draws), which also go to the folder's provenance. The semantic
-    tables choose among `encoders` on dev (`_semantic`)."""
+    tables choose among `encoders` on dev (`_semantic`). `router`: the router the paper's tables
+    run ("paper", or "robust": `RouterStudy.fit`; default: `study`'s, or the paper's); the tables that
+    set variants beside the paper's router (semantic, semantic_hybrid, paraphrase, robust) always
+    compare against the paper's."""
     unknown = set(tables) - set(TABLES)
     if unknown:
         raise ValueError(f"unknown table(s) {sorted(unknown)}; expected some of {TABLES}")
     if stats.n_resamples < 1 or repeats < 1:
         raise ValueError("n_resamples and repeats must be >= 1")
     if study is None:
-        study = RouterStudy.build(suite_seed=suite_seed)
+        study = RouterStudy.build(suite_seed=suite_seed, router=router or "paper")
     elif study.suite_seed != suite_seed:
         raise ValueError(f"study was built on suite seed {study.suite_seed}, not {suite_seed}")
+    elif router is not None and study.router != router:
+        raise ValueError(f"study holds the {study.router} router, not the {router} one")
+    if study.router != "paper" and "training_size" in tables:
+        raise ValueError("the training-size curve refits the paper's router on subsets of train; the robust router "
+                         "is fitted on all of train and its paraphrases: run training_size with router 'paper'")
+    paper = study if study.router == "paper" else study.refit(router="paper")
     producers = {
         "table1": lambda: family_table(study),
         "table2": lambda: standard_test_table(study, stats=stats, seed=seed, repeats=repeats),
@@ -517,10 +552,12 @@ def reproduce_tables(out_dir: str | Path | None = None, *, tables: Sequence[str]
         "failures": lambda: failure_analysis(study),
         "hybrid": lambda: hybrid_table(study, stats=stats),
     }
-    sem = SemanticStudy.build(study, encoders=encoders) if set(tables) & set(SEMANTIC_TABLES) else None
+    sem = SemanticStudy.build(paper, encoders=encoders) if set(tables) & set(SEMANTIC_TABLES) else None
+    robust = study.model if study.router == "robust" else None
     producers |= {"semantic": lambda: semantic_table(sem, stats=stats),
                   "semantic_hybrid": lambda: semantic_hybrid_table(sem, stats=stats),
-                  "paraphrase": lambda: paraphrase_table(study, stats=stats)}
+                  "paraphrase": lambda: paraphrase_table(paper, stats=stats),
+                  "robust": lambda: robust_table(paper, stats=stats, robust=robust)}
     out: dict[str, pd.DataFrame] = {"tau_selection": study.tau_selection, "model_vs_paper": model_vs_paper(study)}
     for name in TABLES:
         if name in tables:
