@@ -181,10 +181,9 @@ def _engine():
 
 def _ask(engine, question: str):
     import dspy
+    from questions import ask
 
-    lm = dspy.LM("local/probe", engine=engine, cache=False)
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-        return dspy.Predict("question -> answer")(question=question).answer
+    return ask(dspy.LM("local/probe", engine=engine, cache=False), question)
 
 
 def _entries(directory: Path) -> list[Path]:

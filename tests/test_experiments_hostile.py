@@ -8,11 +8,11 @@ RecursionError or UnicodeDecodeError, never a hang, never a kill of another proc
 import json
 import os
 import subprocess
-import threading
 from pathlib import Path
 
 import psutil
 import pytest
+from bounded import bounded
 from probe_integrity import RUNNER_CASES, run_case
 from test_experiments import GOOD, _sleeping_group, add_experiment, project  # noqa: F401 - project is a fixture
 
@@ -23,7 +23,6 @@ from roma_lab.results import QuarantineWarning, read_provenance
 
 DEEP_TOML = "x = " + "[" * 50_000 + "]" * 50_000 + "\n"
 DEEP_JSON = b"[" * 100_000 + b"]" * 100_000
-HANG_GUARD_S = 60  # bounded wait only: a reader blocked on a FIFO never returns by itself
 
 
 def _deep(path):
@@ -42,37 +41,14 @@ def _fifo(path):
 HOSTILE_SPECS = {"nested 50,000 deep": _deep, "invalid UTF-8": _not_utf8, "a FIFO": _fifo}
 
 
-def _bounded(call, unblock):
-    """``call()``'s result or exception, failing the test if it does not return in HANG_GUARD_S; a
-    blocked reader of ``unblock`` (a FIFO) is then released by opening its other end."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(HANG_GUARD_S)
-    if worker.is_alive():
-        os.close(os.open(unblock, os.O_WRONLY | os.O_NONBLOCK))  # EOF for the blocked open
-        worker.join(HANG_GUARD_S)
-        pytest.fail(f"hangs reading {unblock.name}")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
 @pytest.mark.parametrize("damage", HOSTILE_SPECS.values(), ids=HOSTILE_SPECS)
 def test_a_hostile_spec_is_a_spec_error_naming_it(project, damage):
     path = add_experiment(project, "01_bad")
     damage(path)
     with pytest.raises(SpecError, match=r"01_bad\.toml: ") as info:
-        _bounded(lambda: load_spec(path), path)
+        bounded(lambda: load_spec(path), path)
     with pytest.raises(SpecError, match=r"01_bad\.toml"):
-        _bounded(lambda: load_specs(project), path)
+        bounded(lambda: load_specs(project), path)
 
 
 @pytest.mark.parametrize("damage", HOSTILE_SPECS.values(), ids=HOSTILE_SPECS)
@@ -82,11 +58,11 @@ def test_list_shows_the_good_specs_and_names_the_bad_one(project, tmp_path, caps
     path = add_experiment(project, "01_bad")
     damage(path)
     results = ["--results", str(tmp_path / "results")]
-    assert _bounded(lambda: main(["--root", str(project), "list", *results]), path) == 2
+    assert bounded(lambda: main(["--root", str(project), "list", *results]), path) == 2
     out, err = capsys.readouterr()
     assert "00_fixture" in out and "1 experiments" in out and "01_bad" not in out
     assert "error: " in err and "01_bad.toml" in err and "Traceback" not in err
-    assert _bounded(lambda: main(["--root", str(project), "run", "00_fixture", *results]), path) == 2
+    assert bounded(lambda: main(["--root", str(project), "run", "00_fixture", *results]), path) == 2
     assert "01_bad.toml" in capsys.readouterr().err and not (tmp_path / "results").exists()
 
 
@@ -127,7 +103,7 @@ def test_a_kernel_record_nested_too_deep_or_a_fifo_is_moved_aside(tmp_path, cont
     else:
         os.mkfifo(record)
     with pytest.warns(QuarantineWarning, match=r"\.kernel\.json: unreadable kernel record"):
-        _bounded(lambda: kernel.stop_kernel(out), record)
+        bounded(lambda: kernel.stop_kernel(out), record)
     assert not record.exists() and len(list(out.glob(".kernel.json.quarantined-*"))) == 1
 
 

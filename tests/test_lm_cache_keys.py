@@ -17,7 +17,9 @@ from pathlib import Path
 
 import dspy
 import pytest
+import questions
 from online_server import fresh_dspy_cache
+from questions import Question
 from stub_openai import StubServer
 
 from roma_lab.lm import CachingEngine, CorruptCacheEntryError, ReplayEngine, ScriptedEngine, resolve_lm
@@ -51,8 +53,7 @@ def isolated(tmp_path, monkeypatch):
 
 
 def ask(lm, question="Which server?"):
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-        return dspy.Predict("question -> answer")(question=question).answer
+    return questions.ask(lm, question)
 
 
 def ask_in_a_fresh_process(api_base: str) -> str:
@@ -165,10 +166,10 @@ def test_a_reply_that_failed_to_parse_under_dspys_own_chat_adapter_is_removed_to
         lm = resolve_lm(NAME, api_base=server.api_base, num_retries=0)
         with pytest.raises(Exception, match="(?i)parse|json"):
             with dspy.context(lm=lm):
-                dspy.Predict("question -> answer")(question="Capital of France?")
+                dspy.Predict(Question)(question="Capital of France?")
         assert len(server.completions) == 2  # the chat request, then the JSON fallback
         with dspy.context(lm=lm):
-            assert dspy.Predict("question -> answer")(question="Capital of France?").answer == "Paris"
+            assert dspy.Predict(Question)(question="Capital of France?").answer == "Paris"
         assert len(server.completions) == 3  # before: both garbage replies served again
 
 
@@ -189,7 +190,7 @@ def test_a_reply_that_failed_to_parse_is_removed_from_the_completion_cache(mode,
 
         async def predict():
             with dspy.context(lm=lm):
-                return (await dspy.Predict("question -> answer").acall(question="Capital of France?")).answer
+                return (await dspy.Predict(Question).acall(question="Capital of France?")).answer
 
         return asyncio.run(predict())
 

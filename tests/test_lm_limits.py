@@ -15,6 +15,7 @@ import uuid
 import dspy
 import pytest
 from online_server import FaultProxy, fresh_dspy_cache
+from questions import aask, ask
 from stub_openai import StubServer
 
 from roma_lab.lm import (
@@ -73,16 +74,6 @@ class InFlight:
     def respond(self, request):
         self.hold()
         return {"answer": "ok"}
-
-
-def ask(lm, question="q"):
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-        return dspy.Predict("question -> answer")(question=question).answer
-
-
-async def aask(lm, question="q"):
-    with dspy.context(lm=lm, adapter=dspy.JSONAdapter()):
-        return (await dspy.Predict("question -> answer").acall(question=question)).answer
 
 
 def on_threads(fn, n: int, timeout_s: float = 60.0) -> list:

@@ -8,10 +8,10 @@ from __future__ import annotations
 import ast
 import os
 import socket
-import threading
 from pathlib import Path
 
 import pytest
+from bounded import bounded
 
 from roma_lab.evaluate import TaskSet, evaluate, function, single_call
 from roma_lab.results import (
@@ -22,32 +22,6 @@ from roma_lab.results import (
 )
 
 ROOT = Path(__file__).resolve().parents[1]
-HANG_GUARD_S = 60  # bounded wait only: a reader blocked on a FIFO never returns by itself
-
-
-def bounded(call, fifo: Path | None = None):
-    """``call()``'s value or the exception it raised; the test fails if it has not returned within
-    HANG_GUARD_S, after a reader blocked on ``fifo`` is released (its other end opened)."""
-    box = {}
-
-    def target():
-        try:
-            box["value"] = call()
-        except BaseException as exc:  # noqa: BLE001 - handed to the test
-            box["error"] = exc
-
-    worker = threading.Thread(target=target, daemon=True)
-    worker.start()
-    worker.join(HANG_GUARD_S)
-    if worker.is_alive():
-        if fifo is not None:
-            for flags in (os.O_WRONLY | os.O_NONBLOCK, os.O_RDONLY | os.O_NONBLOCK):
-                try:
-                    os.close(os.open(fifo, flags))  # end-of-file for a blocked reader, a reader for a writer
-                except OSError:
-                    pass
-        pytest.fail(f"blocked on {fifo}")
-    return box.get("error", box.get("value"))
 
 
 def _fifo(path: Path) -> None:
@@ -80,11 +54,12 @@ def test_anything_but_a_regular_file_is_a_damaged_file_naming_it_in_every_mode(t
     else:
         path.mkdir()
     try:
-        error = bounded(lambda: open_regular(path, mode).close(), path)
+        with pytest.raises(DamagedFileError) as info:
+            bounded(lambda: open_regular(path, mode).close(), path)
     finally:
         if held is not None:
             held.close()
-    assert isinstance(error, DamagedFileError), error
+    error = info.value
     assert error.path == path and str(error).startswith(f"{path}: is {kind}, not a regular file"), error
 
 
@@ -128,9 +103,9 @@ def evaluated(out: Path, system=None):
 def test_a_fifo_in_place_of_the_attempt_log_is_named_and_never_blocks_the_rerun(tmp_path):
     evaluated(tmp_path)
     _fifo(tmp_path / "attempts.csv")
-    error = bounded(lambda: evaluated(tmp_path), tmp_path / "attempts.csv")  # was: blocked at its append
-    assert isinstance(error, DamagedFileError) and error.path == tmp_path / "attempts.csv", error
-    assert "is a FIFO, not a regular file" in str(error)
+    with pytest.raises(DamagedFileError, match="is a FIFO, not a regular file") as info:
+        bounded(lambda: evaluated(tmp_path), tmp_path / "attempts.csv")  # was: blocked at its append
+    assert info.value.path == tmp_path / "attempts.csv"
 
 
 def test_a_fifo_in_place_of_a_trace_is_moved_aside_and_its_task_run_again(tmp_path):
@@ -139,7 +114,6 @@ def test_a_fifo_in_place_of_a_trace_is_moved_aside_and_its_task_run_again(tmp_pa
     _fifo(trace)
     with pytest.warns(QuarantineWarning, match=f"{trace}: not a trace roma_lab wrote; its task runs again"):
         again = bounded(lambda: evaluated(tmp_path, single_call("scripted")), trace)
-    assert not isinstance(again, BaseException), again
     assert again.rows["status"].tolist() == first.rows["status"].tolist()
     assert trace.is_file() and again.trace("single", "1").output == first.trace("single", "1").output
     assert len(list(trace.parent.glob("1.json.quarantined-*"))) == 1
@@ -184,8 +158,9 @@ def test_each_run_folder_file_in_a_fifo_is_a_damaged_file_naming_it(tmp_path, na
     evaluated(tmp_path, single_call("scripted"))
     path = tmp_path / name.split(" ")[0]
     _fifo(path)
-    error = bounded(lambda: READERS[name](tmp_path, path, monkeypatch), path)
-    assert isinstance(error, DamagedFileError) and error.path == path, error
+    with pytest.raises(DamagedFileError) as info:
+        bounded(lambda: READERS[name](tmp_path, path, monkeypatch), path)
+    assert info.value.path == path
 
 
 def test_the_heartbeat_counts_no_rows_of_a_fifo_and_goes_on(tmp_path):
