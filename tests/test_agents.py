@@ -1060,14 +1060,16 @@ def test_an_identical_idempotent_call_is_not_run_again_the_actor_is_told_and_the
     def task():
         return toy_task(env=lambda: envs.append(LookupEnv()) or envs[-1])
 
-    lm, engine = scripted(lookup_then_answer(1))
+    lm, engine = scripted(lookup_then_answer(1), answerer=lambda inputs: {"answer": "42"})
     trajectory = Agent(AgentConfig(reanswer=False), lm=lm).run(task())
     steps = trajectory.rollouts[0].steps
     assert [s.error_kind for s in steps] == [None, "repeated_call", None] and trajectory.answer == "42"
     assert envs[-1].lookups == 1 and trajectory.n_tool_calls == 1 and trajectory.n_repeated_calls == 1
     assert "already called with these arguments at step 1" in steps[1].error
-    assert "definition of x" in steps[1].error  # the earlier result, shown again
-    assert "already called" in role_inputs(engine, "actor")[2]["feedback"]  # said to the model
+    assert "definition of x" in steps[1].error  # the earlier result, kept in the step
+    # the repeat ends the rollout: the answerer is asked at once, shown the step the guard refused
+    assert len(role_inputs(engine, "actor")) == 2 and steps[2].calls[0].role == "answerer"
+    assert "already called" in role_inputs(engine, "answerer")[0]["memory"]
     facts = trajectory.facts()  # what a table reads of the trajectory beside its row
     assert facts["repeated_calls"] == 1 and facts["tool_calls"] == 1
 
@@ -1083,8 +1085,8 @@ def test_a_stateful_tool_and_new_arguments_are_never_guarded():
     queries = iter(["a", "b", "a"])  # "a" again after "b" is a repeat; "b" is not
     lm, _ = scripted(lambda inputs: act("lookup", arguments={"query": next(queries)})
                      if steps_done(inputs["memory"]) < 3 else act("final_answer", "42"))
-    mixed = Agent(AgentConfig(reanswer=False), lm=lm).run(toy_task(env=LookupEnv))
-    assert [s.error_kind for s in mixed.rollouts[0].steps] == [None, None, "repeated_call", None]
+    mixed = Agent(AgentConfig(reanswer=False, answer_at_limit=False), lm=lm).run(toy_task(env=LookupEnv))
+    assert [s.error_kind for s in mixed.rollouts[0].steps] == [None, None, "repeated_call"]
 
 
 def test_a_rollout_stuck_repeating_is_stopped_and_asked_for_its_answer():
@@ -1092,7 +1094,7 @@ def test_a_rollout_stuck_repeating_is_stopped_and_asked_for_its_answer():
     stuck = Agent(AgentConfig(reanswer=False, max_steps=10, max_consecutive_errors=3), lm=lm).run(
         toy_task(env=LookupEnv))
     kinds = [s.error_kind for s in stuck.rollouts[0].steps]
-    # one lookup, three repeats (the error limit), then the answerer instead of six more steps
-    assert kinds == [None, "repeated_call", "repeated_call", "repeated_call", None]
+    # one lookup, one repeat, then the answerer: no error steps burnt up to the error limit, no six more steps
+    assert kinds == [None, "repeated_call", None]  # before: [None, "repeated_call" x 3, None]
     assert stuck.answer == "from memory" and stuck.status == "answered"
-    assert len(role_inputs(engine, "actor")) == 4
+    assert len(role_inputs(engine, "actor")) == 2

@@ -5,7 +5,8 @@ memory and seed. Within a rollout the actor, shown the task, tools, plan, tips, 
 last step's feedback, either calls one tool or answers. Failures never escape: a malformed reply,
 an unknown tool, missing arguments or a failing tool become the step's error (the actor sees it
 next step); ``max_consecutive_errors`` of them in a row, the step limit, the wall-time budget or an
-out-of-service tool end the rollout with that status. Every model call goes through ``_call``,
+out-of-service tool end the rollout with that status, as does a call the repeat guard refuses (the
+rollout is then asked for its answer, as at the step limit). Every model call goes through ``_call``,
 which applies the temperature and seed and records the call in the controller's vocabulary (a
 ``RoleCall``, its usage counted by ``roma_lab.lm.call_usage``); every tool call is a ``ToolCall``.
 """
@@ -385,7 +386,7 @@ class Agent:
             if final is not None:
                 status, error, answer = "answered", None, final
                 break
-            if kind == "unavailable_tool":
+            if kind in ("unavailable_tool", "repeated_call"):  # a repeat: the rollout has found what it will find
                 status, error = kind, message
                 break
             errors_in_a_row = errors_in_a_row + 1 if kind else 0
@@ -398,7 +399,7 @@ class Agent:
             if subtask is None and index < max_steps and self._revision_due(index):
                 plans.append(self._revise(ctx, seed, question, tips_text, plans[-1].plan, since_plan, index))
                 since_plan = []
-        # a rollout stuck repeating itself has its steps' results: asked for an answer as at the limit
+        # a rollout that repeats a call has its steps' results: asked for its answer at once, as at the limit
         if status in ("step_limit", "repeated_call") and cfg.answer_at_limit and not ctx.timed_out():
             step = self._answer_at_limit(ctx, seed, question, memory, len(steps) + 1, subtask)
             steps.append(step)

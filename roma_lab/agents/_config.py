@@ -87,8 +87,8 @@ class AgentConfig:
     writes a free-text thought before each action (ReAct); off by default, for its cost on the
     embedded model (design/agents.md). ``repeat_guard``: a call of an idempotent tool (``Tool.idempotent``:
     search, read_file) identical to an earlier one of the same rollout is not run again; the actor is told so, with the
-    earlier result, the step counts as a failed one (``repeated_call``, counted in every row), and a
-    rollout stopped by such repeats is asked for its answer as at the step limit. The last of ``max_steps`` steps tells the actor to answer now;
+    earlier result, the step counts as a failed one (``repeated_call``, counted in every row), and the
+    rollout stops there and is asked for its answer as at the step limit (no more steps burnt on errors). The last of ``max_steps`` steps tells the actor to answer now;
     ``answer_at_limit``: when it still calls a tool, one more call (role ``answerer``, the actor's model
     unless named) asks for the answer from the steps so far, with no tool, as smolagents' agents do
     at their step limit (``provide_final_answer``, the official code's base).
