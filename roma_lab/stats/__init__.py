@@ -3,7 +3,8 @@
 Task-bootstrap confidence intervals (one-sample and paired) and the paired t-interval
 (``paired_ci``: the tables' paired CI, its method chosen by ``StatsSettings.paired_ci``), the exact
 bound that replaces a zero-width interval when a sample has no spread (``no_spread_ci``), the exact
-sign test over discordant pairs, the unbiased pass@k estimator and plurality voting,
+sign test over discordant pairs, rates per hour (correct answers per hour) and two systems' ratio of
+them (``per_hour_ci``, ``paired_rate_ratio_ci``), the unbiased pass@k estimator and plurality voting,
 family-stratified sampling, Holm's adjustment, the run-to-run vs task-to-task variance
 decomposition, the minimum detectable effect of a paired comparison
 (``roma_lab.results.summarize_protocol`` applies all of them to tidy per-run scores), whether
@@ -29,6 +30,7 @@ from roma_lab.stats._planner import (
     t_test_power,
 )
 from roma_lab.stats._power import MDE, max_discordance, min_detectable_effect
+from roma_lab.stats._rates import paired_rate_ratio_ci, per_hour_ci
 from roma_lab.stats._sampling import Vote, majority_vote, pass_at_k, vote
 from roma_lab.stats._settings import DEFAULT_STATS, PAIRED_CI_METHODS, StatsSettings
 from roma_lab.stats._sign import SignTest, sign_test
@@ -64,6 +66,8 @@ __all__ = [
     "no_spread_ci",
     "paired_bootstrap_ci",
     "paired_ci",
+    "paired_rate_ratio_ci",
+    "per_hour_ci",
     "pass_at_k",
     "plan_paired",
     "plan_rate",
