@@ -1,4 +1,5 @@
-"""Throughput of the agent benchmark: tasks per hour through ``evaluate`` as concurrency grows.
+"""Throughput of the agent benchmark through ``evaluate``: correct answers per hour where a model answers
+(the unit speed is judged in: a speed-up that costs accuracy is not one), tasks per hour and tokens beside it.
 
     python speed/bench_throughput.py                         # loopback server, 32 tasks, 2 s a reply
     python speed/bench_throughput.py --tasks 16 --latency 0.5 --concurrency 1 4 16
@@ -8,7 +9,8 @@
 
 The loopback part needs no model: a stdlib HTTP server on 127.0.0.1 answers every OpenAI chat
 completion after a fixed latency (``--latency``) with a reply that plans and answers at once, so
-each task costs two requests (planner, actor) and the wall time is the requests' waiting. The
+each task costs two requests (planner, actor) and the wall time is the requests' waiting; its replies
+answer "0" whatever is asked, so that part measures the harness in tasks per hour, not answers. The
 model's request bound is set with ``roma_lab.lm.set_max_concurrency`` for each ``--concurrency``
 and every run starts from a fresh folder with DSPy's request cache off. Printed: tasks/hour, the
 requests the server saw and the most it held at once, and the ratio to concurrency 1 (issue 23:
@@ -103,19 +105,21 @@ def embedded(args, tasks, config) -> None:
 
     print(f"\nembedded model {args.model!r}, {len(tasks)} tasks x {args.runs} run(s), {config.name!r}, "
           "no completion cache; today's serial engine first, then the embedded server at each slot count")
-    print(f"{'engine':>17} {'slots':>5} {'wall s':>8} {'tasks/hour':>11} {'calls':>6} {'prompt tok':>10} "
-          f"{'gen tok/s':>10} {'answered':>8} {'correct':>7} {'x serial':>9} {'calls/task':>10} {'sent/task':>9} "
-          f"{'gen/task':>8}")
+    print(f"{'engine':>17} {'slots':>5} {'wall s':>8} {'correct/hour':>12} {'tasks/hour':>11} {'calls':>6} "
+          f"{'prompt tok':>10} {'gen tok/s':>10} {'answered':>8} {'correct':>7} {'x serial':>9} {'calls/task':>10} "
+          f"{'sent/task':>9} {'gen/task':>8}")
     serial = None
     for engine, slots in [("llama-cpp-python", 1)] + [("llama.cpp-server", n) for n in args.slots]:
         lm = resolve_lm(args.model, engine=engine, slots=slots, cache=False)
         wall, rows = run_tasks(lm, tasks, config, args.runs)
         per_hour = len(rows) / wall * 3600
+        correct = int(rows["correct"].eq(True).sum())
         serial = serial or per_hour
         answered = int(rows["agent_status"].eq("answered").sum())
-        print(f"{engine:>17} {slots:>5} {wall:>8.1f} {per_hour:>11.1f} {int(rows['model_calls'].sum()):>6} "
+        print(f"{engine:>17} {slots:>5} {wall:>8.1f} {correct / wall * 3600:>12.1f} {per_hour:>11.1f} "
+              f"{int(rows['model_calls'].sum()):>6} "
               f"{int(rows['input_tokens'].sum()):>10} {rows['output_tokens'].sum() / wall:>10.2f} "
-              f"{answered:>5}/{len(rows):<2} {int(rows['correct'].eq(True).sum()):>4}/{len(rows):<2} "
+              f"{answered:>5}/{len(rows):<2} {correct:>4}/{len(rows):<2} "
               f"{per_hour / serial:>8.2f}x {rows['model_calls'].mean():>10.2f} "
               f"{rows['input_tokens'].mean():>9.0f} {rows['output_tokens'].mean():>8.0f}", flush=True)
 
@@ -137,19 +141,24 @@ def world(args) -> None:
     print(f"\nembedded model {args.model!r}, {len(tasks)} world dev tasks ({', '.join(args.levels)}) x {args.runs} "
           "run(s), the default "
           "agent, serial engine, no completion cache")
-    print(f"{'agent':>34} {'wall s':>8} {'tasks/hour':>11} {'calls/task':>10} {'sent/task':>9} {'gen/task':>8} "
-          f"{'repeats':>7} {'reanswers':>9} {'correct':>7} {'x before':>8}")
-    before, by_level = None, {}
+    print(f"{'agent':>34} {'wall s':>8} {'correct/hour':>12} {'x before':>8} {'tasks/hour':>11} {'x before':>8} "
+          f"{'calls/task':>10} {'sent/task':>9} {'gen/task':>8} {'repeats':>7} {'reanswers':>9} {'correct':>7}")
+    before, correct_before, by_level = None, None, {}
     for name, config in (("before (no guard, re-answer rollout)", AgentConfig(repeat_guard=False, reanswer_with="rollout")),
                          ("after (the defaults)", AgentConfig())):
         lm = resolve_lm(args.model, engine="llama-cpp-python", cache=False)
         wall, rows = run_tasks(lm, tasks, replace(config, name="world"), args.runs)
         per_hour = len(rows) / wall * 3600
+        correct = int(rows["correct"].eq(True).sum())
+        correct_per_hour = correct / wall * 3600
         before = before or per_hour
-        print(f"{name:>34} {wall:>8.1f} {per_hour:>11.1f} {rows['model_calls'].mean():>10.2f} "
+        correct_before = correct_per_hour if correct_before is None else correct_before
+        times = f"{correct_per_hour / correct_before:>7.2f}x" if correct_before else f"{'-':>8}"
+        print(f"{name:>34} {wall:>8.1f} {correct_per_hour:>12.1f} {times} {per_hour:>11.1f} "
+              f"{per_hour / before:>7.2f}x {rows['model_calls'].mean():>10.2f} "
               f"{rows['input_tokens'].mean():>9.0f} {rows['output_tokens'].mean():>8.0f} "
               f"{int(rows['repeated_calls'].sum()):>7} {int(rows['reanswered'].sum()):>9} "
-              f"{int(rows['correct'].eq(True).sum()):>4}/{len(rows):<2} {per_hour / before:>7.2f}x", flush=True)
+              f"{correct:>4}/{len(rows):<2}", flush=True)
         level = rows["task_id"].map(levels)
         by_level[name] = {lv: (int(rows.loc[level == lv, "correct"].eq(True).sum()), int((level == lv).sum()))
                           for lv in args.levels}
