@@ -43,8 +43,8 @@ def test_plan_and_list_fit_100_columns_with_one_line_per_notebook(argv, tmp_path
 
 def test_a_notebook_that_detects_nothing_says_what_n_it_needs_and_one_that_can_says_its_mde(tmp_path):
     small, large = (plan_study([LEVELS], results_root=tmp_path, budget_s=budget).notebooks[0] for budget in (200, 36000))
-    assert small.n == 2 and small.detects.startswith("nothing; needs n = ") and small.detects.endswith(" here")
-    assert large.n == 60 and re.fullmatch(r"0\.\d\d", large.detects), large.detects  # the MDE itself
+    assert small.n == 4 and small.detects.startswith("nothing; needs n = ") and small.detects.endswith(" here")
+    assert large.n == 60 and re.fullmatch(r"0\.\d\d at n = 30 a level", large.detects), large.detects  # the MDE
     row = next(line for line in plan_lines(plan_study([LEVELS], results_root=tmp_path, budget_s=36000))
                if line.startswith(LEVELS.stem))
     assert row.split()[1:5] == ["60", "75.7", "min", "spec"] and row.endswith(large.detects)
@@ -66,7 +66,7 @@ def test_the_readme_says_what_the_plan_says_of_make_reproduce(tmp_path):
     assert "2-hour budget, n = 2 each" in readme and BUDGET_RULE.lower() in readme.lower()
     assert "runs within it" not in readme  # the sentence the plan contradicted
     plan = plan_study(load_specs(REPO), results_root=tmp_path, budget_s=2 * 3600)
-    assert {p.n for p in plan.notebooks if p.unit is not None} == {2}
+    assert {p.comparison_n for p in plan.notebooks if p.unit is not None} == {2}  # 2 a comparison (27: a level)
 
 
 def test_the_open_command_roots_jupyterlab_at_the_repository_with_the_notebook_open(tmp_path, monkeypatch):

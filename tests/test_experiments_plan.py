@@ -33,7 +33,8 @@ def test_a_budget_that_is_no_time_is_refused(text):
 
 
 def test_the_budget_buys_n_at_the_estimated_cost_and_the_mde_is_the_planner_s(tmp_path):
-    unmeasured = dataclasses.replace(LEVELS, measured_s=None, measured_sizes=MappingProxyType({}))
+    # one comparison over all its tasks, no pilot (27 itself: per level, tests/test_experiments_plan_findings.py)
+    unmeasured = dataclasses.replace(LEVELS, measured_s=None, measured_sizes=MappingProxyType({}), per=None, pilots=())
     per_task = LEVELS.timeout_per_unit_s / 3  # no run here and none in the spec: the timeout's rate
     plan = plan_study([unmeasured], results_root=tmp_path, budget_s=3600, target_mde=0.3)
     (notebook,) = plan.notebooks
@@ -47,7 +48,7 @@ def test_the_budget_buys_n_at_the_estimated_cost_and_the_mde_is_the_planner_s(tm
 def test_fixed_costs_come_first_and_a_notebook_that_can_detect_nothing_says_so_in_one_line(tmp_path):
     tight = plan_study([QUICKSTART, LEVELS], results_root=tmp_path, budget_s=60)
     quick, levels = tight.notebooks
-    assert quick.unit is None and levels.n == 2  # the floor: never fewer than two tasks
+    assert quick.unit is None and levels.n == 4  # the floor: never fewer than two tasks a level
     assert "detects nothing; needs n = " in levels.line and "\n" not in levels.line
     assert tight.seconds > 60  # over budget, and the total says so
 
@@ -123,13 +124,14 @@ def test_a_measured_run_sets_the_cost_and_a_pilot_s_discordance_the_mde(tmp_path
 
     from roma_lab.results import write_provenance
 
+    levels = dataclasses.replace(LEVELS, per=None, pilots=())  # no pilot declared: earlier rows give it
     out = tmp_path / LEVELS.stem
     out.mkdir()
     n = {**LEVELS.defaults, **LEVELS.parameters}["N_TASKS"]  # a run at the notebook's own size
     write_provenance(out, parameters={"N_TASKS": n}, model="local", extra={"smoke": False},
                      started_at=datetime.now(UTC) - timedelta(minutes=30))  # finished now: 30 min for n tasks
     (out / "levels_comparisons.csv").write_text("condition,n,wins,losses,ties\na - b,10,3,1,6\n")
-    plan = plan_study([LEVELS], results_root=tmp_path, budget_s=3600)
+    plan = plan_study([levels], results_root=tmp_path, budget_s=3600)
     (notebook,) = plan.notebooks
     assert notebook.cost_source.startswith("measured") and notebook.seconds_per_unit == pytest.approx(1800 / n, rel=0.01)
     assert notebook.discordance == pytest.approx(0.4)

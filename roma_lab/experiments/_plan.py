@@ -45,7 +45,7 @@ from pathlib import Path
 from roma_lab.results import PROVENANCE_FILE, open_regular
 from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
-from ._spec import ExperimentSpec, ParamValue, work_units
+from ._spec import ExperimentSpec, ParamValue, Pilot, work_units
 from ._times import read_run_time, read_speed_log
 
 __all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_study"]
@@ -118,6 +118,11 @@ class NotebookPlan:
     dollars_n: int | None  # the tasks the dollar cap buys (None: no cap, or no price per task known)
     detects: str
     line: str
+    strata: int = 1  # the groups its comparisons are within ([plan] per): n is strata x comparison_n
+    comparison_n: int | None = None  # the n of each comparison
+    dollars_per_task: float | None = None  # None: no price per task known
+    expected: tuple[Expectation, ...] = ()  # the pilot's comparisons n is expected to detect
+    pilots: tuple[Expectation, ...] = ()  # every comparison its spec's pilot declares
 
 
 @dataclass(frozen=True, slots=True)
@@ -240,6 +245,43 @@ def _price(lm: str | None) -> float | None:
     return None if price is None else (price.input_usd + price.output_usd) / 2
 
 
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What a spec's pilot (``[plan.pilot]``) says of one comparison: its paired difference over the
+    pilot's tasks with the tables' 95% t-interval, its discordance, and the n a comparison needs to
+    detect the interval's end nearer 0 (None: the interval holds 0, nothing is expected of it)."""
+
+    name: str
+    estimate: float
+    low: float
+    high: float
+    discordance: float
+    needs: int | None
+
+
+def expectation(pilot: Pilot, *, alpha: float = DEFAULT_STATS.alpha,
+                power: float = DEFAULT_STATS.power) -> Expectation:
+    """The comparison a pilot's counts expect. A pilot's difference is an estimate: sized for the end
+    of its interval nearer 0, the comparison keeps its power over the differences the pilot cannot
+    rule out (sized for the estimate itself it would have it only if the estimate were the truth)."""
+    from roma_lab.stats import paired_ci
+
+    ties = pilot.n - pilot.wins - pilot.losses
+    psi = (pilot.wins + pilot.losses) / pilot.n
+    if pilot.n < 2 or psi == 0:
+        d = (pilot.wins - pilot.losses) / pilot.n
+        return Expectation(pilot.name, d, d, d, psi, None)
+    ci = paired_ci([1] * pilot.wins + [0] * (pilot.losses + ties), [0] * pilot.wins + [1] * pilot.losses + [0] * ties)
+    near = min(abs(ci.low), abs(ci.high)) if ci.low * ci.high > 0 else 0.0
+    needs = None
+    if near > 0:
+        try:
+            needs = n_for_mde(near, discordance=psi, alpha=alpha, power=power).n
+        except ValueError:  # more tasks than any study runs
+            needs = None
+    return Expectation(pilot.name, ci.estimate, ci.low, ci.high, psi, needs)
+
+
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
                target_mde: float | None = None, lm: str | None = None, concurrency: int = 1,
                alpha: float = DEFAULT_STATS.alpha, power: float = DEFAULT_STATS.power, budget_usd: float | None = None) -> StudyPlan:
@@ -252,30 +294,21 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     price = _price(lm)
     speeds = read_speed_log(root)  # once for every notebook
     costs = {s.stem: _cost(s, root, speeds) for s in specs}
-    def task_sized(spec: ExperimentSpec) -> bool:
-        return bool(spec.timeout_units) and spec.timeout_units[0] in TASK_UNITS
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
         units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
         return costs[spec.stem][0] * units / concurrency
 
-    def size_of(spec: ExperimentSpec) -> tuple[int, float, int]:
-        """(the notebook's own n, seconds per task, the other units of a task: runs, conditions... at the
-        spec's sizes)."""
-        sizes = {**spec.defaults, **spec.parameters}
-        own = sizes[spec.timeout_units[0]]
-        others = work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
-        return (len(own) if isinstance(own, list) else int(own)), costs[spec.stem][0] * others / concurrency, others
-
-    sized = [s for s in specs if task_sized(s)]
+    sized = {s.stem: _Sized.of(s, costs[s.stem][0] / concurrency, alpha, power) for s in specs if task_sized(s)}
     fixed_s = sum(fixed_seconds(s) for s in specs if not task_sized(s))
-    budget_n = None if budget_s is None else _allocate({s.stem: size_of(s)[:2] for s in sized}, budget_s - fixed_s)
+    budget_k = None if budget_s is None else _allocate(
+        {stem: (z.own_k, z.step_s) for stem, z in sized.items()}, budget_s - fixed_s,
+        first={stem: z.first_k for stem, z in sized.items() if z.first_k is not None})
     plans = []
     for spec in specs:
         per_unit, source, tokens = costs[spec.stem]
-        per_unit /= concurrency
         dollars_per_unit = None if price is None or tokens is None else price * tokens
-        if not task_sized(spec):
+        if spec.stem not in sized:
             seconds = fixed_seconds(spec)
             plans.append(NotebookPlan(
                 stem=spec.stem, unit=None, default_n=None, seconds_per_unit=seconds, cost_source=source, n=None,
@@ -283,26 +316,33 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
                 detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}"))
             continue
-        unit = spec.timeout_units[0]
-        default_n, per_task, others = size_of(spec)
-        n = default_n if budget_n is None else budget_n[spec.stem]
-        psi, psi_source = _discordance(root, spec.stem)
-        at_n = plan_paired(n, discordance=psi, alpha=alpha, power=power)
+        z = sized[spec.stem]
+        n = z.own_n if budget_k is None else budget_k[spec.stem] * z.strata
+        k = n // z.strata  # the n of each comparison
+        psi, psi_source = z.discordance if z.discordance[0] is not None else _discordance(root, spec.stem)
+        at_n = plan_paired(max(k, 1), discordance=psi, alpha=alpha, power=power)
         target = None if target_mde is None else n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power)
-        money = None if dollars_per_unit is None else dollars_per_unit * others
+        money = None if dollars_per_unit is None else dollars_per_unit * z.others
+        each = "" if z.strata == 1 else f" at n = {k} a {z.stratum}"
         if not math.isfinite(at_n.mde):
             detects = "nothing"
         elif at_n.mde >= 0.5:  # only differences no paper reports
-            detects = f"{at_n.mde:.2f} only"
+            detects = f"{at_n.mde:.2f} only{each}"
         else:
-            detects = f"{at_n.mde:.2f}"
+            detects = f"{at_n.mde:.2f}{each}"
         if target is None and (not math.isfinite(at_n.mde) or at_n.mde >= 0.5):  # what it would take
-            needs = n_for_mde(UNDETECTABLE_TARGET, discordance=psi, alpha=alpha, power=power).n
-            detects += f"; needs n = {needs}, ≈ {_time(needs * per_task)} here"
+            try:
+                needs = n_for_mde(UNDETECTABLE_TARGET, discordance=psi, alpha=alpha, power=power).n
+            except ValueError:  # the conditions disagree too seldom for any n
+                detects += f"; no n detects {UNDETECTABLE_TARGET:.2f}"
+            else:
+                if needs * z.strata > z.own_n:  # beyond its protocol; within it, the plan's total names the time
+                    detects += f"; needs n = {needs * z.strata}, ≈ {_time(needs * z.strata * z.per_task_s)} here"
         if target is not None:
-            detects += f"; {target_mde:.2f} needs n = {target.n}, ≈ {_time(target.n * per_task)}"
+            detects += f"; {target_mde:.2f} needs n = {target.n * z.strata}, ≈ {_time(target.n * z.strata * z.per_task_s)}"
             # no --lm: each notebook's own model, the embedded one by the notebook contract, bills nothing
-            detects += f", ${target.n * money:,.2f}" if money is not None else ", $ unknown" if lm and price != 0.0 else ""
+            detects += (f", ${target.n * z.strata * money:,.2f}" if money is not None
+                        else ", $ unknown" if lm and price != 0.0 else "")
         dollars_n = None
         if budget_usd is not None:
             if money is None:
@@ -313,22 +353,81 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 dollars_n = math.floor(round(budget_usd / money, 9))  # 1.0 // 0.002 is 499.0 in floats
                 detects += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} a task)"
         plans.append(NotebookPlan(
-            stem=spec.stem, unit=unit, default_n=default_n, seconds_per_unit=per_task, cost_source=source, n=n,
-            seconds=n * per_task, dollars=None if money is None else n * money, mde=at_n.mde,
+            stem=spec.stem, unit=z.unit, default_n=z.own_n, seconds_per_unit=z.per_task_s, cost_source=source, n=n,
+            seconds=n * z.per_task_s, dollars=None if money is None else n * money, mde=at_n.mde,
             mde_worst=at_n.mde_worst, discordance=psi, discordance_source=psi_source, target_mde=target_mde,
-            target_n=None if target is None else target.n,
-            target_seconds=None if target is None else target.n * per_task,
-            target_dollars=None if target is None or money is None else target.n * money, dollars_n=dollars_n,
-            detects=detects, line=f"{spec.stem}: n = {n}, {_time(n * per_task)}; detects {detects}"))
+            target_n=None if target is None else target.n * z.strata,
+            target_seconds=None if target is None else target.n * z.strata * z.per_task_s,
+            target_dollars=None if target is None or money is None else target.n * z.strata * money,
+            dollars_n=dollars_n, detects=detects, line=f"{spec.stem}: n = {n}, {_time(n * z.per_task_s)}; detects {detects}",
+            strata=z.strata, comparison_n=k, dollars_per_task=money,
+            expected=tuple(e for e in z.expected if e.needs is not None and e.needs <= k),
+            pilots=z.expected))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd)
 
 
-def _allocate(sizes: dict[str, tuple[int, float]], seconds: float) -> dict[str, int]:
-    """The budget rule's n per notebook: (own n, seconds per task) each, ``seconds`` left after the
-    fixed notebooks. Each starts at ``MIN_N`` (or its own n, if smaller); the rest is split equally,
-    round after round, among the notebooks still below their own n."""
+def task_sized(spec: ExperimentSpec) -> bool:
+    """Whether the plan sizes ``spec`` by its task count (its first unit is ``N_TASKS`` or ``N_ITEMS``)."""
+    return bool(spec.timeout_units) and spec.timeout_units[0] in TASK_UNITS
+
+
+@dataclass(frozen=True, slots=True)
+class _Sized:
+    """A task-sized notebook as the budget sees it: its own n, what a task costs, the groups its
+    comparisons are within (``strata``; the budget buys a task in each at a time: a ``step``), and
+    the comparisons its pilot expects to detect."""
+
+    unit: str
+    own_n: int
+    per_task_s: float  # a task with its other units (runs, models...) at the spec's sizes
+    others: int
+    strata: int
+    stratum: str  # what one group is called ("level" for LEVELS)
+    expected: tuple[Expectation, ...]
+    discordance: tuple[float | None, str]  # the primary comparison's, from its pilot (None: none declared)
+
+    @property
+    def own_k(self) -> int:
+        return max(1, self.own_n // self.strata)
+
+    @property
+    def step_s(self) -> float:
+        return self.per_task_s * self.strata
+
+    @property
+    def first_k(self) -> int | None:
+        """The n a comparison needs to detect every comparison its pilot expects within its own size."""
+        needs = [e.needs for e in self.expected if e.needs is not None and e.needs <= self.own_k]
+        return max(needs) if needs else None
+
+    @classmethod
+    def of(cls, spec: ExperimentSpec, per_unit_s: float, alpha: float, power: float) -> _Sized:
+        sizes = {**spec.defaults, **spec.parameters}
+        own = sizes[spec.timeout_units[0]]
+        others = work_units(spec.timeout_units[1:], sizes) if spec.timeout_units[1:] else 1
+        expected = tuple(expectation(p, alpha=alpha, power=power) for p in spec.pilots)
+        primary = expected[0] if expected else None
+        psi = ((primary.discordance, f"pilot: {spec.pilot_source}") if primary is not None and primary.discordance > 0
+               else (None, ""))
+        return cls(unit=spec.timeout_units[0], own_n=len(own) if isinstance(own, list) else int(own),
+                   per_task_s=per_unit_s * others, others=others, strata=spec.strata(),
+                   stratum=(spec.per or "").lower().removesuffix("s"), expected=expected, discordance=psi)
+
+
+def _allocate(sizes: dict[str, tuple[int, float]], seconds: float, first: Mapping[str, int] | None = None
+              ) -> dict[str, int]:
+    """The budget rule's n per notebook: (own n, seconds a step) each, ``seconds`` left after the fixed
+    notebooks. Each starts at ``MIN_N`` (or its own n, if smaller); then each in ``first`` is raised to
+    the n given there, the cheapest first, when the rest of the budget pays for all of it (a size that
+    does not detect what it is raised for buys nothing first); the rest is split equally, round after
+    round, among the notebooks still below their own n."""
     n = {stem: min(MIN_N, own) for stem, (own, _) in sizes.items()}
     left = seconds - sum(n[stem] * cost for stem, (_, cost) in sizes.items())
+    wanted = {stem: min(k, sizes[stem][0]) for stem, k in (first or {}).items() if stem in sizes}
+    for stem in sorted(wanted, key=lambda s: ((wanted[s] - n[s]) * sizes[s][1], s)):
+        extra = (wanted[stem] - n[stem]) * sizes[stem][1]
+        if wanted[stem] > n[stem] and extra <= left:
+            n[stem], left = wanted[stem], left - extra
     while left > 0:
         open_ = [stem for stem, (own, _) in sizes.items() if n[stem] < own]
         if not open_:

@@ -15,8 +15,8 @@ LEGEND = (
     "  records (experiments/<notebook>.toml); timeout = its spec's timeout / 3.",
     "detects (MDE, minimum detectable effect): the smallest difference in score (0 to 1) between two",
     "  systems on the same n tasks that a paired test finds 4 times in 5 (exact sign test, alpha 0.05),",
-    "  were they to disagree on every task (*: how often they disagree is read from its earlier",
-    "  results). needs n: the n a 0.30 difference needs, and its time.",
+    "  were they to disagree on every task (*: how often they disagree is read from its pilot or",
+    "  earlier results); \"a level\": within each level. needs n: the n a 0.30 difference needs.",
 )
 
 

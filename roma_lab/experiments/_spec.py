@@ -22,7 +22,8 @@ REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
 _OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "measured_sizes", "inputs",
-                  "outputs", "parameters", "smoke")
+                  "outputs", "parameters", "smoke", "plan")
+_PLAN_KEYS = ("per", "source", "pilot")
 # Parameters a command line cannot set (--set), and what sets them instead.
 RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
 # A size asked for is a number a notebook can use: an int within 64 bits (numpy's, a seed's), a finite
@@ -35,6 +36,18 @@ ParamValue = str | int | float | bool | list
 
 class SpecError(ValueError):
     """An experiment spec (or the experiments folder) is invalid; the message names the file."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pilot:
+    """One comparison's earlier paired counts, as a spec's ``[plan.pilot]`` declares them (a dev pilot or
+    an earlier run, never the scores of the run being planned): ``wins`` and ``losses`` of the first
+    system against the second on ``n`` tasks (the rest tied)."""
+
+    name: str
+    wins: int
+    losses: int
+    n: int
 
 
 class OverrideError(ValueError):
@@ -69,6 +82,18 @@ class ExperimentSpec:
     smoke: Mapping[str, ParamValue]  # overrides applied on top of parameters for the smoke tier
     declared: Mapping[str, str]  # parameters-cell name -> default source text
     defaults: Mapping[str, ParamValue]  # the declared defaults as values
+    # [plan]: the list parameter the tasks are split evenly over, each comparison within one of its entries
+    # (LEVELS: a comparison per level, its n the tasks over the levels); None: one comparison over all tasks
+    per: str | None = None
+    pilots: tuple[Pilot, ...] = ()  # [plan.pilot]: what the comparisons did before; the first is the primary
+    pilot_source: str = ""  # [plan] source: where the pilot's counts come from
+
+    def strata(self, parameters: Mapping[str, object] | None = None) -> int:
+        """How many groups ``per`` splits the tasks into at the spec's sizes (1: no ``per``)."""
+        if self.per is None:
+            return 1
+        value = {**self.defaults, **self.parameters, **(parameters or {})}[self.per]
+        return max(1, len(value)) if isinstance(value, list) else 1
 
     def cell_timeout_s(self, parameters: Mapping[str, object]) -> int:
         """The cell timeout of a run with ``parameters`` on top of the notebook's defaults:
@@ -269,6 +294,45 @@ def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], de
     return problems
 
 
+def _plan_table(data: dict, defaults: Mapping[str, ParamValue], sizes: tuple[Mapping[str, ParamValue], ...],
+                units: list[str], problems: list[str]) -> tuple[str | None, tuple[Pilot, ...], str]:
+    """``[plan]``: ``per`` (a declared list parameter, when the spec is task-sized), ``source`` and
+    ``[plan.pilot]`` (name = [wins, losses, n], whole counts, wins + losses <= n >= 1; a source names
+    where they come from)."""
+    table = data.get("plan", {})
+    if not isinstance(table, dict):
+        problems.append("[plan] must be a table")
+        return None, (), ""
+    if unknown := sorted(set(table) - set(_PLAN_KEYS)):
+        problems.append(f"[plan] unknown keys {unknown}; allowed: {list(_PLAN_KEYS)}")
+    per, source, raw = table.get("per"), table.get("source", ""), table.get("pilot", {})
+    if per is not None:
+        if not units:
+            problems.append("[plan] per splits a task-sized notebook's tasks: it needs 'timeout_units'")
+        elif not isinstance(per, str) or per not in defaults:
+            problems.append(f"[plan] per = {per!r} is not a parameter of the notebook")
+        elif not all(isinstance({**defaults, **values}[per], list) and {**defaults, **values}[per]
+                     for values in sizes):
+            problems.append(f"[plan] per = {per!r} must be a non-empty list at every size the spec names")
+    if not isinstance(source, str):
+        problems.append(f"[plan] source must be a string, got {source!r}")
+        source = ""
+    if not isinstance(raw, dict):
+        problems.append("[plan.pilot] must be a table of name = [wins, losses, n]")
+        raw = {}
+    pilots = []
+    for name, counts in raw.items():
+        if not (isinstance(counts, list) and len(counts) == 3 and all(type(c) is int and c >= 0 for c in counts)
+                and counts[2] >= 1 and counts[0] + counts[1] <= counts[2]):
+            problems.append(f"[plan.pilot] {name!r} = {counts!r}: expected [wins, losses, n], whole counts, "
+                            "wins + losses <= n, n >= 1")
+            continue
+        pilots.append(Pilot(name, *counts))
+    if raw and not source.strip():
+        problems.append("[plan.pilot] needs [plan] source: where its counts come from")
+    return per if isinstance(per, str) else None, tuple(pilots), source
+
+
 def _spec_text(path: Path) -> str:
     """The text of a spec file; :class:`SpecError` naming it when it is not a regular UTF-8 file (a
     FIFO or a device among the specs is refused, never waited on)."""
@@ -351,6 +415,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         problems.append(f"'notebook' must be a path relative to {root}, got {data['notebook']!r}")
     declared: dict[str, str] = {}
     defaults: dict[str, ParamValue] = {}
+    per, pilots, pilot_source = None, (), ""
     if notebook is not None:
         if not NOTEBOOK_NAME.match(notebook.name):
             problems.append(f"notebook name {notebook.name!r} must match {NOTEBOOK_NAME.pattern}")
@@ -373,6 +438,8 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
             if repeated:
                 problems.append(f"[parameters] {repeated} repeat the notebook's defaults; a spec holds overrides only")
             problems += _timeout_problems(timeout_s, per_unit_s, units, defaults, parameters, smoke, measured_sizes)
+            per, pilots, pilot_source = _plan_table(data, defaults, (parameters, {**parameters, **smoke}), units,
+                                                    problems)
     if problems:
         raise SpecError(f"{path}:\n  " + "\n  ".join(problems))
     return ExperimentSpec(
@@ -394,6 +461,9 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         smoke=MappingProxyType(dict(smoke)),
         declared=MappingProxyType(declared),
         defaults=MappingProxyType(defaults),
+        per=per,
+        pilots=pilots,
+        pilot_source=pilot_source,
     )
 
 

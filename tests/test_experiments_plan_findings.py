@@ -1,0 +1,83 @@
+"""A plan that buys findings (issue 54 items 2 and 3): comparisons planned within the groups they are
+made in (notebook 27 per level), a pilot's counts declared in a spec as what the plan expects."""
+
+from __future__ import annotations
+
+import dataclasses
+import shutil
+from pathlib import Path
+
+import pytest
+
+from roma_lab.experiments import SpecError, load_spec
+from roma_lab.experiments._plan import expectation, plan_study
+from roma_lab.experiments._spec import Pilot
+from roma_lab.stats import n_for_mde, paired_ci, plan_paired
+
+REPO = Path(__file__).resolve().parents[1]
+LEVELS = load_spec(REPO / "experiments" / "27_measure_levels_table1.toml")
+
+
+def copy_of_27(tmp_path: Path, plan_table: str) -> Path:
+    """Notebook 27's spec in a project of its own, its ``[plan]`` table replaced by ``plan_table``."""
+    root = tmp_path / "project"
+    for name in ("experiments/27_measure_levels_table1.toml", "notebooks/27_measure_levels_table1.ipynb",
+                 *LEVELS.inputs):
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(REPO / name, root / name)
+    spec = root / "experiments" / "27_measure_levels_table1.toml"
+    text = spec.read_text()
+    head, rest = text.split("\n[plan]\n", 1)
+    spec.write_text(head + "\n" + plan_table + "\n[smoke]\n" + rest.split("\n[smoke]\n", 1)[1])
+    return spec
+
+
+def test_27_declares_its_comparisons_per_level_and_its_earlier_run_as_its_pilot():
+    assert LEVELS.per == "LEVELS" and LEVELS.strata() == 2  # 60 tasks, 30 a level
+    primary = LEVELS.pilots[0]
+    assert (primary.name, primary.wins, primary.losses, primary.n) == ("agent - single, L1", 20, 0, 30)
+    assert "63b12cc" in LEVELS.pilot_source
+
+
+def test_27_is_planned_per_level_not_as_one_comparison_of_60(tmp_path):
+    (own,) = plan_study([LEVELS], results_root=tmp_path).notebooks
+    psi = 20 / 30  # the primary comparison's discordance in its earlier run
+    assert (own.n, own.strata, own.comparison_n) == (60, 2, 30)
+    assert own.mde == pytest.approx(plan_paired(30, discordance=psi).mde)
+    assert own.detects == f"{own.mde:.2f} at n = 30 a level" and own.discordance_source.startswith("pilot: ")
+    # planned as one comparison over all 60 tasks it claimed to detect far less than its comparisons can
+    (pooled,) = plan_study([dataclasses.replace(LEVELS, per=None)], results_root=tmp_path).notebooks
+    assert pooled.comparison_n == 60 and pooled.mde < own.mde - 0.1
+    # a budget buys a task in every level at a time, never fewer than 2 a level
+    for budget in (60, 1800, 2700, 3601):
+        (planned,) = plan_study([LEVELS], results_root=tmp_path, budget_s=budget).notebooks
+        assert planned.n % 2 == 0 and planned.comparison_n == planned.n // 2 >= 2
+
+
+def test_a_pilot_expects_what_its_interval_rules_out_and_is_sized_for_the_end_nearer_0():
+    agent = expectation(Pilot("agent - single, L1", 20, 0, 30))
+    ci = paired_ci([1] * 20 + [0] * 10, [0] * 30)  # the tables' own interval: +.667 [.488, .846]
+    assert (round(agent.estimate, 3), round(agent.low, 3), round(agent.high, 3)) == (0.667, 0.488, 0.846)
+    assert (agent.low, agent.high) == (ci.low, ci.high)
+    assert agent.needs == n_for_mde(ci.low, discordance=20 / 30).n
+    assert plan_paired(agent.needs, discordance=20 / 30).mde <= ci.low < plan_paired(agent.needs - 1,
+                                                                                     discordance=20 / 30).mde
+    losing = expectation(Pilot("b - a", 1, 12, 30))  # a loss is a difference too, whatever its sign
+    assert losing.estimate < 0 and losing.needs == n_for_mde(-losing.high, discordance=13 / 30).n
+    assert expectation(Pilot("tied", 0, 0, 30)).needs is None  # no discordance: nothing to detect
+    assert expectation(Pilot("weak", 3, 1, 5)).needs is None  # its interval holds 0
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ('[plan]\nper = "N_TASKS"\n', "per = 'N_TASKS' must be a non-empty list"),
+    ('[plan]\nper = "NO_SUCH"\n', "per = 'NO_SUCH' is not a parameter"),
+    ('[plan]\nsplit = "LEVELS"\n', "unknown keys \\['split'\\]"),
+    ('[plan]\nsource = "x"\n[plan.pilot]\n"a - b" = [20, 11, 30]\n', "wins \\+ losses <= n"),
+    ('[plan]\nsource = "x"\n[plan.pilot]\n"a - b" = [2, 1]\n', "expected \\[wins, losses, n\\]"),
+    ('[plan]\nsource = "x"\n[plan.pilot]\n"a - b" = [2.0, 1, 5]\n', "whole counts"),
+    ('[plan]\n[plan.pilot]\n"a - b" = [2, 1, 5]\n', "needs \\[plan\\] source"),
+])
+def test_a_plan_table_that_says_nothing_usable_is_refused_naming_the_file(tmp_path, table, message):
+    with pytest.raises(SpecError, match=message) as info:
+        load_spec(copy_of_27(tmp_path, table))
+    assert "27_measure_levels_table1.toml" in str(info.value)
