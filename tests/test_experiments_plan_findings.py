@@ -81,3 +81,81 @@ def test_a_plan_table_that_says_nothing_usable_is_refused_naming_the_file(tmp_pa
     with pytest.raises(SpecError, match=message) as info:
         load_spec(copy_of_27(tmp_path, table))
     assert "27_measure_levels_table1.toml" in str(info.value)
+
+
+# --- each study's own size is its protocol size; a budget shrinks it and says what it would need ---
+
+STUDIES_21_26 = sorted((REPO / "experiments").glob("2[1-6]_*.toml"))
+TIMEOUT_AT_2 = {"21": 5760, "22": 6960, "23": 4680, "24": 6450, "25": 7500, "26": 4710}  # their specs' before
+
+
+def test_21_to_26_run_at_the_n_a_030_difference_needs_unless_a_budget_shrinks_them():
+    assert len(STUDIES_21_26) == 6
+    for path in STUDIES_21_26:
+        spec = load_spec(path)
+        assert {**spec.defaults, **spec.parameters}["N_TASKS"] == n_for_mde(0.30).n == 90, spec.stem
+        # their measured runs were at 2 tasks, and at 2 tasks their cell timeout is what it was before
+        assert spec.measured_sizes["N_TASKS"] == 2
+        assert spec.cell_timeout_s({"N_TASKS": 2}) == TIMEOUT_AT_2[spec.stem[:2]]
+
+
+def plan_at(budget, tmp_path, **kw):
+    from roma_lab.experiments import load_specs
+
+    return plan_study(load_specs(REPO), results_root=tmp_path, budget_s=budget, **kw)
+
+
+def test_a_bigger_budget_buys_more_and_the_plan_names_the_hours_each_study_it_cannot_afford_needs(tmp_path):
+    from roma_lab.experiments._plan_text import plan_lines
+
+    plans = {hours: plan_at(hours * 3600, tmp_path) for hours in (2, 8, 24)}
+    sizes = {hours: {p.stem: p.n for p in plan.notebooks} for hours, plan in plans.items()}
+    assert sizes[2] != sizes[8] != sizes[24]
+    for stem in sizes[2]:  # never fewer with more, never more than its own size
+        own = next(p.default_n for p in plans[2].notebooks if p.stem == stem)
+        assert sizes[2][stem] is None or sizes[2][stem] <= sizes[8][stem] <= sizes[24][stem] <= own
+    for hours, plan in plans.items():
+        assert plan.seconds <= hours * 3600 or hours == 2  # 2 h: over it at the floors, and it says so
+        lines = plan_lines(plan)
+        short = {p.stem: p for p in plan.not_afforded()}
+        assert {"21_measure_protocol", "24_compare_tts_figure3"} <= set(short)  # 10.9 h alone
+        for stem, p in short.items():
+            (line,) = [x for x in lines if x.startswith(f"  {stem} ")]
+            assert f"n = {p.default_n}" in line and f"{format_seconds(p.own_seconds)} here" in line
+        assert any(x.startswith("  all of them ") for x in lines)
+    everything = plan_at(10_000 * 3600, tmp_path)
+    assert not everything.not_afforded() and all(p.n == p.default_n for p in everything.notebooks if p.unit)
+    assert not any(x.startswith("not affordable") for x in plan_lines(everything))
+
+
+def test_a_study_it_cannot_afford_is_priced_with_a_named_model_by_the_one_price_rule(tmp_path, monkeypatch):
+    from roma_lab.experiments import _plan
+    from roma_lab.experiments._plan_text import plan_lines
+    from roma_lab.lm import max_concurrency
+
+    study = load_spec(STUDIES_21_26[0])
+    tokens = 5000.0  # a task-run's tokens, as a measured run here counts them
+    monkeypatch.setattr(_plan, "_cost", lambda spec, root, speeds: (60.0, "measured (test)", tokens))
+    prices = []
+    monkeypatch.setattr(_plan, "_price", lambda lm: prices.append(lm) or (None if lm is None else 1e-6))
+    (p,) = plan_study([study], results_root=tmp_path, budget_s=3600).notebooks
+    runs = {**study.defaults, **study.parameters}["RUNS"]
+    assert prices == [None, _plan.PRICED_MODEL]  # the plan's own model (each notebook's), then the named one
+    assert p.own_seconds == 90 * runs * 60.0
+    assert p.quote_seconds == pytest.approx(p.own_seconds / max_concurrency(_plan.PRICED_MODEL))
+    assert p.quote_dollars == pytest.approx(90 * runs * tokens * 1e-6)
+    (line,) = [x for x in plan_lines(plan_study([study], results_root=tmp_path, budget_s=3600))
+               if x.startswith(f"  {study.stem}")]
+    assert line.endswith(f"{format_seconds(p.own_seconds)} here; {format_seconds(p.quote_seconds)}, "
+                         f"${p.quote_dollars:,.2f}")
+    # planned with a remote model: its own time and dollars, no "here"
+    remote = plan_study([study], results_root=tmp_path, budget_s=600, lm="openai/other", concurrency=4)
+    (line,) = [x for x in plan_lines(remote) if x.startswith(f"  {study.stem}")]
+    assert remote.quote_lm == "openai/other" and " here" not in line
+    assert remote.notebooks[0].quote_seconds == pytest.approx(90 * runs * 60.0 / 4)
+
+
+def format_seconds(seconds):
+    from roma_lab.experiments._times import format_seconds as shown
+
+    return shown(seconds)

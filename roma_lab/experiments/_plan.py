@@ -59,6 +59,9 @@ MIN_N = 2
 TASK_UNITS = ("N_TASKS", "N_ITEMS")
 #: The difference a line that can detect nothing names the n for (issue 42's 30-point difference).
 UNDETECTABLE_TARGET = 0.30
+#: The remote model a plan names the time and dollars of a study it cannot afford with, when ``--lm``
+#: names none (the README's example of a priced model; its price: roma_lab.lm's one price rule).
+PRICED_MODEL = "openai/gpt-4.1"
 #: Where a cost comes from, after a run here (``measured (<date>, <model>)``): the spec's own figures.
 SPEC_RUN = "estimate (the spec's measured run)"
 SPEC_TIMEOUT = "estimate (spec timeout / 3)"
@@ -123,6 +126,9 @@ class NotebookPlan:
     dollars_per_task: float | None = None  # None: no price per task known
     expected: tuple[Expectation, ...] = ()  # the pilot's comparisons n is expected to detect
     pilots: tuple[Expectation, ...] = ()  # every comparison its spec's pilot declares
+    own_seconds: float | None = None  # at its own (protocol) size, here
+    quote_seconds: float | None = None  # at its own size with the plan's quote model (StudyPlan.quote_lm)
+    quote_dollars: float | None = None  # the same in dollars (None: unknown)
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +138,12 @@ class StudyPlan:
     concurrency: int
     notebooks: tuple[NotebookPlan, ...]
     budget_usd: float | None = None
+    quote_lm: str = PRICED_MODEL  # the remote model its studies' own sizes are also priced with
+    quote_concurrency: int = 1  # the units it runs at once
+
+    def not_afforded(self) -> tuple[NotebookPlan, ...]:
+        """The task-sized notebooks the budget shrinks below their own (protocol) size."""
+        return tuple(p for p in self.notebooks if p.n is not None and p.default_n is not None and p.n < p.default_n)
 
     @property
     def seconds(self) -> float:
@@ -292,6 +304,11 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         target_mde = check_target_mde(target_mde)
     root = Path(results_root)
     price = _price(lm)
+    from roma_lab.lm import in_process, max_concurrency
+
+    remote = bool(lm) and not in_process(lm)  # the plan's own model is a priced one: it is the quote
+    quote_lm = lm if remote else PRICED_MODEL
+    quote_concurrency, quote_price = (concurrency, price) if remote else (max_concurrency(quote_lm), _price(quote_lm))
     speeds = read_speed_log(root)  # once for every notebook
     costs = {s.stem: _cost(s, root, speeds) for s in specs}
 
@@ -362,8 +379,12 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             dollars_n=dollars_n, detects=detects, line=f"{spec.stem}: n = {n}, {_time(n * z.per_task_s)}; detects {detects}",
             strata=z.strata, comparison_n=k, dollars_per_task=money,
             expected=tuple(e for e in z.expected if e.needs is not None and e.needs <= k),
-            pilots=z.expected))
-    return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd)
+            pilots=z.expected, own_seconds=z.own_n * z.per_task_s,
+            # a remote model runs its units quote_concurrency at once, each as long as here (the --lm rule)
+            quote_seconds=z.own_n * z.per_task_s * (1 if remote else concurrency / quote_concurrency),
+            quote_dollars=(None if quote_price is None or tokens is None
+                           else z.own_n * z.others * tokens * quote_price)))
+    return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency)
 
 
 def task_sized(spec: ExperimentSpec) -> bool:

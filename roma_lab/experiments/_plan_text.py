@@ -17,6 +17,8 @@ LEGEND = (
     "  systems on the same n tasks that a paired test finds 4 times in 5 (exact sign test, alpha 0.05),",
     "  were they to disagree on every task (*: how often they disagree is read from its pilot or",
     "  earlier results); \"a level\": within each level. needs n: the n a 0.30 difference needs.",
+    "own size: its spec's n, its protocol's (21-26: the n a 0.30 difference needs); $ unknown: no",
+    "  run here counted its tokens.",
 )
 
 
@@ -40,13 +42,39 @@ def _total(plan: StudyPlan) -> list[str]:
     elif plan.seconds <= plan.budget_s:
         lines = [f"{total}, within the {format_seconds(plan.budget_s)} budget"]
     else:  # the budget rule's floor (2 tasks each) is over it: run still runs them all at that floor
-        lines = [f"{total}, over the {format_seconds(plan.budget_s)} budget even at n = 2 each;",
-                 f"  run still runs every notebook, the sized ones at n = 2 ({BUDGET_RULE})"]
+        lines = [f"{total}, over the {format_seconds(plan.budget_s)} budget even at 2 tasks a comparison;",
+                 f"  run still runs them all, the sized ones at that floor ({BUDGET_RULE})"]
     guessed = sum(_source(p) != "here" for p in plan.notebooks)
     if guessed:
         lines.append(f"  {guessed} of {len(plan.notebooks)} times are the specs' figures, not runs on this "
                      "machine (design/planning.md)")
     return lines
+
+
+def _not_afforded(plan: StudyPlan) -> list[str]:
+    """One line per study the budget shrinks below its own size: that size, the time it needs here and
+    the time and dollars with the quote model; then all of them together."""
+    short = plan.not_afforded()
+    if not short:
+        return []
+    pace = f"{plan.quote_concurrency} at once"
+    here = plan.lm is None or plan.quote_lm != plan.lm  # the plan's own model is the embedded one
+    head = (f"not affordable at their own sizes: n, time here; with {plan.quote_lm}, {pace}: time, $"
+            if here else f"not affordable at their own sizes: n; with {plan.quote_lm}, {pace}: time, $")
+    rows = [(p.stem, f"n = {p.default_n}", (p,)) for p in short]
+    if len(short) > 1:
+        rows.append(("all of them", "", short))
+    width, n_width = (max(len(row[i]) for row in rows) for i in (0, 1))
+
+    def line(name: str, n: str, items: tuple[NotebookPlan, ...]) -> str:
+        money = (f"${sum(p.quote_dollars for p in items):,.2f}" if all(p.quote_dollars is not None for p in items)
+                 else "$ unknown")
+        quote = f"{format_seconds(sum(p.quote_seconds for p in items))}, {money}"
+        if here:
+            quote = f"{format_seconds(sum(p.own_seconds for p in items))} here; {quote}"
+        return f"  {name.ljust(width)}  {n.rjust(n_width)}  {quote}"
+
+    return [head, *(line(*row) for row in rows)]
 
 
 def plan_lines(plan: StudyPlan) -> list[str]:
@@ -61,4 +89,4 @@ def plan_lines(plan: StudyPlan) -> list[str]:
     right = (False, True, True, False, False)  # n and time right-aligned
     table = ["  ".join([*(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right, strict=False)),
                         row[-1]]).rstrip() for row in rows]
-    return [_header(plan), *table, *_total(plan), *LEGEND]
+    return [_header(plan), *table, *_total(plan), *_not_afforded(plan), *LEGEND]
