@@ -120,7 +120,7 @@ def test_a_bigger_budget_buys_more_and_the_plan_names_the_hours_each_study_it_ca
         short = {p.stem: p for p in plan.not_afforded()}
         assert {"21_measure_protocol", "24_compare_tts_figure3"} <= set(short)  # 10.9 h alone
         for stem, p in short.items():
-            (line,) = [x for x in lines if x.startswith(f"  {stem} ")]
+            (line,) = [x for x in lines if x.startswith(f"  {stem} ") and " here; " in x]
             assert f"n = {p.default_n}" in line and f"{format_seconds(p.own_seconds)} here" in line
         assert any(x.startswith("  all of them ") for x in lines)
     everything = plan_at(10_000 * 3600, tmp_path)
@@ -159,3 +159,65 @@ def format_seconds(seconds):
     from roma_lab.experiments._times import format_seconds as shown
 
     return shown(seconds)
+
+
+# --- the budget goes first to the comparisons a pilot expects to detect, sized to detect them ---
+
+def test_the_allocation_pays_what_a_pilot_expects_first_whole_cheapest_first_then_shares_the_rest():
+    from roma_lab.experiments._plan import _allocate
+
+    sizes = {"a": (100, 10.0), "b": (90, 100.0), "c": (90, 100.0)}
+    floors = 2 * 10 + 2 * 100 + 2 * 100
+    # b's expected comparison needs 30: paid first (2800 s), the 200 s left shared (only a's tasks fit it)
+    assert _allocate(sizes, floors + 3000, first={"b": 30}) == {"a": 20, "b": 30, "c": 2}
+    assert _allocate(sizes, floors + 3000) == {"a": 100, "b": 12, "c": 12}  # without it: an equal split
+    # a need the budget cannot pay whole is not paid first (a size that detects nothing buys nothing first)
+    assert _allocate(sizes, floors + 2000, first={"b": 30}) == _allocate(sizes, floors + 2000)
+    # two needs: the cheaper first (c: 300 s), the other only if it still fits whole (b: 2800 s does not)
+    both = _allocate(sizes, floors + 3000, first={"b": 30, "c": 5})
+    assert both["c"] >= 5 and both["b"] < 30
+    assert _allocate({"one": (10, 1.0)}, 1e6, first={"one": 50}) == {"one": 10}  # never beyond its own size
+
+
+def test_with_needs_first_the_budget_is_still_never_overspent():
+    import numpy as np
+
+    from roma_lab.experiments._plan import _allocate
+
+    rng = np.random.default_rng(1)
+    for _ in range(300):
+        k = int(rng.integers(1, 8))
+        sizes = {f"s{i}": (int(rng.integers(1, 80)), float(rng.uniform(1, 500))) for i in range(k)}
+        first = {s: int(rng.integers(1, 100)) for s in sizes if rng.random() < 0.5}
+        floor = sum(min(2, own) * cost for own, cost in sizes.values())
+        budget = floor + float(rng.uniform(0, 20000))
+        n = _allocate(sizes, budget, first=first)
+        assert sum(n[s] * cost for s, (_, cost) in sizes.items()) <= budget + 1e-6
+        assert all(min(2, own) <= n[s] <= own for s, (own, _) in sizes.items())
+
+
+def test_27_s_primary_comparison_is_funded_first_and_counted(tmp_path):
+    from roma_lab.experiments._plan_text import plan_lines
+
+    others = [load_spec(path) for path in STUDIES_21_26[:2]]
+    need = expectation(LEVELS.pilots[0]).needs  # 22 a level
+    per_level_task = LEVELS.measured_s / 60 * 2
+    floors = plan_study([LEVELS, *others], results_root=tmp_path, budget_s=1).seconds
+    budget = floors + (need - 2) * per_level_task + 60  # pays 27's need, little besides
+    planned = plan_study([LEVELS, *others], results_root=tmp_path, budget_s=budget)
+    levels = planned.notebooks[0]
+    assert levels.comparison_n == need and [e.name for e in levels.expected] == ["agent - single, L1"]
+    assert plan_paired(need, discordance=20 / 30).mde <= expectation(LEVELS.pilots[0]).low
+    lines = plan_lines(planned)
+    assert "comparisons expected to be detectable: 1 of the 4 a pilot declares (1 at their own sizes)" in lines
+    assert any(x.startswith(f"  {LEVELS.stem}  agent - single, L1: pilot +.67 [.49, .85], needs n = {need} a level, "
+                            "funded") for x in lines)
+    # without the pilot the same budget is split equally, and 27 gets less than its comparison needs
+    blind = plan_study([dataclasses.replace(LEVELS, pilots=()), *others], results_root=tmp_path, budget_s=budget)
+    assert blind.notebooks[0].comparison_n < need
+    assert not any(x.startswith("comparisons expected") for x in plan_lines(blind))
+    # a budget that cannot pay it whole: not funded, and the line says what it has
+    short = plan_study([LEVELS, *others], results_root=tmp_path, budget_s=floors + per_level_task * 5)
+    assert not short.notebooks[0].expected
+    assert any(x.endswith(f"needs n = {need} a level, has {short.notebooks[0].comparison_n}")
+               for x in plan_lines(short))

@@ -122,6 +122,7 @@ class NotebookPlan:
     detects: str
     line: str
     strata: int = 1  # the groups its comparisons are within ([plan] per): n is strata x comparison_n
+    stratum: str = ""  # what one group is called ("level" for LEVELS)
     comparison_n: int | None = None  # the n of each comparison
     dollars_per_task: float | None = None  # None: no price per task known
     expected: tuple[Expectation, ...] = ()  # the pilot's comparisons n is expected to detect
@@ -377,7 +378,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             target_seconds=None if target is None else target.n * z.strata * z.per_task_s,
             target_dollars=None if target is None or money is None else target.n * z.strata * money,
             dollars_n=dollars_n, detects=detects, line=f"{spec.stem}: n = {n}, {_time(n * z.per_task_s)}; detects {detects}",
-            strata=z.strata, comparison_n=k, dollars_per_task=money,
+            strata=z.strata, stratum=z.stratum, comparison_n=k, dollars_per_task=money,
             expected=tuple(e for e in z.expected if e.needs is not None and e.needs <= k),
             pilots=z.expected, own_seconds=z.own_n * z.per_task_s,
             # a remote model runs its units quote_concurrency at once, each as long as here (the --lm rule)

@@ -51,6 +51,28 @@ def _total(plan: StudyPlan) -> list[str]:
     return lines
 
 
+def _expected(plan: StudyPlan) -> list[str]:
+    """How many of the comparisons a pilot declares the plan expects to detect, then one line for each
+    the pilot's interval expects at the notebook's own size: its pilot, the n it needs, whether funded."""
+    declared = [(p, e) for p in plan.notebooks for e in p.pilots]
+    if not declared:
+        return []
+    funded = sum(len(p.expected) for p in plan.notebooks)
+    possible = [(p, e) for p, e in declared if e.needs is not None and e.needs * p.strata <= p.default_n]
+    lines = [f"comparisons expected to be detectable: {funded} of the {len(declared)} a pilot declares "
+             f"({len(possible)} at their own sizes)"]
+    for p, e in possible:
+        each = "" if p.strata == 1 else f" a {p.stratum}"
+        state = "funded" if e in p.expected else f"has {p.comparison_n}"
+
+        def short(x: float) -> str:  # +.67, -.05: a difference in [-1, 1]
+            return f"{x:+.2f}".replace("0.", ".", 1)
+
+        lines.append(f"  {p.stem}  {e.name}: pilot {short(e.estimate)} [{short(e.low).lstrip('+')}, "
+                     f"{short(e.high).lstrip('+')}], needs n = {e.needs}{each}, {state}")
+    return lines
+
+
 def _not_afforded(plan: StudyPlan) -> list[str]:
     """One line per study the budget shrinks below its own size: that size, the time it needs here and
     the time and dollars with the quote model; then all of them together."""
@@ -89,4 +111,4 @@ def plan_lines(plan: StudyPlan) -> list[str]:
     right = (False, True, True, False, False)  # n and time right-aligned
     table = ["  ".join([*(cell.rjust(w) if r else cell.ljust(w) for cell, w, r in zip(row, widths, right, strict=False)),
                         row[-1]]).rstrip() for row in rows]
-    return [_header(plan), *table, *_total(plan), *_not_afforded(plan), *LEGEND]
+    return [_header(plan), *table, *_total(plan), *_expected(plan), *_not_afforded(plan), *LEGEND]
