@@ -199,7 +199,7 @@ def test_the_planner_says_how_many_tasks_the_dollars_buy_where_a_price_per_task_
     from roma_lab.experiments import _plan
 
     per_task_tokens = 2_000.0  # as a measured run's tokens per unit would give
-    monkeypatch.setattr(_plan, "_cost", lambda spec, root, speeds: (60.0, "measured (test)", per_task_tokens))
+    monkeypatch.setattr(_plan, "_cost", lambda spec, *_: (60.0, "measured (test)", per_task_tokens))
     monkeypatch.setattr(_plan, "_price", lambda lm: 1e-6)  # dollars per token
     (notebook,) = _plan.plan_study([NOTEBOOK], results_root=tmp_path, lm="openai/m", budget_usd=1.0).notebooks
     assert notebook.dollars_n == 500 and "$1.00 buys n = 500" in notebook.line

@@ -135,7 +135,7 @@ def test_a_study_it_cannot_afford_is_priced_with_a_named_model_by_the_one_price_
 
     study = load_spec(STUDIES_21_26[0])
     tokens = 5000.0  # a task-run's tokens, as a measured run here counts them
-    monkeypatch.setattr(_plan, "_cost", lambda spec, root, speeds: (60.0, "measured (test)", tokens))
+    monkeypatch.setattr(_plan, "_cost", lambda spec, *_: (60.0, "measured (test)", tokens))
     prices = []
     monkeypatch.setattr(_plan, "_price", lambda lm: prices.append(lm) or (None if lm is None else 1e-6))
     (p,) = plan_study([study], results_root=tmp_path, budget_s=3600).notebooks
@@ -221,3 +221,105 @@ def test_27_s_primary_comparison_is_funded_first_and_counted(tmp_path):
     assert not short.notebooks[0].expected
     assert any(x.endswith(f"needs n = {need} a level, has {short.notebooks[0].comparison_n}")
                for x in plan_lines(short))
+
+
+# --- predictions checked out of sample; a replay from the completion cache is no cost ---
+
+def record_run(results: Path, stem: str, *, minutes: float, extra: dict, n_tasks=None) -> Path:
+    from datetime import UTC, datetime, timedelta
+
+    from roma_lab.results import write_provenance
+
+    out = results / stem
+    out.mkdir(parents=True, exist_ok=True)
+    extra = {"smoke": False, **extra, **({"overrides": {"N_TASKS": n_tasks}} if n_tasks else {})}
+    write_provenance(out, parameters={} if n_tasks is None else {"N_TASKS": n_tasks}, model="local", extra=extra,
+                     started_at=datetime.now(UTC) - timedelta(minutes=minutes))
+    return out
+
+
+def trace(cached: int, fresh: int) -> str:
+    """A trace's JSON as roma_lab.trace writes its model exchanges (one ``cached`` flag each)."""
+    import json
+
+    calls = [{"exchanges": [{"messages": [{"role": "user", "content": 'say "cached": true'}], "completions": ["x"],
+                             "cached": flag, "recorded_latency_s": 1.0}]} for flag in [True] * cached + [False] * fresh]
+    return json.dumps({"rollouts": [{"steps": [{"calls": calls}]}]}, indent=1)
+
+
+def test_model_calls_are_counted_in_a_run_s_traces_and_a_fifo_is_never_waited_on(tmp_path):
+    import os
+
+    from roma_lab.experiments._times import count_model_calls
+
+    (tmp_path / "traces" / "agent").mkdir(parents=True)
+    (tmp_path / "traces" / "agent" / "a.json").write_text(trace(3, 1))
+    (tmp_path / "traces" / "b.json").write_text(trace(0, 2))
+    (tmp_path / "rows.csv").write_text('"cached": true\n')  # not a JSON file: not a trace
+    os.mkfifo(tmp_path / "traces" / "fifo.json")
+    calls = count_model_calls(tmp_path)
+    assert (calls.requests, calls.cached) == (6, 3) and calls.replayed
+    assert not count_model_calls(tmp_path / "traces" / "agent" / "none").replayed  # no folder: 0 of 0
+
+
+def test_the_runner_records_how_many_model_calls_the_cache_served(tmp_path, monkeypatch):
+    import json
+
+    from roma_lab.experiments import _runner
+
+    quick = load_spec(REPO / "experiments" / "01_run_quickstart.toml")
+
+    def fake_execute(spec, out_dir, params, kernel_env):
+        (out_dir / "traces").mkdir()
+        (out_dir / "traces" / "t.json").write_text(trace(5, 2))
+        for name in spec.outputs:
+            (out_dir / name).write_text("x\n")
+
+    monkeypatch.setattr(_runner, "_execute", fake_execute)
+    monkeypatch.setattr(_runner, "finish_notebook", lambda *a, **k: True)
+    assert _runner.run_experiment(quick, results_root=tmp_path).status == "completed"
+    record = json.loads((tmp_path / quick.stem / "provenance.json").read_text())
+    assert record["extra"]["model_calls"] == {"requests": 7, "cached": 5}
+
+
+def test_a_replay_from_the_cache_is_no_cost_and_the_plan_says_so(tmp_path):
+    """Notebook 42 recorded 12 s for a 53-minute study (every call served from the cache), and the plan
+    priced it by those 12 s."""
+    from roma_lab.experiments._plan_text import plan_lines
+
+    web = load_spec(REPO / "experiments" / "42_measure_offline_web.toml")
+    record_run(tmp_path, web.stem, minutes=0.2, extra={"model_calls": {"requests": 400, "cached": 400}}, n_tasks=30)
+    (replayed,) = plan_study([web], results_root=tmp_path).notebooks
+    assert replayed.cost_source == "estimate (the spec's measured run)" and replayed.replay == "400 of 400 calls from the cache"
+    assert f"  not priced by their runs here, replays from the completion cache: {web.stem}" in plan_lines(
+        plan_study([web], results_root=tmp_path))
+    # an older record without the count: counted from its folder's traces
+    shutil.rmtree(tmp_path / web.stem)
+    out = record_run(tmp_path, web.stem, minutes=0.2, extra={}, n_tasks=30)
+    (out / "t.json").write_text(trace(40, 0))
+    assert plan_study([web], results_root=tmp_path).notebooks[0].replay == "40 of 40 calls from the cache"
+    # a run that asked its model (a few calls from the cache, as a resumed run has) is a cost
+    shutil.rmtree(tmp_path / web.stem)
+    record_run(tmp_path, web.stem, minutes=50, extra={"model_calls": {"requests": 400, "cached": 30}}, n_tasks=30)
+    (fresh,) = plan_study([web], results_root=tmp_path).notebooks
+    assert fresh.cost_source.startswith("measured") and not fresh.replay
+    assert fresh.seconds_per_unit == pytest.approx(50 * 60 / 30, rel=0.01)
+
+
+def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
+    from roma_lab.experiments._cli import main
+
+    web = load_spec(REPO / "experiments" / "42_measure_offline_web.toml")
+    guard = load_spec(REPO / "experiments" / "44_compare_repeat_guard.toml")
+    # 42 ran under a budget: its plan line predicted 40 min, it took 50; 44 ran without a plan: its spec predicts
+    record_run(tmp_path, web.stem, minutes=50, extra={"plan": {"seconds": 2400.0, "n": 30},
+                                                      "model_calls": {"requests": 400, "cached": 0}}, n_tasks=30)
+    record_run(tmp_path, guard.stem, minutes=0.2, extra={"model_calls": {"requests": 300, "cached": 300}}, n_tasks=30)
+    assert main(["--root", str(REPO), "times", "--results", str(tmp_path)]) == 0
+    rows = {line.split("|")[1].strip(" `"): [c.strip() for c in line.strip("|").split("|")[1:]]
+            for line in capsys.readouterr().out.splitlines()[2:]}
+    assert rows[web.stem][-3:] == ["40.0 min (plan)", "1.25", "0 of 400"]
+    spec_guess = guard.measured_s  # its spec's run was at 30 tasks, as this one
+    assert rows[guard.stem][-3] == f"{format_seconds(spec_guess)} (spec)"
+    assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)" and rows[guard.stem][-1] == "300 of 300"
+    assert rows["01_run_quickstart"][-3:] == ["—", "—", "—"]  # not run

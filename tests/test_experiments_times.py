@@ -56,15 +56,16 @@ def test_rows_from_provenance_files(tmp_path):
     (tmp_path / "06_write_longform_eqbench").mkdir()  # a folder without a record
     rows = table_rows(times_markdown(run_times(tmp_path, ["01_run_quickstart", "03_compare_seal0",
                                                           "04_compare_frames", "05_compare_simpleqa"])))
-    # status, tier, model, started, finished, run time, threads, load, tok/s (no speed log here)
+    # status, tier, model, started, finished, run time, threads, load, tok/s (no speed log here); no spec
+    # given, nothing predicted; no traces, no model calls counted
     assert rows["03_compare_seal0"] == ["completed", "default", "local", "2026-11-30 10:00:00", "2026-11-30 10:04:42",
-                                        "4.7 min", "—", "—", "—"]
+                                        "4.7 min", "—", "—", "—", "—", "—", "—"]
     assert rows["01_run_quickstart"][:3] == ["completed", "smoke", "scripted"] and rows["01_run_quickstart"][5] == "27 s"
     assert rows["30_compare_gepa_table7"][0] == "failed" and rows["30_compare_gepa_table7"][5] == "2.5 h"
     # killed hard: the record's end is only when "running" was written, so no duration is claimed
     assert rows["31_plot_convergence_table8"][0] == "running" and rows["31_plot_convergence_table8"][5] == "—"
-    assert rows["04_compare_frames"] == ["not run"] + ["—"] * 8
-    assert rows["05_compare_simpleqa"] == ["unreadable"] + ["—"] * 8
+    assert rows["04_compare_frames"] == ["not run"] + ["—"] * 11
+    assert rows["05_compare_simpleqa"] == ["unreadable"] + ["—"] * 11
     assert "06_write_longform_eqbench" not in rows
     # named stems first, in the given order; other recorded folders after, sorted
     assert list(rows) == ["01_run_quickstart", "03_compare_seal0", "04_compare_frames", "05_compare_simpleqa",
@@ -119,15 +120,15 @@ def test_speeds_of_models_loaded_and_freed_within_a_run_belong_to_it(tmp_path):
     with pytest.warns(UserWarning, match="1 damaged line"):
         rows = table_rows(times_markdown(run_times(tmp_path)))
     # threads, highest load at model load, prompt / generation tok/s pooled over its models
-    assert rows["03_compare_seal0"][-3:] == ["1, 2", "1.55", "20.0 / 3.0"]
-    assert rows["04_compare_frames"][-3:] == ["—", "—", "—"]
-    assert rows["05_compare_simpleqa"][-3:] == ["2", "0.50", "30.0 / 5.0"]
+    assert rows["03_compare_seal0"][6:9] == ["1, 2", "1.55", "20.0 / 3.0"]
+    assert rows["04_compare_frames"][6:9] == ["—", "—", "—"]
+    assert rows["05_compare_simpleqa"][6:9] == ["2", "0.50", "30.0 / 5.0"]
 
 
 def test_a_run_without_an_end_gets_no_speeds(tmp_path):
     recorded(tmp_path, "03_compare_seal0", status="running", start="2026-11-30T10:00:00", end="2026-11-30T10:00:00")
     (tmp_path / "lm_speed.jsonl").write_text(speed("10:00:05", "10:04:00").model_dump_json() + "\n")
-    assert table_rows(times_markdown(run_times(tmp_path)))["03_compare_seal0"][-3:] == ["—", "—", "—"]
+    assert table_rows(times_markdown(run_times(tmp_path)))["03_compare_seal0"][6:9] == ["—", "—", "—"]
 
 
 def test_cli_run_names_the_speed_log_for_its_kernels(tmp_path, monkeypatch):
@@ -150,4 +151,4 @@ def test_a_speed_log_line_nested_too_deep_is_a_damaged_line(tmp_path):
     (tmp_path / "lm_speed.jsonl").write_text("[" * 100_000 + "]" * 100_000 + "\n")
     with pytest.warns(UserWarning, match="1 damaged line"):
         rows = table_rows(times_markdown(run_times(tmp_path)))
-    assert rows["03_compare_seal0"][-3:] == ["—", "—", "—"]
+    assert rows["03_compare_seal0"][6:9] == ["—", "—", "—"]

@@ -23,7 +23,7 @@ from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import default_repo_root
 
 from ._key import experiment_status
-from ._plan import check_target_mde, parse_budget, plan_study, write_plan
+from ._plan import check_target_mde, parse_budget, plan_study, predicted_seconds, write_plan
 from ._plan_text import plan_lines
 from ._runner import run_experiments
 from ._spec import (
@@ -279,7 +279,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2 if bad else 0
 
     if args.command == "times":
-        print(times_markdown(run_times(results_root, [s.stem for s in specs])))
+        rows = run_times(results_root, [s.stem for s in specs])
+        by_stem = {s.stem: s for s in specs}
+        predicted = {row.stem: guess for row in rows if row.stem in by_stem
+                     and (guess := predicted_seconds(by_stem[row.stem], row)) is not None}
+        print(times_markdown(rows, predicted))
         return 0
     known = {s.stem: s for s in specs}
     unknown = [stem for stem in args.stems if stem not in known]

@@ -46,7 +46,7 @@ from roma_lab.results import PROVENANCE_FILE, open_regular
 from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
 from ._spec import ExperimentSpec, ParamValue, Pilot, work_units
-from ._times import read_run_time, read_speed_log
+from ._times import RunTime, read_run_time, read_speed_log
 
 __all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_study"]
 
@@ -130,6 +130,7 @@ class NotebookPlan:
     own_seconds: float | None = None  # at its own (protocol) size, here
     quote_seconds: float | None = None  # at its own size with the plan's quote model (StudyPlan.quote_lm)
     quote_dollars: float | None = None  # the same in dollars (None: unknown)
+    replay: str = ""  # why its last run here is no cost: a replay from the completion cache ("" if none)
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,24 +170,48 @@ class StudyPlan:
         return {p.stem: {p.unit: p.n} for p in self.notebooks if p.unit is not None and p.n is not None}
 
 
-def _cost(spec: ExperimentSpec, results_root: Path, speeds) -> tuple[float, str, float | None]:
+def _cost(spec: ExperimentSpec, ran: RunTime, record: Path) -> tuple[float, str, float | None]:
     """(seconds per unit of ``spec.timeout_units`` -- or of the whole run for a fixed notebook --, where
-    that comes from, prompt + generated tokens per unit or None)."""
-    ran = read_run_time(results_root, spec.stem, speeds)  # a record with impossible times reads as "unreadable"
-    if ran.status == "completed" and ran.smoke is False and ran.seconds:
+    that comes from, prompt + generated tokens per unit or None), ``ran`` being its last run here,
+    recorded in ``record``."""
+    if ran.status == "completed" and ran.smoke is False and ran.seconds and not _replay(ran):
         units = _units_run(spec, dict(ran.overrides))
         if units is not None:
             tokens = sum(s.prompt_tokens + s.generated_tokens for s in ran.speeds) / units if ran.speeds else None
             return ran.seconds / units, f"measured ({ran.finished:%Y-%m-%d}, {ran.model})", tokens
-        warnings.warn(f"{results_root / spec.stem / PROVENANCE_FILE}: its sizes {dict(ran.overrides)} count no work "
+        warnings.warn(f"{record}: its sizes {dict(ran.overrides)} count no work "
                       f"({', '.join(spec.timeout_units)} must be whole numbers >= 1 or non-empty lists); "
                       "its run time is not used", UserWarning, stacklevel=2)
+    return _spec_cost(spec)
+
+
+def _replay(ran: RunTime) -> str:
+    """Why ``ran``'s time is no cost of its notebook ("" when it is one): a replay from the completion
+    cache took seconds where the model took minutes."""
+    calls = ran.calls
+    return "" if calls is None or not calls.replayed else f"{calls.cached} of {calls.requests} calls from the cache"
+
+
+def _spec_cost(spec: ExperimentSpec) -> tuple[float, str, None]:
+    """The spec's figure for a unit: its measured run over that run's units, else its timeout over 3."""
     if spec.measured_s is not None:  # what a run took on a machine like this one, at the sizes it names
         sizes = {**spec.defaults, **spec.parameters, **spec.measured_sizes}
         units = work_units(spec.timeout_units, sizes) if spec.timeout_units else 1
         return spec.measured_s / units, SPEC_RUN, None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, SPEC_TIMEOUT, None
+
+
+def predicted_seconds(spec: ExperimentSpec, ran: RunTime) -> tuple[float, str] | None:
+    """What was predicted for ``ran`` before it ran, and by what: the plan line ``run --budget`` handed
+    it ("plan"), else the spec's figure at its sizes ("spec"); None for a smoke run (scripted models,
+    no prediction) or sizes that count no work. Never the run itself: a check out of sample."""
+    if ran.planned_s is not None:
+        return ran.planned_s, "plan"
+    units = _units_run(spec, dict(ran.overrides))
+    if ran.smoke is not False or units is None:
+        return None
+    return _spec_cost(spec)[0] * units, "spec"
 
 
 def _units_run(spec: ExperimentSpec, asked: Mapping[str, ParamValue]) -> int | None:
@@ -311,7 +336,8 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     quote_lm = lm if remote else PRICED_MODEL
     quote_concurrency, quote_price = (concurrency, price) if remote else (max_concurrency(quote_lm), _price(quote_lm))
     speeds = read_speed_log(root)  # once for every notebook
-    costs = {s.stem: _cost(s, root, speeds) for s in specs}
+    runs = {s.stem: read_run_time(root, s.stem, speeds) for s in specs}  # a record with impossible times: "unreadable"
+    costs = {s.stem: _cost(s, runs[s.stem], root / s.stem / PROVENANCE_FILE) for s in specs}
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
         units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
@@ -332,7 +358,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 stem=spec.stem, unit=None, default_n=None, seconds_per_unit=seconds, cost_source=source, n=None,
                 seconds=seconds, dollars=None, mde=None, mde_worst=None, discordance=None, discordance_source="",
                 target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
-                detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}"))
+                detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}", replay=_replay(runs[spec.stem])))
             continue
         z = sized[spec.stem]
         n = z.own_n if budget_k is None else budget_k[spec.stem] * z.strata
@@ -384,7 +410,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             # a remote model runs its units quote_concurrency at once, each as long as here (the --lm rule)
             quote_seconds=z.own_n * z.per_task_s * (1 if remote else concurrency / quote_concurrency),
             quote_dollars=(None if quote_price is None or tokens is None
-                           else z.own_n * z.others * tokens * quote_price)))
+                           else z.own_n * z.others * tokens * quote_price), replay=_replay(runs[spec.stem])))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency)
 
 

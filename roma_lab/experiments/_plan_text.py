@@ -44,6 +44,9 @@ def _total(plan: StudyPlan) -> list[str]:
     else:  # the budget rule's floor (2 tasks each) is over it: run still runs them all at that floor
         lines = [f"{total}, over the {format_seconds(plan.budget_s)} budget even at 2 tasks a comparison;",
                  f"  run still runs them all, the sized ones at that floor ({BUDGET_RULE})"]
+    replays = [p.stem for p in plan.notebooks if p.replay]
+    if replays:  # a run served from the completion cache took seconds where the model took an hour
+        lines.append(f"  not priced by their runs here, replays from the completion cache: {', '.join(replays)}")
     guessed = sum(_source(p) != "here" for p in plan.notebooks)
     if guessed:
         lines.append(f"  {guessed} of {len(plan.notebooks)} times are the specs' figures, not runs on this "

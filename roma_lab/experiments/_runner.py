@@ -27,6 +27,7 @@ from ._heartbeat import Announce
 from ._kernel import RunnerStateError, hold_experiment, kernel_manager_class, stop_kernel
 from ._key import RunKey, recorded_parameters, run_key, run_parameters, run_status
 from ._spec import ExperimentSpec, OverrideError, ParamValue, check_overrides
+from ._times import count_model_calls
 
 Outcome = Literal["completed", "skipped", "failed"]
 Per = Literal["item", "notebook"]
@@ -198,11 +199,14 @@ class RunRequest:
     budget_usd: float | None
     plan: Mapping[str, Any] | None  # the study plan's line for this notebook
 
-    def provenance_extra(self, *, recovered: str | None, quarantined: list[str]) -> dict[str, Any]:
+    def provenance_extra(self, *, recovered: str | None, quarantined: list[str],
+                         model_calls: Mapping[str, int] | None = None) -> dict[str, Any]:
         """``extra`` of the run's provenance.json: experiment, paper, table, tier and cell timeout; the
         engine of a local model; the sizes asked, what the folder's preparation had to repair
-        (``recovered``), the cluster, the dollar cap, the plan line and the damaged files moved aside
-        so far (``quarantined``), each when there is one."""
+        (``recovered``), the cluster, the dollar cap, the plan line, the damaged files moved aside
+        so far (``quarantined``) and, once it ended, its traces' model requests and how many the
+        completion cache served (``model_calls``: a replay's time is not the model's), each when there
+        is one."""
         spec, key = self.spec, self.key
         extra = {"experiment": spec.stem, "paper": spec.paper, "table": spec.table, "smoke": self.smoke,
                  "cell_timeout_s": spec.cell_timeout_s(dict(key.recorded))}
@@ -220,6 +224,8 @@ class RunRequest:
             extra["plan"] = dict(self.plan)
         if quarantined:
             extra["quarantined"] = quarantined
+        if model_calls is not None:
+            extra["model_calls"] = dict(model_calls)
         return extra
 
 
@@ -247,7 +253,7 @@ def _run(request: RunRequest) -> str | None:
     missing_inputs = key.missing_inputs
     started_at = datetime.now(UTC)
 
-    def record(status: str, error: str | None = None) -> None:
+    def record(status: str, error: str | None = None, model_calls: Mapping[str, int] | None = None) -> None:
         write_provenance(
             out_dir,
             parameters=recorded,
@@ -255,7 +261,8 @@ def _run(request: RunRequest) -> str | None:
             model=key.model,
             inputs=[p for p in key.inputs if p not in missing_inputs],
             # quarantined: the damaged files moved aside so far, by the runner or the notebook
-            extra=request.provenance_extra(recovered=recovered, quarantined=quarantined_files(out_dir)),
+            extra=request.provenance_extra(recovered=recovered, quarantined=quarantined_files(out_dir),
+                                           model_calls=model_calls),
             status=status,
             started_at=started_at,
             error=error,
@@ -283,7 +290,7 @@ def _run(request: RunRequest) -> str | None:
         if (out_dir / spec.notebook.name).is_file():  # a failed run's copy too: its traceback and outputs so far
             finish_notebook(out_dir / spec.notebook.name,
                             {k: key.parameters[k] for k in spec.smoke if k in key.parameters} if request.smoke else None)
-    record("failed" if error else "completed", error)
+    record("failed" if error else "completed", error, count_model_calls(out_dir).as_dict())
     return error
 
 

@@ -7,12 +7,21 @@ are damage too: a warning names the file). Beside each run: the threads, load av
 tokens/s of the embedded models its kernel loaded, from ``<results_root>/lm_speed.jsonl`` (written
 by ``run``; see roma_lab.lm's ModelSpeed), matched to the run by time: a model loaded and freed
 between the run's start and end belongs to it (the runner runs one notebook at a time).
+
+**Predicted against measured** (issue 54): each row shows the time predicted for the run before it
+ran (the plan line ``run --budget`` handed it, in its record's ``extra.plan``; else what its spec
+predicts at its sizes) and measured / predicted, and how many of its model calls were served from the
+completion cache (``extra.model_calls``, which the runner counts in the run's traces; counted from
+the folder for older records): a replay takes seconds where the model took an hour (notebook 42
+recorded 12 s for a 53-minute study), so its time is no measure of the model's, and the plan does
+not price a notebook by it.
 """
 
 from __future__ import annotations
 
+import re
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
@@ -23,9 +32,44 @@ from roma_lab.results import (
     DamagedFileError,
     ProvenanceError,
     read_provenance,
+    read_regular_bytes,
 )
 
 SPEED_LOG = "lm_speed.jsonl"
+#: A run that served more than this share of its model calls from the completion cache is a replay:
+#: its time is no cost of the notebook (the model did not run), and ``times`` says so.
+REPLAYED_SHARE = 0.1
+_CACHED = re.compile(rb'"cached"\s*:\s*(true|false)')  # an LMExchange of a trace (roma_lab.trace)
+
+
+@dataclass(frozen=True, slots=True)
+class ModelCalls:
+    """The model requests a run's traces record, and how many of them the completion cache served."""
+
+    requests: int
+    cached: int
+
+    @property
+    def replayed(self) -> bool:
+        return self.requests > 0 and self.cached > REPLAYED_SHARE * self.requests
+
+    def as_dict(self) -> dict[str, int]:
+        return {"requests": self.requests, "cached": self.cached}
+
+
+def count_model_calls(out_dir: str | Path) -> ModelCalls:
+    """The model requests recorded in the JSON files under ``out_dir`` (the traces ``evaluate`` and the
+    agents write: one ``"cached": true|false`` per request) and how many were served from a cache.
+    A file that cannot be read counts nothing; a run without traces counts 0 of 0."""
+    requests = cached = 0
+    for path in Path(out_dir).rglob("*.json"):
+        try:
+            found = _CACHED.findall(read_regular_bytes(path))
+        except (OSError, ValueError):  # gone, unreadable, or no regular file: nothing to count
+            continue
+        requests += len(found)
+        cached += found.count(b"true")
+    return ModelCalls(requests, cached)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +84,8 @@ class RunTime:
     smoke: bool | None = None
     overrides: tuple[tuple[str, object], ...] = ()  # the sizes asked with --set, as the record lists them
     speeds: tuple[ModelSpeed, ...] = ()  # the embedded models its kernel loaded
+    planned_s: float | None = None  # the seconds the plan predicted before it ran (extra.plan), if any
+    calls: ModelCalls | None = None  # its model requests and how many the cache served
 
     @property
     def threads(self) -> str:
@@ -87,10 +133,29 @@ def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpe
     overrides = record.extra.get("overrides")
     ran = RunTime(stem, record.status, record.started_at, record.finished_at, record.model,
                   smoke if isinstance(smoke, bool) else None,
-                  tuple(overrides.items()) if isinstance(overrides, dict) else ())
+                  tuple(overrides.items()) if isinstance(overrides, dict) else (),
+                  planned_s=_planned(record.extra.get("plan")),
+                  calls=_calls(record.extra.get("model_calls")) or count_model_calls(Path(results_root) / stem))
     # a run killed hard ("running") recorded no end: its window is empty, so nothing is attributed to it
     within = tuple(s for s in speeds if ran.started <= s.loaded_at and s.closed_at <= ran.finished)
     return replace(ran, speeds=within)
+
+
+def _planned(plan: object) -> float | None:
+    """The seconds a record's plan line predicted (None: no plan, or no finite positive time in it)."""
+    seconds = plan.get("seconds") if isinstance(plan, Mapping) else None
+    ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 < seconds < float("inf")
+    return float(seconds) if ok else None
+
+
+def _calls(counted: object) -> ModelCalls | None:
+    """A record's ``model_calls`` as the runner wrote it; None when absent or not two counts."""
+    if not isinstance(counted, Mapping):
+        return None
+    requests, cached = counted.get("requests"), counted.get("cached")
+    if type(requests) is int and type(cached) is int and 0 <= cached <= requests:
+        return ModelCalls(requests, cached)
+    return None
 
 
 def _times_problem(start: datetime, end: datetime) -> str | None:
@@ -149,16 +214,24 @@ def _when(moment: datetime | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment is not None else "—"
 
 
-def times_markdown(rows: Sequence[RunTime]) -> str:
-    """A markdown table, one row per experiment, times in UTC."""
+def times_markdown(rows: Sequence[RunTime], predicted: Mapping[str, tuple[float, str]] | None = None) -> str:
+    """A markdown table, one row per experiment, times in UTC; ``predicted``: per stem, the seconds
+    predicted for its recorded run and where that comes from ("plan", "spec")."""
     header = ["notebook", "status", "tier", "model", "started (UTC)", "finished (UTC)", "run time", "threads",
-              "load (1 min) at model load", "tok/s prompt / generation"]
+              "load (1 min) at model load", "tok/s prompt / generation", "predicted", "measured / predicted",
+              "model calls from cache"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         tier = {True: "smoke", False: "default", None: "—"}[row.smoke]
         if row.overrides:  # a run at other sizes than the tier's says which
             tier += ", --set " + " ".join(f"{name}={value!r}" for name, value in row.overrides)
+        guess, source = (predicted or {}).get(row.stem, (None, ""))
+        ratio = "—" if guess is None or row.seconds is None else f"{row.seconds / guess:.2f}"
+        if ratio != "—" and row.calls is not None and row.calls.replayed:
+            ratio += " (a replay)"
+        calls = "—" if row.calls is None or not row.calls.requests else f"{row.calls.cached} of {row.calls.requests}"
         cells = [f"`{row.stem}`", row.status, tier, row.model or "—", _when(row.started), _when(row.finished),
-                 format_seconds(row.seconds), row.threads, row.load, row.tokens_per_s()]
+                 format_seconds(row.seconds), row.threads, row.load, row.tokens_per_s(),
+                 "—" if guess is None else f"{format_seconds(guess)} ({source})", ratio, calls]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
