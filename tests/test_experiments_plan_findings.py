@@ -323,3 +323,42 @@ def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
     assert rows[guard.stem][-3] == f"{format_seconds(spec_guess)} (spec)"
     assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)" and rows[guard.stem][-1] == "300 of 300"
     assert rows["01_run_quickstart"][-3:] == ["—", "—", "—"]  # not run
+
+
+# --- re-planned as the run goes ---
+
+def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_rest(tmp_path, monkeypatch, capsys):
+    import json
+
+    from roma_lab.experiments import _cli
+
+    first = load_spec(STUDIES_21_26[0])  # runs first (its stem sorts first), at the plan's n
+    runs, clock = [], [0.0]
+
+    def fake_run(specs, **kwargs):
+        runs.append((specs[0].stem, dict(kwargs["overrides"]), kwargs["plans"][specs[0].stem]))
+        clock[0] += took.get(specs[0].stem, 0.0)
+        return []
+
+    monkeypatch.setattr(_cli, "run_experiments", fake_run)
+    monkeypatch.setattr(_cli, "_clock", lambda: clock[0])
+    planned = plan_study([first, LEVELS], results_root=tmp_path, budget_s=3600)
+    one, levels = planned.notebooks
+    took = {first.stem: one.seconds / 4}  # it finished in a quarter of its predicted time
+    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "1h",
+                      "--results", str(tmp_path)]) == 0
+    (stem1, sizes1, plan1), (stem2, sizes2, plan2) = runs
+    assert (stem1, sizes1["N_TASKS"], plan1["n"]) == (first.stem, one.n, one.n)  # the plan printed first
+    left = 3600 - one.seconds / 4
+    again = plan_study([LEVELS], results_root=tmp_path, budget_s=left).notebooks[0]
+    assert (stem2, sizes2["N_TASKS"]) == (LEVELS.stem, again.n) and again.n > levels.n
+    assert plan2["n"] == again.n and plan2["budget_s"] == pytest.approx(left)  # its provenance's plan entry
+    assert f"{LEVELS.stem}: n = {levels.n} -> {again.n}" in capsys.readouterr().out
+    assert json.loads((tmp_path / "plan.json").read_text())["budget_s"] == 3600  # the plan as printed
+
+    # a notebook that overran takes it out of the rest, never below the floor
+    runs.clear()
+    took = {first.stem: 10 * 3600.0}
+    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "1h",
+                      "--results", str(tmp_path)]) == 0
+    assert runs[1][1]["N_TASKS"] == 4 and runs[1][2]["budget_s"] == 0  # 2 a level

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import time
 from pathlib import Path
 
 from roma_lab._cli import CommandParser
@@ -34,7 +35,7 @@ from ._spec import (
     parse_overrides,
     scan_specs,
 )
-from ._times import SPEED_LOG, run_times, times_markdown
+from ._times import SPEED_LOG, format_seconds, run_times, times_markdown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -195,19 +196,46 @@ def open_command(notebook: Path, root: Path) -> str:
     return shlex.join(words) + (" --allow-root" if os.geteuid() == 0 else "")
 
 
-def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace):
-    """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
+def _plan_options(args: argparse.Namespace) -> dict:
+    """``plan_study``'s options from the command line (the budget aside)."""
     concurrency = args.concurrency
     if concurrency is None:
         from roma_lab.lm import in_process, max_concurrency
 
         concurrency = 1 if not args.lm or in_process(args.lm) else max_concurrency(args.lm)
-    plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s, lm=args.lm, concurrency=concurrency,
-                      target_mde=getattr(args, "mde", None), budget_usd=args.budget_usd)
+    return {"lm": args.lm, "concurrency": concurrency, "target_mde": getattr(args, "mde", None),
+            "budget_usd": args.budget_usd}
+
+
+def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace):
+    """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
+    plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s, **_plan_options(args))
     for line in plan_lines(plan):
         print(line)
     print(f"plan written to {_shown(write_plan(plan, results_root))}")
     return plan
+
+
+#: The run's clock (a test replaces it).
+_clock = time.monotonic
+
+
+def _replan(spec: ExperimentSpec, rest: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
+            left_s: float, records: dict[str, dict]) -> tuple[dict[str, ParamValue], dict[str, dict]]:
+    """Before a sized notebook runs under ``--budget``: the notebooks not yet run (``rest``, ``spec``
+    among them) planned again with the ``left_s`` seconds left of the budget, so what the finished
+    ones did not spend goes to the rest (and what they overspent comes out of it). ``spec``'s sizes
+    and the plan records with its new entry; a line says so when its n changes."""
+    import warnings
+
+    with warnings.catch_warnings():  # the first plan warned of every file it left out
+        warnings.simplefilter("ignore")
+        plan = plan_study(rest, results_root=results_root, budget_s=max(left_s, 0.0), **_plan_options(args))
+    entry = plan.records()[spec.stem]
+    if entry["n"] != records[spec.stem]["n"]:
+        print(f"re-plan with {format_seconds(max(left_s, 0.0))} of the budget left: {spec.stem}: "
+              f"n = {records[spec.stem]['n']} -> {entry['n']}", flush=True)
+    return plan.overrides()[spec.stem], {**records, spec.stem: entry}
 
 
 def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -320,16 +348,21 @@ def main(argv: list[str] | None = None) -> int:
     rest = [s for s in selected if s.stem not in sized]
     if rest:
         groups.append((rest, overrides))
-    outcomes = []
+    outcomes, records, started = [], planned.records() if planned else None, _clock()
     try:
-        for group, values in groups:
+        for i, (group, values) in enumerate(groups):
+            if i and records is not None and group[0].stem in sized:  # the first ran on the plan just made
+                done = {s.stem for earlier, _ in groups[:i] for s in earlier}
+                size, records = _replan(group[0], [s for s in selected if s.stem not in done], results_root, args,
+                                        args.budget_s - (_clock() - started), records)
+                values = {**overrides, **size}
             where = results_root if args.results else _own_folder(results_root, group, values)
             if where != results_root:
                 print(f"--set changes what the notebook does, not only its size: its run goes to {_shown(where)}/;\n"
                       f"the default run in {_shown(results_root)}/ stays as it is (--results names another folder)")
             outcomes += run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
                                         force=args.force, cluster=args.cluster, per=args.per, overrides=values,
-                                        budget_usd=args.budget_usd, plans=planned.records() if planned else None)
+                                        budget_usd=args.budget_usd, plans=records)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2
