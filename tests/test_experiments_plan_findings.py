@@ -362,3 +362,91 @@ def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_r
     assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "1h",
                       "--results", str(tmp_path)]) == 0
     assert runs[1][1]["N_TASKS"] == 4 and runs[1][2]["budget_s"] == 0  # 2 a level
+
+
+# --- a spec's figure scaled to this machine by a speed probe (a scripted probe: no model runs here) ---
+
+def fake_probe(prompt=(600, 10.0), generated=(48, 2.0)) -> list[str]:
+    """A stand-in for the probe's child: writes the speed record a model would, to the log it is named."""
+    import sys
+
+    from roma_lab.lm import SPEED_LOG_ENV
+
+    script = (
+        "import os\nfrom datetime import UTC, datetime, timedelta\nfrom roma_lab.lm import ModelSpeed\n"
+        "now = datetime.now(UTC)\n"
+        "s = ModelSpeed(model='fake.gguf', pid=1, threads=2, cpus=2, load_avg_1min=0.3, "
+        "loaded_at=now - timedelta(seconds=5), closed_at=now, calls=1, call_seconds=4.0, "
+        f"prompt_tokens={prompt[0]}, prompt_seconds={prompt[1]}, generated_tokens={generated[0]}, "
+        f"generation_seconds={generated[1]})\n"
+        f"open(os.environ[{SPEED_LOG_ENV!r}], 'a').write(s.model_dump_json() + '\\n')\n")
+    return [sys.executable, "-c", script]
+
+
+def test_a_probe_reads_the_model_s_own_counters_and_says_what_went_wrong(tmp_path):
+    import sys
+
+    from roma_lab.experiments._probe import PROBE_FILE, read_probe, run_probe
+
+    probe = run_probe(tmp_path, command=fake_probe())
+    assert (probe.prompt_tps, probe.generation_tps, probe.model) == (60.0, 24.0, "fake.gguf")
+    assert read_probe(tmp_path) == probe and (tmp_path / PROBE_FILE).is_file()
+    with pytest.raises(RuntimeError, match=r"failed \(exit 3\): no model here"):
+        run_probe(tmp_path, command=[sys.executable, "-c", "import sys; sys.exit('no model here') if 0 else "
+                                     "(print('no model here', file=sys.stderr), sys.exit(3))"])
+    with pytest.raises(RuntimeError, match="recorded no prompt and generation speed"):
+        run_probe(tmp_path, command=[sys.executable, "-c", "pass"])
+    with pytest.raises(ValueError, match="is not one"):
+        run_probe(tmp_path, lm="openai/gpt-4.1")  # a remote model is no speed of this machine
+    assert read_probe(tmp_path) == probe  # a failed probe leaves the last good one
+
+
+def test_the_plan_scales_a_spec_s_figure_by_the_probe_and_only_where_the_spec_names_its_machine(tmp_path):
+    from roma_lab.experiments._plan_text import plan_lines
+    from roma_lab.experiments._probe import PROBE_FILE, run_probe, speed_ratio
+
+    quick = load_spec(REPO / "experiments" / "01_run_quickstart.toml")
+    named = dataclasses.replace(quick, measured_tps=(120.0, 48.0))  # a machine twice as fast as the probe's
+    run_probe(tmp_path, command=fake_probe())  # 60 / 24 tok/s
+    (scaled,), (plain,) = (plan_study([spec], results_root=tmp_path).notebooks for spec in (named, quick))
+    assert scaled.seconds == pytest.approx(quick.measured_s * 2) and plain.seconds == quick.measured_s
+    assert scaled.cost_source == "estimate (the spec's measured run, scaled by this machine's speed probe)"
+    assert plain.cost_source == "estimate (the spec's measured run)"
+    lines = plan_lines(plan_study([named], results_root=tmp_path))
+    assert lines[2].split()[-1] == "probe" and "  1 of them scaled to this machine by its speed probe" in lines
+    # the mix: an agent's call evaluates ~12 prompt tokens per generated one; prompt speed weighs most
+    probe = run_probe(tmp_path, command=fake_probe(prompt=(600, 20.0)))  # prompt half as fast
+    assert speed_ratio(probe, (60.0, 24.0)) == pytest.approx((12 / 30 + 1 / 24) / (12 / 60 + 1 / 24))
+    (tmp_path / PROBE_FILE).write_text('{"model": "x", "prompt_tps": -1}')
+    with pytest.warns(UserWarning, match="not a speed probe"):
+        assert plan_study([named], results_root=tmp_path).notebooks[0].seconds == quick.measured_s
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("measured_tps = [52.1]", "two positive numbers"),
+    ("measured_tps = [52.1, 0]", "two positive numbers"),
+    ('measured_tps = ["fast", 17.8]', "two positive numbers"),
+])
+def test_a_spec_names_its_machine_s_speed_as_two_positive_tok_s(tmp_path, line, message):
+    path = copy_of_27(tmp_path, "")
+    path.write_text(path.read_text().replace("measured_s = 4542\n", f"measured_s = 4542\n{line}\n"))
+    with pytest.raises(SpecError, match=message):
+        load_spec(path)
+    path.write_text(path.read_text().replace(line, "measured_tps = [52.1, 17.8]"))
+    assert load_spec(path).measured_tps == (52.1, 17.8)
+    path.write_text(path.read_text().replace("measured_s = 4542\n", ""))
+    with pytest.raises(SpecError, match="it needs 'measured_s'"):
+        load_spec(path)
+
+
+def test_probe_on_the_command_line(tmp_path, monkeypatch, capsys):
+    from roma_lab.experiments import _cli
+    from roma_lab.experiments._probe import run_probe
+
+    monkeypatch.setattr(_cli, "run_probe", lambda root, lm: run_probe(root, lm=lm, command=fake_probe()))
+    assert _cli.main(["--root", str(REPO), "probe", "--results", str(tmp_path)]) == 0
+    assert "prompt 60.0 tok/s, generation 24.0 tok/s" in capsys.readouterr().out
+    monkeypatch.undo()
+    assert _cli.main(["--root", str(REPO), "probe", "--lm", "openai/gpt-4.1", "--results", str(tmp_path)]) == 2
+    (error,) = capsys.readouterr().err.strip().splitlines()
+    assert error.startswith("error: a probe times the embedded model")

@@ -4,7 +4,8 @@ Command line: ``python -m roma_lab.experiments list`` and
 ``python -m roma_lab.experiments run [STEM ...] [--all] [--smoke] [--lm MODEL] [--force] [--cluster NAME]
 [--per item|notebook] [--set NAME=VALUE ...]`` (a Dask cluster: design/cluster.md; ``--set N_TASKS=100`` sizes
 a run, design/runner.md) and ``python -m roma_lab.experiments times``
-(the README's run-time table from the provenance files).
+(the README's run-time table from the provenance files, each run's time beside the time predicted for it);
+``plan`` and ``probe`` (this machine's speed, which the plan scales the specs' figures by): design/planning.md.
 """
 
 from ._contract import contract_problems, notebook_problems

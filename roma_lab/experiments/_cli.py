@@ -1,6 +1,7 @@
 """Command line: ``list`` the experiments with their status, ``plan`` what a run of them will cost and
 can detect, ``run`` some or all of them (``--budget`` sizes them by the plan, ``--budget-usd`` caps each
-notebook's dollars), ``times`` prints the run-time table (markdown) from each results folder's provenance.json.
+notebook's dollars), ``times`` prints the run-time table (markdown) from each results folder's provenance.json,
+``probe`` times the embedded model on this machine for the plan.
 
 A bad value or a known error is one line on stderr starting ``error:`` and exit code 2, before anything
 runs: never a traceback, never the usage (``--help`` shows it)."""
@@ -26,6 +27,7 @@ from roma_lab.results import default_repo_root
 from ._key import experiment_status
 from ._plan import check_target_mde, parse_budget, plan_study, predicted_seconds, write_plan
 from ._plan_text import plan_lines
+from ._probe import PROBE_FILE, read_probe, run_probe
 from ._runner import run_experiments
 from ._spec import (
     ExperimentSpec,
@@ -58,6 +60,9 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("list", parents=[shared], help="show every experiment and its status")
     # times reads what the runs recorded, whatever model they named
     commands.add_parser("times", parents=[where], help="print the run-time table (markdown) from results/*/provenance.json")
+    probe = commands.add_parser("probe", parents=[where],
+                                help="time a few seconds of the embedded model here; plan scales the specs' figures by it")
+    probe.add_argument("--lm", default="local", help="the embedded model to probe (default: local)")
     budget = CommandParser(add_help=False)
     budget.add_argument("--budget", help="a time budget such as 2h or 90min: each sized notebook runs at the n its "
                                          "share buys (the rule: design/planning.md)")
@@ -306,11 +311,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{len(bad)} spec file(s) not valid, not listed: see the errors above", file=sys.stderr)
         return 2 if bad else 0
 
+    if args.command == "probe":
+        try:
+            probe = run_probe(results_root, lm=args.lm or "local")
+        except (ValueError, RuntimeError, OSError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(f"speed probe of {probe.model}: prompt {probe.prompt_tps:.1f} tok/s, generation "
+              f"{probe.generation_tps:.1f} tok/s ({probe.threads} threads, load {probe.load_avg_1min:.2f}); "
+              f"written to {_shown(results_root / PROBE_FILE)}")
+        return 0
     if args.command == "times":
-        rows = run_times(results_root, [s.stem for s in specs])
+        rows, probe = run_times(results_root, [s.stem for s in specs]), read_probe(results_root)
         by_stem = {s.stem: s for s in specs}
         predicted = {row.stem: guess for row in rows if row.stem in by_stem
-                     and (guess := predicted_seconds(by_stem[row.stem], row)) is not None}
+                     and (guess := predicted_seconds(by_stem[row.stem], row, probe)) is not None}
         print(times_markdown(rows, predicted))
         return 0
     known = {s.stem: s for s in specs}

@@ -45,6 +45,7 @@ from pathlib import Path
 from roma_lab.results import PROVENANCE_FILE, open_regular
 from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
+from ._probe import SpeedProbe, read_probe, speed_ratio
 from ._spec import ExperimentSpec, ParamValue, Pilot, work_units
 from ._times import RunTime, read_run_time, read_speed_log
 
@@ -65,6 +66,7 @@ PRICED_MODEL = "openai/gpt-4.1"
 #: Where a cost comes from, after a run here (``measured (<date>, <model>)``): the spec's own figures.
 SPEC_RUN = "estimate (the spec's measured run)"
 SPEC_TIMEOUT = "estimate (spec timeout / 3)"
+SPEC_PROBED = "estimate (the spec's measured run, scaled by this machine's speed probe)"
 
 
 def parse_budget(text: str) -> float:
@@ -170,10 +172,11 @@ class StudyPlan:
         return {p.stem: {p.unit: p.n} for p in self.notebooks if p.unit is not None and p.n is not None}
 
 
-def _cost(spec: ExperimentSpec, ran: RunTime, record: Path) -> tuple[float, str, float | None]:
+def _cost(spec: ExperimentSpec, ran: RunTime, record: Path, probe: SpeedProbe | None = None
+          ) -> tuple[float, str, float | None]:
     """(seconds per unit of ``spec.timeout_units`` -- or of the whole run for a fixed notebook --, where
     that comes from, prompt + generated tokens per unit or None), ``ran`` being its last run here,
-    recorded in ``record``."""
+    recorded in ``record``; ``probe``: this machine's speed probe."""
     if ran.status == "completed" and ran.smoke is False and ran.seconds and not _replay(ran):
         units = _units_run(spec, dict(ran.overrides))
         if units is not None:
@@ -182,7 +185,7 @@ def _cost(spec: ExperimentSpec, ran: RunTime, record: Path) -> tuple[float, str,
         warnings.warn(f"{record}: its sizes {dict(ran.overrides)} count no work "
                       f"({', '.join(spec.timeout_units)} must be whole numbers >= 1 or non-empty lists); "
                       "its run time is not used", UserWarning, stacklevel=2)
-    return _spec_cost(spec)
+    return _spec_cost(spec, probe)
 
 
 def _replay(ran: RunTime) -> str:
@@ -192,17 +195,21 @@ def _replay(ran: RunTime) -> str:
     return "" if calls is None or not calls.replayed else f"{calls.cached} of {calls.requests} calls from the cache"
 
 
-def _spec_cost(spec: ExperimentSpec) -> tuple[float, str, None]:
-    """The spec's figure for a unit: its measured run over that run's units, else its timeout over 3."""
+def _spec_cost(spec: ExperimentSpec, probe: SpeedProbe | None = None) -> tuple[float, str, None]:
+    """The spec's figure for a unit: its measured run over that run's units (scaled to this machine
+    when a probe of it and the speed of the machine that ran it are known), else its timeout over 3."""
     if spec.measured_s is not None:  # what a run took on a machine like this one, at the sizes it names
         sizes = {**spec.defaults, **spec.parameters, **spec.measured_sizes}
         units = work_units(spec.timeout_units, sizes) if spec.timeout_units else 1
+        if probe is not None and spec.measured_tps is not None:
+            return spec.measured_s / units * speed_ratio(probe, spec.measured_tps), SPEC_PROBED, None
         return spec.measured_s / units, SPEC_RUN, None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, SPEC_TIMEOUT, None
 
 
-def predicted_seconds(spec: ExperimentSpec, ran: RunTime) -> tuple[float, str] | None:
+def predicted_seconds(spec: ExperimentSpec, ran: RunTime, probe: SpeedProbe | None = None
+                      ) -> tuple[float, str] | None:
     """What was predicted for ``ran`` before it ran, and by what: the plan line ``run --budget`` handed
     it ("plan"), else the spec's figure at its sizes ("spec"); None for a smoke run (scripted models,
     no prediction) or sizes that count no work. Never the run itself: a check out of sample."""
@@ -211,7 +218,8 @@ def predicted_seconds(spec: ExperimentSpec, ran: RunTime) -> tuple[float, str] |
     units = _units_run(spec, dict(ran.overrides))
     if ran.smoke is not False or units is None:
         return None
-    return _spec_cost(spec)[0] * units, "spec"
+    per_unit, source, _ = _spec_cost(spec, probe)
+    return per_unit * units, "probe" if source == SPEC_PROBED else "spec"
 
 
 def _units_run(spec: ExperimentSpec, asked: Mapping[str, ParamValue]) -> int | None:
@@ -337,7 +345,8 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     quote_concurrency, quote_price = (concurrency, price) if remote else (max_concurrency(quote_lm), _price(quote_lm))
     speeds = read_speed_log(root)  # once for every notebook
     runs = {s.stem: read_run_time(root, s.stem, speeds) for s in specs}  # a record with impossible times: "unreadable"
-    costs = {s.stem: _cost(s, runs[s.stem], root / s.stem / PROVENANCE_FILE) for s in specs}
+    probe = read_probe(root)
+    costs = {s.stem: _cost(s, runs[s.stem], root / s.stem / PROVENANCE_FILE, probe) for s in specs}
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
         units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1

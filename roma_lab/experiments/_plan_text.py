@@ -4,7 +4,7 @@ on the real experiments/)."""
 
 from __future__ import annotations
 
-from ._plan import SPEC_RUN, SPEC_TIMEOUT, NotebookPlan, StudyPlan
+from ._plan import SPEC_PROBED, SPEC_RUN, SPEC_TIMEOUT, NotebookPlan, StudyPlan
 from ._times import format_seconds
 
 #: What ``run --budget`` does with a plan over its budget; the README says the same of ``make reproduce``.
@@ -12,7 +12,8 @@ BUDGET_RULE = "a budget sizes notebooks, it stops none"
 LEGEND = (
     "n: tasks each system runs (-: not sized by tasks, runs at its own sizes).",
     "time: predicted wall time, from: here = its last full run in results/; spec = the run its spec",
-    "  records (experiments/<notebook>.toml); timeout = its spec's timeout / 3.",
+    "  records (experiments/<notebook>.toml); probe = that, scaled by this machine's speed probe",
+    "  (experiments probe); timeout = its spec's timeout / 3.",
     "detects (MDE, minimum detectable effect): the smallest difference in score (0 to 1) between two",
     "  systems on the same n tasks that a paired test finds 4 times in 5 (exact sign test, alpha 0.05),",
     "  were they to disagree on every task (*: how often they disagree is read from its pilot or",
@@ -23,7 +24,7 @@ LEGEND = (
 
 
 def _source(plan: NotebookPlan) -> str:
-    return {SPEC_RUN: "spec", SPEC_TIMEOUT: "timeout"}.get(plan.cost_source, "here")
+    return {SPEC_RUN: "spec", SPEC_PROBED: "probe", SPEC_TIMEOUT: "timeout"}.get(plan.cost_source, "here")
 
 
 def _header(plan: StudyPlan) -> str:
@@ -48,9 +49,12 @@ def _total(plan: StudyPlan) -> list[str]:
     if replays:  # a run served from the completion cache took seconds where the model took an hour
         lines.append(f"  not priced by their runs here, replays from the completion cache: {', '.join(replays)}")
     guessed = sum(_source(p) != "here" for p in plan.notebooks)
+    probed = sum(_source(p) == "probe" for p in plan.notebooks)
     if guessed:
         lines.append(f"  {guessed} of {len(plan.notebooks)} times are the specs' figures, not runs on this "
                      "machine (design/planning.md)")
+    if probed:
+        lines.append(f"  {probed} of them scaled to this machine by its speed probe")
     return lines
 
 

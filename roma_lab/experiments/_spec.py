@@ -21,8 +21,8 @@ INJECTED = ("OUT_DIR",)
 REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
-_OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "measured_sizes", "inputs",
-                  "outputs", "parameters", "smoke", "plan")
+_OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "measured_sizes", "measured_tps",
+                  "inputs", "outputs", "parameters", "smoke", "plan")
 _PLAN_KEYS = ("per", "source", "pilot")
 # Parameters a command line cannot set (--set), and what sets them instead.
 RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
@@ -87,6 +87,9 @@ class ExperimentSpec:
     per: str | None = None
     pilots: tuple[Pilot, ...] = ()  # [plan.pilot]: what the comparisons did before; the first is the primary
     pilot_source: str = ""  # [plan] source: where the pilot's counts come from
+    # the prompt and generation tok/s of the machine measured_s was timed on (None: not known): the plan
+    # scales measured_s to this machine by its speed probe (experiments/_probe.py)
+    measured_tps: tuple[float, float] | None = None
 
     def strata(self, parameters: Mapping[str, object] | None = None) -> int:
         """How many groups ``per`` splits the tasks into at the spec's sizes (1: no ``per``)."""
@@ -387,6 +390,15 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
                                    or not _is_literal(measured_s) or measured_s <= 0):
         problems.append(f"'measured_s' must be a positive number of seconds (a measured run), got {measured_s!r}")
         measured_s = None
+    measured_tps = data.get("measured_tps")
+    if measured_tps is not None:
+        if not (isinstance(measured_tps, list) and len(measured_tps) == 2 and all(
+                isinstance(v, int | float) and not isinstance(v, bool) and _is_literal(v) and v > 0 for v in measured_tps)):
+            problems.append(f"'measured_tps' must be [prompt, generation] tokens per second, two positive numbers, "
+                            f"got {measured_tps!r}")
+            measured_tps = None
+        elif measured_s is None:
+            problems.append("'measured_tps' is the speed of the machine 'measured_s' was timed on: it needs 'measured_s'")
     measured_sizes = _parameter_table(data, "measured_sizes", problems)
     if measured_sizes and measured_s is None:
         problems.append("'measured_sizes' names the sizes of the run 'measured_s' times: it needs 'measured_s'")
@@ -464,6 +476,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         per=per,
         pilots=pilots,
         pilot_source=pilot_source,
+        measured_tps=None if measured_tps is None else (float(measured_tps[0]), float(measured_tps[1])),
     )
 
 
