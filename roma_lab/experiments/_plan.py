@@ -6,25 +6,33 @@ conditions at that n (``roma_lab.stats.plan_paired``), and, for a target MDE, th
 that n costs in time and dollars.
 
 **Where a cost comes from**, in this order: the notebook's last completed full-size run here (its
-wall time over its units of work, so fixed costs count against the units: an over-estimate), else
-the spec's ``measured_s`` (a run on a machine of this kind), else the spec's per-unit timeout over 3
-(each spec's timeout is 3x a measured run, design/runner.md), and it is labelled with its source. A
-named remote model runs ``concurrency`` units at once; its dollars are its tokens per unit (the
-embedded model's counted tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list
-price; unknown stays unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is
-reported as the n it buys at that price per task; where no price per task is known the line says so
-(the cap itself is kept at run time by ``roma_lab.evaluate``, whatever the plan predicted).
+wall time over its units of work, so fixed costs count against the units: an over-estimate) unless it
+was a replay from the completion cache (``_times.ModelCalls``), else the spec's ``measured_s`` (a run
+on a machine of this kind; scaled to this one by its speed probe where the spec names that machine's
+``measured_tps``, ``_probe.py``), else the spec's per-unit timeout over 3 (each spec's timeout is 3x
+a measured run, design/runner.md), and it is labelled with its source. A named remote model runs
+``concurrency`` units at once; its dollars are its tokens per unit (the embedded model's counted
+tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list price; unknown stays
+unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is reported as the n it buys at that
+price per task; where no price per task is known the line says so (the cap itself is kept at run
+time by ``roma_lab.evaluate``, whatever the plan predicted).
 
 **The budget rule** (never from a score): notebooks without a size cost their measured or estimated
-time, and every sized notebook its first 2 tasks; what is left is split equally among the sized
-notebooks, each adding the tasks its share buys, never beyond the notebook's own size (a budget shrinks
-a study to what it can pay for; it never makes one larger than its protocol). Share a notebook cannot
-use goes back to the others, round after round. A notebook whose n can detect nothing useful says so
-in one line.
+time, and every sized notebook its first 2 tasks a comparison; then the comparisons a spec's pilot
+expects to detect are paid for, each sized for the end of its pilot's interval nearer 0, cheapest
+first and only whole (:func:`expectation`); what is left is split equally among the sized notebooks,
+each adding the tasks its share buys, never beyond the notebook's own size, its protocol's (a budget
+shrinks a study to what it can pay for; it never makes one larger than its protocol). Share a
+notebook cannot use goes back to the others, round after round. A notebook whose n can detect nothing
+useful says so in one line; one the budget shrinks is priced at its own size, here and with a named
+remote model (``PRICED_MODEL`` unless ``--lm`` names one).
 
-**The discordance** (share of tasks on which two conditions disagree) is read from the notebook's
-earlier paired tables (``wins + losses`` over ``n`` in any ``*comparisons*.csv`` / ``*paired*.csv``)
-and is labelled; without one the plan is the no-pilot worst case (discordance 1).
+**A comparison's n** is the notebook's n, or its n over the groups its spec's ``[plan] per`` splits
+its tasks into (27: a comparison per level). **The discordance** (share of tasks on which two
+conditions disagree) is its primary comparison's pilot's (the spec's ``[plan.pilot]``), else read
+from the notebook's earlier paired tables (``wins + losses`` over ``n`` in any ``*comparisons*.csv``
+/ ``*paired*.csv``), and is labelled; without either the plan is the no-pilot worst case
+(discordance 1).
 
 **Nothing read is trusted.** A results file the plan cannot use as it stands (a record without time
 zones or ending before it starts, sizes that count no work, a paired table whose counts are not
