@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from roma_lab._cli import CommandParser
@@ -22,10 +23,10 @@ from roma_lab.cluster import (
     resolve_cluster,
 )
 from roma_lab.lm import SPEED_LOG_ENV
-from roma_lab.results import default_repo_root
+from roma_lab.results import ProvenanceError, default_repo_root, read_provenance
 
-from ._key import experiment_status
-from ._plan import check_target_mde, parse_budget, plan_study, predicted_seconds, write_plan
+from ._key import experiment_status, run_key
+from ._plan import StudyPlan, check_target_mde, parse_budget, plan_study, predicted_seconds, task_sized, write_plan
 from ._plan_text import plan_lines
 from ._probe import PROBE_FILE, read_probe, run_probe
 from ._runner import run_experiments
@@ -34,10 +35,11 @@ from ._spec import (
     OverrideError,
     ParamValue,
     SpecError,
+    check_overrides,
     parse_overrides,
     scan_specs,
 )
-from ._times import SPEED_LOG, format_seconds, run_times, times_markdown
+from ._times import SPEED_LOG, format_seconds, read_run_time, run_times, times_markdown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -212,9 +214,57 @@ def _plan_options(args: argparse.Namespace) -> dict:
             "budget_usd": args.budget_usd}
 
 
-def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace):
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """A task-sized notebook's run an earlier plan of this budget started: its n, and the seconds it
+    recorded (0 when unknown: killed hard)."""
+
+    n: int
+    seconds: float
+
+
+def _kept(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
+          overrides: dict[str, ParamValue]) -> dict[str, _Kept]:
+    """Per notebook stem, the run a plan of this ``--budget`` started in its folder (its record's
+    ``extra.plan``) that the runner would take as this run at that n: a completed one is skipped, an
+    unfinished one resumes its rows. A resumed run keeps that n, whatever a new plan would give it
+    (the plan reads results/ and the time left, so it would size it anew and run it again from
+    nothing); only the notebooks not yet started are sized. Nothing under ``--force``: it starts over."""
+    if args.budget_s is None or getattr(args, "force", False) or getattr(args, "fresh", False):
+        return {}
+    kept = {}
+    for spec in selected:
+        out_dir = (results_root if args.results else _own_folder(results_root, [spec], overrides)) / spec.stem
+        try:
+            record = read_provenance(out_dir)
+        except (FileNotFoundError, ProvenanceError):
+            continue
+        plan = record.extra.get("plan")
+        if (not isinstance(plan, dict) or not task_sized(spec) or plan.get("unit") != spec.timeout_units[0]
+                or plan.get("run_budget_s", plan.get("budget_s")) != args.budget_s):  # older records: their budget
+            continue
+        sizes = {**overrides, spec.timeout_units[0]: plan.get("n")}
+        try:
+            sizes = check_overrides(spec, sizes)
+        except OverrideError:  # an edited record: no n a run starts with
+            continue
+        if run_key(spec, out_dir=out_dir, smoke=args.smoke, lm=args.lm, overrides=sizes).matches(record):
+            kept[spec.stem] = _Kept(sizes[spec.timeout_units[0]],
+                                    read_run_time(out_dir.parent, spec.stem).seconds or 0.0)
+    return kept
+
+
+def _records(plan: StudyPlan, budget_s: float | None) -> dict[str, dict]:
+    """The plan entry each notebook's provenance records, with the budget of the whole run (a re-plan's
+    own ``budget_s`` is the time that was left), by which a resumed run finds the runs it started."""
+    return {stem: {**entry, "run_budget_s": budget_s} for stem, entry in plan.records().items()}
+
+
+def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
+          kept: dict[str, _Kept]) -> StudyPlan:
     """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
-    plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s, **_plan_options(args))
+    plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s,
+                      kept={stem: k.n for stem, k in kept.items()}, **_plan_options(args))
     for line in plan_lines(plan):
         print(line)
     print(f"plan written to {_shown(write_plan(plan, results_root))}")
@@ -226,17 +276,20 @@ _clock = time.monotonic
 
 
 def _replan(spec: ExperimentSpec, rest: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
-            left_s: float, records: dict[str, dict]) -> tuple[dict[str, ParamValue], dict[str, dict]]:
+            left_s: float, records: dict[str, dict], kept: dict[str, _Kept]
+            ) -> tuple[dict[str, ParamValue], dict[str, dict]]:
     """Before a sized notebook runs under ``--budget``: the notebooks not yet run (``rest``, ``spec``
-    among them) planned again with the ``left_s`` seconds left of the budget, so what the finished
-    ones did not spend goes to the rest (and what they overspent comes out of it). ``spec``'s sizes
-    and the plan records with its new entry; a line says so when its n changes."""
+    among them, the ``kept`` ones at their n) planned again with the ``left_s`` seconds left of the
+    budget, so what the finished ones did not spend goes to the rest (and what they overspent comes
+    out of it). ``spec``'s sizes and the plan records with its new entry; a line says so when its n
+    changes."""
     import warnings
 
     with warnings.catch_warnings():  # the first plan warned of every file it left out
         warnings.simplefilter("ignore")
-        plan = plan_study(rest, results_root=results_root, budget_s=max(left_s, 0.0), **_plan_options(args))
-    entry = plan.records()[spec.stem]
+        plan = plan_study(rest, results_root=results_root, budget_s=max(left_s, 0.0),
+                          kept={stem: k.n for stem, k in kept.items()}, **_plan_options(args))
+    entry = _records(plan, args.budget_s)[spec.stem]
     if entry["n"] != records[spec.stem]["n"]:
         print(f"re-plan with {format_seconds(max(left_s, 0.0))} of the budget left: {spec.stem}: "
               f"n = {records[spec.stem]['n']} -> {entry['n']}", flush=True)
@@ -334,10 +387,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: unknown experiment(s) {', '.join(unknown)}; known: {', '.join(known) or '(none)'}", file=sys.stderr)
         return 2
     selected = specs if args.all else [known[stem] for stem in dict.fromkeys(args.stems)]
-    planned = None
+    try:  # every value checked against every notebook before any cell runs
+        overrides = _overrides(selected, texts) if args.command == "run" else {}
+    except OverrideError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    planned, kept = None, _kept(selected, results_root, args, overrides)
     if args.command == "plan" or args.budget_s is not None:
         try:
-            planned = _plan(selected, results_root, args)
+            planned = _plan(selected, results_root, args, kept)
         except (ValueError, OSError) as exc:  # OSError: plan.json cannot be written there
             print(f"error: {exc}", file=sys.stderr)
             return 2
@@ -349,11 +407,6 @@ def main(argv: list[str] | None = None) -> int:
         os.environ[ENV.fresh] = "1"
         args.force = True
 
-    try:  # every value checked against every notebook before any cell runs
-        overrides = _overrides(selected, texts)
-    except OverrideError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
     sized = planned.overrides() if planned is not None else {}
     if set(overrides) & {name for sizes in sized.values() for name in sizes}:
         print("error: --budget sizes the notebooks; do not --set their size too", file=sys.stderr)
@@ -363,13 +416,17 @@ def main(argv: list[str] | None = None) -> int:
     rest = [s for s in selected if s.stem not in sized]
     if rest:
         groups.append((rest, overrides))
-    outcomes, records, started = [], planned.records() if planned else None, _clock()
+    outcomes, records, started = [], _records(planned, args.budget_s) if planned else None, _clock()
     try:
         for i, (group, values) in enumerate(groups):
-            if i and records is not None and group[0].stem in sized:  # the first ran on the plan just made
+            # the first ran on the plan just made; a kept one keeps its n
+            if i and records is not None and group[0].stem in sized and group[0].stem not in kept:
                 done = {s.stem for earlier, _ in groups[:i] for s in earlier}
+                # spent: this run's time, and what the kept ones it has passed took before it
+                spent = _clock() - started + sum(k.seconds for stem, k in kept.items() if stem in done)
                 size, records = _replan(group[0], [s for s in selected if s.stem not in done], results_root, args,
-                                        args.budget_s - (_clock() - started), records)
+                                        args.budget_s - spent, records,
+                                        {stem: k for stem, k in kept.items() if stem not in done})
                 values = {**overrides, **size}
             where = results_root if args.results else _own_folder(results_root, group, values)
             if where != results_root:

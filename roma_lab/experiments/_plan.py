@@ -25,7 +25,9 @@ each adding the tasks its share buys, never beyond the notebook's own size, its 
 shrinks a study to what it can pay for; it never makes one larger than its protocol). Share a
 notebook cannot use goes back to the others, round after round. A notebook whose n can detect nothing
 useful says so in one line; one the budget shrinks is priced at its own size, here and with a named
-remote model (``PRICED_MODEL`` unless ``--lm`` names one).
+remote model (``PRICED_MODEL`` unless ``--lm`` names one). A notebook whose run an earlier plan of the
+same budget started keeps that run's n (``kept``: a resumed run skips it or resumes its rows), paid
+for at that n; only the others are sized.
 
 **A comparison's n** is the notebook's n, or its n over the groups its spec's ``[plan] per`` splits
 its tasks into (27: a comparison per level). **The discordance** (share of tasks on which two
@@ -75,6 +77,8 @@ PRICED_MODEL = "openai/gpt-4.1"
 SPEC_RUN = "estimate (the spec's measured run)"
 SPEC_TIMEOUT = "estimate (spec timeout / 3)"
 SPEC_PROBED = "estimate (the spec's measured run, scaled by this machine's speed probe)"
+#: What a plan line says of an n kept from a run an earlier plan of the same budget started.
+KEPT = " (kept: its run under this budget)"
 
 
 def parse_budget(text: str) -> float:
@@ -141,6 +145,7 @@ class NotebookPlan:
     quote_seconds: float | None = None  # at its own size with the plan's quote model (StudyPlan.quote_lm)
     quote_dollars: float | None = None  # the same in dollars (None: unknown)
     replay: str = ""  # why its last run here is no cost: a replay from the completion cache ("" if none)
+    kept: bool = False  # n is that of its run an earlier plan of this budget started (``plan_study``'s kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,8 +343,11 @@ def expectation(pilot: Pilot, *, alpha: float = DEFAULT_STATS.alpha,
 
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
                target_mde: float | None = None, lm: str | None = None, concurrency: int = 1,
-               alpha: float = DEFAULT_STATS.alpha, power: float = DEFAULT_STATS.power, budget_usd: float | None = None) -> StudyPlan:
-    """The plan of ``specs`` under the budget rule of the module docstring."""
+               alpha: float = DEFAULT_STATS.alpha, power: float = DEFAULT_STATS.power, budget_usd: float | None = None,
+               kept: Mapping[str, int] | None = None) -> StudyPlan:
+    """The plan of ``specs`` under the budget rule of the module docstring. ``kept``: per task-sized
+    notebook, the n its run under an earlier plan of this budget started with (a resumed run skips it,
+    or resumes its rows, at that n): the budget pays for it at that n and sizes only the others."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if target_mde is not None:
@@ -362,9 +370,14 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
 
     sized = {s.stem: _Sized.of(s, costs[s.stem][0] / concurrency, alpha, power) for s in specs if task_sized(s)}
     fixed_s = sum(fixed_seconds(s) for s in specs if not task_sized(s))
-    budget_k = None if budget_s is None else _allocate(
-        {stem: (z.own_k, z.step_s) for stem, z in sized.items()}, budget_s - fixed_s,
-        first={stem: z.first_k for stem, z in sized.items() if z.first_k is not None})
+    kept = {stem: n for stem, n in (kept or {}).items() if stem in sized} if budget_s is not None else {}
+    budget_n = None
+    if budget_s is not None:  # the kept notebooks paid for at their n, the others sized by what is left
+        free = {stem: z for stem, z in sized.items() if stem not in kept}
+        left = budget_s - fixed_s - sum(n * sized[stem].per_task_s for stem, n in kept.items())
+        k = _allocate({stem: (z.own_k, z.step_s) for stem, z in free.items()}, left,
+                      first={stem: z.first_k for stem, z in free.items() if z.first_k is not None})
+        budget_n = {**kept, **{stem: k[stem] * z.strata for stem, z in free.items()}}
     plans = []
     for spec in specs:
         per_unit, source, tokens = costs[spec.stem]
@@ -378,7 +391,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}", replay=_replay(runs[spec.stem])))
             continue
         z = sized[spec.stem]
-        n = z.own_n if budget_k is None else budget_k[spec.stem] * z.strata
+        n = z.own_n if budget_n is None else budget_n[spec.stem]
         k = n // z.strata  # the n of each comparison
         psi, psi_source = z.discordance if z.discordance[0] is not None else _discordance(root, spec.stem)
         at_n = plan_paired(max(k, 1), discordance=psi, alpha=alpha, power=power)
@@ -420,14 +433,16 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             target_n=None if target is None else target.n * z.strata,
             target_seconds=None if target is None else target.n * z.strata * z.per_task_s,
             target_dollars=None if target is None or money is None else target.n * z.strata * money,
-            dollars_n=dollars_n, detects=detects, line=f"{spec.stem}: n = {n}, {_time(n * z.per_task_s)}; detects {detects}",
+            dollars_n=dollars_n, detects=detects,
+            line=f"{spec.stem}: n = {n}{KEPT if spec.stem in kept else ''}, {_time(n * z.per_task_s)}; detects {detects}",
             strata=z.strata, stratum=z.stratum, comparison_n=k, dollars_per_task=money,
             expected=tuple(e for e in z.expected if e.needs is not None and e.needs <= k),
             pilots=z.expected, own_seconds=z.own_n * z.per_task_s,
             # a remote model runs its units quote_concurrency at once, each as long as here (the --lm rule)
             quote_seconds=z.own_n * z.per_task_s * (1 if remote else concurrency / quote_concurrency),
             quote_dollars=(None if quote_price is None or tokens is None
-                           else z.own_n * z.others * tokens * quote_price), replay=_replay(runs[spec.stem])))
+                           else z.own_n * z.others * tokens * quote_price), replay=_replay(runs[spec.stem]),
+            kept=spec.stem in kept))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency)
 
 

@@ -4,6 +4,8 @@ on the real experiments/)."""
 
 from __future__ import annotations
 
+import textwrap
+
 from ._plan import SPEC_PROBED, SPEC_RUN, SPEC_TIMEOUT, NotebookPlan, StudyPlan
 from ._times import format_seconds
 
@@ -45,6 +47,10 @@ def _total(plan: StudyPlan) -> list[str]:
     else:  # the budget rule's floor (2 tasks each) is over it: run still runs them all at that floor
         lines = [f"{total}, over the {format_seconds(plan.budget_s)} budget even at 2 tasks a comparison;",
                  f"  run still runs them all, the sized ones at that floor ({BUDGET_RULE})"]
+    kept = [p.stem for p in plan.notebooks if p.kept]
+    if kept:  # a resumed run: their sizes are those their runs started with, whatever the plan would give
+        lines += textwrap.wrap(f"kept at the n their runs under this budget started with: {', '.join(kept)}",
+                               width=100, initial_indent="  ", subsequent_indent="    ")
     replays = [p.stem for p in plan.notebooks if p.replay]
     if replays:  # a run served from the completion cache took seconds where the model took an hour
         lines.append(f"  not priced by their runs here, replays from the completion cache: {', '.join(replays)}")
