@@ -82,8 +82,18 @@ def test_notebook_27_says_which_levels_21_to_26_run():
 
     levels = {declared_parameters(p)["LEVELS"] for p in sorted((REPO / "notebooks").glob("2[1-6]_*.ipynb"))}
     intro = "".join(json.loads((REPO / "notebooks" / "27_measure_levels_table1.ipynb").read_text())["cells"][0]["source"])
-    assert levels == {'["L1"]'} and 'Notebooks 21–26 run two tasks each, all at L1 (`LEVELS = ["L1"]`)' in intro
-    assert "no L1 task" not in intro
+    assert levels == {'["L1"]'} and 'Notebooks 21–26 run at L1 only (`LEVELS = ["L1"]`; 90 tasks each' in intro
+    assert "no L1 task" not in intro and "two tasks each" not in intro
+
+
+@pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("2[1-7]_*.ipynb")), ids=lambda p: p.stem)
+def test_the_task_sized_studies_say_their_protocol_size_and_that_a_budget_shrinks_it(notebook):
+    """Issue 54: 21-26 run at their protocol's 90 tasks (their specs), no longer 2, and 27's intro
+    said they ran two each: each intro names the size the runner runs it at and that a budget shrinks it."""
+    spec = load_spec(REPO / "experiments" / f"{notebook.stem}.toml")
+    size = {**spec.defaults, **spec.parameters}["N_TASKS"]
+    intro = "".join(json.loads(notebook.read_text())["cells"][0]["source"])
+    assert f"`N_TASKS = {size}`" in intro and "a `--budget` (`make reproduce`) shrinks it" in intro
 
 
 @pytest.mark.parametrize("notebook", sorted((REPO / "notebooks").glob("[0-9]*.ipynb")), ids=lambda p: p.stem)
