@@ -134,3 +134,33 @@ def test_a_forced_run_sizes_every_notebook_anew(project, tmp_path, ran):
                       "--results", str(results)]) == 0
     assert [n for _, n, _ in ran["runs"]] == [p.n for p in plan_study(
         load_specs(project), results_root=results, budget_s=600).notebooks]
+
+
+LEVELS_SPEC = SPEC.replace("measured_s = 400  # 10 s a task at its own 40", "measured_s = 600  # 10 s a task at its own 60"
+                           ).replace("N_TASKS = 40", "N_TASKS = 60").replace("timeout_s = 1500", "timeout_s = 2000") + """
+[plan]
+per = "LEVELS"
+source = "a fixture's pilot"
+
+[plan.pilot]
+"a - b, L1" = [20, 0, 30]
+"""
+
+
+def test_a_notebook_run_in_its_primary_comparison_s_level_alone_stays_in_results_and_is_kept(tmp_path, ran, capsys):
+    root = tmp_path / "levels"
+    shutil.copytree(FIXTURE, root)
+    (root / "experiments" / "00_fixture.toml").unlink()
+    notebook = json.loads((root / "notebooks" / "00_fixture.ipynb").read_text().replace("N_ROWS", "N_TASKS"))
+    notebook["cells"][2]["source"].append('\nLEVELS = ["L1", "L2"]')
+    (root / "notebooks" / "27_levels.ipynb").write_text(json.dumps(notebook))
+    (root / "experiments" / "27_levels.toml").write_text(LEVELS_SPEC.format(stem="27_levels"))
+    # 5 min: 22 tasks a level in both levels cost 440 s; in L1 alone 220 s, and 8 more reach its 30 there
+    assert _cli.main(["--root", str(root), "run", "--all", "--budget", "5min"]) == 0
+    record = read_provenance(root / "results" / "27_levels")  # in results/, not a folder of its own
+    assert record.parameters["LEVELS"] == ["L1"] and record.parameters["N_TASKS"] == 30
+    assert "27_levels runs in L1 alone: its primary comparison's n is not paid in every level" in capsys.readouterr().out
+    assert not (root / "results" / "own").exists()
+    ran["runs"].clear()
+    assert _cli.main(["--root", str(root), "run", "--all", "--budget", "5min"]) == 0
+    assert ran["runs"] == [] and "1 skipped" in capsys.readouterr().out

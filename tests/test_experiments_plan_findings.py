@@ -48,10 +48,40 @@ def test_27_is_planned_per_level_not_as_one_comparison_of_60(tmp_path):
     # planned as one comparison over all 60 tasks it claimed to detect far less than its comparisons can
     (pooled,) = plan_study([dataclasses.replace(LEVELS, per=None)], results_root=tmp_path).notebooks
     assert pooled.comparison_n == 60 and pooled.mde < own.mde - 0.1
-    # a budget buys a task in every level at a time, never fewer than 2 a level
-    for budget in (60, 1800, 2700, 3601):
+    # a budget buys a task in every level at a time, never fewer than 2 a level (one that cannot pay its
+    # primary comparison in every level but can in its level: the test below)
+    for budget in (60, 3601, 4000):
         (planned,) = plan_study([LEVELS], results_root=tmp_path, budget_s=budget).notebooks
-        assert planned.n % 2 == 0 and planned.comparison_n == planned.n // 2 >= 2
+        assert planned.n % 2 == 0 and planned.comparison_n == planned.n // 2 >= 2 and planned.sets == ()
+
+
+def test_27_runs_its_primary_comparison_s_level_alone_when_the_budget_cannot_pay_it_in_every_level(tmp_path):
+    from roma_lab.experiments._plan_text import plan_lines
+
+    need = expectation(LEVELS.pilots[0]).needs  # 22 a level: 44 tasks in both, 22 in L1 alone
+    (alone,) = (planned := plan_study([LEVELS], results_root=tmp_path, budget_s=1800)).notebooks
+    assert alone.sets == (("LEVELS", ["L1"]),) and alone.strata == 1 and alone.comparison_n == alone.n >= need
+    assert planned.overrides()[LEVELS.stem] == {"N_TASKS": alone.n, "LEVELS": ["L1"]}
+    assert [e.name for e in alone.expected] == ["agent - single, L1"]
+    assert alone.line.startswith(f"{LEVELS.stem}: n = {alone.n}, ") and alone.detects.endswith(" in L1 alone") and (
+        alone.line.endswith(f"in L1 alone; agent - single, L1 needs n = {need} a level, not paid in every level"))
+    lines = plan_lines(planned)
+    assert max(map(len, lines)) <= 100 and (f"  {LEVELS.stem} runs in L1 alone: its primary comparison's n is not "
+                                            "paid in every level") in lines
+    # never beyond its protocol's size in that level, 30
+    assert plan_study([LEVELS], results_root=tmp_path, budget_s=3000).notebooks[0].n == 30
+    # a budget that pays it in every level runs every level; one that pays it in none runs every level at 2
+    assert plan_study([LEVELS], results_root=tmp_path, budget_s=3601).notebooks[0].sets == ()
+    assert plan_study([LEVELS], results_root=tmp_path, budget_s=60).notebooks[0].sets == ()
+    # a primary comparison that names no level of LEVELS is never narrowed
+    unnamed = dataclasses.replace(LEVELS, pilots=(dataclasses.replace(LEVELS.pilots[0], name="agent - single"),
+                                                  *LEVELS.pilots[1:]))
+    (whole,) = plan_study([unnamed], results_root=tmp_path, budget_s=1800).notebooks
+    assert whole.sets == () and whole.comparison_n < need
+    # a resumed run keeps it in its level at its n, whatever the budget now buys
+    (kept,) = plan_study([LEVELS], results_root=tmp_path, budget_s=4000,
+                         kept={LEVELS.stem: {"N_TASKS": 23, "LEVELS": ["L1"]}}).notebooks
+    assert (kept.n, kept.sets, kept.kept) == (23, (("LEVELS", ["L1"]),), True)
 
 
 def test_a_pilot_expects_what_its_interval_rules_out_and_is_sized_for_the_end_nearer_0():
@@ -342,24 +372,24 @@ def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_r
 
     monkeypatch.setattr(_cli, "run_experiments", fake_run)
     monkeypatch.setattr(_cli, "_clock", lambda: clock[0])
-    planned = plan_study([first, LEVELS], results_root=tmp_path, budget_s=3600)
+    planned = plan_study([first, LEVELS], results_root=tmp_path, budget_s=4200)
     one, levels = planned.notebooks
     took = {first.stem: one.seconds / 4}  # it finished in a quarter of its predicted time
-    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "1h",
+    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0
     (stem1, sizes1, plan1), (stem2, sizes2, plan2) = runs
     assert (stem1, sizes1["N_TASKS"], plan1["n"]) == (first.stem, one.n, one.n)  # the plan printed first
-    left = 3600 - one.seconds / 4
+    left = 4200 - one.seconds / 4
     again = plan_study([LEVELS], results_root=tmp_path, budget_s=left).notebooks[0]
     assert (stem2, sizes2["N_TASKS"]) == (LEVELS.stem, again.n) and again.n > levels.n
     assert plan2["n"] == again.n and plan2["budget_s"] == pytest.approx(left)  # its provenance's plan entry
     assert f"{LEVELS.stem}: n = {levels.n} -> {again.n}" in capsys.readouterr().out
-    assert json.loads((tmp_path / "plan.json").read_text())["budget_s"] == 3600  # the plan as printed
+    assert json.loads((tmp_path / "plan.json").read_text())["budget_s"] == 4200  # the plan as printed
 
     # a notebook that overran takes it out of the rest, never below the floor
     runs.clear()
     took = {first.stem: 10 * 3600.0}
-    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "1h",
+    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0
     assert runs[1][1]["N_TASKS"] == 4 and runs[1][2]["budget_s"] == 0  # 2 a level
 

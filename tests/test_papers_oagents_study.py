@@ -539,6 +539,23 @@ def test_the_levels_study_pairs_each_system_with_the_single_call_on_the_levels_a
     assert "paired" not in alone.extra and not (tmp_path / "alone" / "levels_paired.csv").exists()
 
 
+def test_the_levels_study_on_one_level_pairs_it_and_says_there_is_no_trend_to_test(tmp_path, monkeypatch):
+    # a budget that cannot pay for notebook 27's primary comparison at every level runs its level alone
+    import roma_lab.evaluate._systems as systems
+    from roma_lab.papers.oagents import measure_levels
+
+    monkeypatch.setattr(systems, "_resolved", lambda lm: gold_lm({"L1"}) if isinstance(lm, str) else lm)
+    tables = measure_levels(tmp_path, lm=gold_lm({"L1"}), n_tasks=3, systems=("single",), levels=("L1",),
+                            stats=StatsSettings(n_resamples=20))
+    trend = tables.extra["trend"].set_index(["condition", "level"])
+    assert trend.loc[("OAgents", "L1"), ["correct", "n"]].tolist() == [3, 3]
+    assert trend.loc[("OAgents", "L1"), "pass@1"] == 1.0
+    tests = trend.xs("one level", level="level")
+    assert set(tests.index) == {"OAgents", "single"} and tests["p_value"].isna().all()
+    assert (tests["verdict"] == "one level run (L1): no trend by level to test").all()
+    assert tables.extra["paired"].set_index("level").loc["L1", "wins"] == 3
+
+
 @pytest.mark.parametrize("study", ["measure_protocol", "compare_planning", "compare_memory", "compare_tts",
                                    "compare_backbones", "compare_search"])
 def test_each_design_study_scores_only_the_levels_asked_and_says_which(tmp_path, study):

@@ -216,10 +216,11 @@ def _plan_options(args: argparse.Namespace) -> dict:
 
 @dataclass(frozen=True, slots=True)
 class _Kept:
-    """A task-sized notebook's run an earlier plan of this budget started: its n, and the seconds it
-    recorded (0 when unknown: killed hard)."""
+    """A task-sized notebook's run an earlier plan of this budget started: the sizes the plan gave it
+    (its n, and its groups where the plan narrowed them), and the seconds it recorded (0 when
+    unknown: killed hard)."""
 
-    n: int
+    sizes: dict[str, ParamValue]
     seconds: float
 
 
@@ -243,13 +244,13 @@ def _kept(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
         if (not isinstance(plan, dict) or not task_sized(spec) or plan.get("unit") != spec.timeout_units[0]
                 or plan.get("run_budget_s", plan.get("budget_s")) != args.budget_s):  # older records: their budget
             continue
-        sizes = {**overrides, spec.timeout_units[0]: plan.get("n")}
         try:
-            sizes = check_overrides(spec, sizes)
-        except OverrideError:  # an edited record: no n a run starts with
+            planned = {spec.timeout_units[0]: plan.get("n"), **dict(plan.get("sets") or [])}
+            sizes = check_overrides(spec, {**overrides, **planned})
+        except (OverrideError, TypeError, ValueError):  # an edited record: no sizes a run starts with
             continue
         if run_key(spec, out_dir=out_dir, smoke=args.smoke, lm=args.lm, overrides=sizes).matches(record):
-            kept[spec.stem] = _Kept(sizes[spec.timeout_units[0]],
+            kept[spec.stem] = _Kept({name: sizes[name] for name in planned},
                                     read_run_time(out_dir.parent, spec.stem).seconds or 0.0)
     return kept
 
@@ -264,7 +265,7 @@ def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
           kept: dict[str, _Kept]) -> StudyPlan:
     """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
     plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s,
-                      kept={stem: k.n for stem, k in kept.items()}, **_plan_options(args))
+                      kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
     for line in plan_lines(plan):
         print(line)
     print(f"plan written to {_shown(write_plan(plan, results_root))}")
@@ -288,7 +289,7 @@ def _replan(spec: ExperimentSpec, rest: list[ExperimentSpec], results_root: Path
     with warnings.catch_warnings():  # the first plan warned of every file it left out
         warnings.simplefilter("ignore")
         plan = plan_study(rest, results_root=results_root, budget_s=max(left_s, 0.0),
-                          kept={stem: k.n for stem, k in kept.items()}, **_plan_options(args))
+                          kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
     entry = _records(plan, args.budget_s)[spec.stem]
     if entry["n"] != records[spec.stem]["n"]:
         print(f"re-plan with {format_seconds(max(left_s, 0.0))} of the budget left: {spec.stem}: "
@@ -428,7 +429,8 @@ def main(argv: list[str] | None = None) -> int:
                                         args.budget_s - spent, records,
                                         {stem: k for stem, k in kept.items() if stem not in done})
                 values = {**overrides, **size}
-            where = results_root if args.results else _own_folder(results_root, group, values)
+            # by the --set values alone: what the plan sets (27's narrowed LEVELS too) sizes the run
+            where = results_root if args.results else _own_folder(results_root, group, overrides)
             if where != results_root:
                 print(f"--set changes what the notebook does, not only its size: its run goes to {_shown(where)}/;\n"
                       f"the default run in {_shown(results_root)}/ stays as it is (--results names another folder)")

@@ -30,8 +30,10 @@ same budget started keeps that run's n (``kept``: a resumed run skips it or resu
 for at that n; only the others are sized.
 
 **A comparison's n** is the notebook's n, or its n over the groups its spec's ``[plan] per`` splits
-its tasks into (27: a comparison per level). **The discordance** (share of tasks on which two
-conditions disagree) is its primary comparison's pilot's (the spec's ``[plan.pilot]``), else read
+its tasks into (27: a comparison per level). A budget that cannot pay the n its pilot's primary
+comparison needs in every group, but can in that comparison's group (the one its name ends with,
+"agent - single, L1"), runs that group alone (``NotebookPlan.sets``: 27's ``LEVELS = ["L1"]``).
+**The discordance** (share of tasks on which two conditions disagree) is its primary comparison's pilot's (the spec's ``[plan.pilot]``), else read
 from the notebook's earlier paired tables (``wins + losses`` over ``n`` in any ``*comparisons*.csv``
 / ``*paired*.csv``), and is labelled; without either the plan is the no-pilot worst case
 (discordance 1).
@@ -49,7 +51,7 @@ import math
 import re
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from roma_lab.results import PROVENANCE_FILE, open_regular
@@ -146,6 +148,7 @@ class NotebookPlan:
     quote_dollars: float | None = None  # the same in dollars (None: unknown)
     replay: str = ""  # why its last run here is no cost: a replay from the completion cache ("" if none)
     kept: bool = False  # n is that of its run an earlier plan of this budget started (``plan_study``'s kept)
+    sets: tuple[tuple[str, ParamValue], ...] = ()  # what it runs with besides n (27 narrowed: its LEVELS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,8 +184,9 @@ class StudyPlan:
                 for p in plan["notebooks"]}
 
     def overrides(self) -> dict[str, dict[str, int]]:
-        """Per notebook, the ``--set`` sizes this plan runs it at (only where the budget sets an n)."""
-        return {p.stem: {p.unit: p.n} for p in self.notebooks if p.unit is not None and p.n is not None}
+        """Per notebook, the ``--set`` sizes this plan runs it at (only where the budget sets an n): its n,
+        and its groups where the plan runs it in its primary comparison's alone."""
+        return {p.stem: {p.unit: p.n, **dict(p.sets)} for p in self.notebooks if p.unit is not None and p.n is not None}
 
 
 def _cost(spec: ExperimentSpec, ran: RunTime, record: Path, probe: SpeedProbe | None = None
@@ -344,10 +348,11 @@ def expectation(pilot: Pilot, *, alpha: float = DEFAULT_STATS.alpha,
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
                target_mde: float | None = None, lm: str | None = None, concurrency: int = 1,
                alpha: float = DEFAULT_STATS.alpha, power: float = DEFAULT_STATS.power, budget_usd: float | None = None,
-               kept: Mapping[str, int] | None = None) -> StudyPlan:
+               kept: Mapping[str, Mapping[str, ParamValue]] | None = None) -> StudyPlan:
     """The plan of ``specs`` under the budget rule of the module docstring. ``kept``: per task-sized
-    notebook, the n its run under an earlier plan of this budget started with (a resumed run skips it,
-    or resumes its rows, at that n): the budget pays for it at that n and sizes only the others."""
+    notebook, the sizes its run under an earlier plan of this budget started with (its n, and its
+    groups when the plan narrowed them; a resumed run skips it, or resumes its rows, at them): the
+    budget pays for it at them and sizes only the others."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if target_mde is not None:
@@ -370,14 +375,33 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
 
     sized = {s.stem: _Sized.of(s, costs[s.stem][0] / concurrency, alpha, power) for s in specs if task_sized(s)}
     fixed_s = sum(fixed_seconds(s) for s in specs if not task_sized(s))
-    kept = {stem: n for stem, n in (kept or {}).items() if stem in sized} if budget_s is not None else {}
+    kept = {stem: sizes for stem, sizes in (kept or {}).items() if stem in sized} if budget_s is not None else {}
+    chosen = {stem: z for stem, z in sized.items()}  # each as it runs: whole, or in one group (z.narrow)
+    for stem, sizes in kept.items():
+        narrow = sized[stem].narrow
+        if narrow is not None and all(sizes.get(name) == value for name, value in narrow.sets):
+            chosen[stem] = narrow
     budget_n = None
     if budget_s is not None:  # the kept notebooks paid for at their n, the others sized by what is left
+        kept_n = {stem: sizes[sized[stem].unit] for stem, sizes in kept.items()}
+        left = budget_s - fixed_s - sum(n * sized[stem].per_task_s for stem, n in kept_n.items())
+
+        def allocate(runs: Mapping[str, _Sized]) -> dict[str, int]:
+            return _allocate({stem: (z.own_k, z.step_s) for stem, z in runs.items()}, left,
+                             first={stem: z.first_k for stem, z in runs.items() if z.first_k is not None})
+
         free = {stem: z for stem, z in sized.items() if stem not in kept}
-        left = budget_s - fixed_s - sum(n * sized[stem].per_task_s for stem, n in kept.items())
-        k = _allocate({stem: (z.own_k, z.step_s) for stem, z in free.items()}, left,
-                      first={stem: z.first_k for stem, z in free.items() if z.first_k is not None})
-        budget_n = {**kept, **{stem: k[stem] * z.strata for stem, z in free.items()}}
+        k = allocate(free)
+        # one the budget cannot pay at its pilot's n in every group runs its primary comparison's group
+        # alone, when that pays for it there (design/planning.md)
+        narrow = {stem: z.narrow for stem, z in free.items() if z.narrow is not None and z.narrow.first_k
+                  is not None and z.first_k is not None and k[stem] < z.first_k}
+        if narrow:
+            trial = allocate({**free, **narrow})
+            free.update({stem: z for stem, z in narrow.items() if trial[stem] >= z.first_k})
+            k = allocate(free)
+        chosen.update(free)
+        budget_n = {**kept_n, **{stem: k[stem] * z.strata for stem, z in free.items()}}
     plans = []
     for spec in specs:
         per_unit, source, tokens = costs[spec.stem]
@@ -390,14 +414,16 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
                 detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}", replay=_replay(runs[spec.stem])))
             continue
-        z = sized[spec.stem]
+        z, run = sized[spec.stem], chosen[spec.stem]  # z: its own; run: as it runs (in one group, or whole)
         n = z.own_n if budget_n is None else budget_n[spec.stem]
-        k = n // z.strata  # the n of each comparison
+        k = n // run.strata  # the n of each comparison
         psi, psi_source = z.discordance if z.discordance[0] is not None else _discordance(root, spec.stem)
         at_n = plan_paired(max(k, 1), discordance=psi, alpha=alpha, power=power)
         target = None if target_mde is None else n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power)
         money = None if dollars_per_unit is None else dollars_per_unit * z.others
-        each = "" if z.strata == 1 else f" at n = {k} a {z.stratum}"
+        each = "" if run.strata == 1 else f" at n = {k} a {run.stratum}"
+        if run.sets:  # narrowed: the groups it runs in
+            each = f" in {', '.join(map(str, run.sets[0][1]))} alone"
         if not math.isfinite(at_n.mde):
             detects = "nothing"
         elif at_n.mde >= 0.5:  # only differences no paper reports
@@ -410,12 +436,15 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             except ValueError:  # the conditions disagree too seldom for any n
                 detects += f"; no n detects {UNDETECTABLE_TARGET:.2f}"
             else:
-                if needs * z.strata > z.own_n:  # beyond its protocol; within it, the plan's total names the time
-                    detects += f"; needs n = {needs * z.strata}, ≈ {_time(needs * z.strata * z.per_task_s)} here"
+                if needs * run.strata > run.own_n:  # beyond its protocol; within it, the plan's total names the time
+                    detects += f"; needs n = {needs * run.strata}, ≈ {_time(needs * run.strata * z.per_task_s)} here"
+        # why it runs in one group (the table says it after the total, in its 100 columns)
+        why = (f"; {run.expected[0].name} needs n = {run.first_k} a {z.stratum}, not paid in every {z.stratum}"
+               if run.sets else "")
         if target is not None:
-            detects += f"; {target_mde:.2f} needs n = {target.n * z.strata}, ≈ {_time(target.n * z.strata * z.per_task_s)}"
+            detects += f"; {target_mde:.2f} needs n = {target.n * run.strata}, ≈ {_time(target.n * run.strata * z.per_task_s)}"
             # no --lm: each notebook's own model, the embedded one by the notebook contract, bills nothing
-            detects += (f", ${target.n * z.strata * money:,.2f}" if money is not None
+            detects += (f", ${target.n * run.strata * money:,.2f}" if money is not None
                         else ", $ unknown" if lm and price != 0.0 else "")
         dollars_n = None
         if budget_usd is not None:
@@ -430,19 +459,19 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             stem=spec.stem, unit=z.unit, default_n=z.own_n, seconds_per_unit=z.per_task_s, cost_source=source, n=n,
             seconds=n * z.per_task_s, dollars=None if money is None else n * money, mde=at_n.mde,
             mde_worst=at_n.mde_worst, discordance=psi, discordance_source=psi_source, target_mde=target_mde,
-            target_n=None if target is None else target.n * z.strata,
-            target_seconds=None if target is None else target.n * z.strata * z.per_task_s,
-            target_dollars=None if target is None or money is None else target.n * z.strata * money,
+            target_n=None if target is None else target.n * run.strata,
+            target_seconds=None if target is None else target.n * run.strata * z.per_task_s,
+            target_dollars=None if target is None or money is None else target.n * run.strata * money,
             dollars_n=dollars_n, detects=detects,
-            line=f"{spec.stem}: n = {n}{KEPT if spec.stem in kept else ''}, {_time(n * z.per_task_s)}; detects {detects}",
-            strata=z.strata, stratum=z.stratum, comparison_n=k, dollars_per_task=money,
-            expected=tuple(e for e in z.expected if e.needs is not None and e.needs <= k),
+            line=f"{spec.stem}: n = {n}{KEPT if spec.stem in kept else ''}, {_time(n * z.per_task_s)}; detects {detects}{why}",
+            strata=run.strata, stratum=run.stratum, comparison_n=k, dollars_per_task=money,
+            expected=tuple(e for e in run.expected if e.needs is not None and e.needs <= k),
             pilots=z.expected, own_seconds=z.own_n * z.per_task_s,
             # a remote model runs its units quote_concurrency at once, each as long as here (the --lm rule)
             quote_seconds=z.own_n * z.per_task_s * (1 if remote else concurrency / quote_concurrency),
             quote_dollars=(None if quote_price is None or tokens is None
                            else z.own_n * z.others * tokens * quote_price), replay=_replay(runs[spec.stem]),
-            kept=spec.stem in kept))
+            kept=spec.stem in kept, sets=run.sets))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency)
 
 
@@ -465,6 +494,8 @@ class _Sized:
     stratum: str  # what one group is called ("level" for LEVELS)
     expected: tuple[Expectation, ...]
     discordance: tuple[float | None, str]  # the primary comparison's, from its pilot (None: none declared)
+    sets: tuple[tuple[str, ParamValue], ...] = ()  # what it runs with besides its n (its narrowed groups)
+    narrow: _Sized | None = None  # it in its primary comparison's group alone (27: L1), when its pilot names one
 
     @property
     def own_k(self) -> int:
@@ -489,9 +520,24 @@ class _Sized:
         primary = expected[0] if expected else None
         psi = ((primary.discordance, f"pilot: {spec.pilot_source}") if primary is not None and primary.discordance > 0
                else (None, ""))
-        return cls(unit=spec.timeout_units[0], own_n=len(own) if isinstance(own, list) else int(own),
-                   per_task_s=per_unit_s * others, others=others, strata=spec.strata(),
-                   stratum=(spec.per or "").lower().removesuffix("s"), expected=expected, discordance=psi)
+        whole = cls(unit=spec.timeout_units[0], own_n=len(own) if isinstance(own, list) else int(own),
+                    per_task_s=per_unit_s * others, others=others, strata=spec.strata(),
+                    stratum=(spec.per or "").lower().removesuffix("s"), expected=expected, discordance=psi)
+        groups = sizes[spec.per] if spec.per else []
+        group = _group(spec.pilots[0].name, groups) if spec.pilots and whole.strata > 1 else None
+        if group is None or primary.needs is None:
+            return whole
+        # its own size in that group is its protocol's there: own_n over its groups
+        mine = tuple(e for e, pilot in zip(expected, spec.pilots, strict=True) if _group(pilot.name, groups) == group)
+        return replace(whole, narrow=replace(
+            whole, own_n=whole.own_k, strata=1, expected=mine, sets=((spec.per, [group]),)))
+
+
+def _group(name: str, groups: Sequence[object]) -> str | None:
+    """The group of ``[plan] per`` a pilot's comparison is within: the one its name ends with after a
+    comma ("agent - single, L1": L1); None when it names none."""
+    last = name.rsplit(",", 1)[-1].strip() if "," in name else None
+    return last if last is not None and last in groups else None
 
 
 def _allocate(sizes: dict[str, tuple[int, float]], seconds: float, first: Mapping[str, int] | None = None

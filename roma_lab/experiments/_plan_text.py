@@ -51,6 +51,12 @@ def _total(plan: StudyPlan) -> list[str]:
     if kept:  # a resumed run: their sizes are those their runs started with, whatever the plan would give
         lines += textwrap.wrap(f"kept at the n their runs under this budget started with: {', '.join(kept)}",
                                width=100, initial_indent="  ", subsequent_indent="    ")
+    for p in plan.notebooks:
+        if p.sets:  # a budget that cannot pay its primary comparison in every group runs that group alone
+            groups = ", ".join(map(str, p.sets[0][1]))
+            lines += textwrap.wrap(f"{p.stem} runs in {groups} alone: its primary comparison's n is not paid in "
+                                   f"every {p.stratum}", width=100, initial_indent="  ",
+                                   subsequent_indent="    ")
     replays = [p.stem for p in plan.notebooks if p.replay]
     if replays:  # a run served from the completion cache took seconds where the model took an hour
         lines.append(f"  not priced by their runs here, replays from the completion cache: {', '.join(replays)}")

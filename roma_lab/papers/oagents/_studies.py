@@ -171,7 +171,9 @@ def _paired_df(scores, baseline: str, stats: StatsSettings):
 
 def _trend_df(scores, stats: StatsSettings):
     """Per condition: one row per level present (L1 first) with correct, n, pass@1 and its CI
-    (``results.summarize``), then one row for the test of the first level against the last."""
+    (``results.summarize``), then one row for the test of the first level against the last; with one
+    level (a budget that runs notebook 27 at its primary comparison's level only, design/planning.md)
+    that row says there is no trend to test."""
     import pandas as pd
 
     from roma_lab.world import LEVELS
@@ -183,15 +185,22 @@ def _trend_df(scores, stats: StatsSettings):
     table = []
     for condition, group in scores.groupby("condition", sort=False):
         scored = group.dropna(subset=["success"])
-        present = [level for level in LEVELS if (scored["subset"] == level).any()]
-        trend = level_trend({level: scored.loc[scored["subset"] == level, "success"].tolist() for level in present},
-                            alpha=stats.alpha)
+        outcomes = {level: scored.loc[scored["subset"] == level, "success"].tolist()
+                    for level in LEVELS if (scored["subset"] == level).any()}
         model = summary.loc[condition, "model"].iloc[0]
-        for level, correct, n in zip(trend.levels, trend.successes, trend.n, strict=True):
+        for level, values in outcomes.items():
             cell = summary.loc[(condition, level)]
-            table.append({"condition": condition, "level": level, "correct": correct, "n": n,
+            table.append({"condition": condition, "level": level, "correct": int(sum(values)), "n": len(values),
                           "pass@1": cell["value"], "ci_low": cell["ci_low"], "ci_high": cell["ci_high"], "test": "",
                           "p_value": float("nan"), "verdict": "", "model": model})
+        if len(outcomes) == 1:
+            table.append({"condition": condition, "level": "one level", "correct": int(sum(map(sum, outcomes.values()))),
+                          "n": sum(map(len, outcomes.values())), "pass@1": float("nan"), "ci_low": float("nan"),
+                          "ci_high": float("nan"), "test": "", "p_value": float("nan"),
+                          "verdict": f"one level run ({', '.join(outcomes)}): no trend by level to test",
+                          "model": model})
+            continue
+        trend = level_trend(outcomes, alpha=stats.alpha)
         first, last = trend.levels[0], trend.levels[-1]
         verdict = (f"difficulty rises with level: {' >= '.join(trend.levels)}, {first} > {last} at p < {trend.alpha:g}"
                    if trend.falls else
