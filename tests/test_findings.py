@@ -119,3 +119,75 @@ def test_the_evidence_flags_are_what_the_rule_gives_on_the_committed_traces_and_
         assert (rate["ci_low"], rate["ci_high"]) == pytest.approx((low, high))
     by_kind = rates.set_index("goals")["rate"]
     assert by_kind["off the corpus"] >= 0.9 and by_kind["on the corpus"] <= 0.1
+
+
+GUARD = FINDINGS / "44_compare_repeat_guard"
+
+
+def guard_tables(rows: pd.DataFrame, record: dict) -> dict:
+    """Notebook 44's tables recomputed from its rows through the study's own code paths: each arm's rates
+    per hour, the paired accuracy difference (``results.compare`` on the scores ``Evaluation.scores`` gives)
+    and the ratios of the rates (``stats.paired_rate_ratio_ci``), then the protocol's rule."""
+    from roma_lab.evaluate import ROW_COLUMNS
+    from roma_lab.stats import paired_rate_ratio_ci, per_hour_ci
+    from roma_lab.studies import ARMS, guard_decision
+
+    stats = StatsSettings(**record["stats"])
+    evaluation = Evaluation(rows=rows[list(ROW_COLUMNS)], out=GUARD, systems=ARMS, grader=record["grader"],
+                            models=dict.fromkeys(ARMS, record["model"]), stats=stats)
+    accuracy = compare(evaluation.scores(), ARMS[0], ARMS[1], "score", stats=stats).iloc[0]
+    def arms(rows: pd.DataFrame) -> dict:
+        correct = rows["score"].astype(float).fillna(0.0).eq(1.0)  # no answer is a wrong answer
+        return {arm: (correct[rows["condition"] == arm].to_numpy(float),
+                      rows.loc[rows["condition"] == arm, "latency_s"].to_numpy(float),
+                      rows.loc[rows["condition"] == arm, "task_id"].tolist()) for arm in ARMS}
+
+    per_arm = arms(rows)  # each arm's rate resamples its rows in the evaluation's order, as the study does
+    paired_arms = arms(rows.sort_values(["condition", "task_id"], kind="stable"))  # the pairs in task-id order
+    assert paired_arms[ARMS[0]][2] == paired_arms[ARMS[1]][2]  # the same tasks in the same order: pairs hold
+    (c_on, s_on, _), (c_off, s_off, _) = paired_arms[ARMS[0]], paired_arms[ARMS[1]]
+    ratio = paired_rate_ratio_ci(c_on, s_on, c_off, s_off, stats=stats)
+    table = pd.DataFrame([{"metric": "score_diff", "value": accuracy["value"], "ci_low": accuracy["ci_low"],
+                           "ci_high": accuracy["ci_high"]},
+                          {"metric": "correct_per_hour_ratio", "value": ratio.estimate, "ci_low": ratio.low,
+                           "ci_high": ratio.high}])
+    return {"accuracy": accuracy, "ratio": ratio, "decision": guard_decision(table),
+            "per_hour": {arm: per_hour_ci(c, s, stats=stats) for arm, (c, s, _) in per_arm.items()}}
+
+
+def test_the_repeat_guard_s_rates_and_differences_recompute_from_its_committed_rows():
+    """Notebook 44's claim: correct answers per hour on / off with its interval, the accuracy difference
+    with its interval and sign test, each arm's rate, and the default the protocol's rule gives."""
+    record = json.loads((GUARD / "finding.json").read_text())
+    rows = read_table(GUARD, "guard_rows")
+    again = guard_tables(rows, record)
+    paired = read_table(GUARD, "guard_paired").set_index("metric")
+    said = paired.loc["score_diff"]
+    for figure in FIGURES:
+        assert again["accuracy"][figure] == pytest.approx(said[figure], abs=1e-12), figure
+    ratio = paired.loc["correct_per_hour_ratio"]
+    assert (again["ratio"].estimate, again["ratio"].low, again["ratio"].high) == pytest.approx(
+        (ratio["value"], ratio["ci_low"], ratio["ci_high"]), abs=1e-12)
+    speed = read_table(GUARD, "guard_speed").set_index("arm")
+    for arm, ci in again["per_hour"].items():
+        assert (ci.estimate, ci.low, ci.high) == pytest.approx(
+            tuple(speed.loc[arm, ["correct_per_hour", "correct_per_hour_low", "correct_per_hour_high"]]), abs=1e-9)
+    decision = read_table(GUARD, "guard_decision").iloc[0]
+    assert again["decision"]["default"] == decision["default"] == "guard on"
+    assert rows.groupby("condition").size().eq(30).all()  # the protocol's n, every task graded in both arms
+
+    from roma_lab.agents import AgentConfig
+
+    assert AgentConfig().repeat_guard is (decision["default"] == "guard on")  # the default follows the finding
+
+
+def test_a_changed_guard_row_changes_the_recomputed_figures():
+    """The recomputation can fail: one unguarded answer flipped moves the accuracy difference and the ratio."""
+    record = json.loads((GUARD / "finding.json").read_text())
+    rows = read_table(GUARD, "guard_rows")
+    target = rows.index[(rows["condition"] == "guard off") & (rows["score"] == 1.0)][0]
+    rows.loc[target, "score"] = 0.0
+    again = guard_tables(rows, record)
+    paired = read_table(GUARD, "guard_paired").set_index("metric")
+    assert again["accuracy"]["value"] != pytest.approx(paired.loc["score_diff", "value"])
+    assert again["ratio"].estimate != pytest.approx(paired.loc["correct_per_hour_ratio", "value"])
