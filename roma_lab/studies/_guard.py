@@ -41,7 +41,7 @@ def _speed(rows, stats: StatsSettings):
         correct, seconds = mine["correct"].astype(float), mine["latency_s"].astype(float)
         per_task = per_hour_ci([1.0] * len(mine), seconds, stats=stats)
         per_correct = per_hour_ci(correct, seconds, stats=stats)
-        out.append({"arm": arm, "tasks": len(mine), "correct": int(correct.sum()), "accuracy": correct.mean(),
+        out.append({"arm": arm, "model": ", ".join(sorted(set(mine["model"].astype(str)))), "tasks": len(mine), "correct": int(correct.sum()), "accuracy": correct.mean(),
                     "wall_s": seconds.sum(), "tasks_per_hour": per_task.estimate,
                     "tasks_per_hour_low": per_task.low, "tasks_per_hour_high": per_task.high,
                     "correct_per_hour": per_correct.estimate, "correct_per_hour_low": per_correct.low,
@@ -123,7 +123,8 @@ def compare_repeat_guard(out_dir: str | Path, *, lm: Any = "local", n_tasks: int
     scores = evaluation.scores()
     paired = _paired(rows, scores, stats)
     tables = {"guard_rows": rows, "guard_speed": _speed(rows, stats), "guard_paired": paired,
-              "guard_decision": pd.DataFrame([guard_decision(paired)])}
+              "guard_decision": pd.DataFrame([guard_decision(paired)]).assign(
+                  model=", ".join(sorted(set(rows["model"].astype(str)))))}
     for name, table in tables.items():
         write_table(table, out, name)
     record_stats(out, stats)
