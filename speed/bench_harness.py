@@ -105,6 +105,8 @@ def serve(latency_s: float) -> None:
         accept(server, request, address)
 
     ThreadingHTTPServer.process_request = counted
+    # a client closing a kept-alive connection it no longer needs is no error of the run: not printed
+    ThreadingHTTPServer.handle_error = lambda server, request, address: None
     models = [{"id": MODEL.split("/", 1)[1], "object": "model", "owned_by": "bench_harness"}]
     with StubServer([json.dumps(REPLY)], models=models, hold=held.hold) as server:
         print(server.api_base, flush=True)
