@@ -131,13 +131,17 @@ def files_under(folder: Path) -> int:
 
 class ThreadProfiles:
     """One cProfile profiler per thread (Python 3.11's profiler hooks only the thread that enables it),
-    each timed by its thread's CPU clock; ``stats()`` merges them."""
+    each timed by its thread's CPU clock (waits cost nothing); ``stats()`` merges them, those of threads still alive (idle
+    workers kept for later calls) included."""
 
     def __init__(self) -> None:
         import cProfile
 
-        self._profile = lambda: cProfile.Profile(time.thread_time)
-        self._done: list = []
+        # the timer reads the profiled thread's own CPU clock, whichever thread asks: the stats of a
+        # thread still alive are taken from the main thread
+        self._profile = lambda: cProfile.Profile(functools.partial(
+            time.clock_gettime, time.pthread_getcpuclockid(threading.get_ident())))
+        self._all: list = []
         self._lock = threading.Lock()
         self._run = threading.Thread.run
 
@@ -146,13 +150,13 @@ class ThreadProfiles:
 
         def profiled_run(thread: threading.Thread) -> None:
             profile = profiles._profile()
+            with profiles._lock:
+                profiles._all.append(profile)
             profile.enable()
             try:
                 run(thread)
             finally:
                 profile.disable()
-                with profiles._lock:
-                    profiles._done.append(profile)
 
         threading.Thread.run = profiled_run
         self._main = self._profile()
@@ -166,9 +170,8 @@ class ThreadProfiles:
     def stats(self):
         import pstats
 
-        with self._lock:  # threads still alive (idle library workers) are left out
-            done = list(self._done)
-        return pstats.Stats(self._main, *done)
+        with self._lock:
+            return pstats.Stats(self._main, *self._all)
 
 
 class CPUSampler:
