@@ -360,6 +360,77 @@ def run(args, api_base: str, ask_server, root: Path) -> None:
         print_samples(watch, calls, cpu)
 
 
+def ladder(args, api_base: str, root: Path) -> None:
+    """CPU ms per call of each layer, serially, unprofiled: the same question asked through each layer
+    in turn, from the raw HTTP request up to ``evaluate`` (its marginal cost: two sizes, the difference),
+    rounds interleaved and the median kept; each step's excess over the one below is that layer's cost."""
+    import statistics
+    import uuid
+
+    import dspy
+    import httpx
+    import litellm
+    import openai
+
+    from roma_lab import bench
+    from roma_lab.evaluate import TaskSet, evaluate, single_call
+    from roma_lab.lm import resolve_lm, rollout
+
+    name, nonce = MODEL.split("/", 1)[1], uuid.uuid4().hex  # every question new: no cache serves it
+    ask = [{"role": "user", "content": "Who received the IEEE Frank Rosenblatt Award in 2010?"}]
+    settings = {"max_tokens": 1024, "temperature": 0.0}
+    http, client = httpx.Client(), openai.OpenAI(base_url=api_base, api_key="loopback")
+    plain = dspy.LM(MODEL, api_base=api_base, api_key="loopback", engine="litellm", **settings)
+    lm = resolve_lm(MODEL, api_base=api_base, api_key="loopback")
+    system = single_call(lm)
+    def item(i: int):
+        return bench.Item("simpleqa", f"{nonce}-{i}", f"{ask[0]['content']} ({nonce} {i})", "Michio Sugeno")
+
+    def asked(i: int) -> list[dict]:
+        return [{"role": "user", "content": f"{ask[0]['content']} ({nonce} {i})"}]
+
+    def through_evaluate(n: int, first: int) -> None:
+        folder = root / f"ladder-{first}-{n}"
+        evaluate([system], TaskSet("simpleqa", tuple(map(item, range(first, first + n)))), bench.StringMatchGrader(),
+                 out=folder, progress=False)
+
+    def in_rollout(i: int) -> None:
+        with rollout("0"):
+            system(item(i), 0)
+
+    steps = [
+        ("raw HTTP POST (httpx)", lambda i: http.post(f"{api_base}/chat/completions",
+                                                      json={"model": name, "messages": asked(i), **settings})),
+        ("openai SDK", lambda i: client.chat.completions.create(model=name, messages=asked(i), **settings)),
+        ("litellm.completion", lambda i: litellm.completion(model=MODEL, api_base=api_base, api_key="loopback",
+                                                             messages=asked(i), **settings)),
+        ("dspy.LM (litellm engine, request cache)", lambda i: plain(messages=asked(i))),
+        ("roma_lab ServerLM (slot, deadline, key)", lambda i: lm(messages=asked(i))),
+        ("roma_lab single_call (Predict, JSON adapter, trace)", in_rollout),
+    ]
+    n, used, costs = args.items, [0], {label: [] for label, _ in steps + [("roma_lab evaluate (marginal)", None)]}
+    for _ in range(3):
+        for label, step in steps:
+            first, used[0] = used[0], used[0] + n
+            cpu = time.process_time()
+            for i in range(first, first + n):
+                step(i)
+            costs[label].append(1000 * (time.process_time() - cpu) / n)
+        first, used[0] = used[0], used[0] + 3 * n
+        cpu = time.process_time()
+        through_evaluate(n, first)
+        small = time.process_time() - cpu
+        cpu = time.process_time()
+        through_evaluate(2 * n, first + n)
+        costs["roma_lab evaluate (marginal)"].append(1000 * (time.process_time() - cpu - small) / n)
+    print(f"ladder: CPU ms per call, serial, {n} calls a step, median of 3 rounds; load {os.getloadavg()[0]:.2f}")
+    below = 0.0
+    for label, values in costs.items():
+        median = statistics.median(values)
+        print(f"  {median:7.2f} ms  (+{median - below:5.2f})  {label}")
+        below = median
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--items", type=int, default=4326, help="SimpleQA items (all: 4,326)")
@@ -368,6 +439,8 @@ def main() -> int:
     parser.add_argument("--profile", metavar="FILE", help="run under cProfile (per thread, CPU time), saved to FILE")
     parser.add_argument("--sample", action="store_true",
                         help="sample each thread's CPU every 4 ms: where the milliseconds go, unprofiled")
+    parser.add_argument("--ladder", action="store_true",
+                        help="CPU ms per call of each layer, serially (--items calls a step; use --latency 0)")
     parser.add_argument("--no-dspy-cache", action="store_true", help="resolve_lm(..., cache=False)")
     parser.add_argument("--keep", action="store_true", help="keep the run's folder (printed)")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server process
@@ -399,7 +472,10 @@ def main() -> int:
             server.stdin.flush()
             return json.loads(server.stdout.readline())
 
-        run(args, api_base, ask_server, root)
+        if args.ladder:
+            ladder(args, api_base, root)
+        else:
+            run(args, api_base, ask_server, root)
     finally:
         server.stdin.close()
         server.wait(timeout=30)
