@@ -3,7 +3,9 @@ with ``single_call`` at concurrency 64 against a plain loopback server answering
 
     python speed/bench_harness.py                                   # the issue's run: 4,326 calls, 64, 1 s
     python speed/bench_harness.py --items 800                       # a quick look
-    python speed/bench_harness.py --items 800 --profile /tmp/h.prof # where the runner's CPU goes
+    python speed/bench_harness.py --items 800 --profile /tmp/h.prof # where the runner's CPU goes (cProfile)
+    python speed/bench_harness.py --items 800 --sample              # ... sampled, no profiler in the way
+    python speed/bench_harness.py --ladder --items 100 --latency 0  # each layer's CPU ms per call, serially
     PYTHONPATH=/path/to/other/checkout python speed/bench_harness.py  # another commit's roma_lab, same bench
 
 The server is ``tests/stub_openai.StubServer`` (the tests' loopback server, one server, not a copy) in a
@@ -30,7 +32,12 @@ and after. Compare commits by CPU ms per call on a loaded machine; judge the wal
 and saved to FILE (``python -m pstats FILE``); it prints the CPU ms per call of each layer (each
 function's own time, a C function's split among its callers: deadline, usage, the remote LM, evaluate's
 rows and trace writing, the caches, DSPy, LiteLLM, httpx...), then the top functions by cumulative and
-by own time. Profiling slows the run (its wall is not the harness's); read its proportions.
+by own time. Profiling slows the run (its wall is not the harness's), and slows pure-Python code more
+than C: read its proportions. ``--sample`` charges each thread's CPU, every 4 ms, to the stack it is in
+(no cost per call; a short burst lands where the thread then waits). ``--ladder`` asks the same kind of
+question ``--items`` times through each layer in turn, serially and unprofiled: raw HTTP, the openai SDK,
+LiteLLM, ``dspy.LM``, roma_lab's ``ServerLM``, ``single_call``, ``evaluate`` (its marginal cost per row);
+each step's excess over the one below is that layer's CPU ms per call.
 """
 
 from __future__ import annotations
@@ -119,7 +126,8 @@ def serve(latency_s: float) -> None:
 def commit_of(package_dir: Path) -> str:
     """The short commit of the checkout ``package_dir`` is in, ``+dirty`` when it has changes."""
     def git(*args: str) -> str:
-        return subprocess.run(["git", "-C", str(package_dir), *args], capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["git", "-C", str(package_dir), *args], capture_output=True, text=True,
+                              check=False).stdout.strip()
 
     head = git("rev-parse", "--short", "HEAD") or "unknown"
     return head + ("+dirty" if git("status", "--porcelain", "--untracked-files=no") else "")
