@@ -46,6 +46,7 @@ from dspy.utils.callback import with_callbacks
 
 from ._deadline import awithin_deadline, call_deadline_s, within_deadline
 from ._limits import arequest_slot, request_slot
+from ._litellm_rules import remember_rule_matches
 from ._remote import shown_address
 from ._rollout import current_rollout, rollout_seed
 from ._unparsed import remember, watch_parses
@@ -297,6 +298,7 @@ class RemoteLM(dspy.LM):
     def _execute(self, call: _KeyedCall):
         if (hit := _cached(self, call, False)) is not None:
             return hit
+        remember_rule_matches()
         with request_slot(self.model):
             return within_deadline(lambda: _fresh(self, call), call.deadline_s, self.model, spent_s=call.spent_s)
 
@@ -305,6 +307,7 @@ class RemoteLM(dspy.LM):
 
         if call.cache and (hit := await asyncio.to_thread(_cached, self, call, True)) is not None:
             return hit
+        remember_rule_matches()
         async with arequest_slot(self.model):
             return await awithin_deadline(aexecute(self, call), call.deadline_s, self.model, spent_s=call.spent_s)
 
