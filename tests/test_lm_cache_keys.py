@@ -88,6 +88,19 @@ def test_the_same_model_name_at_another_server_reaches_that_server_from_the_disk
         assert (len(a.completions), len(b.completions)) == (1, 1)
 
 
+def test_a_call_that_misses_dspys_cache_looks_it_up_once_and_stores_its_reply(monkeypatch):
+    # issue 53 item 7: DSPy's execute looked the key up again after RemoteLM's own lookup had missed
+    lookups = []
+    real_get = dspy.cache.get
+    monkeypatch.setattr(dspy.cache, "get", lambda *args, **kwargs: lookups.append(1) or real_get(*args, **kwargs))
+    with StubServer([FROM_A]) as a:
+        lm = resolve_lm(NAME, api_base=a.api_base)
+        assert ask(lm) == "from A" and len(lookups) == 1
+        assert ask(lm) == "from A" and len(lookups) == 2  # stored: served from the cache, no request
+        assert len(a.completions) == 1
+        assert ask_in_a_fresh_process(a.api_base) == "from A" and len(a.completions) == 1  # on disk too
+
+
 def test_a_server_restarted_on_another_model_at_the_same_address_is_asked_again():
     one = [{"id": "/models/one.gguf", "object": "model", "created": 1, "meta": {"n_params": 135}}]
     two = [{"id": "/models/two.gguf", "object": "model", "created": 2, "meta": {"n_params": 1500}}]

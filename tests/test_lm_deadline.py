@@ -341,3 +341,31 @@ def test_a_run_through_evaluate_pays_each_call_its_deadline_not_ten_seconds_more
         assert rows["error"].str.contains("ModelCallDeadlineError").all()
     else:  # the list had half the deadline, the call the rest: answered (not JSON, so a parse error)
         assert rows["error"].str.startswith("AdapterParseError").all(), rows["error"].tolist()
+
+
+def test_calls_reuse_their_threads_and_a_call_stuck_past_its_deadline_holds_up_no_other():
+    # issue 53 item 7: a thread per call made DSPy's request cache open its sqlite files for every call
+    from roma_lab.lm._deadline import within_deadline
+    from roma_lab.lm._rollout import current_rollout, rollout
+
+    threads = [within_deadline(threading.current_thread, 5, "m") for _ in range(20)]
+    assert len(set(threads)) < 20 and threading.current_thread() not in threads  # threads kept for later calls
+    stuck, release = threading.Event(), threading.Event()
+
+    def hang():
+        stuck.set()
+        release.wait(10)
+
+    started = time.monotonic()
+    with pytest.raises(ModelCallDeadlineError, match="within the call's deadline of 0.3 s"):
+        within_deadline(hang, 0.3, "m")
+    assert stuck.is_set() and time.monotonic() - started < 3  # the deadline fires while the call still runs
+    try:
+        # the stuck call keeps its thread; the next call gets another, in this context, its errors raised here
+        with rollout("7"):
+            assert within_deadline(current_rollout, 5, "m") == "7"
+        assert within_deadline(threading.current_thread, 5, "m").is_alive()
+        with pytest.raises(KeyError, match="boom"):
+            within_deadline(lambda: {}["boom"], 5, "m")
+    finally:
+        release.set()

@@ -221,7 +221,8 @@ def tidy_rows(out: Path, tasks: Any, labels: Sequence[str], runs: int, *, capped
 
     order = {it.item_id: i for i, it in enumerate(tasks.items)}
     # a private benchmark's gold answer is never written, here as in its rows
-    gold = {it.item_id: REDACTED if it.benchmark in tasks.private else str(it.answer) for it in tasks.items}
+    private = tasks.private  # a property that reads every task: once, not once per task
+    gold = {it.item_id: REDACTED if it.benchmark in private else str(it.answer) for it in tasks.items}
     log = read_log_df(out / "attempts.csv")
     rows = log[log["condition"].isin(labels) & log["task_id"].isin(order) & log["benchmark"].eq(tasks.name)
                & log["run"].lt(runs)]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import queue
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -52,6 +53,49 @@ def _late(model: str, deadline: float) -> ModelCallDeadlineError:
                                   f"or per run with ${CALL_DEADLINE_ENV})")
 
 
+class _Callers:
+    """Daemon threads that make the calls, each kept for the next call once its own ends: what a thread
+    sets up for itself (DSPy's request cache opens its sqlite files once per thread) is set up once per
+    thread, not once per call. A call with no idle thread to take it gets a new one, so a call left
+    running past its deadline (Python cannot kill it) holds up no other; a thread idle for
+    :data:`IDLE_S` ends."""
+
+    IDLE_S = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+        self._idle = 0  # threads waiting for a call, less the calls queued for them
+
+    def run(self, call: Callable[[], None]) -> None:
+        """Have ``call()`` made on one of the threads (it must not raise)."""
+        with self._lock:
+            if self._idle:
+                self._idle -= 1
+                self._calls.put(call)
+                return
+        threading.Thread(target=self._serve, args=(call,), daemon=True, name="roma_lab-model-call").start()
+
+    def _serve(self, call: Callable[[], None]) -> None:
+        while True:
+            call()
+            call = None  # nothing of a finished call is kept alive by an idle thread
+            with self._lock:
+                self._idle += 1
+            while call is None:
+                try:
+                    call = self._calls.get(timeout=self.IDLE_S)
+                except queue.Empty:
+                    with self._lock:
+                        if self._idle:  # more threads wait than calls are queued: this one may go
+                            self._idle -= 1
+                            return
+                    # else a call was queued for this thread just now: take it
+
+
+_CALLERS = _Callers()
+
+
 def within_deadline(call: Callable[[], T], deadline: float, model: str, *, spent_s: float = 0.0) -> T:
     """``call()`` on a daemon thread in a copy of this context; its result, its error, or past what is
     left of ``deadline`` seconds (``spent_s`` are gone already) a :class:`ModelCallDeadlineError` (the
@@ -59,18 +103,19 @@ def within_deadline(call: Callable[[], T], deadline: float, model: str, *, spent
     if spent_s >= deadline:  # nothing left: the request is not sent
         raise _late(model, deadline)
     box: dict[str, Any] = {}
+    finished = threading.Event()
+    context = contextvars.copy_context()
 
     def run() -> None:
         try:
-            box["value"] = call()
+            box["value"] = context.run(call)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
+        finally:
+            finished.set()
 
-    worker = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
-                              name="roma_lab-model-call")
-    worker.start()
-    worker.join(deadline - spent_s)
-    if worker.is_alive():
+    _CALLERS.run(run)
+    if not finished.wait(deadline - spent_s):
         raise _late(model, deadline)
     if "error" in box:
         raise box["error"]

@@ -30,12 +30,23 @@ import warnings
 
 import dspy
 from dspy.clients._deprecation import warn_openai_messages
-# _cached: DSPy's own request-cache lookup (pinned DSPy 3.4), so a hit is served without a slot
-from dspy.clients.execution import IGNORED_CACHE_KEYS, PreparedCall, _cached, aexecute, execute, finalize, prepare
+# _cached, _store: DSPy's own request-cache lookup and store (pinned DSPy 3.4), so a hit is served
+# without a slot and a miss is not looked up twice
+from dspy.clients.execution import (
+    IGNORED_CACHE_KEYS,
+    PreparedCall,
+    _cached,
+    _store,
+    aexecute,
+    execute,
+    finalize,
+    prepare,
+)
 from dspy.utils.callback import with_callbacks
 
 from ._deadline import awithin_deadline, call_deadline_s, within_deadline
 from ._limits import arequest_slot, request_slot
+from ._litellm_rules import remember_rule_matches
 from ._remote import shown_address
 from ._rollout import current_rollout, rollout_seed
 from ._unparsed import remember, watch_parses
@@ -250,6 +261,14 @@ def _bounded(model: str, outputs):
     return bounded
 
 
+def _fresh(lm: RemoteLM, call: _KeyedCall):
+    """DSPy's ``execute`` of a call whose cache lookup just missed, without a second lookup (its key
+    hashed and both cache tiers read again, for every call), its result stored as ``execute`` stores it."""
+    result = execute(lm, dataclasses.replace(call, cache=False))
+    _store(lm, call, result, False)
+    return result
+
+
 class RemoteLM(dspy.LM):
     """``dspy.LM`` for a remote model: everything is DSPy's (engines, retries with back-off, history,
     usage, both cache tiers) except that a call missing the cache holds a request slot of the model's
@@ -279,14 +298,16 @@ class RemoteLM(dspy.LM):
     def _execute(self, call: _KeyedCall):
         if (hit := _cached(self, call, False)) is not None:
             return hit
+        remember_rule_matches()
         with request_slot(self.model):
-            return within_deadline(lambda: execute(self, call), call.deadline_s, self.model, spent_s=call.spent_s)
+            return within_deadline(lambda: _fresh(self, call), call.deadline_s, self.model, spent_s=call.spent_s)
 
     async def _aexecute(self, call: _KeyedCall):
         import asyncio
 
         if call.cache and (hit := await asyncio.to_thread(_cached, self, call, True)) is not None:
             return hit
+        remember_rule_matches()
         async with arequest_slot(self.model):
             return await awithin_deadline(aexecute(self, call), call.deadline_s, self.model, spent_s=call.spent_s)
 
