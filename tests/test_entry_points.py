@@ -119,6 +119,10 @@ EXPERIMENTS = [
     (["--root", str(FIXTURE), "run", "--all", "--results", "{tmp}/results"], {"ROMA_LAB_CALL_DEADLINE_S": "0"},
      "a model call's deadline must be a positive number"),
     (["--root", str(FIXTURE), "frobnicate"], {}, "invalid choice"),
+    (["--root", str(FIXTURE), "probe", "--results", "{tmp}/results", "--lm", "local:nope"], {},
+     "unknown local model 'local:nope'"),
+    (["--root", str(FIXTURE), "probe", "--results", "{tmp}/results", "--lm", "openai/gpt-4o"], {},
+     "a probe times the embedded model on this machine"),
 ]
 
 
@@ -219,7 +223,8 @@ def test_web(tmp_path, args, says):
 def test_every_entry_point_is_in_a_table_here():
     """A new ``python -m roma_lab...`` command gets its table of bad inputs (internal helpers run by the
     package itself, never typed by a person, are named here)."""
-    internal = {"roma_lab/lm/_native_build.py", "roma_lab/tools/_cgroup.py"}  # an install step; a sandbox helper
+    # an install step; a sandbox helper; the speed probe's child process (`experiments probe` runs it)
+    internal = {"roma_lab/lm/_native_build.py", "roma_lab/tools/_cgroup.py", "roma_lab/experiments/_probe.py"}
     tested = {"roma_lab/evaluate/__main__.py", "roma_lab/experiments/__main__.py", "roma_lab/simulator/__main__.py",
               "roma_lab/papers/routing/__main__.py", "roma_lab/widgets/__main__.py", "roma_lab/web/__main__.py"}
     found = {p.relative_to(ROOT).as_posix() for p in (ROOT / "roma_lab").rglob("*.py")
