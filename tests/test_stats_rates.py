@@ -15,6 +15,8 @@ def test_a_rate_is_the_sum_of_counts_over_the_sum_of_hours_and_its_interval_hold
     ci = per_hour_ci([1, 0, 1, 1], [60, 120, 60, 120], stats=FAST)
     assert ci.estimate == pytest.approx(3 / 360 * 3600)  # 30 correct answers an hour, not the mean of per-task rates
     assert ci.low < ci.estimate < ci.high and ci.n_tasks == 4 and ci.n_resamples == 400
+    same = per_hour_ci([1, 1, 1], [60, 60, 60], stats=FAST)  # every resample is the sample: the interval is the rate
+    assert (same.estimate, same.low, same.high) == pytest.approx((60.0, 60.0, 60.0))
 
 
 @pytest.mark.parametrize(("counts", "seconds", "message"), [
