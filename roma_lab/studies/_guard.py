@@ -115,7 +115,7 @@ def compare_repeat_guard(out_dir: str | Path, *, lm: Any = "local", n_tasks: int
     out = Path(out_dir)
     arms = [agent(AgentConfig(), lm, label=ARMS[0]), agent(AgentConfig(repeat_guard=False), lm, label=ARMS[1])]
     evaluation = evaluate(arms, world_task_set(split, n_tasks, seed=seed, levels=tuple(levels)), out=out / "runs",
-                          timeout_s=None if item_timeout_s is None else item_timeout_s, progress=progress,
+                          timeout_s=item_timeout_s, progress=progress,
                           stats=stats)
     rows = evaluation.rows.merge(evaluation.facts(), on=["condition", "run", "task_id"], how="left")
     rows = rows.assign(model=rows["condition"].map(evaluation.models),
