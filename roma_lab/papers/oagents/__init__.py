@@ -13,14 +13,15 @@ See design/agents.md and design/protocol.md.
 from ._audit import (CLAIMS, GAIA_SIZES, PAPER_REPORTED, PARTS, ROW_SIZES, PaperAudit, RankClaim,
                      audit_paper_numbers, paper_reported_df, plot_paper_comparisons)
 from ._studies import (ADVANCED, SAVED_STUDIES, STUDY_SPLIT, compare_backbones, compare_memory, compare_planning,
-                       compare_saved_runs, compare_search, compare_tts, evaluate_browsecomp, measure_levels,
-                       measure_protocol)
+                       compare_saved_runs, compare_search, compare_tts, evaluate_browsecomp, levels_tables,
+                       measure_levels, measure_protocol)
 from ._study import ALL, Condition, OAgentsTables, comparisons_df, run_conditions, run_study, study_rows, suite_level
 
 __all__ = [
     "ADVANCED", "ALL", "CLAIMS", "GAIA_SIZES", "PAPER_REPORTED", "PARTS", "ROW_SIZES", "SAVED_STUDIES", "STUDY_SPLIT",
     "Condition", "PaperAudit", "RankClaim", "OAgentsTables",
     "audit_paper_numbers", "compare_backbones", "compare_memory", "compare_planning", "compare_saved_runs",
-    "compare_search", "compare_tts", "comparisons_df", "evaluate_browsecomp", "measure_levels", "measure_protocol",
+    "compare_search", "compare_tts", "comparisons_df", "evaluate_browsecomp", "levels_tables", "measure_levels",
+    "measure_protocol",
     "paper_reported_df", "plot_paper_comparisons", "run_conditions", "run_study", "study_rows", "suite_level",
 ]

@@ -20,11 +20,11 @@ from roma_lab.agents import AgentConfig, AgentTask, world_level, world_tasks
 from roma_lab.world import LEVELS as WORLD_LEVELS
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
-from ._study import Condition, OAgentsTables, _model_name, _scores, run_conditions, run_study, success
+from ._study import Condition, OAgentsTables, _model_name, run_conditions, run_study, success
 
 __all__ = ["SAVED_STUDIES", "STUDY_SPLIT", "compare_backbones", "compare_memory", "compare_planning",
-           "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "measure_levels",
-           "measure_protocol"]
+           "compare_saved_runs", "compare_search", "compare_tts", "evaluate_browsecomp", "levels_tables",
+           "measure_levels", "measure_protocol"]
 
 #: The split every study scores (train: tips and floor priors only; dev: development only).
 STUDY_SPLIT = "test"
@@ -106,8 +106,6 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     MDE bound at that n. ``levels`` restricts the draw (``n_tasks`` spread evenly over them). Beside
     the paper: Table 1's OAgents row by GAIA level (the agent). Fixed before it was scored:
     design/world_benchmark.md."""
-    import pandas as pd
-
     from roma_lab.results import write_table
 
     condition = Condition("OAgents", AgentConfig())
@@ -115,10 +113,8 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
     tables = _study(out_dir, prefix="levels", artefacts=("table1",), paper_conditions=("OAgents",), levels=levels,
                     conditions=[condition], split=split, tasks=tasks, baseline=None, runs=1,
                     lm=lm, why_not_measured=_OFFLINE, stats=stats)
-    level_of = {t.item.item_id: world_level(t) for t in tasks}
-    # the protocol's own 0/1/NaN scores (NaN: not scored, left out of its level)
-    scores = [_scores(tables.rows, None, tasks)[["condition", "model", "task_id", "run", "success"]]]
     extra = dict(tables.extra)
+    system_scores = None
     if systems:
         from roma_lab.evaluate import evaluate, named_systems, world_task_set
 
@@ -126,20 +122,35 @@ def measure_levels(out_dir: str | Path, *, lm: Any = "local", n_tasks: int | Non
                               world_task_set(split, n_tasks, seed=seed, levels=levels), runs=1,
                               out=Path(out_dir) / "systems",
                               timeout_s=item_timeout_s, progress=False, stats=stats)
+        system_scores = evaluation.scores()
         # every system runs on ``lm``: one label for it in every table, the agent's
-        model = _model_name(condition.config, lm)
-        scores.append(evaluation.scores().drop(columns="subset").rename(columns={"score": "success"}).assign(
-            model=model))
-        extra["systems"] = evaluation.rows.assign(model=model)
-    scores = pd.concat(scores, ignore_index=True)
-    scores = scores.assign(subset=scores["task_id"].map(level_of))
-    trend = _trend_df(scores, stats)
-    write_table(trend, out_dir, "levels_trend")
-    extra["trend"] = trend
-    if "single" in set(scores["condition"]):
-        extra["paired"] = _paired_df(scores, "single", stats)
+        extra["systems"] = evaluation.rows.assign(model=_model_name(condition.config, lm))
+    extra.update(levels_tables(tables.rows, system_scores, model=_model_name(condition.config, lm), stats=stats))
+    write_table(extra["trend"], out_dir, "levels_trend")
+    if "paired" in extra:
         write_table(extra["paired"], out_dir, "levels_paired")
     return replace(tables, extra=extra)
+
+
+def levels_tables(agent_rows, system_scores=None, *, model: str, stats: StatsSettings = DEFAULT_STATS) -> dict:
+    """Notebook 27's two tables from its rows: ``agent_rows`` (``levels_rows.csv``: the agent's
+    rows, each with its task's level in ``stratum``) and ``system_scores`` (the systems'
+    ``Evaluation.scores()`` on the same tasks, or None), every system labelled ``model``.
+    ``{"trend": levels_trend, "paired": levels_paired}`` (``paired`` only when the single call ran):
+    ``tests/test_findings.py`` recomputes the committed finding through it."""
+    import pandas as pd
+
+    level_of = dict(zip(agent_rows["task_id"], agent_rows["stratum"]))
+    # the protocol's own 0/1/NaN scores (NaN: not scored, left out of its level)
+    scores = [agent_rows.assign(success=success(agent_rows))[["condition", "model", "task_id", "run", "success"]]]
+    if system_scores is not None:
+        scores.append(system_scores.drop(columns="subset").rename(columns={"score": "success"}).assign(model=model))
+    scores = pd.concat(scores, ignore_index=True)
+    scores = scores.assign(subset=scores["task_id"].map(level_of))
+    tables = {"trend": _trend_df(scores, stats)}
+    if "single" in set(scores["condition"]):
+        tables["paired"] = _paired_df(scores, "single", stats)
+    return tables
 
 
 #: The rows of ``levels_paired.csv``: each comparison's difference, its tests and what n can detect.
