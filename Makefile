@@ -81,11 +81,13 @@ browser-tool:
 
 # The plan first (each notebook's n, predicted time and what it can detect), then the run: within
 # BUDGET (2 hours unless given), each task-sized notebook at the n its share buys (design/planning.md);
-# BUDGET=none runs every notebook at its own sizes. LM= names another model.
+# BUDGET=none runs every notebook at its own sizes. LM= names another model. With an embedded model
+# a speed probe of this machine (seconds) comes first: the plan scales the specs' times by it.
 BUDGET ?= 2h
 LM ?=
 REPRODUCE_ARGS := $(if $(filter-out none,$(BUDGET)),--budget $(BUDGET),) $(if $(LM),--lm $(LM),)
 reproduce: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
+	$(if $(filter-out local%,$(LM)),,$(PY) -m roma_lab.experiments probe $(if $(LM),--lm $(LM),))
 	$(if $(filter-out none,$(BUDGET)),,$(PY) -m roma_lab.experiments plan --all $(REPRODUCE_ARGS))
 	$(PY) -m roma_lab.experiments run --all $(REPRODUCE_ARGS)
 

@@ -111,12 +111,15 @@ def test_make_reproduce_plans_first_and_keeps_to_two_hours_unless_told_otherwise
                              check=True).stdout
         return [line for line in out.splitlines() if "roma_lab.experiments" in line]
 
-    assert [line.split() for line in dry()] == [  # run --budget prints the plan first itself
+    probe = [".venv/bin/python", "-m", "roma_lab.experiments", "probe"]  # the embedded model: this machine's speed
+    assert [line.split() for line in dry()] == [probe,  # run --budget prints the plan first itself
         [".venv/bin/python", "-m", "roma_lab.experiments", "run", "--all", "--budget", "2h"]]
-    assert [line.split() for line in dry("BUDGET=none")] == [
+    assert [line.split() for line in dry("BUDGET=none")] == [probe,
         [".venv/bin/python", "-m", "roma_lab.experiments", "plan", "--all"],
         [".venv/bin/python", "-m", "roma_lab.experiments", "run", "--all"]]
-    assert dry("BUDGET=90min", "LM=openai/x")[0].split()[-4:] == ["--budget", "90min", "--lm", "openai/x"]
+    remote = dry("BUDGET=90min", "LM=openai/x")  # a remote model: no probe of the embedded one
+    assert len(remote) == 1 and remote[0].split()[-4:] == ["--budget", "90min", "--lm", "openai/x"]
+    assert dry("LM=local:qwen2.5-coder-0.5b")[0].split()[-3:] == ["probe", "--lm", "local:qwen2.5-coder-0.5b"]
 
 
 def test_a_measured_run_sets_the_cost_and_a_pilot_s_discordance_the_mde(tmp_path):

@@ -5,8 +5,9 @@ a few seconds of prompt evaluation and generation through ``roma_lab.lm`` (a fix
 completion cache), read from llama.cpp's own counters (the model's ``ModelSpeed`` record, written when
 the model is freed). The probe runs in a child process so the model is freed, and its record written,
 when the child exits; ``results/speed_probe.json`` keeps the result. A spec names the speed of the
-machine its figure comes from in ``measured_tps`` ([prompt, generation] tok/s, the ``times`` table's
-column of that run); the plan's cost of a unit is then that figure times the ratio of one agent-like
+machine its figure comes from in ``measured_tps`` ([prompt, generation] tok/s of this probe run there,
+quiet, beside that run: a notebook's own averages in the ``times`` table mix long and short prompts and
+are not the probe's unit); the plan's cost of a unit is then that figure times the ratio of one agent-like
 call's seconds here to there (``speed_ratio``). Without either, the figure is not scaled.
 """
 
