@@ -11,7 +11,7 @@ import re
 
 import pytest
 import questions
-from online_server import fresh_dspy_cache
+from online_server import online_isolation  # noqa: F401 - autouse fixture: a fresh DSPy cache per test
 from stub_openai import StubServer
 
 from roma_lab.lm import resolve_lm
@@ -33,16 +33,6 @@ class Counted:
     def search(self, text):
         self.searches.append(text)
         return self.pattern.search(text)
-
-
-@pytest.fixture(autouse=True)
-def isolated(tmp_path, monkeypatch):
-    monkeypatch.setenv("DSPY_CACHEDIR", str(tmp_path / "dspy-cache"))
-    monkeypatch.setenv("ROMA_LAB_CACHE", str(tmp_path / "roma-cache"))
-    for name in ("ROMA_LAB_LM", "ROMA_LAB_API_BASE", "ROMA_LAB_API_KEY", "OPENAI_API_BASE", "OPENAI_BASE_URL"):
-        monkeypatch.delenv(name, raising=False)
-    with fresh_dspy_cache(tmp_path / "dspy-cache", monkeypatch):
-        yield
 
 
 def counted_rules(monkeypatch) -> list:
