@@ -4,6 +4,7 @@ made in (notebook 27 per level), a pilot's counts declared in a spec as what the
 from __future__ import annotations
 
 import dataclasses
+import re
 import shutil
 from pathlib import Path
 
@@ -35,13 +36,13 @@ def copy_of_27(tmp_path: Path, plan_table: str) -> Path:
 def test_27_declares_its_comparisons_per_level_and_its_earlier_run_as_its_pilot():
     assert LEVELS.per == "LEVELS" and LEVELS.strata() == 2  # 60 tasks, 30 a level
     primary = LEVELS.pilots[0]
-    assert (primary.name, primary.wins, primary.losses, primary.n) == ("agent - single, L1", 20, 0, 30)
-    assert "63b12cc" in LEVELS.pilot_source
+    assert (primary.name, primary.wins, primary.losses, primary.n) == ("agent - single, L1", 22, 0, 30)
+    assert "findings/27_measure_levels_table1" in LEVELS.pilot_source
 
 
 def test_27_is_planned_per_level_not_as_one_comparison_of_60(tmp_path):
     (own,) = plan_study([LEVELS], results_root=tmp_path).notebooks
-    psi = 20 / 30  # the primary comparison's discordance in its earlier run
+    psi = 22 / 30  # the primary comparison's discordance in its earlier run
     assert (own.n, own.strata, own.comparison_n) == (60, 2, 30)
     assert own.mde == pytest.approx(plan_paired(30, discordance=psi).mde)
     assert own.detects == f"{own.mde:.2f} at n = 30 a level" and own.discordance_source.startswith("pilot: ")
@@ -58,8 +59,10 @@ def test_27_is_planned_per_level_not_as_one_comparison_of_60(tmp_path):
 def test_27_runs_its_primary_comparison_s_level_alone_when_the_budget_cannot_pay_it_in_every_level(tmp_path):
     from roma_lab.experiments._plan_text import plan_lines
 
-    need = expectation(LEVELS.pilots[0]).needs  # 22 a level: 44 tasks in both, 22 in L1 alone
-    (alone,) = (planned := plan_study([LEVELS], results_root=tmp_path, budget_s=1800)).notebooks
+    need = expectation(LEVELS.pilots[0]).needs  # 18 a level: 36 tasks in both, 18 in L1 alone
+    per_task = LEVELS.measured_s / 60
+    budget = 1.5 * need * per_task  # pays its need in L1, not in both levels
+    (alone,) = (planned := plan_study([LEVELS], results_root=tmp_path, budget_s=budget)).notebooks
     assert alone.sets == (("LEVELS", ["L1"]),) and alone.strata == 1 and alone.comparison_n == alone.n >= need
     assert planned.overrides()[LEVELS.stem] == {"N_TASKS": alone.n, "LEVELS": ["L1"]}
     assert [e.name for e in alone.expected] == ["agent - single, L1"]
@@ -69,14 +72,15 @@ def test_27_runs_its_primary_comparison_s_level_alone_when_the_budget_cannot_pay
     assert max(map(len, lines)) <= 100 and (f"  {LEVELS.stem} runs in L1 alone: its primary comparison's n is not "
                                             "paid in every level") in lines
     # never beyond its protocol's size in that level, 30
-    assert plan_study([LEVELS], results_root=tmp_path, budget_s=3000).notebooks[0].n == 30
+    below_both = 2 * need * per_task - 1  # pays 30 in L1 alone, not its need in both levels
+    assert plan_study([LEVELS], results_root=tmp_path, budget_s=below_both).notebooks[0].n == 30
     # a budget that pays it in every level runs every level; one that pays it in none runs every level at 2
-    assert plan_study([LEVELS], results_root=tmp_path, budget_s=3601).notebooks[0].sets == ()
+    assert plan_study([LEVELS], results_root=tmp_path, budget_s=2 * need * per_task + 1).notebooks[0].sets == ()
     assert plan_study([LEVELS], results_root=tmp_path, budget_s=60).notebooks[0].sets == ()
     # a primary comparison that names no level of LEVELS is never narrowed
     unnamed = dataclasses.replace(LEVELS, pilots=(dataclasses.replace(LEVELS.pilots[0], name="agent - single"),
                                                   *LEVELS.pilots[1:]))
-    (whole,) = plan_study([unnamed], results_root=tmp_path, budget_s=1800).notebooks
+    (whole,) = plan_study([unnamed], results_root=tmp_path, budget_s=budget).notebooks
     assert whole.sets == () and whole.comparison_n < need
     # a resumed run keeps it in its level at its n, whatever the budget now buys
     (kept,) = plan_study([LEVELS], results_root=tmp_path, budget_s=4000,
@@ -230,17 +234,17 @@ def test_27_s_primary_comparison_is_funded_first_and_counted(tmp_path):
     from roma_lab.experiments._plan_text import plan_lines
 
     others = [load_spec(path) for path in STUDIES_21_26[:2]]
-    need = expectation(LEVELS.pilots[0]).needs  # 22 a level
+    need = expectation(LEVELS.pilots[0]).needs  # 18 a level
     per_level_task = LEVELS.measured_s / 60 * 2
     floors = plan_study([LEVELS, *others], results_root=tmp_path, budget_s=1).seconds
     budget = floors + (need - 2) * per_level_task + 60  # pays 27's need, little besides
     planned = plan_study([LEVELS, *others], results_root=tmp_path, budget_s=budget)
     levels = planned.notebooks[0]
     assert levels.comparison_n == need and [e.name for e in levels.expected] == ["agent - single, L1"]
-    assert plan_paired(need, discordance=20 / 30).mde <= expectation(LEVELS.pilots[0]).low
+    assert plan_paired(need, discordance=22 / 30).mde <= expectation(LEVELS.pilots[0]).low
     lines = plan_lines(planned)
     assert "comparisons expected to be detectable: 1 of the 4 a pilot declares (1 at their own sizes)" in lines
-    assert any(x.startswith(f"  {LEVELS.stem}  agent - single, L1: pilot +.67 [.49, .85], needs n = {need} a level, "
+    assert any(x.startswith(f"  {LEVELS.stem}  agent - single, L1: pilot +.73 [.57, .90], needs n = {need} a level, "
                             "funded") for x in lines)
     # without the pilot the same budget is split equally, and 27 gets less than its comparison needs
     blind = plan_study([dataclasses.replace(LEVELS, pilots=()), *others], results_root=tmp_path, budget_s=budget)
@@ -459,12 +463,14 @@ def test_the_plan_scales_a_spec_s_figure_by_the_probe_and_only_where_the_spec_na
 ])
 def test_a_spec_names_its_machine_s_speed_as_two_positive_tok_s(tmp_path, line, message):
     path = copy_of_27(tmp_path, "")
-    path.write_text(path.read_text().replace("measured_s = 4542\n", f"measured_s = 4542\n{line}\n"))
+    measured = f"measured_s = {LEVELS.measured_s:g}\n"
+    text = re.sub(r"(?m)^measured_tps = .*\n", "", path.read_text())  # 27's own, replaced below
+    path.write_text(text.replace(measured, f"{measured}{line}\n"))
     with pytest.raises(SpecError, match=message):
         load_spec(path)
     path.write_text(path.read_text().replace(line, "measured_tps = [52.1, 17.8]"))
     assert load_spec(path).measured_tps == (52.1, 17.8)
-    path.write_text(path.read_text().replace("measured_s = 4542\n", ""))
+    path.write_text(path.read_text().replace(measured, ""))
     with pytest.raises(SpecError, match="it needs 'measured_s'"):
         load_spec(path)
 
