@@ -809,3 +809,30 @@ def test_a_running_cell_says_it_is_still_running_with_the_rows_written_so_far(tm
     err = capsys.readouterr().err
     assert "demo: cell 2/3: slow_call()" in err
     assert "demo: cell 2/3 still running" in err and "2 result rows written so far" in err
+
+
+def test_a_run_s_record_names_the_commit_it_started_from_not_one_made_while_it_ran(project, tmp_path, monkeypatch):
+    """A commit made while a notebook runs (another session's work in the same checkout) is not the code
+    the run imported: its provenance names the commit and work-tree state it started from."""
+    def git(*args):
+        return subprocess.run(["git", "-C", str(project), *args], check=True, capture_output=True, text=True).stdout
+
+    git("init", "-q")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "start")
+    start = git("rev-parse", "HEAD").strip()
+    execute = runner._execute
+
+    def commit_meanwhile(*args, **kwargs):
+        (project / "later.txt").write_text("a later change\n")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "add", "later.txt")
+        git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "meanwhile")
+        return execute(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "_execute", commit_meanwhile)
+    (spec,) = load_specs(project)
+    outcome = run_experiment(spec, results_root=tmp_path / "results")
+    assert outcome.status == "completed", outcome.error
+    record = read_provenance(outcome.out_dir)
+    assert git("rev-parse", "HEAD").strip() != start
+    assert (record.git_commit, record.git_dirty) == (start, False)

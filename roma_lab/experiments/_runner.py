@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 from roma_lab._environment import ENV
-from roma_lab.results import ProvenanceError, quarantined_files, read_provenance, write_provenance
+from roma_lab.results import ProvenanceError, git_state, quarantined_files, read_provenance, write_provenance
 
 from ._finish import finish_notebook
 from ._folder import prepare_folder
@@ -252,6 +252,7 @@ def _run(request: RunRequest) -> str | None:
     recorded = dict(key.recorded)
     missing_inputs = key.missing_inputs
     started_at = datetime.now(UTC)
+    git = git_state(spec.root)  # the code it starts from: a commit made while it runs is not its code
 
     def record(status: str, error: str | None = None, model_calls: Mapping[str, int] | None = None) -> None:
         write_provenance(
@@ -268,6 +269,7 @@ def _run(request: RunRequest) -> str | None:
             error=error,
             root=spec.root,
             roma_lab_source=key.source,
+            git=git,
         )
 
     record("running")  # a run killed hard leaves "running", which is never taken as complete

@@ -270,6 +270,7 @@ def write_provenance(
     error: str | None = None,
     root: str | os.PathLike[str] | None = None,
     roma_lab_source: str | None = None,
+    git: tuple[str | None, bool | None] | None = None,
     stats: StatsSettings | None = None,
 ) -> Path:
     """Write ``<out_dir>/provenance.json`` and return its path.
@@ -277,7 +278,9 @@ def write_provenance(
     Relative ``inputs`` are resolved against ``root`` (default: the repository holding
     roma_lab), which is also where the git state is read. Every file already in ``out_dir``
     (except provenance.json itself) is hashed, so write the tables first. ``roma_lab_source``: the
-    :func:`package_source_hash` the caller took at the start of its run (default: taken now).
+    :func:`package_source_hash` the caller took at the start of its run (default: taken now); ``git``:
+    the :func:`git_state` it took then (default: read now; a run's record names the commit it started
+    from, not one committed while it ran).
     ``stats``: the statistics settings the tables used (default: those :func:`record_stats` left in
     ``out_dir``, if any).
     """
@@ -289,7 +292,7 @@ def write_provenance(
         if not path.is_file():
             raise FileNotFoundError(f"provenance input {str(item)!r} not found (looked for {path})")
         input_hashes[Path(item).as_posix()] = sha256_file(path)
-    commit, dirty = git_state(repo)
+    commit, dirty = git_state(repo) if git is None else git
     now = datetime.now(UTC)
     record = Provenance(
         status=status,
