@@ -61,16 +61,26 @@ def test_27_runs_its_primary_comparison_s_level_alone_when_the_budget_cannot_pay
 
     need = expectation(LEVELS.pilots[0]).needs  # 18 a level: 36 tasks in both, 18 in L1 alone
     per_task = LEVELS.measured_s / 60
+    assert dict(LEVELS.alone) == {"SYSTEMS": ["single"]} and 0 < LEVELS.alone_share < 1  # [plan.alone]
     budget = 1.5 * need * per_task  # pays its need in L1, not in both levels
     (alone,) = (planned := plan_study([LEVELS], results_root=tmp_path, budget_s=budget)).notebooks
-    assert alone.sets == (("LEVELS", ["L1"]),) and alone.strata == 1 and alone.comparison_n == alone.n >= need
-    assert planned.overrides()[LEVELS.stem] == {"N_TASKS": alone.n, "LEVELS": ["L1"]}
+    assert alone.sets == (("LEVELS", ["L1"]), ("SYSTEMS", ["single"])) and alone.strata == 1
+    assert alone.comparison_n == alone.n >= need and alone.seconds == pytest.approx(
+        alone.n * per_task * LEVELS.alone_share)  # the primary comparison's systems alone: their share of a task
+    assert planned.overrides()[LEVELS.stem] == {"N_TASKS": alone.n, "LEVELS": ["L1"], "SYSTEMS": ["single"]}
     assert [e.name for e in alone.expected] == ["agent - single, L1"]
     assert alone.line.startswith(f"{LEVELS.stem}: n = {alone.n}, ") and alone.detects.endswith(" in L1 alone") and (
         alone.line.endswith(f"in L1 alone; agent - single, L1 needs n = {need} a level, not paid in every level"))
     lines = plan_lines(planned)
-    assert max(map(len, lines)) <= 100 and (f"  {LEVELS.stem} runs in L1 alone: its primary comparison's n is not "
-                                            "paid in every level") in lines
+    said = " ".join(line.strip() for line in lines)  # wrapped in 100 columns
+    assert max(map(len, lines)) <= 100 and (f"{LEVELS.stem} runs in L1 alone, SYSTEMS = ['single']: its primary "
+                                            "comparison's n is not paid in every level") in said
+    # the share is what pays it: a budget between its need with and without ROMA
+    tight = need * per_task * (LEVELS.alone_share + 1) / 2
+    assert plan_study([LEVELS], results_root=tmp_path, budget_s=tight).notebooks[0].comparison_n >= need
+    every = dataclasses.replace(LEVELS, alone={}, alone_share=1.0)
+    (whole_systems,) = plan_study([every], results_root=tmp_path, budget_s=tight).notebooks
+    assert whole_systems.comparison_n < need and whole_systems.sets == ()
     # never beyond its protocol's size in that level, 30
     below_both = 2 * need * per_task - 1  # pays 30 in L1 alone, not its need in both levels
     assert plan_study([LEVELS], results_root=tmp_path, budget_s=below_both).notebooks[0].n == 30
@@ -83,9 +93,9 @@ def test_27_runs_its_primary_comparison_s_level_alone_when_the_budget_cannot_pay
     (whole,) = plan_study([unnamed], results_root=tmp_path, budget_s=budget).notebooks
     assert whole.sets == () and whole.comparison_n < need
     # a resumed run keeps it in its level at its n, whatever the budget now buys
-    (kept,) = plan_study([LEVELS], results_root=tmp_path, budget_s=4000,
-                         kept={LEVELS.stem: {"N_TASKS": 23, "LEVELS": ["L1"]}}).notebooks
-    assert (kept.n, kept.sets, kept.kept) == (23, (("LEVELS", ["L1"]),), True)
+    narrowed = {"N_TASKS": 23, "LEVELS": ["L1"], "SYSTEMS": ["single"]}
+    (kept,) = plan_study([LEVELS], results_root=tmp_path, budget_s=4000, kept={LEVELS.stem: narrowed}).notebooks
+    assert (kept.n, dict(kept.sets), kept.kept) == (23, {"LEVELS": ["L1"], "SYSTEMS": ["single"]}, True)
 
 
 def test_a_pilot_expects_what_its_interval_rules_out_and_is_sized_for_the_end_nearer_0():
@@ -110,6 +120,14 @@ def test_a_pilot_expects_what_its_interval_rules_out_and_is_sized_for_the_end_ne
     ('[plan]\nsource = "x"\n[plan.pilot]\n"a - b" = [2, 1]\n', "expected \\[wins, losses, n\\]"),
     ('[plan]\nsource = "x"\n[plan.pilot]\n"a - b" = [2.0, 1, 5]\n', "whole counts"),
     ('[plan]\n[plan.pilot]\n"a - b" = [2, 1, 5]\n', "needs \\[plan\\] source"),
+    ('[plan]\nper = "LEVELS"\nsource = "x"\n[plan.pilot]\n"a - b, L1" = [9, 0, 10]\n[plan.alone]\nSYSTEMS = ["single"]\n', "share must be the share of a task's time"),
+    ('[plan]\nper = "LEVELS"\nsource = "x"\n[plan.pilot]\n"a - b, L1" = [9, 0, 10]\n[plan.alone]\nSYSTEMS = ["single"]\nshare = 0\n', "in \\(0, 1\\], got 0"),
+    ('[plan]\nper = "LEVELS"\nsource = "x"\n[plan.pilot]\n"a - b, L1" = [9, 0, 10]\n[plan.alone]\nSYSTEMS = ["single"]\nshare = 1.5\n', "in \\(0, 1\\], got 1.5"),
+    ('[plan]\nper = "LEVELS"\nsource = "x"\n[plan.pilot]\n"a - b, L1" = [9, 0, 10]\n[plan.alone]\nSYSTEMS = ["single"]\nshare = true\n', "got True"),
+    ('[plan]\nper = "LEVELS"\nsource = "x"\n[plan.pilot]\n"a - b, L1" = [9, 0, 10]\n[plan.alone]\nNO_SUCH = 1\nshare = 0.5\n', "\\['NO_SUCH'\\] are not parameters"),
+    ('[plan]\nper = "LEVELS"\nsource = "x"\n[plan.pilot]\n"a - b, L1" = [9, 0, 10]\n[plan.alone]\nLEVELS = ["L1"]\nshare = 0.5\n', "\\['LEVELS'\\] are not parameters"),
+    ('[plan]\nper = "LEVELS"\nsource = "x"\n[plan.pilot]\n"a - b, L1" = [9, 0, 10]\n[plan.alone]\nSYSTEMS = "single"\nshare = 0.5\n', "SYSTEMS = 'single' must be a list"),
+    ('[plan]\n[plan.alone]\nSYSTEMS = ["single"]\nshare = 0.5\n', "it needs \\[plan\\] per and \\[plan.pilot\\]"),
 ])
 def test_a_plan_table_that_says_nothing_usable_is_refused_naming_the_file(tmp_path, table, message):
     with pytest.raises(SpecError, match=message) as info:
@@ -152,7 +170,7 @@ def test_a_bigger_budget_buys_more_and_the_plan_names_the_hours_each_study_it_ca
         assert plan.seconds <= hours * 3600 or hours == 2  # 2 h: over it at the floors, and it says so
         lines = plan_lines(plan)
         short = {p.stem: p for p in plan.not_afforded()}
-        assert {"21_measure_protocol", "24_compare_tts_figure3"} <= set(short)  # 10.9 h alone
+        assert {"22_compare_planning_table7", "24_compare_tts_figure3"} <= set(short)  # 6.5 and 6.0 h alone here
         for stem, p in short.items():
             (line,) = [x for x in lines if x.startswith(f"  {stem} ") and " here; " in x]
             assert f"n = {p.default_n}" in line and f"{format_seconds(p.own_seconds)} here" in line
@@ -251,7 +269,7 @@ def test_27_s_primary_comparison_is_funded_first_and_counted(tmp_path):
     assert blind.notebooks[0].comparison_n < need
     assert not any(x.startswith("comparisons expected") for x in plan_lines(blind))
     # a budget that cannot pay it whole: not funded, and the line says what it has
-    short = plan_study([LEVELS, *others], results_root=tmp_path, budget_s=floors + per_level_task * 5)
+    short = plan_study([LEVELS, *others], results_root=tmp_path, budget_s=floors + per_level_task * 2)
     assert not short.notebooks[0].expected
     assert any(x.endswith(f"needs n = {need} a level, has {short.notebooks[0].comparison_n}")
                for x in plan_lines(short))

@@ -384,7 +384,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     budget_n = None
     if budget_s is not None:  # the kept notebooks paid for at their n, the others sized by what is left
         kept_n = {stem: sizes[sized[stem].unit] for stem, sizes in kept.items()}
-        left = budget_s - fixed_s - sum(n * sized[stem].per_task_s for stem, n in kept_n.items())
+        left = budget_s - fixed_s - sum(n * chosen[stem].per_task_s for stem, n in kept_n.items())
 
         def allocate(runs: Mapping[str, _Sized]) -> dict[str, int]:
             return _allocate({stem: (z.own_k, z.step_s) for stem, z in runs.items()}, left,
@@ -456,14 +456,14 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 dollars_n = math.floor(round(budget_usd / money, 9))  # 1.0 // 0.002 is 499.0 in floats
                 detects += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} a task)"
         plans.append(NotebookPlan(
-            stem=spec.stem, unit=z.unit, default_n=z.own_n, seconds_per_unit=z.per_task_s, cost_source=source, n=n,
-            seconds=n * z.per_task_s, dollars=None if money is None else n * money, mde=at_n.mde,
+            stem=spec.stem, unit=z.unit, default_n=z.own_n, seconds_per_unit=run.per_task_s, cost_source=source, n=n,
+            seconds=n * run.per_task_s, dollars=None if money is None else n * money, mde=at_n.mde,
             mde_worst=at_n.mde_worst, discordance=psi, discordance_source=psi_source, target_mde=target_mde,
             target_n=None if target is None else target.n * run.strata,
             target_seconds=None if target is None else target.n * run.strata * z.per_task_s,
             target_dollars=None if target is None or money is None else target.n * run.strata * money,
             dollars_n=dollars_n, detects=detects,
-            line=f"{spec.stem}: n = {n}{KEPT if spec.stem in kept else ''}, {_time(n * z.per_task_s)}; detects {detects}{why}",
+            line=f"{spec.stem}: n = {n}{KEPT if spec.stem in kept else ''}, {_time(n * run.per_task_s)}; detects {detects}{why}",
             strata=run.strata, stratum=run.stratum, comparison_n=k, dollars_per_task=money,
             expected=tuple(e for e in run.expected if e.needs is not None and e.needs <= k),
             pilots=z.expected, own_seconds=z.own_n * z.per_task_s,
@@ -527,10 +527,13 @@ class _Sized:
         group = _group(spec.pilots[0].name, groups) if spec.pilots and whole.strata > 1 else None
         if group is None or primary.needs is None:
             return whole
-        # its own size in that group is its protocol's there: own_n over its groups
-        mine = tuple(e for e, pilot in zip(expected, spec.pilots, strict=True) if _group(pilot.name, groups) == group)
+        # its own size in that group is its protocol's there: own_n over its groups; with [plan.alone], the
+        # primary comparison alone (27: its systems only), at that share of a task's time
+        mine = (primary,) if spec.alone else tuple(
+            e for e, pilot in zip(expected, spec.pilots, strict=True) if _group(pilot.name, groups) == group)
         return replace(whole, narrow=replace(
-            whole, own_n=whole.own_k, strata=1, expected=mine, sets=((spec.per, [group]),)))
+            whole, own_n=whole.own_k, strata=1, expected=mine, sets=((spec.per, [group]), *spec.alone.items()),
+            per_task_s=whole.per_task_s * spec.alone_share))
 
 
 def _group(name: str, groups: Sequence[object]) -> str | None:

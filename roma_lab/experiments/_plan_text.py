@@ -54,7 +54,8 @@ def _total(plan: StudyPlan) -> list[str]:
     for p in plan.notebooks:
         if p.sets:  # a budget that cannot pay its primary comparison in every group runs that group alone
             groups = ", ".join(map(str, p.sets[0][1]))
-            lines += textwrap.wrap(f"{p.stem} runs in {groups} alone: its primary comparison's n is not paid in "
+            also = "".join(f", {name} = {value!r}" for name, value in p.sets[1:])  # [plan.alone]: its systems too
+            lines += textwrap.wrap(f"{p.stem} runs in {groups} alone{also}: its primary comparison's n is not paid in "
                                    f"every {p.stratum}", width=100, initial_indent="  ",
                                    subsequent_indent="    ")
     replays = [p.stem for p in plan.notebooks if p.replay]

@@ -7,7 +7,7 @@ import math
 import re
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from types import MappingProxyType
 
@@ -23,7 +23,7 @@ REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
 _OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "measured_sizes", "measured_tps",
                   "inputs", "outputs", "parameters", "smoke", "plan")
-_PLAN_KEYS = ("per", "source", "pilot")
+_PLAN_KEYS = ("per", "source", "pilot", "alone")
 # Parameters a command line cannot set (--set), and what sets them instead.
 RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
 # A size asked for is a number a notebook can use: an int within 64 bits (numpy's, a seed's), a finite
@@ -87,6 +87,10 @@ class ExperimentSpec:
     per: str | None = None
     pilots: tuple[Pilot, ...] = ()  # [plan.pilot]: what the comparisons did before; the first is the primary
     pilot_source: str = ""  # [plan] source: where the pilot's counts come from
+    # [plan.alone]: what else it runs with when a budget runs its primary comparison's group alone (27:
+    # SYSTEMS = ["single"], the primary comparison's systems only), and the share of a task's time left
+    alone: Mapping[str, ParamValue] = field(default_factory=lambda: MappingProxyType({}))
+    alone_share: float = 1.0
     # the prompt and generation tok/s of the machine measured_s was timed on (None: not known): the plan
     # scales measured_s to this machine by its speed probe (experiments/_probe.py)
     measured_tps: tuple[float, float] | None = None
@@ -298,14 +302,16 @@ def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], de
 
 
 def _plan_table(data: dict, defaults: Mapping[str, ParamValue], sizes: tuple[Mapping[str, ParamValue], ...],
-                units: list[str], problems: list[str]) -> tuple[str | None, tuple[Pilot, ...], str]:
-    """``[plan]``: ``per`` (a declared list parameter, when the spec is task-sized), ``source`` and
+                units: list[str], problems: list[str]
+                ) -> tuple[str | None, tuple[Pilot, ...], str, dict[str, ParamValue], float]:
+    """``[plan]``: ``per`` (a declared list parameter, when the spec is task-sized), ``source``,
     ``[plan.pilot]`` (name = [wins, losses, n], whole counts, wins + losses <= n >= 1; a source names
-    where they come from)."""
+    where they come from) and ``[plan.alone]`` (declared parameters of the notebook and ``share``, in
+    (0, 1]: what else a run of the primary comparison's group alone sets, and its share of a task's time)."""
     table = data.get("plan", {})
     if not isinstance(table, dict):
         problems.append("[plan] must be a table")
-        return None, (), ""
+        return None, (), "", {}, 1.0
     if unknown := sorted(set(table) - set(_PLAN_KEYS)):
         problems.append(f"[plan] unknown keys {unknown}; allowed: {list(_PLAN_KEYS)}")
     per, source, raw = table.get("per"), table.get("source", ""), table.get("pilot", {})
@@ -333,7 +339,33 @@ def _plan_table(data: dict, defaults: Mapping[str, ParamValue], sizes: tuple[Map
         pilots.append(Pilot(name, *counts))
     if raw and not source.strip():
         problems.append("[plan.pilot] needs [plan] source: where its counts come from")
-    return per if isinstance(per, str) else None, tuple(pilots), source
+    alone, share = _plan_alone(table.get("alone", {}), defaults, per, pilots, problems)
+    return per if isinstance(per, str) else None, tuple(pilots), source, alone, share
+
+
+def _plan_alone(raw: object, defaults: Mapping[str, ParamValue], per: object, pilots: list[Pilot],
+                problems: list[str]) -> tuple[dict[str, ParamValue], float]:
+    if not isinstance(raw, dict):
+        problems.append("[plan.alone] must be a table of notebook parameters and share")
+        return {}, 1.0
+    if not raw:
+        return {}, 1.0
+    if per is None or not pilots:
+        problems.append("[plan.alone] applies when a budget runs the primary comparison's group alone: "
+                        "it needs [plan] per and [plan.pilot]")
+    values = {k: v for k, v in raw.items() if k != "share"}
+    share = raw.get("share")
+    if not (isinstance(share, int | float) and not isinstance(share, bool) and 0 < share <= 1):
+        problems.append(f"[plan.alone] share must be the share of a task's time such a run takes, in (0, 1], "
+                        f"got {share!r}")
+        share = 1.0
+    if unknown := sorted(k for k in values if k not in defaults or k == per):
+        problems.append(f"[plan.alone] {unknown} are not parameters of the notebook it may set")
+    for name, value in values.items():
+        if name in defaults and type(value) is not type(defaults[name]):
+            problems.append(f"[plan.alone] {name} = {value!r} must be a {type(defaults[name]).__name__}, "
+                            "as its default")
+    return values, float(share)
 
 
 def _spec_text(path: Path) -> str:
@@ -427,7 +459,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         problems.append(f"'notebook' must be a path relative to {root}, got {data['notebook']!r}")
     declared: dict[str, str] = {}
     defaults: dict[str, ParamValue] = {}
-    per, pilots, pilot_source = None, (), ""
+    per, pilots, pilot_source, alone, alone_share = None, (), "", {}, 1.0
     if notebook is not None:
         if not NOTEBOOK_NAME.match(notebook.name):
             problems.append(f"notebook name {notebook.name!r} must match {NOTEBOOK_NAME.pattern}")
@@ -450,8 +482,8 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
             if repeated:
                 problems.append(f"[parameters] {repeated} repeat the notebook's defaults; a spec holds overrides only")
             problems += _timeout_problems(timeout_s, per_unit_s, units, defaults, parameters, smoke, measured_sizes)
-            per, pilots, pilot_source = _plan_table(data, defaults, (parameters, {**parameters, **smoke}), units,
-                                                    problems)
+            per, pilots, pilot_source, alone, alone_share = _plan_table(
+                data, defaults, (parameters, {**parameters, **smoke}), units, problems)
     if problems:
         raise SpecError(f"{path}:\n  " + "\n  ".join(problems))
     return ExperimentSpec(
@@ -476,6 +508,8 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         per=per,
         pilots=pilots,
         pilot_source=pilot_source,
+        alone=MappingProxyType(dict(alone)),
+        alone_share=alone_share,
         measured_tps=None if measured_tps is None else (float(measured_tps[0]), float(measured_tps[1])),
     )
 
