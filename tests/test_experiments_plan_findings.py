@@ -167,14 +167,14 @@ def test_a_bigger_budget_buys_more_and_the_plan_names_the_hours_each_study_it_ca
         own = next(p.default_n for p in plans[2].notebooks if p.stem == stem)
         assert sizes[2][stem] is None or sizes[2][stem] <= sizes[8][stem] <= sizes[24][stem] <= own
     for hours, plan in plans.items():
-        assert plan.seconds <= hours * 3600 or hours == 2  # 2 h: over it at the floors, and it says so
+        assert plan.seconds <= hours * 3600  # 2 h too, at this machine's figures (the README's reproduce test)
         lines = plan_lines(plan)
         short = {p.stem: p for p in plan.not_afforded()}
-        assert {"22_compare_planning_table7", "24_compare_tts_figure3"} <= set(short)  # 6.5 and 6.0 h alone here
+        assert "22_compare_planning_table7" in short  # 6.4 h alone here
         for stem, p in short.items():
             (line,) = [x for x in lines if x.startswith(f"  {stem} ") and " here; " in x]
             assert f"n = {p.default_n}" in line and f"{format_seconds(p.own_seconds)} here" in line
-        assert any(x.startswith("  all of them ") for x in lines)
+        assert len(short) < 2 or any(x.startswith("  all of them ") for x in lines)  # a total when more than one
     everything = plan_at(10_000 * 3600, tmp_path)
     assert not everything.not_afforded() and all(p.n == p.default_n for p in everything.notebooks if p.unit)
     assert not any(x.startswith("not affordable") for x in plan_lines(everything))
@@ -371,7 +371,7 @@ def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
     rows = {line.split("|")[1].strip(" `"): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in capsys.readouterr().out.splitlines()[2:]}
     assert rows[web.stem][-3:] == ["40.0 min (plan)", "1.25", "0 of 400"]
-    spec_guess = guard.measured_s  # its spec's run was at 30 tasks, as this one
+    spec_guess = guard.measured_s / guard.measured_sizes["N_TASKS"] * 30  # its spec's figure at this run's 30 tasks
     assert rows[guard.stem][-3] == f"{format_seconds(spec_guess)} (spec)"
     assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)" and rows[guard.stem][-1] == "300 of 300"
     assert rows["01_run_quickstart"][-3:] == ["—", "—", "—"]  # not run
