@@ -310,7 +310,7 @@ def test_model_calls_are_counted_in_a_run_s_traces_and_a_fifo_is_never_waited_on
     (tmp_path / "rows.csv").write_text('"cached": true\n')  # not a JSON file: not a trace
     os.mkfifo(tmp_path / "traces" / "fifo.json")
     calls = count_model_calls(tmp_path)
-    assert (calls.requests, calls.cached) == (6, 3) and calls.replayed
+    assert (calls.requests, calls.cached, calls.earlier) == (6, 3, 3) and calls.replayed
     assert not count_model_calls(tmp_path / "traces" / "agent" / "none").replayed  # no folder: 0 of 0
 
 
@@ -331,7 +331,73 @@ def test_the_runner_records_how_many_model_calls_the_cache_served(tmp_path, monk
     monkeypatch.setattr(_runner, "finish_notebook", lambda *a, **k: True)
     assert _runner.run_experiment(quick, results_root=tmp_path).status == "completed"
     record = json.loads((tmp_path / quick.stem / "provenance.json").read_text())
-    assert record["extra"]["model_calls"] == {"requests": 7, "cached": 5}
+    # the helper's entries recorded no time: taken as recorded before the run
+    assert record["extra"]["model_calls"] == {"requests": 7, "cached": 5, "earlier": 5}
+
+
+def exchanges(*recorded_at: float | None) -> tuple:
+    """One model exchange per time: a cache hit on an entry recorded then (None: a live request)."""
+    from roma_lab.trace import LMExchange
+
+    return tuple(LMExchange(messages=({"role": "user", "content": "q"},), completions=("a",), cached=at is not None,
+                            recorded_latency_s=None if at is None else 2.5, recorded_at=at) for at in recorded_at)
+
+
+def test_only_a_hit_on_an_entry_recorded_before_the_batch_is_a_replay(tmp_path):
+    """A fresh clone's make reproduce: notebook 22 is served the calls 21 asked minutes before in the
+    same batch (35 of 56 at n = 2), which the old count called a replay. Both trace writers (a run's,
+    and an agent trajectory's dataclass dump) are read."""
+    from datetime import UTC, datetime
+
+    from pydantic import TypeAdapter
+
+    from roma_lab.experiments._times import count_model_calls
+    from roma_lab.trace import RoleCall, single_call_run
+
+    batch = datetime(2026, 12, 6, 21, 0, tzinfo=UTC)
+    before, within = batch.timestamp() - 3600, batch.timestamp() + 60
+    run = single_call_run(question="q", output="a", input_tokens=1, output_tokens=1, cost=0.0, model="m",
+                          exchanges=exchanges(before, *[within] * 4, *[None] * 6))
+    (tmp_path / "run.json").write_text(run.to_json())
+    call = RoleCall(role="actor", inputs={}, outputs={}, context_chars=1, input_tokens=1, output_tokens=1, cost=0.0,
+                    latency_s=0.0, started_s=0.0, model="m", queued_s=0.0, exchanges=exchanges(within, within, None))
+    (tmp_path / "agent.json").write_bytes(TypeAdapter(RoleCall).dump_json(call, indent=1))
+    calls = count_model_calls(tmp_path, since=batch)
+    assert (calls.requests, calls.cached, calls.earlier) == (14, 7, 1) and not calls.replayed
+    assert count_model_calls(tmp_path, since=datetime.fromtimestamp(within + 1, UTC)).earlier == 7
+    assert count_model_calls(tmp_path).earlier == 7  # no batch known: every hit taken as a replay
+    assert count_model_calls(tmp_path, since=batch).as_dict() == {"requests": 14, "cached": 7, "earlier": 1}
+
+
+def test_a_batch_s_own_cache_entries_make_no_replay_in_its_record(tmp_path, monkeypatch):
+    import json
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from roma_lab.experiments import _runner
+    from roma_lab.trace import single_call_run
+
+    quick = load_spec(REPO / "experiments" / "01_run_quickstart.toml")
+
+    def fake_execute(spec, out_dir, params, kernel_env):  # hits on entries recorded a minute ago
+        run = single_call_run(question="q", output="a", input_tokens=1, output_tokens=1, cost=0.0, model="m",
+                              exchanges=exchanges(*[time.time() - 60] * 4))
+        (out_dir / "traces").mkdir()
+        (out_dir / "traces" / "t.json").write_text(run.to_json())
+        for name in spec.outputs:
+            (out_dir / name).write_text("x\n")
+
+    monkeypatch.setattr(_runner, "_execute", fake_execute)
+    monkeypatch.setattr(_runner, "finish_notebook", lambda *a, **k: True)
+    root = tmp_path / "alone"
+    assert _runner.run_experiment(quick, results_root=root).status == "completed"  # the run alone: a replay
+    assert json.loads((root / quick.stem / "provenance.json").read_text())["extra"]["model_calls"]["earlier"] == 4
+    root = tmp_path / "batch"
+    (outcome,) = _runner.run_experiments([quick], results_root=root, progress=False,
+                                         batch_started_at=datetime.now(UTC) - timedelta(minutes=5))
+    assert outcome.status == "completed"
+    assert json.loads((root / quick.stem / "provenance.json").read_text())["extra"]["model_calls"] == {
+        "requests": 4, "cached": 4, "earlier": 0}
 
 
 def test_a_replay_from_the_cache_is_no_cost_and_the_plan_says_so(tmp_path):
@@ -342,20 +408,32 @@ def test_a_replay_from_the_cache_is_no_cost_and_the_plan_says_so(tmp_path):
     web = load_spec(REPO / "experiments" / "42_measure_offline_web.toml")
     record_run(tmp_path, web.stem, minutes=0.2, extra={"model_calls": {"requests": 400, "cached": 400}}, n_tasks=30)
     (replayed,) = plan_study([web], results_root=tmp_path).notebooks
-    assert replayed.cost_source == "estimate (the spec's measured run)" and replayed.replay == "400 of 400 calls from the cache"
+    assert replayed.cost_source == "estimate (the spec's measured run)"
+    assert replayed.replay == "400 of 400 calls from the cache, recorded before its batch"
     assert f"  not priced by their runs here, replays from the completion cache: {web.stem}" in plan_lines(
         plan_study([web], results_root=tmp_path))
     # an older record without the count: counted from its folder's traces
     shutil.rmtree(tmp_path / web.stem)
     out = record_run(tmp_path, web.stem, minutes=0.2, extra={}, n_tasks=30)
     (out / "t.json").write_text(trace(40, 0))
-    assert plan_study([web], results_root=tmp_path).notebooks[0].replay == "40 of 40 calls from the cache"
+    assert plan_study([web], results_root=tmp_path).notebooks[0].replay == \
+        "40 of 40 calls from the cache, recorded before its batch"
     # a run that asked its model (a few calls from the cache, as a resumed run has) is a cost
     shutil.rmtree(tmp_path / web.stem)
     record_run(tmp_path, web.stem, minutes=50, extra={"model_calls": {"requests": 400, "cached": 30}}, n_tasks=30)
     (fresh,) = plan_study([web], results_root=tmp_path).notebooks
     assert fresh.cost_source.startswith("measured") and not fresh.replay
     assert fresh.seconds_per_unit == pytest.approx(50 * 60 / 30, rel=0.01)
+    # most calls from the cache, but from entries its own batch recorded: a cost, as a fresh clone pays it
+    shutil.rmtree(tmp_path / web.stem)
+    record_run(tmp_path, web.stem, minutes=50, extra={"model_calls": {"requests": 400, "cached": 300, "earlier": 10}},
+               n_tasks=30)
+    assert not plan_study([web], results_root=tmp_path).notebooks[0].replay
+    for damaged in ({"requests": 400, "cached": 300, "earlier": 301}, {"requests": 400, "cached": 300, "earlier": -1}):
+        shutil.rmtree(tmp_path / web.stem)  # counts that cannot be: the folder's traces are counted instead
+        out = record_run(tmp_path, web.stem, minutes=50, extra={"model_calls": damaged}, n_tasks=30)
+        (out / "t.json").write_text(trace(40, 0))
+        assert plan_study([web], results_root=tmp_path).notebooks[0].replay
 
 
 def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
@@ -370,10 +448,11 @@ def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
     assert main(["--root", str(REPO), "times", "--results", str(tmp_path)]) == 0
     rows = {line.split("|")[1].strip(" `"): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in capsys.readouterr().out.splitlines()[2:]}
-    assert rows[web.stem][-3:] == ["40.0 min (plan)", "1.25", "0 of 400"]
+    assert rows[web.stem][-3:] == ["40.0 min (plan)", "1.25", "0 of 400, 0 recorded before its batch"]
     spec_guess = guard.measured_s / guard.measured_sizes["N_TASKS"] * 30  # its spec's figure at this run's 30 tasks
     assert rows[guard.stem][-3] == f"{format_seconds(spec_guess)} (spec)"
-    assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)" and rows[guard.stem][-1] == "300 of 300"
+    assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)"
+    assert rows[guard.stem][-1] == "300 of 300, 300 recorded before its batch"
     assert rows["01_run_quickstart"][-3:] == ["—", "—", "—"]  # not run
 
 

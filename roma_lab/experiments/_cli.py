@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from roma_lab._cli import CommandParser
@@ -418,6 +419,7 @@ def main(argv: list[str] | None = None) -> int:
     if rest:
         groups.append((rest, overrides))
     outcomes, records, started = [], _records(planned, args.budget_s) if planned else None, _clock()
+    batch_started_at = datetime.now(UTC)  # what the completion cache recorded since is this batch's, no replay
     try:
         for i, (group, values) in enumerate(groups):
             # the first ran on the plan just made; a kept one keeps its n
@@ -436,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"the default run in {_shown(results_root)}/ stays as it is (--results names another folder)")
             outcomes += run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
                                         force=args.force, cluster=args.cluster, per=args.per, overrides=values,
-                                        budget_usd=args.budget_usd, plans=records)
+                                        budget_usd=args.budget_usd, plans=records, batch_started_at=batch_started_at)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -209,7 +209,7 @@ def _replay(ran: RunTime) -> str:
     """Why ``ran``'s time is no cost of its notebook ("" when it is one): a replay from the completion
     cache took seconds where the model took minutes."""
     calls = ran.calls
-    return "" if calls is None or not calls.replayed else f"{calls.cached} of {calls.requests} calls from the cache"
+    return "" if calls is None or not calls.replayed else f"{calls.earlier} of {calls.requests} calls from the cache, recorded before its batch"
 
 
 def _spec_cost(spec: ExperimentSpec, probe: SpeedProbe | None = None) -> tuple[float, str, None]:
