@@ -463,7 +463,7 @@ def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_r
 
     from roma_lab.experiments import _cli
 
-    first = load_spec(STUDIES_21_26[0])  # runs first (its stem sorts first), at the plan's n
+    first, second = (load_spec(path) for path in STUDIES_21_26[:2])  # no pilot: they run in stem order
     runs, clock = [], [0.0]
 
     def fake_run(specs, **kwargs):
@@ -473,26 +473,48 @@ def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_r
 
     monkeypatch.setattr(_cli, "run_experiments", fake_run)
     monkeypatch.setattr(_cli, "_clock", lambda: clock[0])
-    planned = plan_study([first, LEVELS], results_root=tmp_path, budget_s=4200)
-    one, levels = planned.notebooks
+    planned = plan_study([first, second], results_root=tmp_path, budget_s=4200)
+    one, two = planned.notebooks
     took = {first.stem: one.seconds / 4}  # it finished in a quarter of its predicted time
-    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "70min",
+    assert _cli.main(["--root", str(REPO), "run", first.stem, second.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0
     (stem1, sizes1, plan1), (stem2, sizes2, plan2) = runs
     assert (stem1, sizes1["N_TASKS"], plan1["n"]) == (first.stem, one.n, one.n)  # the plan printed first
     left = 4200 - one.seconds / 4
-    again = plan_study([LEVELS], results_root=tmp_path, budget_s=left).notebooks[0]
-    assert (stem2, sizes2["N_TASKS"]) == (LEVELS.stem, again.n) and again.n > levels.n
+    again = plan_study([second], results_root=tmp_path, budget_s=left).notebooks[0]
+    assert (stem2, sizes2["N_TASKS"]) == (second.stem, again.n) and again.n > two.n
     assert plan2["n"] == again.n and plan2["budget_s"] == pytest.approx(left)  # its provenance's plan entry
-    assert f"{LEVELS.stem}: n = {levels.n} -> {again.n}" in capsys.readouterr().out
+    assert f"{second.stem}: n = {two.n} -> {again.n}" in capsys.readouterr().out
     assert json.loads((tmp_path / "plan.json").read_text())["budget_s"] == 4200  # the plan as printed
 
     # a notebook that overran takes it out of the rest, never below the floor
     runs.clear()
     took = {first.stem: 10 * 3600.0}
+    assert _cli.main(["--root", str(REPO), "run", first.stem, second.stem, "--budget", "70min",
+                      "--results", str(tmp_path)]) == 0
+    assert runs[1][1]["N_TASKS"] == 2 and runs[1][2]["budget_s"] == 0
+
+
+def test_a_notebook_whose_finding_the_plan_pays_for_runs_first_so_no_overrun_shrinks_it(tmp_path, monkeypatch):
+    """A fresh clone's 2-hour run re-planned 27 from n = 30 to 22 after the notebooks before it ran long;
+    with a tenth of the budget kept back it starts at the 18 it needs, which a re-plan would shrink."""
+    from roma_lab.experiments import _cli
+
+    first = load_spec(STUDIES_21_26[0])
+    runs = []
+
+    def fake_run(specs, **kwargs):
+        runs.append((specs[0].stem, dict(kwargs["overrides"])))
+        return []
+
+    monkeypatch.setattr(_cli, "run_experiments", fake_run)
+    monkeypatch.setattr(_cli, "_clock", lambda: 10 * 3600.0 * len(runs))  # each overruns the whole budget
+    (one, levels) = plan_study([first, LEVELS], results_root=tmp_path, budget_s=4200).notebooks
+    assert levels.expected and not one.expected
     assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0
-    assert runs[1][1]["N_TASKS"] == 4 and runs[1][2]["budget_s"] == 0  # 2 a level
+    assert [stem for stem, _ in runs] == [LEVELS.stem, first.stem]
+    assert runs[0][1]["N_TASKS"] == levels.n >= levels.pilots[0].needs and runs[1][1]["N_TASKS"] == 2
 
 
 # --- a spec's figure scaled to this machine by a speed probe (a scripted probe: no model runs here) ---
@@ -530,6 +552,56 @@ def test_a_probe_reads_the_model_s_own_counters_and_says_what_went_wrong(tmp_pat
     with pytest.raises(ValueError, match="is not one"):
         run_probe(tmp_path, lm="openai/gpt-4.1")  # a remote model is no speed of this machine
     assert read_probe(tmp_path) == probe  # a failed probe leaves the last good one
+
+
+def test_a_probe_keeps_the_fastest_of_its_runs_and_says_when_the_machine_was_busy(tmp_path, capsys, monkeypatch):
+    """A probe beside a test suite measured 66 / 20 tok/s where the quiet machine gives 86 / 28, and the
+    2-hour plan it scaled funded nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from roma_lab.experiments import _cli
+    from roma_lab.experiments._probe import BUSY_SHARE, PROBE_FILE, _others_share, run_probe
+
+    # each run of the child slower than the one before: the first, fastest, is kept
+    counter = tmp_path / "runs"
+    slower = fake_probe()
+    slower[-1] = ("import pathlib\nc = pathlib.Path(%r)\nn = int(c.read_text()) if c.exists() else 0\n"
+                  "c.write_text(str(n + 1))\nimport sys\n" % str(counter)) + slower[-1].replace(
+                      "prompt_seconds=10.0", "prompt_seconds=10.0 * (n + 1)")
+    probe = run_probe(tmp_path, command=slower)
+    assert counter.read_text() == "3" and probe.prompt_tps == 60.0
+    # other work beside it: every core burnt while the probe sleeps
+    burners = [subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 20: pass"])
+               for _ in range(os.cpu_count() or 1)]
+    try:
+        idle = fake_probe()
+        idle[-1] = "import time\ntime.sleep(0.4)\n" + idle[-1]
+        monkeypatch.setattr(_cli, "run_probe", lambda root, lm: run_probe(root, lm=lm, command=idle))
+        assert _cli.main(["--root", str(REPO), "probe", "--results", str(tmp_path)]) == 0
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    err = capsys.readouterr().err
+    assert "of this machine's CPU while it was probed: its speed is under-measured" in err
+    assert json.loads((tmp_path / PROBE_FILE).read_text())["others_cpu_share"] > BUSY_SHARE
+    # and the plan it scales says so, under its line of scaled times; a quiet probe's plan does not
+    from roma_lab.experiments._plan_text import plan_lines
+
+    named = dataclasses.replace(load_spec(REPO / "experiments" / "01_run_quickstart.toml"), measured_tps=(120.0, 48.0))
+    warned = [line for line in plan_lines(plan_study([named], results_root=tmp_path)) if "warning:" in line]
+    assert warned and warned[0].startswith("  warning: other processes took")
+    quiet = {**json.loads((tmp_path / PROBE_FILE).read_text()), "others_cpu_share": 0.02}
+    (tmp_path / PROBE_FILE).write_text(json.dumps(quiet))
+    assert not [line for line in plan_lines(plan_study([named], results_root=tmp_path)) if "warning:" in line]
+    # the arithmetic: busy ticks less the probes' own seconds, over all ticks
+    tick = os.sysconf("SC_CLK_TCK")
+    assert _others_share((100, 1000), (100 + 3 * tick, 1000 + 4 * tick), 1.0) == pytest.approx(0.5)
+    assert _others_share((100, 1000), (100 + tick, 1000 + 4 * tick), 2.0) == 0.0  # never negative
+    assert _others_share(None, (1, 2), 0.0) is None
 
 
 def test_the_plan_scales_a_spec_s_figure_by_the_probe_and_only_where_the_spec_names_its_machine(tmp_path):

@@ -29,7 +29,7 @@ from roma_lab.results import ProvenanceError, default_repo_root, read_provenance
 from ._key import experiment_status, run_key
 from ._plan import StudyPlan, check_target_mde, parse_budget, plan_study, predicted_seconds, task_sized, write_plan
 from ._plan_text import plan_lines
-from ._probe import PROBE_FILE, read_probe, run_probe
+from ._probe import PROBE_FILE, PROBE_RUNS, read_probe, run_probe
 from ._runner import run_experiments
 from ._spec import (
     ExperimentSpec,
@@ -373,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"speed probe of {probe.model}: prompt {probe.prompt_tps:.1f} tok/s, generation "
-              f"{probe.generation_tps:.1f} tok/s ({probe.threads} threads, load {probe.load_avg_1min:.2f}); "
-              f"written to {_shown(results_root / PROBE_FILE)}")
+              f"{probe.generation_tps:.1f} tok/s ({probe.threads} threads, load {probe.load_avg_1min:.2f}; fastest of "
+              f"{PROBE_RUNS}); written to {_shown(results_root / PROBE_FILE)}")
+        if busy := probe.busy():
+            print(f"warning: {busy}", file=sys.stderr)
         return 0
     if args.command == "times":
         rows, probe = run_times(results_root, [s.stem for s in specs]), read_probe(results_root)
@@ -413,8 +415,11 @@ def main(argv: list[str] | None = None) -> int:
     if set(overrides) & {name for sizes in sized.values() for name in sizes}:
         print("error: --budget sizes the notebooks; do not --set their size too", file=sys.stderr)
         return 2
-    # notebooks the plan sizes run one by one at their own n; the rest together, as before
-    groups = [([s], {**overrides, **sized[s.stem]}) for s in selected if s.stem in sized]
+    # notebooks the plan sizes run one by one at their own n, those whose comparison it expects to detect
+    # first (a re-plan after an overrun never shrinks a finding the plan paid for); the rest together
+    funded = {p.stem for p in planned.notebooks if p.expected} if planned is not None else set()
+    groups = [([s], {**overrides, **sized[s.stem]})
+              for s in sorted((s for s in selected if s.stem in sized), key=lambda s: s.stem not in funded)]
     rest = [s for s in selected if s.stem not in sized]
     if rest:
         groups.append((rest, overrides))
