@@ -256,6 +256,7 @@ def test_a_run_file_written_before_artifacts_loads_and_saves_with_the_new_fields
             call["tools"] = []
             for exchange in call.get("exchanges", []):
                 exchange["recorded_latency_s"] = None  # no cache latency recorded then (issue 26)
+                exchange["recorded_at"] = None  # nor when an entry was recorded (issue 54)
     old.update(artifact_store=None, repair=None, kind="run")  # saved traces name their kind (issue 40)
     old["settings"].update(artifacts={"min_chars": None, "summary_chars": 200},
                            tools={"call_timeout_s": 30.0, "mcp_start_timeout_s": 60.0})

@@ -179,7 +179,8 @@ def full_run() -> Run:
                    cost=0.002, replayed=True)
     call = RoleCall("executor:think", {"context": "c"}, {"output": "o"}, 11, 3, 4, 0.01, 0.75, 1.0, model="m",
                     error="late", queued_s=0.5,
-                    exchanges=(LMExchange(({"role": "user", "content": "u"},), ("o",), True, recorded_latency_s=2.5),),
+                    exchanges=(LMExchange(({"role": "user", "content": "u"},), ("o",), True, recorded_latency_s=2.5,
+                                          recorded_at=1.8e9),),
                     tools=(tool, cut))
     root = Node("0", None, 0, "g", "think", "completed", "done", error="note", warnings=("w",), forced_atomic=True,
                 is_atomic=False, calls=(call,), created_s=0.0, started_s=0.25, ended_s=3.0)

@@ -310,7 +310,7 @@ def test_model_calls_are_counted_in_a_run_s_traces_and_a_fifo_is_never_waited_on
     (tmp_path / "rows.csv").write_text('"cached": true\n')  # not a JSON file: not a trace
     os.mkfifo(tmp_path / "traces" / "fifo.json")
     calls = count_model_calls(tmp_path)
-    assert (calls.requests, calls.cached) == (6, 3) and calls.replayed
+    assert (calls.requests, calls.cached, calls.earlier) == (6, 3, 3) and calls.replayed
     assert not count_model_calls(tmp_path / "traces" / "agent" / "none").replayed  # no folder: 0 of 0
 
 
@@ -331,7 +331,73 @@ def test_the_runner_records_how_many_model_calls_the_cache_served(tmp_path, monk
     monkeypatch.setattr(_runner, "finish_notebook", lambda *a, **k: True)
     assert _runner.run_experiment(quick, results_root=tmp_path).status == "completed"
     record = json.loads((tmp_path / quick.stem / "provenance.json").read_text())
-    assert record["extra"]["model_calls"] == {"requests": 7, "cached": 5}
+    # the helper's entries recorded no time: taken as recorded before the run
+    assert record["extra"]["model_calls"] == {"requests": 7, "cached": 5, "earlier": 5}
+
+
+def exchanges(*recorded_at: float | None) -> tuple:
+    """One model exchange per time: a cache hit on an entry recorded then (None: a live request)."""
+    from roma_lab.trace import LMExchange
+
+    return tuple(LMExchange(messages=({"role": "user", "content": "q"},), completions=("a",), cached=at is not None,
+                            recorded_latency_s=None if at is None else 2.5, recorded_at=at) for at in recorded_at)
+
+
+def test_only_a_hit_on_an_entry_recorded_before_the_batch_is_a_replay(tmp_path):
+    """A fresh clone's make reproduce: notebook 22 is served the calls 21 asked minutes before in the
+    same batch (35 of 56 at n = 2), which the old count called a replay. Both trace writers (a run's,
+    and an agent trajectory's dataclass dump) are read."""
+    from datetime import UTC, datetime
+
+    from pydantic import TypeAdapter
+
+    from roma_lab.experiments._times import count_model_calls
+    from roma_lab.trace import RoleCall, single_call_run
+
+    batch = datetime(2026, 12, 6, 21, 0, tzinfo=UTC)
+    before, within = batch.timestamp() - 3600, batch.timestamp() + 60
+    run = single_call_run(question="q", output="a", input_tokens=1, output_tokens=1, cost=0.0, model="m",
+                          exchanges=exchanges(before, *[within] * 4, *[None] * 6))
+    (tmp_path / "run.json").write_text(run.to_json())
+    call = RoleCall(role="actor", inputs={}, outputs={}, context_chars=1, input_tokens=1, output_tokens=1, cost=0.0,
+                    latency_s=0.0, started_s=0.0, model="m", queued_s=0.0, exchanges=exchanges(within, within, None))
+    (tmp_path / "agent.json").write_bytes(TypeAdapter(RoleCall).dump_json(call, indent=1))
+    calls = count_model_calls(tmp_path, since=batch)
+    assert (calls.requests, calls.cached, calls.earlier) == (14, 7, 1) and not calls.replayed
+    assert count_model_calls(tmp_path, since=datetime.fromtimestamp(within + 1, UTC)).earlier == 7
+    assert count_model_calls(tmp_path).earlier == 7  # no batch known: every hit taken as a replay
+    assert count_model_calls(tmp_path, since=batch).as_dict() == {"requests": 14, "cached": 7, "earlier": 1}
+
+
+def test_a_batch_s_own_cache_entries_make_no_replay_in_its_record(tmp_path, monkeypatch):
+    import json
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    from roma_lab.experiments import _runner
+    from roma_lab.trace import single_call_run
+
+    quick = load_spec(REPO / "experiments" / "01_run_quickstart.toml")
+
+    def fake_execute(spec, out_dir, params, kernel_env):  # hits on entries recorded a minute ago
+        run = single_call_run(question="q", output="a", input_tokens=1, output_tokens=1, cost=0.0, model="m",
+                              exchanges=exchanges(*[time.time() - 60] * 4))
+        (out_dir / "traces").mkdir()
+        (out_dir / "traces" / "t.json").write_text(run.to_json())
+        for name in spec.outputs:
+            (out_dir / name).write_text("x\n")
+
+    monkeypatch.setattr(_runner, "_execute", fake_execute)
+    monkeypatch.setattr(_runner, "finish_notebook", lambda *a, **k: True)
+    root = tmp_path / "alone"
+    assert _runner.run_experiment(quick, results_root=root).status == "completed"  # the run alone: a replay
+    assert json.loads((root / quick.stem / "provenance.json").read_text())["extra"]["model_calls"]["earlier"] == 4
+    root = tmp_path / "batch"
+    (outcome,) = _runner.run_experiments([quick], results_root=root, progress=False,
+                                         batch_started_at=datetime.now(UTC) - timedelta(minutes=5))
+    assert outcome.status == "completed"
+    assert json.loads((root / quick.stem / "provenance.json").read_text())["extra"]["model_calls"] == {
+        "requests": 4, "cached": 4, "earlier": 0}
 
 
 def test_a_replay_from_the_cache_is_no_cost_and_the_plan_says_so(tmp_path):
@@ -342,20 +408,32 @@ def test_a_replay_from_the_cache_is_no_cost_and_the_plan_says_so(tmp_path):
     web = load_spec(REPO / "experiments" / "42_measure_offline_web.toml")
     record_run(tmp_path, web.stem, minutes=0.2, extra={"model_calls": {"requests": 400, "cached": 400}}, n_tasks=30)
     (replayed,) = plan_study([web], results_root=tmp_path).notebooks
-    assert replayed.cost_source == "estimate (the spec's measured run)" and replayed.replay == "400 of 400 calls from the cache"
+    assert replayed.cost_source == "estimate (the spec's measured run)"
+    assert replayed.replay == "400 of 400 calls from the cache, recorded before its batch"
     assert f"  not priced by their runs here, replays from the completion cache: {web.stem}" in plan_lines(
         plan_study([web], results_root=tmp_path))
     # an older record without the count: counted from its folder's traces
     shutil.rmtree(tmp_path / web.stem)
     out = record_run(tmp_path, web.stem, minutes=0.2, extra={}, n_tasks=30)
     (out / "t.json").write_text(trace(40, 0))
-    assert plan_study([web], results_root=tmp_path).notebooks[0].replay == "40 of 40 calls from the cache"
+    assert plan_study([web], results_root=tmp_path).notebooks[0].replay == \
+        "40 of 40 calls from the cache, recorded before its batch"
     # a run that asked its model (a few calls from the cache, as a resumed run has) is a cost
     shutil.rmtree(tmp_path / web.stem)
     record_run(tmp_path, web.stem, minutes=50, extra={"model_calls": {"requests": 400, "cached": 30}}, n_tasks=30)
     (fresh,) = plan_study([web], results_root=tmp_path).notebooks
     assert fresh.cost_source.startswith("measured") and not fresh.replay
     assert fresh.seconds_per_unit == pytest.approx(50 * 60 / 30, rel=0.01)
+    # most calls from the cache, but from entries its own batch recorded: a cost, as a fresh clone pays it
+    shutil.rmtree(tmp_path / web.stem)
+    record_run(tmp_path, web.stem, minutes=50, extra={"model_calls": {"requests": 400, "cached": 300, "earlier": 10}},
+               n_tasks=30)
+    assert not plan_study([web], results_root=tmp_path).notebooks[0].replay
+    for damaged in ({"requests": 400, "cached": 300, "earlier": 301}, {"requests": 400, "cached": 300, "earlier": -1}):
+        shutil.rmtree(tmp_path / web.stem)  # counts that cannot be: the folder's traces are counted instead
+        out = record_run(tmp_path, web.stem, minutes=50, extra={"model_calls": damaged}, n_tasks=30)
+        (out / "t.json").write_text(trace(40, 0))
+        assert plan_study([web], results_root=tmp_path).notebooks[0].replay
 
 
 def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
@@ -370,10 +448,11 @@ def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
     assert main(["--root", str(REPO), "times", "--results", str(tmp_path)]) == 0
     rows = {line.split("|")[1].strip(" `"): [c.strip() for c in line.strip("|").split("|")[1:]]
             for line in capsys.readouterr().out.splitlines()[2:]}
-    assert rows[web.stem][-3:] == ["40.0 min (plan)", "1.25", "0 of 400"]
+    assert rows[web.stem][-3:] == ["40.0 min (plan)", "1.25", "0 of 400, 0 recorded before its batch"]
     spec_guess = guard.measured_s / guard.measured_sizes["N_TASKS"] * 30  # its spec's figure at this run's 30 tasks
     assert rows[guard.stem][-3] == f"{format_seconds(spec_guess)} (spec)"
-    assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)" and rows[guard.stem][-1] == "300 of 300"
+    assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)"
+    assert rows[guard.stem][-1] == "300 of 300, 300 recorded before its batch"
     assert rows["01_run_quickstart"][-3:] == ["—", "—", "—"]  # not run
 
 
@@ -384,7 +463,7 @@ def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_r
 
     from roma_lab.experiments import _cli
 
-    first = load_spec(STUDIES_21_26[0])  # runs first (its stem sorts first), at the plan's n
+    first, second = (load_spec(path) for path in STUDIES_21_26[:2])  # no pilot: they run in stem order
     runs, clock = [], [0.0]
 
     def fake_run(specs, **kwargs):
@@ -394,26 +473,48 @@ def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_r
 
     monkeypatch.setattr(_cli, "run_experiments", fake_run)
     monkeypatch.setattr(_cli, "_clock", lambda: clock[0])
-    planned = plan_study([first, LEVELS], results_root=tmp_path, budget_s=4200)
-    one, levels = planned.notebooks
+    planned = plan_study([first, second], results_root=tmp_path, budget_s=4200)
+    one, two = planned.notebooks
     took = {first.stem: one.seconds / 4}  # it finished in a quarter of its predicted time
-    assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "70min",
+    assert _cli.main(["--root", str(REPO), "run", first.stem, second.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0
     (stem1, sizes1, plan1), (stem2, sizes2, plan2) = runs
     assert (stem1, sizes1["N_TASKS"], plan1["n"]) == (first.stem, one.n, one.n)  # the plan printed first
     left = 4200 - one.seconds / 4
-    again = plan_study([LEVELS], results_root=tmp_path, budget_s=left).notebooks[0]
-    assert (stem2, sizes2["N_TASKS"]) == (LEVELS.stem, again.n) and again.n > levels.n
+    again = plan_study([second], results_root=tmp_path, budget_s=left).notebooks[0]
+    assert (stem2, sizes2["N_TASKS"]) == (second.stem, again.n) and again.n > two.n
     assert plan2["n"] == again.n and plan2["budget_s"] == pytest.approx(left)  # its provenance's plan entry
-    assert f"{LEVELS.stem}: n = {levels.n} -> {again.n}" in capsys.readouterr().out
+    assert f"{second.stem}: n = {two.n} -> {again.n}" in capsys.readouterr().out
     assert json.loads((tmp_path / "plan.json").read_text())["budget_s"] == 4200  # the plan as printed
 
     # a notebook that overran takes it out of the rest, never below the floor
     runs.clear()
     took = {first.stem: 10 * 3600.0}
+    assert _cli.main(["--root", str(REPO), "run", first.stem, second.stem, "--budget", "70min",
+                      "--results", str(tmp_path)]) == 0
+    assert runs[1][1]["N_TASKS"] == 2 and runs[1][2]["budget_s"] == 0
+
+
+def test_a_notebook_whose_finding_the_plan_pays_for_runs_first_so_no_overrun_shrinks_it(tmp_path, monkeypatch):
+    """A fresh clone's 2-hour run re-planned 27 from n = 30 to 22 after the notebooks before it ran long;
+    with a tenth of the budget kept back it starts at the 18 it needs, which a re-plan would shrink."""
+    from roma_lab.experiments import _cli
+
+    first = load_spec(STUDIES_21_26[0])
+    runs = []
+
+    def fake_run(specs, **kwargs):
+        runs.append((specs[0].stem, dict(kwargs["overrides"])))
+        return []
+
+    monkeypatch.setattr(_cli, "run_experiments", fake_run)
+    monkeypatch.setattr(_cli, "_clock", lambda: 10 * 3600.0 * len(runs))  # each overruns the whole budget
+    (one, levels) = plan_study([first, LEVELS], results_root=tmp_path, budget_s=4200).notebooks
+    assert levels.expected and not one.expected
     assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0
-    assert runs[1][1]["N_TASKS"] == 4 and runs[1][2]["budget_s"] == 0  # 2 a level
+    assert [stem for stem, _ in runs] == [LEVELS.stem, first.stem]
+    assert runs[0][1]["N_TASKS"] == levels.n >= levels.pilots[0].needs and runs[1][1]["N_TASKS"] == 2
 
 
 # --- a spec's figure scaled to this machine by a speed probe (a scripted probe: no model runs here) ---
@@ -451,6 +552,56 @@ def test_a_probe_reads_the_model_s_own_counters_and_says_what_went_wrong(tmp_pat
     with pytest.raises(ValueError, match="is not one"):
         run_probe(tmp_path, lm="openai/gpt-4.1")  # a remote model is no speed of this machine
     assert read_probe(tmp_path) == probe  # a failed probe leaves the last good one
+
+
+def test_a_probe_keeps_the_fastest_of_its_runs_and_says_when_the_machine_was_busy(tmp_path, capsys, monkeypatch):
+    """A probe beside a test suite measured 66 / 20 tok/s where the quiet machine gives 86 / 28, and the
+    2-hour plan it scaled funded nothing."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from roma_lab.experiments import _cli
+    from roma_lab.experiments._probe import BUSY_SHARE, PROBE_FILE, _others_share, run_probe
+
+    # each run of the child slower than the one before: the first, fastest, is kept
+    counter = tmp_path / "runs"
+    slower = fake_probe()
+    slower[-1] = ("import pathlib\nc = pathlib.Path(%r)\nn = int(c.read_text()) if c.exists() else 0\n"
+                  "c.write_text(str(n + 1))\nimport sys\n" % str(counter)) + slower[-1].replace(
+                      "prompt_seconds=10.0", "prompt_seconds=10.0 * (n + 1)")
+    probe = run_probe(tmp_path, command=slower)
+    assert counter.read_text() == "3" and probe.prompt_tps == 60.0
+    # other work beside it: every core burnt while the probe sleeps
+    burners = [subprocess.Popen([sys.executable, "-c", "import time\nt = time.time()\nwhile time.time() - t < 20: pass"])
+               for _ in range(os.cpu_count() or 1)]
+    try:
+        idle = fake_probe()
+        idle[-1] = "import time\ntime.sleep(0.4)\n" + idle[-1]
+        monkeypatch.setattr(_cli, "run_probe", lambda root, lm: run_probe(root, lm=lm, command=idle))
+        assert _cli.main(["--root", str(REPO), "probe", "--results", str(tmp_path)]) == 0
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    err = capsys.readouterr().err
+    assert "of this machine's CPU while it was probed: its speed is under-measured" in err
+    assert json.loads((tmp_path / PROBE_FILE).read_text())["others_cpu_share"] > BUSY_SHARE
+    # and the plan it scales says so, under its line of scaled times; a quiet probe's plan does not
+    from roma_lab.experiments._plan_text import plan_lines
+
+    named = dataclasses.replace(load_spec(REPO / "experiments" / "01_run_quickstart.toml"), measured_tps=(120.0, 48.0))
+    warned = [line for line in plan_lines(plan_study([named], results_root=tmp_path)) if "warning:" in line]
+    assert warned and warned[0].startswith("  warning: other processes took")
+    quiet = {**json.loads((tmp_path / PROBE_FILE).read_text()), "others_cpu_share": 0.02}
+    (tmp_path / PROBE_FILE).write_text(json.dumps(quiet))
+    assert not [line for line in plan_lines(plan_study([named], results_root=tmp_path)) if "warning:" in line]
+    # the arithmetic: busy ticks less the probes' own seconds, over all ticks
+    tick = os.sysconf("SC_CLK_TCK")
+    assert _others_share((100, 1000), (100 + 3 * tick, 1000 + 4 * tick), 1.0) == pytest.approx(0.5)
+    assert _others_share((100, 1000), (100 + tick, 1000 + 4 * tick), 2.0) == 0.0  # never negative
+    assert _others_share(None, (1, 2), 0.0) is None
 
 
 def test_the_plan_scales_a_spec_s_figure_by_the_probe_and_only_where_the_spec_names_its_machine(tmp_path):

@@ -301,6 +301,8 @@ EDITS = {
     "request edited, digest recomputed": lambda d: _redigest(d["request"]["messages"][-1].update(content="8 x 6?"), d),
     "recorded latency edited": lambda d: d.update(latency_s=d["latency_s"] + 1),
     "recorded latency removed, digest kept": lambda d: d.pop("latency_s"),
+    "recording time moved later, digest kept": lambda d: d.update(recorded_at=d["recorded_at"] + 3600),
+    "recording time removed, digest kept": lambda d: d.pop("recorded_at"),
 }
 
 
@@ -363,25 +365,31 @@ def served(directory: Path) -> dict:
     return lm.history[-1]["response"].provider_data
 
 
-def test_an_entry_records_its_generation_time_and_a_replay_serves_it(tmp_path):
+def test_an_entry_records_its_generation_time_and_when_and_a_replay_serves_both(tmp_path):
+    import time
+
     slow = ScriptedEngine(lambda r: {"answer": "42"}, latency_s=0.2)
     lm = dspy.LM("local/fake", engine=CachingEngine(slow, model_id="fake", directory=tmp_path), cache=False)
+    before = time.time()
     assert ask(lm, "Six times seven?") == "42"
+    after = time.time()
     (entry,) = tmp_path.rglob("*.json")
-    latency = json.loads(entry.read_text())["latency_s"]
-    assert 0.2 <= latency < 1.0  # measured around the model's call
-    assert served(tmp_path) == {"cache_hit": True, "latency_s": latency}
+    data = json.loads(entry.read_text())
+    assert 0.2 <= data["latency_s"] < 1.0  # measured around the model's call
+    assert before + 0.2 <= data["recorded_at"] <= after  # written once the reply came
+    assert served(tmp_path) == {"cache_hit": True, "latency_s": data["latency_s"], "recorded_at": data["recorded_at"]}
 
 
 def test_an_entry_written_before_latencies_were_recorded_still_replays_with_its_latency_unknown(tmp_path):
     entry = recorded(tmp_path)
 
     def as_written_before(data: dict) -> None:
-        del data["latency_s"]
+        del data["latency_s"], data["recorded_at"]
         data["digest"] = _old_digest(data)
 
     edit(entry, as_written_before)
-    assert served(tmp_path) == {"cache_hit": True, "latency_s": None}  # before: damaged, as it has no latency
+    # before: damaged, as it has no latency
+    assert served(tmp_path) == {"cache_hit": True, "latency_s": None, "recorded_at": None}
     assert json.loads(entry.read_text()).get("latency_s") is None  # a replay never changes the recording
 
 

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 
 from roma_lab._cli import CommandParser
@@ -28,7 +29,7 @@ from roma_lab.results import ProvenanceError, default_repo_root, read_provenance
 from ._key import experiment_status, run_key
 from ._plan import StudyPlan, check_target_mde, parse_budget, plan_study, predicted_seconds, task_sized, write_plan
 from ._plan_text import plan_lines
-from ._probe import PROBE_FILE, read_probe, run_probe
+from ._probe import PROBE_FILE, PROBE_RUNS, read_probe, run_probe
 from ._runner import run_experiments
 from ._spec import (
     ExperimentSpec,
@@ -372,8 +373,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return 2
         print(f"speed probe of {probe.model}: prompt {probe.prompt_tps:.1f} tok/s, generation "
-              f"{probe.generation_tps:.1f} tok/s ({probe.threads} threads, load {probe.load_avg_1min:.2f}); "
-              f"written to {_shown(results_root / PROBE_FILE)}")
+              f"{probe.generation_tps:.1f} tok/s ({probe.threads} threads, load {probe.load_avg_1min:.2f}; fastest of "
+              f"{PROBE_RUNS}); written to {_shown(results_root / PROBE_FILE)}")
+        if busy := probe.busy():
+            print(f"warning: {busy}", file=sys.stderr)
         return 0
     if args.command == "times":
         rows, probe = run_times(results_root, [s.stem for s in specs]), read_probe(results_root)
@@ -412,12 +415,16 @@ def main(argv: list[str] | None = None) -> int:
     if set(overrides) & {name for sizes in sized.values() for name in sizes}:
         print("error: --budget sizes the notebooks; do not --set their size too", file=sys.stderr)
         return 2
-    # notebooks the plan sizes run one by one at their own n; the rest together, as before
-    groups = [([s], {**overrides, **sized[s.stem]}) for s in selected if s.stem in sized]
+    # notebooks the plan sizes run one by one at their own n, those whose comparison it expects to detect
+    # first (a re-plan after an overrun never shrinks a finding the plan paid for); the rest together
+    funded = {p.stem for p in planned.notebooks if p.expected} if planned is not None else set()
+    groups = [([s], {**overrides, **sized[s.stem]})
+              for s in sorted((s for s in selected if s.stem in sized), key=lambda s: s.stem not in funded)]
     rest = [s for s in selected if s.stem not in sized]
     if rest:
         groups.append((rest, overrides))
     outcomes, records, started = [], _records(planned, args.budget_s) if planned else None, _clock()
+    batch_started_at = datetime.now(UTC)  # what the completion cache recorded since is this batch's, no replay
     try:
         for i, (group, values) in enumerate(groups):
             # the first ran on the plan just made; a kept one keeps its n
@@ -436,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"the default run in {_shown(results_root)}/ stays as it is (--results names another folder)")
             outcomes += run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
                                         force=args.force, cluster=args.cluster, per=args.per, overrides=values,
-                                        budget_usd=args.budget_usd, plans=records)
+                                        budget_usd=args.budget_usd, plans=records, batch_started_at=batch_started_at)
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2

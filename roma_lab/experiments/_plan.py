@@ -151,6 +151,16 @@ class NotebookPlan:
     sets: tuple[tuple[str, ParamValue], ...] = ()  # what it runs with besides n (27 narrowed: its LEVELS)
 
 
+def narrowed(sets: Sequence[tuple[str, ParamValue]]) -> tuple[list[ParamValue], tuple[tuple[str, ParamValue], ...]]:
+    """What a narrowed plan's ``sets`` hold, in the one order ``_Sized.of`` writes them: the groups it runs
+    in (its ``[plan] per`` parameter's value, 27's ``LEVELS = ["L1"]``), then what else ``[plan.alone]``
+    sets (27's ``SYSTEMS``). ([], ()) when it is not narrowed."""
+    if not sets:
+        return [], ()
+    (_, groups), *also = sets
+    return list(groups), tuple(also)
+
+
 @dataclass(frozen=True, slots=True)
 class StudyPlan:
     budget_s: float | None
@@ -160,6 +170,7 @@ class StudyPlan:
     budget_usd: float | None = None
     quote_lm: str = PRICED_MODEL  # the remote model its studies' own sizes are also priced with
     quote_concurrency: int = 1  # the units it runs at once
+    busy_probe: str = ""  # what else ran while the probe it scaled by was taken ("" when quiet or unknown)
 
     def not_afforded(self) -> tuple[NotebookPlan, ...]:
         """The task-sized notebooks the budget shrinks below their own (protocol) size."""
@@ -209,7 +220,7 @@ def _replay(ran: RunTime) -> str:
     """Why ``ran``'s time is no cost of its notebook ("" when it is one): a replay from the completion
     cache took seconds where the model took minutes."""
     calls = ran.calls
-    return "" if calls is None or not calls.replayed else f"{calls.cached} of {calls.requests} calls from the cache"
+    return "" if calls is None or not calls.replayed else f"{calls.earlier} of {calls.requests} calls from the cache, recorded before its batch"
 
 
 def _spec_cost(spec: ExperimentSpec, probe: SpeedProbe | None = None) -> tuple[float, str, None]:
@@ -423,7 +434,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         money = None if dollars_per_unit is None else dollars_per_unit * z.others
         each = "" if run.strata == 1 else f" at n = {k} a {run.stratum}"
         if run.sets:  # narrowed: the groups it runs in
-            each = f" in {', '.join(map(str, run.sets[0][1]))} alone"
+            each = f" in {', '.join(map(str, narrowed(run.sets)[0]))} alone"
         if not math.isfinite(at_n.mde):
             detects = "nothing"
         elif at_n.mde >= 0.5:  # only differences no paper reports
@@ -472,7 +483,8 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             quote_dollars=(None if quote_price is None or tokens is None
                            else z.own_n * z.others * tokens * quote_price), replay=_replay(runs[spec.stem]),
             kept=spec.stem in kept, sets=run.sets))
-    return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency)
+    return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency,
+                     busy_probe=probe.busy() if probe is not None else "")
 
 
 def task_sized(spec: ExperimentSpec) -> bool:

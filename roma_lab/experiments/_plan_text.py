@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import textwrap
 
-from ._plan import SPEC_PROBED, SPEC_RUN, SPEC_TIMEOUT, NotebookPlan, StudyPlan
+from ._plan import SPEC_PROBED, SPEC_RUN, SPEC_TIMEOUT, NotebookPlan, StudyPlan, narrowed
 from ._times import format_seconds
 
 #: What ``run --budget`` does with a plan over its budget; the README says the same of ``make reproduce``.
@@ -53,9 +53,9 @@ def _total(plan: StudyPlan) -> list[str]:
                                width=100, initial_indent="  ", subsequent_indent="    ")
     for p in plan.notebooks:
         if p.sets:  # a budget that cannot pay its primary comparison in every group runs that group alone
-            groups = ", ".join(map(str, p.sets[0][1]))
-            also = "".join(f", {name} = {value!r}" for name, value in p.sets[1:])  # [plan.alone]: its systems too
-            lines += textwrap.wrap(f"{p.stem} runs in {groups} alone{also}: its primary comparison's n is not paid in "
+            groups, others = narrowed(p.sets)
+            also = "".join(f", {name} = {value!r}" for name, value in others)  # [plan.alone]: its systems too
+            lines += textwrap.wrap(f"{p.stem} runs in {', '.join(map(str, groups))} alone{also}: its primary comparison's n is not paid in "
                                    f"every {p.stratum}", width=100, initial_indent="  ",
                                    subsequent_indent="    ")
     replays = [p.stem for p in plan.notebooks if p.replay]
@@ -68,6 +68,8 @@ def _total(plan: StudyPlan) -> list[str]:
                      "machine (design/planning.md)")
     if probed:
         lines.append(f"  {probed} of them scaled to this machine by its speed probe")
+        if plan.busy_probe:  # a probe beside other work makes every scaled time too long
+            lines += textwrap.wrap(plan.busy_probe, width=100, initial_indent="  warning: ", subsequent_indent="    ")
     return lines
 
 

@@ -4,7 +4,11 @@ A spec's ``measured_s`` was timed on some machine; the plan scales it to this on
 a few seconds of prompt evaluation and generation through ``roma_lab.lm`` (a fixed prompt, no
 completion cache), read from llama.cpp's own counters (the model's ``ModelSpeed`` record, written when
 the model is freed). The probe runs in a child process so the model is freed, and its record written,
-when the child exits; ``results/speed_probe.json`` keeps the result. A spec names the speed of the
+when the child exits; ``results/speed_probe.json`` keeps the result. Other work only slows a probe
+down, so it runs three times and keeps the fastest; and it records the share of the machine's CPU that
+other processes took meanwhile (``others_cpu_share``, from /proc/stat less the children's own time):
+a probe beside a test suite measured 66 / 20 tok/s where the quiet machine gives 86 / 28, scaled
+every prediction up by a third, and the 2-hour plan funded nothing. A spec names the speed of the
 machine its figure comes from in ``measured_tps`` ([prompt, generation] tok/s of this probe run there,
 quiet, beside that run: a notebook's own averages in the ``times`` table mix long and short prompts and
 are not the probe's unit); the plan's cost of a unit is then that figure times the ratio of one agent-like
@@ -34,6 +38,10 @@ PROBE_PROMPT = (
     "keep the dates and the names exactly as written, and never guess a value that no document states. "
 ) * 12 + "Now count from 1 to 300, the numbers separated by commas, and nothing else."
 PROBE_MAX_TOKENS = 48
+PROBE_RUNS = 3
+#: Above this share of the machine's CPU taken by other processes while it was probed, a probe says the
+#: machine was busy: its speed is under-measured and every time scaled by it over-estimated.
+BUSY_SHARE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,9 +54,18 @@ class SpeedProbe:
     threads: int
     load_avg_1min: float
     measured_at: str  # ISO time, UTC
+    others_cpu_share: float | None = None  # of the machine's CPU, other processes' while probing (None: unknown)
 
     def call_seconds(self) -> float:
         return call_seconds(self.prompt_tps, self.generation_tps)
+
+    def busy(self) -> str:
+        """What the machine was doing besides the probe, when that makes it slow ("" when quiet or unknown)."""
+        share = self.others_cpu_share
+        if share is None or share <= BUSY_SHARE:
+            return ""
+        return (f"other processes took {share:.0%} of this machine's CPU while it was probed: its speed is "
+                f"under-measured and every time the plan scales by it over-estimated; probe again on a quiet machine")
 
 
 def call_seconds(prompt_tps: float, generation_tps: float) -> float:
@@ -62,36 +79,71 @@ def speed_ratio(probe: SpeedProbe, measured_tps: Sequence[float]) -> float:
 
 
 def run_probe(results_root: str | Path, *, lm: str = "local", command: Sequence[str] | None = None,
-              timeout_s: float = 600) -> SpeedProbe:
-    """Probe the embedded model ``lm`` in a child process (``command`` replaces it: a test's stand-in that
-    writes a speed record) and write ``<results_root>/speed_probe.json``. RuntimeError naming what
-    went wrong when the child fails or writes no usable record."""
+              timeout_s: float = 600, runs: int = PROBE_RUNS) -> SpeedProbe:
+    """Probe the embedded model ``lm`` in a child process ``runs`` times (``command`` replaces it: a
+    test's stand-in that writes a speed record), keep the fastest, and write
+    ``<results_root>/speed_probe.json``. RuntimeError naming what went wrong when a child fails or
+    writes no usable record."""
     from roma_lab.lm import SPEED_LOG_ENV, in_process, read_speeds
     from roma_lab.results import write_text_atomic
 
     if command is None and not in_process(lm):
         raise ValueError(f"a probe times the embedded model on this machine; {lm!r} is not one")
+    child = list(command or [sys.executable, "-m", "roma_lab.experiments._probe", lm])
+    machine, mine = _cpu_ticks(), _children_cpu_s()
     with tempfile.TemporaryDirectory() as folder:
         log = Path(folder) / "speed.jsonl"
-        child = list(command or [sys.executable, "-m", "roma_lab.experiments._probe", lm])
-        try:
-            done = subprocess.run(child, env={**os.environ, SPEED_LOG_ENV: str(log)}, capture_output=True,
-                                  text=True, timeout=timeout_s, check=False)
-        except subprocess.TimeoutExpired:
-            raise RuntimeError(f"the speed probe took more than {timeout_s:g} s") from None
-        if done.returncode:
-            last = (done.stderr.strip().splitlines() or ["no message"])[-1]
-            raise RuntimeError(f"the speed probe failed (exit {done.returncode}): {last}")
+        for _ in range(runs):
+            try:
+                done = subprocess.run(child, env={**os.environ, SPEED_LOG_ENV: str(log)}, capture_output=True,
+                                      text=True, timeout=timeout_s, check=False)
+            except subprocess.TimeoutExpired:
+                raise RuntimeError(f"the speed probe took more than {timeout_s:g} s") from None
+            if done.returncode:
+                last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+                raise RuntimeError(f"the speed probe failed (exit {done.returncode}): {last}")
         speeds, _ = read_speeds(log)
+    others = _others_share(machine, _cpu_ticks(), _children_cpu_s() - mine)
     usable = [s for s in speeds if s.prompt_tps and s.generation_tps]
     if not usable:
         raise RuntimeError("the speed probe's model recorded no prompt and generation speed")
-    speed = usable[-1]
+    speed = min(usable, key=lambda s: call_seconds(s.prompt_tps, s.generation_tps))
     probe = SpeedProbe(model=speed.model, prompt_tps=speed.prompt_tps, generation_tps=speed.generation_tps,
                        threads=speed.threads, load_avg_1min=speed.load_avg_1min,
-                       measured_at=speed.closed_at.isoformat())
+                       measured_at=speed.closed_at.isoformat(), others_cpu_share=others)
     write_text_atomic(Path(results_root) / PROBE_FILE, json.dumps(asdict(probe), indent=2) + "\n")
     return probe
+
+
+_STAT = Path("/proc/stat")
+
+
+def _cpu_ticks() -> tuple[int, int] | None:
+    """(busy, total) clock ticks of every CPU since boot, from /proc/stat (None where there is none)."""
+    try:
+        ticks = [int(v) for v in _STAT.read_text().splitlines()[0].split()[1:]]
+    except (OSError, ValueError, IndexError):
+        return None
+    idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait
+    return sum(ticks) - idle, sum(ticks)
+
+
+def _children_cpu_s() -> float:
+    """CPU seconds of this process's finished children (the probes)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _others_share(before: tuple[int, int] | None, after: tuple[int, int] | None, children_s: float) -> float | None:
+    """The share of the machine's CPU time between ``before`` and ``after`` that was neither idle nor the
+    probes' own (``children_s``); None when /proc/stat could not be read."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return min(1.0, max(0.0, (busy - children_s * tick) / total))
 
 
 def read_probe(results_root: str | Path) -> SpeedProbe | None:

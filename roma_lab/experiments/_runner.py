@@ -45,6 +45,7 @@ def run_experiment(
     overrides: Mapping[str, ParamValue] | None = None,
     budget_usd: float | None = None,
     plan: Mapping[str, Any] | None = None,
+    batch_started_at: datetime | None = None,
 ) -> RunOutcome:
     """Execute one experiment into ``<results_root>/<stem>/`` and write its provenance.json.
 
@@ -68,11 +69,15 @@ def run_experiment(
     run's identity, so another cap resumes the same rows; but a completed run is skipped only when it
     ran under the cap asked now (one stopped at a lower cap runs again, resuming).
     ``plan``: the study plan's line for this notebook (``experiments plan``: its n, predicted time and
-    MDE), printed before it runs and recorded under ``extra.plan``.
+    MDE), printed before it runs and recorded under ``extra.plan``. ``batch_started_at``: when the batch
+    this run belongs to began (None: this run alone): a model call the completion cache served from
+    an entry recorded before it is a replay (``extra.model_calls.earlier``), one recorded since is a
+    request an earlier notebook of the batch asked first.
     """
     start = time.perf_counter()
     request = _request(spec, results_root=results_root, smoke=smoke, lm=lm, force=force, kernel_env=kernel_env,
-                       cluster=cluster, overrides=overrides, budget_usd=budget_usd, plan=plan)
+                       cluster=cluster, overrides=overrides, budget_usd=budget_usd, plan=plan,
+                       batch_started_at=batch_started_at)
     out_dir = request.out_dir
     if (not force and run_status(spec, out_dir, lambda: request.key) == "completed"
             and _budget_of(out_dir) == budget_usd):
@@ -100,6 +105,7 @@ def run_experiments(
     overrides: Mapping[str, ParamValue] | None = None,
     budget_usd: float | None = None,
     plans: Mapping[str, Mapping[str, Any]] | None = None,
+    batch_started_at: datetime | None = None,
 ) -> list[RunOutcome]:
     """Run specs with a tqdm bar; one failure does not stop the rest.
 
@@ -116,7 +122,8 @@ def run_experiments(
     of them (one :class:`OverrideError` naming each that refuses them) before any notebook runs.
     ``budget_usd``: each notebook's dollar cap (:func:`run_experiment`); its items then run in its own
     kernel, so not with ``per="item"`` on a cluster (a ValueError). ``plans``: per notebook stem, its
-    line of the study plan (:func:`run_experiment`'s ``plan``).
+    line of the study plan (:func:`run_experiment`'s ``plan``). ``batch_started_at``: when the batch
+    began (None: now), as :func:`run_experiment` takes it.
     """
     from tqdm.auto import tqdm
 
@@ -138,7 +145,7 @@ def run_experiments(
     if refused:
         raise OverrideError("\n".join(refused))
     kwargs = {"results_root": results_root, "smoke": smoke, "lm": lm, "force": force, "overrides": overrides,
-              "budget_usd": budget_usd}
+              "budget_usd": budget_usd, "batch_started_at": batch_started_at or datetime.now(UTC)}
     outcomes = []
     with tqdm(total=len(specs), desc="experiments", unit="exp", disable=not progress) as bar:
 
@@ -198,6 +205,7 @@ class RunRequest:
     cluster: Mapping[str, Any] | None  # the cluster's record (run_experiments), None in-process
     budget_usd: float | None
     plan: Mapping[str, Any] | None  # the study plan's line for this notebook
+    batch_started_at: datetime | None  # when its batch began (None: this run alone)
 
     def provenance_extra(self, *, recovered: str | None, quarantined: list[str],
                          model_calls: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -232,7 +240,7 @@ class RunRequest:
 def _request(spec: ExperimentSpec, *, results_root: str | Path, smoke: bool, lm: str | None, force: bool,
              kernel_env: Mapping[str, str] | None, cluster: Mapping[str, Any] | None,
              overrides: Mapping[str, ParamValue] | None, budget_usd: float | None,
-             plan: Mapping[str, Any] | None) -> RunRequest:
+             plan: Mapping[str, Any] | None, batch_started_at: datetime | None) -> RunRequest:
     """:func:`run_experiment`'s arguments as one request; :class:`OverrideError` for sizes the notebook refuses."""
     out_dir = (Path(results_root) / spec.stem).resolve()
     overrides = check_overrides(spec, overrides or {})
@@ -242,7 +250,7 @@ def _request(spec: ExperimentSpec, *, results_root: str | Path, smoke: bool, lm:
     key = run_key(spec, out_dir=out_dir, smoke=smoke, lm=lm, overrides=overrides)  # the one identity of this run
     return RunRequest(spec=spec, out_dir=out_dir, key=key, smoke=smoke, force=force,
                       overrides=MappingProxyType(overrides), kernel_env=MappingProxyType(env), cluster=cluster,
-                      budget_usd=budget_usd, plan=plan)
+                      budget_usd=budget_usd, plan=plan, batch_started_at=batch_started_at)
 
 
 def _run(request: RunRequest) -> str | None:
@@ -292,7 +300,8 @@ def _run(request: RunRequest) -> str | None:
         if (out_dir / spec.notebook.name).is_file():  # a failed run's copy too: its traceback and outputs so far
             finish_notebook(out_dir / spec.notebook.name,
                             {k: key.parameters[k] for k in spec.smoke if k in key.parameters} if request.smoke else None)
-    record("failed" if error else "completed", error, count_model_calls(out_dir).as_dict())
+    since = request.batch_started_at or started_at  # a cache entry recorded since is this batch's own request
+    record("failed" if error else "completed", error, count_model_calls(out_dir, since).as_dict())
     return error
 
 

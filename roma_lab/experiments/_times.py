@@ -14,7 +14,9 @@ predicts at its sizes) and measured / predicted, and how many of its model calls
 completion cache (``extra.model_calls``, which the runner counts in the run's traces; counted from
 the folder for older records): a replay takes seconds where the model took an hour (notebook 42
 recorded 12 s for a 53-minute study), so its time is no measure of the model's, and the plan does
-not price a notebook by it.
+not price a notebook by it. Only a hit on an entry recorded before the run's batch began counts as a
+replay (``earlier``): in a fresh clone's ``make reproduce``, notebooks 22-26 are served the first
+tasks' calls that 21 asked minutes before, which every such batch pays the same way.
 """
 
 from __future__ import annotations
@@ -39,37 +41,49 @@ SPEED_LOG = "lm_speed.jsonl"
 #: A run that served more than this share of its model calls from the completion cache is a replay:
 #: its time is no cost of the notebook (the model did not run), and ``times`` says so.
 REPLAYED_SHARE = 0.1
-_CACHED = re.compile(rb'"cached"\s*:\s*(true|false)')  # an LMExchange of a trace (roma_lab.trace)
+# an LMExchange of a trace (roma_lab.trace), its fields in their order: whether the cache served it, and when
+# the entry it was served was recorded
+_NUMBER = rb'(?:null|-?[0-9][0-9.eE+-]*)'
+_CACHED = re.compile(rb'"cached"\s*:\s*(true|false)\s*(?:,\s*"recorded_latency_s"\s*:\s*' + _NUMBER
+                     + rb'\s*)?(?:,\s*"recorded_at"\s*:\s*(' + _NUMBER + rb'))?')
 
 
 @dataclass(frozen=True, slots=True)
 class ModelCalls:
-    """The model requests a run's traces record, and how many of them the completion cache served."""
+    """The model requests a run's traces record, how many of them the completion cache served, and how
+    many of those it served from entries recorded before the run's batch began (``earlier``: a replay
+    of another run; the rest an earlier request of the same batch, a cost the batch pays every time)."""
 
     requests: int
     cached: int
+    earlier: int
 
     @property
     def replayed(self) -> bool:
-        return self.requests > 0 and self.cached > REPLAYED_SHARE * self.requests
+        return self.requests > 0 and self.earlier > REPLAYED_SHARE * self.requests
 
     def as_dict(self) -> dict[str, int]:
-        return {"requests": self.requests, "cached": self.cached}
+        return {"requests": self.requests, "cached": self.cached, "earlier": self.earlier}
 
 
-def count_model_calls(out_dir: str | Path) -> ModelCalls:
+def count_model_calls(out_dir: str | Path, since: datetime | None = None) -> ModelCalls:
     """The model requests recorded in the JSON files under ``out_dir`` (the traces ``evaluate`` and the
-    agents write: one ``"cached": true|false`` per request) and how many were served from a cache.
-    A file that cannot be read counts nothing; a run without traces counts 0 of 0."""
-    requests = cached = 0
+    agents write: one ``"cached": true|false`` per request), how many were served from a cache, and how
+    many of those from entries recorded before ``since`` (the batch's start; an entry that recorded no
+    time, or any entry when ``since`` is None, counts as earlier). A file that cannot be read counts
+    nothing; a run without traces counts 0 of 0."""
+    start = since.timestamp() if since is not None else None
+    requests = cached = earlier = 0
     for path in Path(out_dir).rglob("*.json"):
         try:
             found = _CACHED.findall(read_regular_bytes(path))
         except (OSError, ValueError):  # gone, unreadable, or no regular file: nothing to count
             continue
         requests += len(found)
-        cached += found.count(b"true")
-    return ModelCalls(requests, cached)
+        hits = [at for flag, at in found if flag == b"true"]
+        cached += len(hits)
+        earlier += sum(start is None or at in (b"", b"null") or float(at) < start for at in hits)
+    return ModelCalls(requests, cached, earlier)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,12 +163,14 @@ def _planned(plan: object) -> float | None:
 
 
 def _calls(counted: object) -> ModelCalls | None:
-    """A record's ``model_calls`` as the runner wrote it; None when absent or not two counts."""
+    """A record's ``model_calls`` as the runner wrote it; None when absent or not its counts. A record
+    written before ``earlier`` was counted takes every hit as earlier."""
     if not isinstance(counted, Mapping):
         return None
     requests, cached = counted.get("requests"), counted.get("cached")
-    if type(requests) is int and type(cached) is int and 0 <= cached <= requests:
-        return ModelCalls(requests, cached)
+    earlier = counted.get("earlier", cached)
+    if (all(type(n) is int for n in (requests, cached, earlier)) and 0 <= earlier <= cached <= requests):
+        return ModelCalls(requests, cached, earlier)
     return None
 
 
@@ -229,7 +245,8 @@ def times_markdown(rows: Sequence[RunTime], predicted: Mapping[str, tuple[float,
         ratio = "—" if guess is None or row.seconds is None else f"{row.seconds / guess:.2f}"
         if ratio != "—" and row.calls is not None and row.calls.replayed:
             ratio += " (a replay)"
-        calls = "—" if row.calls is None or not row.calls.requests else f"{row.calls.cached} of {row.calls.requests}"
+        calls = ("—" if row.calls is None or not row.calls.requests
+                 else f"{row.calls.cached} of {row.calls.requests}, {row.calls.earlier} recorded before its batch")
         cells = [f"`{row.stem}`", row.status, tier, row.model or "—", _when(row.started), _when(row.finished),
                  format_seconds(row.seconds), row.threads, row.load, row.tokens_per_s(),
                  "—" if guess is None else f"{format_seconds(guess)} ({source})", ratio, calls]

@@ -6,9 +6,10 @@ re-running a notebook repeats no model call, and a replay engine can serve recor
 tests, failing loudly on anything not recorded. Each entry is checked against what it stores before it is
 served: its key is recomputed from its request and a digest covers request, reply and the
 generation's wall time, so an edited entry is damaged, never served. A served reply says it was
-looked up (``cache_hit``) and how long the recorded generation took (``latency_s``, None for entries
-written before it was recorded), so a replayed run can be drawn with the timings it was recorded
-with (trace.replayed_schedule).
+looked up (``cache_hit``), how long the recorded generation took (``latency_s``) and when it was
+recorded (``recorded_at``; both None for entries written before they were recorded), so a replayed
+run can be drawn with the timings it was recorded with (trace.replayed_schedule), and a run can tell a
+replay of an earlier run from a request an earlier notebook of its own batch asked first.
 """
 
 from __future__ import annotations
@@ -62,8 +63,9 @@ class CachedCompletion(BaseModel):
     of every other field (``entry_digest``): entries recorded before it existed are damaged and
     regenerated, as an entry whose text was edited would be indistinguishable from them.
     ``latency_s`` is the wall time of the wrapped engine's call that generated the reply (any wait
-    for one of its request slots included); entries written before it was recorded have none (None)
-    and stay valid: their digest was taken without it (``_LATER``)."""
+    for one of its request slots included); ``recorded_at`` when it was written (Unix seconds). Entries
+    written before these were recorded have none (None) and stay valid: their digest was taken without
+    them (``_LATER``)."""
 
     model_config = ConfigDict(extra="forbid")
     key: str
@@ -75,11 +77,12 @@ class CachedCompletion(BaseModel):
     output_tokens: int
     digest: str
     latency_s: float | None = None
+    recorded_at: float | None = None
 
 
 # Fields added after entries were first written: left out of the digest when absent (None), so older
 # entries still verify; once present they are covered like any other field.
-_LATER = ("latency_s",)
+_LATER = ("latency_s", "recorded_at")
 
 
 def _canonical_json(value) -> str:
@@ -123,12 +126,13 @@ def _to_response(entry: CachedCompletion):
 
     # Usage is that of the recorded call, so usage tables are identical when a run is replayed. The
     # mark lets a trace say the completion was looked up, not generated, and how long generating it
-    # took (the controller reads both: LMExchange.from_history).
+    # took and when (the controller reads them: LMExchange.from_history).
     return Response(id=None, model=entry.model_id, message=Message.assistant([TextPart(entry.text)]),
                     finish_reason=entry.finish_reason,
                     usage=Usage(input_tokens=entry.input_tokens, output_tokens=entry.output_tokens,
                                 total_tokens=entry.input_tokens + entry.output_tokens),
-                    provider_data={"cache_hit": True, "latency_s": entry.latency_s})
+                    provider_data={"cache_hit": True, "latency_s": entry.latency_s,
+                                   "recorded_at": entry.recorded_at})
 
 
 def _read_regular(path: Path) -> bytes | None:
@@ -243,7 +247,7 @@ class CachingEngine:
                                                                           rollout))),
                   "text": response.text or "", "finish_reason": response.finish_reason,
                   "input_tokens": usage.input_tokens or 0, "output_tokens": usage.output_tokens or 0,
-                  "latency_s": latency}
+                  "latency_s": latency, "recorded_at": time.time()}
         entry = CachedCompletion(**fields, digest=entry_digest(fields))
         write_text_atomic(path, entry.model_dump_json(indent=1))  # an interrupted run leaves no half entry
         return response, entry

@@ -35,7 +35,8 @@ __all__ = ["DEFAULT_PORT", "SYSTEMS", "measure_offline_web", "replay_web_calls"]
 DEFAULT_PORT = 48765
 SYSTEMS = ("roma", "agent")
 _WEB_TOOLS = ("web_search", "web_read", "search", "read_page")
-_TIMED = ("latency_s", "wall_s", "started_s", "queued_s", "created_s", "ended_s", "recorded_latency_s", "fetched_at")
+_TIMED = ("latency_s", "wall_s", "started_s", "queued_s", "created_s", "ended_s", "recorded_latency_s", "recorded_at",
+          "fetched_at")
 
 
 def _systems(chosen: Sequence[Any], lm: Any, max_depth: int, run_timeout_s: float | None) -> list[Any]:

@@ -75,13 +75,14 @@ class LMExchange:
     """One request a role call sent to its model: the messages as sent and the completions that came
     back. ``cached``: served from a completion cache, so no model ran and the call's latency is a
     lookup time. ``recorded_latency_s``: how long generating the completion took when it was
-    recorded, as roma_lab's completion cache stores it (None: a live request, or an entry or cache
-    that recorded no time)."""
+    recorded, as roma_lab's completion cache stores it, and ``recorded_at`` when (Unix seconds; each
+    None: a live request, or an entry or cache that recorded no time)."""
 
     messages: tuple[dict[str, Any], ...]
     completions: tuple[Any, ...]  # text, or a provider's structured output
     cached: bool
     recorded_latency_s: float | None = None
+    recorded_at: float | None = None
 
     @classmethod
     def from_history(cls, history: Sequence[Mapping[str, Any]]) -> tuple[LMExchange, ...]:
@@ -94,11 +95,11 @@ class LMExchange:
             messages = h.get("messages") or ([{"role": "user", "content": h["prompt"]}] if h.get("prompt") else [])
             cached = served_from_cache(h)
             marks = getattr(h.get("response"), "provider_data", None)  # lm/_cache.py's mark
-            recorded = marks.get("latency_s") if cached and isinstance(marks, Mapping) else None
-            recorded = float(recorded) if isinstance(recorded, int | float) and not isinstance(recorded, bool) else None
+            recorded, at = (_number(marks.get(k)) if cached and isinstance(marks, Mapping) else None
+                            for k in ("latency_s", "recorded_at"))
             exchanges.append(cls(messages=tuple(jsonable(list(messages))),
                                  completions=tuple(jsonable(list(h.get("outputs") or []))),
-                                 cached=cached, recorded_latency_s=recorded))
+                                 cached=cached, recorded_latency_s=recorded, recorded_at=at))
         return tuple(exchanges)
 
 
@@ -447,6 +448,11 @@ def _node_record(node: Node) -> dict[str, Any]:
     return record
 
 
+def _number(x: object) -> float | None:
+    """``x`` as a float when it is a real number (not a bool), else None."""
+    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
 def _finite(x: float | None, low: float = 0.0) -> bool:
     return x is None or (math.isfinite(x) and x >= low)
 
@@ -499,8 +505,8 @@ def _problems(run: Run) -> list[str]:
                     and _finite(c.queued_s, -math.inf)
                     and all(t is None or t >= 0 for t in (c.input_tokens, c.output_tokens)) and c.context_chars >= 0):
                 problems.append(f"node {n.id}: call {c.role} has a negative or non-finite number")
-            if not all(_finite(e.recorded_latency_s) for e in c.exchanges):
-                problems.append(f"node {n.id}: call {c.role} has a negative or non-finite recorded latency")
+            if not all(_finite(e.recorded_latency_s) and _finite(e.recorded_at) for e in c.exchanges):
+                problems.append(f"node {n.id}: call {c.role} has a negative or non-finite recorded latency or time")
             if c.queued_s is not None and c.queued_s > c.started_s:
                 problems.append(f"node {n.id}: call {c.role} started before it was queued")
             problems.extend(_tool_problems(n, c))
@@ -620,7 +626,7 @@ def _file_model(cls: type, nested: Mapping[type, type[BaseModel]], *, later: tup
     return create_model(f"_{cls.__name__}Model", __base__=_Strict, __module__=__name__, **spec)
 
 
-_LMExchangeModel = _file_model(LMExchange, {}, later=("recorded_latency_s",))
+_LMExchangeModel = _file_model(LMExchange, {}, later=("recorded_latency_s", "recorded_at"))
 _ToolCallModel = _file_model(ToolCall, {}, later=("shown_chars", "artifact", "cost", "replayed"))
 _ArtifactRefModel = _file_model(ArtifactRef, {})
 _RepairRecordModel = _file_model(RepairRecord, {})
