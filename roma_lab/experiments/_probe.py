@@ -120,8 +120,10 @@ _STAT = Path("/proc/stat")
 
 def _cpu_ticks() -> tuple[int, int] | None:
     """(busy, total) clock ticks of every CPU since boot, from /proc/stat (None where there is none)."""
+    from roma_lab.results import read_regular_bytes
+
     try:
-        ticks = [int(v) for v in _STAT.read_text().splitlines()[0].split()[1:]]
+        ticks = [int(v) for v in read_regular_bytes(_STAT).splitlines()[0].split()[1:]]
     except (OSError, ValueError, IndexError):
         return None
     idle = ticks[3] + (ticks[4] if len(ticks) > 4 else 0)  # idle and iowait

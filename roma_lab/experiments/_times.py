@@ -38,7 +38,8 @@ from roma_lab.results import (
 )
 
 SPEED_LOG = "lm_speed.jsonl"
-#: A run that served more than this share of its model calls from the completion cache is a replay:
+#: A run that served more than this share of its model calls from completion cache entries recorded before
+#: its batch began is a replay:
 #: its time is no cost of the notebook (the model did not run), and ``times`` says so.
 REPLAYED_SHARE = 0.1
 # an LMExchange of a trace (roma_lab.trace), its fields in their order: whether the cache served it, and when
