@@ -85,7 +85,10 @@ browser-tool:
 # a speed probe of this machine (seconds) comes first: the plan scales the specs' times by it.
 BUDGET ?= 2h
 LM ?=
-REPRODUCE_ARGS := $(if $(filter-out none,$(BUDGET)),--budget $(BUDGET),) $(if $(LM),--lm $(LM),)
+# The budget's clock starts with make: set-up and the probe count against it.
+REPRODUCE_SINCE := $(shell date +%s)
+REPRODUCE_ARGS := $(if $(filter-out none,$(BUDGET)),--budget $(BUDGET) --budget-since $(REPRODUCE_SINCE),) \
+	$(if $(LM),--lm $(LM),)
 reproduce: sandbox-tool llama-build-$(REPRODUCE_EXTRAS)
 	$(if $(filter-out local%,$(LM)),,$(PY) -m roma_lab.experiments probe $(if $(LM),--lm $(LM),))
 	$(if $(filter-out none,$(BUDGET)),,$(PY) -m roma_lab.experiments plan --all $(REPRODUCE_ARGS))

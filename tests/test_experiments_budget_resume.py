@@ -159,8 +159,47 @@ def test_a_notebook_run_in_its_primary_comparison_s_level_alone_stays_in_results
     assert _cli.main(["--root", str(root), "run", "--all", "--budget", "5min"]) == 0
     record = read_provenance(root / "results" / "27_levels")  # in results/, not a folder of its own
     assert record.parameters["LEVELS"] == ["L1"] and record.parameters["N_TASKS"] == 30
-    assert "27_levels runs in L1 alone: its primary comparison's n is not paid in every level" in capsys.readouterr().out
+    assert "27_levels runs in L1 alone: its own size is not paid in every level" in capsys.readouterr().out
     assert not (root / "results" / "own").exists()
     ran["runs"].clear()
     assert _cli.main(["--root", str(root), "run", "--all", "--budget", "5min"]) == 0
     assert ran["runs"] == [] and "1 skipped" in capsys.readouterr().out
+
+
+def test_a_budget_since_an_earlier_moment_sizes_the_notebooks_by_what_is_left_and_keeps_their_runs(
+        project, tmp_path, ran, capsys, monkeypatch):
+    """make reproduce passes its own start (--budget-since): the 5 minutes its set-up and probe took
+    come out of the 10-minute budget before the plan sizes anything, and out of every re-plan; the runs
+    it starts belong to the 10-minute budget, so a rerun with another start keeps them."""
+    results = tmp_path / "results"
+    monkeypatch.setattr(_cli, "_now", lambda: 1_000_300.0)
+    assert _cli.main(["--root", str(project), "run", "--all", "--budget", "10min", "--budget-since", "1000000",
+                      "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "5.0 min of the 10.0 min budget went before this command" in out
+    ns = {stem: n for stem, n, _ in ran["runs"]}
+    at = {b: {p.stem: p.n for p in plan_study(load_specs(project), results_root=tmp_path / "nothing",
+                                              budget_s=b).notebooks} for b in (300, 600)}
+    assert ns["21_first"] == at[300]["21_first"] == 10 < at[600]["21_first"]  # 10 s a task by the specs
+    assert all(read_provenance(results / stem).extra["plan"]["run_budget_s"] == 600 for stem in STEMS)
+    ran["runs"].clear()
+    monkeypatch.setattr(_cli, "_now", lambda: 2_000_060.0)
+    assert _cli.main(["--root", str(project), "run", "--all", "--budget", "10min", "--budget-since", "2000000",
+                      "--results", str(results)]) == 0
+    assert ran["runs"] == [] and "3 skipped" in capsys.readouterr().out
+
+
+def test_budget_since_is_spent_by_every_re_plan(project, tmp_path, ran, capsys, monkeypatch):
+    """The time before the command counts in each re-plan too: with 5 of 10 minutes gone before it and
+    21 taking 4 more, 22 is sized with one minute left (3 tasks, half of it), not six."""
+    results = tmp_path / "results"
+    ran["took"] = {"21_first": 240.0}
+    monkeypatch.setattr(_cli, "_now", lambda: 1_000_300.0)
+    assert _cli.main(["--root", str(project), "run", "--all", "--budget", "10min", "--budget-since", "1000000",
+                      "--results", str(results)]) == 0
+    ns = {stem: n for stem, n, _ in ran["runs"]}
+    assert ns["22_second"] == 3
+    without = tmp_path / "without"
+    ran["runs"].clear()
+    assert run(project, without) == 0  # no --budget-since: the same 21 leaves it six minutes
+    assert {stem: n for stem, n, _ in ran["runs"]}["22_second"] == 18

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import time
 from pathlib import Path
 from types import MappingProxyType
 
@@ -112,13 +113,17 @@ def test_make_reproduce_plans_first_and_keeps_to_two_hours_unless_told_otherwise
         return [line for line in out.splitlines() if "roma_lab.experiments" in line]
 
     probe = [".venv/bin/python", "-m", "roma_lab.experiments", "probe"]  # the embedded model: this machine's speed
-    assert [line.split() for line in dry()] == [probe,  # run --budget prints the plan first itself
-        [".venv/bin/python", "-m", "roma_lab.experiments", "run", "--all", "--budget", "2h"]]
+    before = int(time.time())
+    (_, budgeted) = [line.split() for line in dry()]  # run --budget prints the plan first itself
+    assert budgeted[:-2] == [".venv/bin/python", "-m", "roma_lab.experiments", "run", "--all", "--budget", "2h"]
+    # the budget's clock starts with make: set-up and the probe count against the 2 hours
+    assert budgeted[-2] == "--budget-since" and before <= int(budgeted[-1]) <= time.time()
     assert [line.split() for line in dry("BUDGET=none")] == [probe,
         [".venv/bin/python", "-m", "roma_lab.experiments", "plan", "--all"],
         [".venv/bin/python", "-m", "roma_lab.experiments", "run", "--all"]]
     remote = dry("BUDGET=90min", "LM=openai/x")  # a remote model: no probe of the embedded one
-    assert len(remote) == 1 and remote[0].split()[-4:] == ["--budget", "90min", "--lm", "openai/x"]
+    assert len(remote) == 1 and remote[0].split()[-6:-2] == ["--budget", "90min", "--budget-since", remote[0].split()[-3]]
+    assert remote[0].split()[-2:] == ["--lm", "openai/x"]
     assert dry("LM=local:qwen2.5-coder-0.5b")[0].split()[-3:] == ["probe", "--lm", "local:qwen2.5-coder-0.5b"]
 
 

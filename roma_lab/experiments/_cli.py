@@ -9,6 +9,7 @@ runs: never a traceback, never the usage (``--help`` shows it)."""
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -69,6 +70,10 @@ def _parser() -> argparse.ArgumentParser:
     budget = CommandParser(add_help=False)
     budget.add_argument("--budget", help="a time budget such as 2h or 90min: each sized notebook runs at the n its "
                                          "share buys (the rule: design/planning.md)")
+    budget.add_argument("--budget-since", type=float, default=None, metavar="EPOCH_S",
+                        help="when --budget's clock started, in seconds since the epoch (default: when this command "
+                             "starts): `make reproduce` passes its own start, so its set-up and the speed probe "
+                             "count against the budget")
     budget.add_argument("--budget-usd", type=float, default=None,
                         help="a dollar cap per notebook: plan says how many tasks it buys where a price per task is "
                              "known; run hands it to each notebook's evaluations ($ROMA_LAB_BUDGET_USD), which stop "
@@ -265,8 +270,12 @@ def _records(plan: StudyPlan, budget_s: float | None) -> dict[str, dict]:
 def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
           kept: dict[str, _Kept]) -> StudyPlan:
     """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
-    plan = plan_study(selected, results_root=results_root, budget_s=args.budget_s,
+    budget_s = None if args.budget_s is None else max(args.budget_s - args.before_s, 0.0)
+    plan = plan_study(selected, results_root=results_root, budget_s=budget_s,
                       kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
+    if args.before_s:
+        print(f"{format_seconds(args.before_s)} of the {format_seconds(args.budget_s)} budget went before this "
+              f"command (--budget-since: set-up, the speed probe); the plan sizes the {format_seconds(budget_s)} left")
     for line in plan_lines(plan):
         print(line)
     print(f"plan written to {_shown(write_plan(plan, results_root))}")
@@ -275,6 +284,8 @@ def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
 
 #: The run's clock (a test replaces it).
 _clock = time.monotonic
+#: The wall clock --budget-since is read against (a test replaces it).
+_now = time.time
 
 
 def _replan(spec: ExperimentSpec, rest: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
@@ -310,6 +321,7 @@ def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
         if args.command not in ("run", "plan"):
             return
         args.budget_s = parse_budget(args.budget) if args.budget else None
+        args.before_s = _before(args.budget_since, args.budget_s)
         if args.budget_usd is not None:
             from roma_lab.evaluate import check_budget
 
@@ -327,6 +339,20 @@ def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> 
             call_deadline_s()
     except (ValueError, FileNotFoundError) as exc:
         parser.error(f"{args.command}: {exc}")
+
+
+def _before(since: float | None, budget_s: float | None) -> float:
+    """Seconds of the budget spent before this command started (``--budget-since``, an epoch time): 0
+    without it. ValueError for a time that is no moment of this budget's (not finite, in the future,
+    or without a budget to count against)."""
+    if since is None:
+        return 0.0
+    if budget_s is None:
+        raise ValueError("--budget-since says when --budget's clock started; give --budget too")
+    before = _now() - since
+    if not math.isfinite(before) or before < -1:  # a second's leeway: `date +%s` rounds down
+        raise ValueError(f"--budget-since is a past moment in seconds since the epoch (date +%s), got {since!r}")
+    return max(before, 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -430,8 +456,10 @@ def main(argv: list[str] | None = None) -> int:
             # the first ran on the plan just made; a kept one keeps its n
             if i and records is not None and group[0].stem in sized and group[0].stem not in kept:
                 done = {s.stem for earlier, _ in groups[:i] for s in earlier}
-                # spent: this run's time, and what the kept ones it has passed took before it
-                spent = _clock() - started + sum(k.seconds for stem, k in kept.items() if stem in done)
+                # spent: what went before this command (--budget-since), this run's time, and what the kept
+                # ones it has passed took before it
+                spent = (args.before_s + _clock() - started
+                         + sum(k.seconds for stem, k in kept.items() if stem in done))
                 size, records = _replan(group[0], [s for s in selected if s.stem not in done], results_root, args,
                                         args.budget_s - spent, records,
                                         {stem: k for stem, k in kept.items() if stem not in done})

@@ -30,8 +30,8 @@ same budget started keeps that run's n (``kept``: a resumed run skips it or resu
 for at that n; only the others are sized.
 
 **A comparison's n** is the notebook's n, or its n over the groups its spec's ``[plan] per`` splits
-its tasks into (27: a comparison per level). A budget that cannot pay the n its pilot's primary
-comparison needs in every group, but can in that comparison's group (the one its name ends with,
+its tasks into (27: a comparison per level). A budget that cannot pay the notebook's own size in
+every group, but can pay the n its pilot's primary comparison needs in that comparison's group (the one its name ends with,
 "agent - single, L1"), runs that group alone (``NotebookPlan.sets``: 27's ``LEVELS = ["L1"]``).
 **The discordance** (share of tasks on which two conditions disagree) is its primary comparison's pilot's (the spec's ``[plan.pilot]``), else read
 from the notebook's earlier paired tables (``wins + losses`` over ``n`` in any ``*comparisons*.csv``
@@ -403,10 +403,12 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
 
         free = {stem: z for stem, z in sized.items() if stem not in kept}
         k = allocate(free)
-        # one the budget cannot pay at its pilot's n in every group runs its primary comparison's group
-        # alone, when that pays for it there (design/planning.md)
+        # one the budget cannot pay at its own size in every group runs its primary comparison's group
+        # alone, when that pays for it there: the rest of its groups and systems detect nothing at the n
+        # its share buys, and a budget paying every group at the pilot's n would size the finding at its
+        # least (design/planning.md)
         narrow = {stem: z.narrow for stem, z in free.items() if z.narrow is not None and z.narrow.first_k
-                  is not None and z.first_k is not None and k[stem] < z.first_k}
+                  is not None and z.first_k is not None and k[stem] < z.own_k}
         if narrow:
             trial = allocate({**free, **narrow})
             free.update({stem: z for stem, z in narrow.items() if trial[stem] >= z.first_k})
@@ -450,7 +452,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 if needs * run.strata > run.own_n:  # beyond its protocol; within it, the plan's total names the time
                     detects += f"; needs n = {needs * run.strata}, ≈ {_time(needs * run.strata * z.per_task_s)} here"
         # why it runs in one group (the table says it after the total, in its 100 columns)
-        why = (f"; {run.expected[0].name} needs n = {run.first_k} a {z.stratum}, not paid in every {z.stratum}"
+        why = (f"; {run.expected[0].name} needs n = {run.first_k} a {z.stratum}, its own {z.own_n} not paid"
                if run.sets else "")
         if target is not None:
             detects += f"; {target_mde:.2f} needs n = {target.n * run.strata}, ≈ {_time(target.n * run.strata * z.per_task_s)}"

@@ -52,11 +52,11 @@ def _total(plan: StudyPlan) -> list[str]:
         lines += textwrap.wrap(f"kept at the n their runs under this budget started with: {', '.join(kept)}",
                                width=100, initial_indent="  ", subsequent_indent="    ")
     for p in plan.notebooks:
-        if p.sets:  # a budget that cannot pay its primary comparison in every group runs that group alone
+        if p.sets:  # a budget that cannot pay its own size in every group runs its primary comparison's alone
             groups, others = narrowed(p.sets)
             also = "".join(f", {name} = {value!r}" for name, value in others)  # [plan.alone]: its systems too
-            lines += textwrap.wrap(f"{p.stem} runs in {', '.join(map(str, groups))} alone{also}: its primary comparison's n is not paid in "
-                                   f"every {p.stratum}", width=100, initial_indent="  ",
+            lines += textwrap.wrap(f"{p.stem} runs in {', '.join(map(str, groups))} alone{also}: its own size is "
+                                   f"not paid in every {p.stratum}", width=100, initial_indent="  ",
                                    subsequent_indent="    ")
     replays = [p.stem for p in plan.notebooks if p.replay]
     if replays:  # a run served from the completion cache took seconds where the model took an hour
