@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import roma_lab.experiments._plan as plan_rules
 import roma_lab.experiments._runner as runner
 from roma_lab.experiments import _cli, load_specs
 from roma_lab.experiments._plan import plan_study
@@ -36,6 +37,12 @@ outputs = ["rows.csv"]
 N_TASKS = 40
 """
 STEMS = ("21_first", "22_second", "23_third")
+
+
+@pytest.fixture(autouse=True)
+def no_reserve(monkeypatch):
+    """These tests count a budget's minutes whole; the reserve's own test sets it."""
+    monkeypatch.setattr(plan_rules, "RESERVE", 0.0)
 
 
 @pytest.fixture
@@ -176,7 +183,7 @@ def test_a_budget_since_an_earlier_moment_sizes_the_notebooks_by_what_is_left_an
     assert _cli.main(["--root", str(project), "run", "--all", "--budget", "10min", "--budget-since", "1000000",
                       "--results", str(results)]) == 0
     out = capsys.readouterr().out
-    assert "5.0 min of the 10.0 min budget went before this command" in out
+    assert "the 10.0 min budget: 5.0 min of it went before this command" in out
     ns = {stem: n for stem, n, _ in ran["runs"]}
     at = {b: {p.stem: p.n for p in plan_study(load_specs(project), results_root=tmp_path / "nothing",
                                               budget_s=b).notebooks} for b in (300, 600)}
@@ -203,3 +210,19 @@ def test_budget_since_is_spent_by_every_re_plan(project, tmp_path, ran, capsys, 
     ran["runs"].clear()
     assert run(project, without) == 0  # no --budget-since: the same 21 leaves it six minutes
     assert {stem: n for stem, n, _ in ran["runs"]}["22_second"] == 18
+
+
+def test_the_reserve_is_kept_out_of_the_first_plan_and_every_re_plan(project, tmp_path, ran, capsys, monkeypatch):
+    """A reserve of half a 10-minute budget sizes the notebooks as 5 minutes gone before the command
+    do (21 at 10 tasks), and is kept in each re-plan: 21 taking 4 minutes leaves 22 one minute (3
+    tasks), not six; the plan says what it keeps; the runs belong to the 10-minute budget."""
+    monkeypatch.setattr(plan_rules, "RESERVE", 0.5)
+    results = tmp_path / "results"
+    ran["took"] = {"21_first": 240.0}
+    assert _cli.main(["--root", str(project), "run", "--all", "--budget", "10min", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "the 10.0 min budget: 50% of it is kept for the machine's drift in speed; the plan sizes 5.0 min" in out
+    ns = {stem: n for stem, n, _ in ran["runs"]}
+    assert ns["21_first"] == 10 and ns["22_second"] == 3
+    assert all(read_provenance(results / stem).extra["plan"]["run_budget_s"] == 600 for stem in STEMS)
+    assert plan_rules.sizable_s(600, 900) == 0.0  # an overrun sizes nothing, never a negative budget

@@ -14,7 +14,7 @@ import pytest
 
 from roma_lab.experiments import load_spec, load_specs
 from roma_lab.experiments._cli import main, open_command
-from roma_lab.experiments._plan import plan_study
+from roma_lab.experiments._plan import RESERVE, plan_study, sizable_s
 from roma_lab.experiments._plan_text import BUDGET_RULE, LEGEND, plan_lines
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,14 +67,15 @@ def test_the_readme_says_what_the_plan_says_of_make_reproduce(tmp_path):
     the budget and as the README gives it; and a budget sizes notebooks but stops none."""
     readme = " ".join((REPO / "README.md").read_text(encoding="utf-8").split())
     assert BUDGET_RULE.lower() in readme.lower() and "runs within it" not in readme  # a sentence the plan contradicted
-    plan = plan_study(load_specs(REPO), results_root=tmp_path, budget_s=2 * 3600)
+    plan = plan_study(load_specs(REPO), results_root=tmp_path, budget_s=sizable_s(2 * 3600, 0))
     levels = next(p for p in plan.notebooks if p.stem == "27_measure_levels_table1")
     assert "pays notebook 27's primary comparison first (agent − single call, L1 alone;" in readme
     assert dict(levels.sets) == {"LEVELS": ["L1"], "SYSTEMS": ["single"]}
     assert [e.name for e in levels.expected] == ["agent - single, L1"]
     assert levels.comparison_n >= levels.pilots[0].needs  # its pilot's expectation
     assert all(p.comparison_n >= 2 for p in plan.notebooks if p.unit is not None)
-    assert plan.seconds <= 2 * 3600 and f"{plan.seconds / 3600:.1f} h predicted on the EPYC" in readme
+    assert plan.seconds <= sizable_s(2 * 3600, 0) and f"{plan.seconds / 3600:.1f} h predicted on the EPYC" in readme
+    assert f"{RESERVE:.0%} of the budget kept for" in readme
 
 
 def test_the_open_command_roots_jupyterlab_at_the_repository_with_the_notebook_open(tmp_path, monkeypatch):

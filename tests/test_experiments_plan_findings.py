@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from roma_lab.experiments import SpecError, load_spec
-from roma_lab.experiments._plan import expectation, plan_study
+from roma_lab.experiments._plan import expectation, plan_study, sizable_s
 from roma_lab.experiments._spec import Pilot
 from roma_lab.stats import n_for_mde, paired_ci, plan_paired
 
@@ -483,19 +483,19 @@ def test_a_budgeted_run_gives_what_the_finished_notebooks_did_not_spend_to_the_r
 
     monkeypatch.setattr(_cli, "run_experiments", fake_run)
     monkeypatch.setattr(_cli, "_clock", lambda: clock[0])
-    planned = plan_study([first, second], results_root=tmp_path, budget_s=4200)
+    planned = plan_study([first, second], results_root=tmp_path, budget_s=sizable_s(4200, 0))  # less the reserve
     one, two = planned.notebooks
     took = {first.stem: one.seconds / 4}  # it finished in a quarter of its predicted time
     assert _cli.main(["--root", str(REPO), "run", first.stem, second.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0
     (stem1, sizes1, plan1), (stem2, sizes2, plan2) = runs
     assert (stem1, sizes1["N_TASKS"], plan1["n"]) == (first.stem, one.n, one.n)  # the plan printed first
-    left = 4200 - one.seconds / 4
+    left = sizable_s(4200, one.seconds / 4)
     again = plan_study([second], results_root=tmp_path, budget_s=left).notebooks[0]
     assert (stem2, sizes2["N_TASKS"]) == (second.stem, again.n) and again.n > two.n
     assert plan2["n"] == again.n and plan2["budget_s"] == pytest.approx(left)  # its provenance's plan entry
     assert f"{second.stem}: n = {two.n} -> {again.n}" in capsys.readouterr().out
-    assert json.loads((tmp_path / "plan.json").read_text())["budget_s"] == 4200  # the plan as printed
+    assert json.loads((tmp_path / "plan.json").read_text())["budget_s"] == sizable_s(4200, 0)  # as printed
 
     # a notebook that overran takes it out of the rest, never below the floor
     runs.clear()
@@ -519,7 +519,7 @@ def test_a_notebook_whose_finding_the_plan_pays_for_runs_first_so_no_overrun_shr
 
     monkeypatch.setattr(_cli, "run_experiments", fake_run)
     monkeypatch.setattr(_cli, "_clock", lambda: 10 * 3600.0 * len(runs))  # each overruns the whole budget
-    (one, levels) = plan_study([first, LEVELS], results_root=tmp_path, budget_s=4200).notebooks
+    (one, levels) = plan_study([first, LEVELS], results_root=tmp_path, budget_s=sizable_s(4200, 0)).notebooks
     assert levels.expected and not one.expected
     assert _cli.main(["--root", str(REPO), "run", first.stem, LEVELS.stem, "--budget", "70min",
                       "--results", str(tmp_path)]) == 0

@@ -28,7 +28,9 @@ from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import ProvenanceError, default_repo_root, read_provenance
 
 from ._key import experiment_status, run_key
-from ._plan import StudyPlan, check_target_mde, parse_budget, plan_study, predicted_seconds, task_sized, write_plan
+from . import _plan as _rules  # its RESERVE as it stands (a test sets it)
+from ._plan import (StudyPlan, check_target_mde, parse_budget, plan_study, predicted_seconds, sizable_s,
+                    task_sized, write_plan)
 from ._plan_text import plan_lines
 from ._probe import PROBE_FILE, PROBE_RUNS, read_probe, run_probe
 from ._runner import run_experiments
@@ -270,12 +272,14 @@ def _records(plan: StudyPlan, budget_s: float | None) -> dict[str, dict]:
 def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
           kept: dict[str, _Kept]) -> StudyPlan:
     """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
-    budget_s = None if args.budget_s is None else max(args.budget_s - args.before_s, 0.0)
+    budget_s = None if args.budget_s is None else sizable_s(args.budget_s, args.before_s)
     plan = plan_study(selected, results_root=results_root, budget_s=budget_s,
                       kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
-    if args.before_s:
-        print(f"{format_seconds(args.before_s)} of the {format_seconds(args.budget_s)} budget went before this "
-              f"command (--budget-since: set-up, the speed probe); the plan sizes the {format_seconds(budget_s)} left")
+    if budget_s is not None:
+        went = (f"{format_seconds(args.before_s)} of it went before this command (--budget-since: set-up, the "
+                f"speed probe); " if args.before_s else "")
+        print(f"the {format_seconds(args.budget_s)} budget: {went}{_rules.RESERVE:.0%} of it is kept for the machine's "
+              f"drift in speed; the plan sizes {format_seconds(budget_s)}")
     for line in plan_lines(plan):
         print(line)
     print(f"plan written to {_shown(write_plan(plan, results_root))}")
@@ -289,22 +293,22 @@ _now = time.time
 
 
 def _replan(spec: ExperimentSpec, rest: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
-            left_s: float, records: dict[str, dict], kept: dict[str, _Kept]
+            spent_s: float, records: dict[str, dict], kept: dict[str, _Kept]
             ) -> tuple[dict[str, ParamValue], dict[str, dict]]:
     """Before a sized notebook runs under ``--budget``: the notebooks not yet run (``rest``, ``spec``
-    among them, the ``kept`` ones at their n) planned again with the ``left_s`` seconds left of the
-    budget, so what the finished ones did not spend goes to the rest (and what they overspent comes
-    out of it). ``spec``'s sizes and the plan records with its new entry; a line says so when its n
-    changes."""
+    among them, the ``kept`` ones at their n) planned again with what is left of the budget once
+    ``spent_s`` went (less the reserve, ``sizable_s``), so what the finished ones did not spend goes to
+    the rest (and what they overspent comes out of it). ``spec``'s sizes and the plan records with its
+    new entry; a line says so when its n changes."""
     import warnings
 
     with warnings.catch_warnings():  # the first plan warned of every file it left out
         warnings.simplefilter("ignore")
-        plan = plan_study(rest, results_root=results_root, budget_s=max(left_s, 0.0),
+        plan = plan_study(rest, results_root=results_root, budget_s=sizable_s(args.budget_s, spent_s),
                           kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
     entry = _records(plan, args.budget_s)[spec.stem]
     if entry["n"] != records[spec.stem]["n"]:
-        print(f"re-plan with {format_seconds(max(left_s, 0.0))} of the budget left: {spec.stem}: "
+        print(f"re-plan with {format_seconds(max(args.budget_s - spent_s, 0.0))} of the budget left: {spec.stem}: "
               f"n = {records[spec.stem]['n']} -> {entry['n']}", flush=True)
     return plan.overrides()[spec.stem], {**records, spec.stem: entry}
 
@@ -461,7 +465,7 @@ def main(argv: list[str] | None = None) -> int:
                 spent = (args.before_s + _clock() - started
                          + sum(k.seconds for stem, k in kept.items() if stem in done))
                 size, records = _replan(group[0], [s for s in selected if s.stem not in done], results_root, args,
-                                        args.budget_s - spent, records,
+                                        spent, records,
                                         {stem: k for stem, k in kept.items() if stem not in done})
                 values = {**overrides, **size}
             # by the --set values alone: what the plan sets (27's narrowed LEVELS too) sizes the run
