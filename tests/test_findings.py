@@ -194,8 +194,8 @@ def test_a_changed_guard_row_changes_the_recomputed_figures():
 
 
 LEVELS = FINDINGS / "27_measure_levels_table1"
-# the same comparison in a fresh clone's 2-hour make reproduce, at the n its plan bought (L1 alone, 22 tasks)
-LEVELS_2H = FINDINGS / "27_reproduce_2h"
+# the same comparison in two fresh clones' 2-hour make reproduce, at the n each plan bought (L1 alone, 22 and 29 tasks)
+LEVELS_2H = (FINDINGS / "27_reproduce_2h", FINDINGS / "27_reproduce_2h_run2")
 
 
 def levels_recomputed(agent_rows: pd.DataFrame, system_rows: pd.DataFrame, record: dict, folder: Path = LEVELS) -> dict:
@@ -223,7 +223,7 @@ def same_table(again: pd.DataFrame, said: pd.DataFrame) -> None:
             assert again[column].fillna("").astype(str).tolist() == said[column].fillna("").astype(str).tolist(), column
 
 
-@pytest.fixture(scope="module", params=[LEVELS, LEVELS_2H], ids=lambda folder: folder.name)
+@pytest.fixture(scope="module", params=[LEVELS, *LEVELS_2H], ids=lambda folder: folder.name)
 def levels_finding(request):
     folder = request.param
     record = json.loads((folder / "finding.json").read_text())
