@@ -194,8 +194,8 @@ def test_a_changed_guard_row_changes_the_recomputed_figures():
 
 
 LEVELS = FINDINGS / "27_measure_levels_table1"
-# the same comparison in two fresh clones' 2-hour make reproduce, at the n each plan bought (L1 alone, 22 and 29 tasks)
-LEVELS_2H = (FINDINGS / "27_reproduce_2h", FINDINGS / "27_reproduce_2h_run2")
+# the same comparison in three fresh clones' 2-hour make reproduce, at the n each plan bought (L1 alone: 22, 29, 18)
+LEVELS_2H = (FINDINGS / "27_reproduce_2h", FINDINGS / "27_reproduce_2h_run2", FINDINGS / "27_reproduce_2h_run3")
 
 
 def levels_recomputed(agent_rows: pd.DataFrame, system_rows: pd.DataFrame, record: dict, folder: Path = LEVELS) -> dict:
