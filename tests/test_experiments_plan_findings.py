@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from roma_lab.experiments import SpecError, load_spec
-from roma_lab.experiments._plan import expectation, plan_study, sizable_s
+from roma_lab.experiments._plan import RESERVE, expectation, plan_budget, plan_study, sizable_s
 from roma_lab.experiments._spec import Pilot
 from roma_lab.stats import n_for_mde, paired_ci, plan_paired
 
@@ -666,3 +666,33 @@ def test_probe_on_the_command_line(tmp_path, monkeypatch, capsys):
     assert _cli.main(["--root", str(REPO), "probe", "--lm", "openai/gpt-4.1", "--results", str(tmp_path)]) == 2
     (error,) = capsys.readouterr().err.strip().splitlines()
     assert error.startswith("error: a probe times the embedded model")
+
+
+def test_the_reserve_is_spent_only_to_pay_a_finding_the_budget_can_pay(tmp_path, monkeypatch, capsys):
+    """A probe that read the machine 10% slow priced 27's 18 L1 tasks out of a 2-hour plan kept 8% short:
+    the reserve never costs a comparison a pilot expects to detect. At the least budget that pays 27's,
+    the plan spends the reserve (and says so); at a budget whose share without the reserve pays it, it
+    keeps it."""
+    from roma_lab.experiments import _cli
+
+    def funds(budget_s):
+        return bool(plan_study([LEVELS], results_root=tmp_path, budget_s=budget_s).notebooks[0].expected)
+
+    low, high = 60, 3 * 3600  # the least budget that pays it, by bisection
+    while high - low > 1:
+        low, high = (low, (low + high) // 2) if funds((low + high) // 2) else ((low + high) // 2, high)
+    assert not funds(sizable_s(high, 0)) and funds(high)
+    plan, kept = plan_budget([LEVELS], results_root=tmp_path, budget_s=high, spent_s=0)
+    assert not kept and plan.budget_s == high and plan.notebooks[0].expected
+    plan, kept = plan_budget([LEVELS], results_root=tmp_path, budget_s=high + 1000, spent_s=1000)
+    assert not kept and plan.budget_s == high  # what went before comes out first
+    roomy = high / (1 - RESERVE) + 60
+    plan, kept = plan_budget([LEVELS], results_root=tmp_path, budget_s=roomy, spent_s=0)
+    assert kept and plan.budget_s == sizable_s(roomy, 0) and plan.notebooks[0].expected
+    # nothing a pilot expects, nothing to pay: the reserve is kept however short the budget
+    plan, kept = plan_budget([LEVELS], results_root=tmp_path, budget_s=low / 2, spent_s=0)
+    assert kept and not plan.notebooks[0].expected
+    monkeypatch.setattr(_cli, "run_experiments", lambda specs, **kwargs: [])
+    assert _cli.main(["--root", str(REPO), "run", LEVELS.stem, "--budget", f"{high}s",
+                      "--results", str(tmp_path)]) == 0
+    assert f"its {RESERVE:.0%} reserve for the machine's drift is spent, to pay a comparison" in capsys.readouterr().out

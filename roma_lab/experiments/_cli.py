@@ -29,7 +29,7 @@ from roma_lab.results import ProvenanceError, default_repo_root, read_provenance
 
 from ._key import experiment_status, run_key
 from . import _plan as _rules  # its RESERVE as it stands (a test sets it)
-from ._plan import (StudyPlan, check_target_mde, parse_budget, plan_study, predicted_seconds, sizable_s,
+from ._plan import (StudyPlan, check_target_mde, parse_budget, plan_budget, plan_study, predicted_seconds,
                     task_sized, write_plan)
 from ._plan_text import plan_lines
 from ._probe import PROBE_FILE, PROBE_RUNS, read_probe, run_probe
@@ -272,14 +272,18 @@ def _records(plan: StudyPlan, budget_s: float | None) -> dict[str, dict]:
 def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
           kept: dict[str, _Kept]) -> StudyPlan:
     """Print the plan (the line of each notebook, then the total) and write plan.json beside the results."""
-    budget_s = None if args.budget_s is None else sizable_s(args.budget_s, args.before_s)
-    plan = plan_study(selected, results_root=results_root, budget_s=budget_s,
-                      kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
-    if budget_s is not None:
+    options = {"kept": {stem: k.sizes for stem, k in kept.items()}, **_plan_options(args)}
+    if args.budget_s is None:
+        plan = plan_study(selected, results_root=results_root, budget_s=None, **options)
+    else:
+        plan, reserve = plan_budget(selected, results_root=results_root, budget_s=args.budget_s,
+                                    spent_s=args.before_s, **options)
         went = (f"{format_seconds(args.before_s)} of it went before this command (--budget-since: set-up, the "
                 f"speed probe); " if args.before_s else "")
-        print(f"the {format_seconds(args.budget_s)} budget: {went}{_rules.RESERVE:.0%} of it is kept for the machine's "
-              f"drift in speed; the plan sizes {format_seconds(budget_s)}")
+        keeps = (f"{_rules.RESERVE:.0%} of it is kept for the machine's drift in speed" if reserve else
+                 f"its {_rules.RESERVE:.0%} reserve for the machine's drift is spent, to pay a comparison a pilot "
+                 f"expects to detect")
+        print(f"the {format_seconds(args.budget_s)} budget: {went}{keeps}; the plan sizes {format_seconds(plan.budget_s)}")
     for line in plan_lines(plan):
         print(line)
     print(f"plan written to {_shown(write_plan(plan, results_root))}")
@@ -304,8 +308,8 @@ def _replan(spec: ExperimentSpec, rest: list[ExperimentSpec], results_root: Path
 
     with warnings.catch_warnings():  # the first plan warned of every file it left out
         warnings.simplefilter("ignore")
-        plan = plan_study(rest, results_root=results_root, budget_s=sizable_s(args.budget_s, spent_s),
-                          kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
+        plan, _ = plan_budget(rest, results_root=results_root, budget_s=args.budget_s, spent_s=spent_s,
+                              kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
     entry = _records(plan, args.budget_s)[spec.stem]
     if entry["n"] != records[spec.stem]["n"]:
         print(f"re-plan with {format_seconds(max(args.budget_s - spent_s, 0.0))} of the budget left: {spec.stem}: "

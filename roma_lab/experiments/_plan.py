@@ -61,7 +61,7 @@ from ._probe import SpeedProbe, read_probe, speed_ratio
 from ._spec import ExperimentSpec, ParamValue, Pilot, work_units
 from ._times import RunTime, read_run_time, read_speed_log
 
-__all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_study", "sizable_s"]
+__all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_budget", "plan_study", "sizable_s"]
 
 PLAN_FILE = "plan.json"
 #: The share of a time budget no plan sizes: the machine's speed drifts within a run, which a probe at
@@ -363,6 +363,26 @@ def expectation(pilot: Pilot, *, alpha: float = DEFAULT_STATS.alpha,
 def sizable_s(budget_s: float, spent_s: float) -> float:
     """What a plan sizes of ``budget_s`` once ``spent_s`` of it went: the rest, less the reserve (never < 0)."""
     return max(budget_s * (1 - RESERVE) - spent_s, 0.0)
+
+
+def plan_budget(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float, spent_s: float,
+                **options) -> tuple[StudyPlan, bool]:
+    """The plan of ``budget_s`` once ``spent_s`` of it went, less the reserve (``sizable_s``); unless the
+    reserve is what keeps the budget from paying a comparison a pilot expects to detect: then the plan
+    of all that is left, so a reserve never costs a finding the budget can pay (a probe that reads the
+    machine slow had priced notebook 27 out of the 2-hour plan, design/planning.md). The plan, and
+    whether it keeps the reserve."""
+    kept = plan_study(specs, results_root=results_root, budget_s=sizable_s(budget_s, spent_s), **options)
+    whole = max(budget_s - spent_s, 0.0)
+    funded = sum(len(p.expected) for p in kept.notebooks)
+    if whole <= kept.budget_s or funded == sum(len(p.pilots) for p in kept.notebooks):
+        return kept, True
+    with warnings.catch_warnings():  # the first plan warned of every file it left out
+        warnings.simplefilter("ignore")
+        all_in = plan_study(specs, results_root=results_root, budget_s=whole, **options)
+    if sum(len(p.expected) for p in all_in.notebooks) > funded:
+        return all_in, False
+    return kept, True
 
 
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
