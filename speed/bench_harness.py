@@ -20,7 +20,8 @@ fresh out folder, with fresh DSPy and roma_lab caches; dspy and litellm are impo
 
 It prints ONE line per run: the commit of the roma_lab imported (``+dirty`` with changes), the calls the
 server answered, the wall of the ``evaluate`` call, the serving span (first request's arrival to last
-reply, server side), the concurrency bound (calls x latency / concurrency: no schedule on that many
+reply, server side, and where it falls in the wall: the set-up before the first request, the work after
+the last reply), the concurrency bound (calls x latency / concurrency: no schedule on that many
 slots is faster), span/bound and wall/bound (issue 53 asks wall/bound <= 1.15 for 4,326 calls on 2
 cores), the most requests the server held at once, the runner's CPU ms per call (process CPU during
 ``evaluate`` / calls: the harness's cost, robust to a loaded machine where wall times are not), the
@@ -88,7 +89,8 @@ class Held:
     def stats(self) -> dict:
         with self._lock:
             return {"calls": self.calls, "most": self.most, "connections": self.connections, "held_s": self.held_s,
-                    "span_s": (self.last - self.first) if self.calls else 0.0, "cpu_s": time.process_time()}
+                    "span_s": (self.last - self.first) if self.calls else 0.0, "cpu_s": time.process_time(),
+                    "first": self.first, "last": self.last}
 
 
 def serve(latency_s: float) -> None:
@@ -337,11 +339,11 @@ def run(args, api_base: str, ask_server, root: Path) -> None:
     before = ask_server()
     load_before = os.getloadavg()[0]
     watch = ThreadProfiles() if args.profile else CPUSampler() if args.sample else contextlib.nullcontext()
-    cpu, started = time.process_time(), time.perf_counter()
+    cpu, started, opened = time.process_time(), time.perf_counter(), time.monotonic()
     with watch:
         rows = evaluate([single_call(lm)], TaskSet("simpleqa", tuple(items)), bench.StringMatchGrader(),
                         out=root / "out", progress=False).rows
-    wall, cpu = time.perf_counter() - started, time.process_time() - cpu
+    wall, cpu, closed = time.perf_counter() - started, time.process_time() - cpu, time.monotonic()
     load_after = os.getloadavg()[0]
     after = ask_server()
     calls = after["calls"] - before["calls"]
@@ -350,12 +352,15 @@ def run(args, api_base: str, ask_server, root: Path) -> None:
     rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     bound = calls * args.latency / args.concurrency
     errors = int(rows["error"].notna().sum())
+    # the serving span's place in the wall: set-up before the first request, the work after the last reply
+    edges = (f" (from {after['first'] - opened:.1f} s to {closed - after['last']:.1f} s before the end)"
+             if after["first"] is not None else "")
     ratio = (lambda seconds: f"x{seconds / bound:.3f}") if bound else (lambda seconds: "-")
     import roma_lab
 
     print(f"commit {commit_of(Path(roma_lab.__file__).parent)} | {calls} calls at concurrency {args.concurrency}, "
           f"{args.latency:g} s a reply{' (profiled)' if args.profile else ' (sampled)' if args.sample else ''} | wall {wall:.1f} s | serving span "
-          f"{after['span_s']:.1f} s | bound {bound:.1f} s | span/bound {ratio(after['span_s'])} | "
+          f"{after['span_s']:.1f} s{edges} | bound {bound:.1f} s | span/bound {ratio(after['span_s'])} | "
           f"wall/bound {ratio(wall)} | most held {after['most']} | connections {after['connections'] - before['connections']} | runner CPU {1000 * cpu / calls:.2f} ms/call "
           f"| server CPU {1000 * (after['cpu_s'] - before['cpu_s']) / calls:.2f} ms/call | peak RSS {rss_mb:.0f} MB | "
           f"files {files_under(root)} ({files_under(root / 'out')} in out) | rows {len(rows)}, errors {errors} | "

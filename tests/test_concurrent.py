@@ -96,21 +96,67 @@ def test_workers_below_one_are_refused():
 
 
 def test_the_pool_is_handed_a_few_jobs_at_a_time_so_a_long_map_costs_no_more_per_job(monkeypatch):
-    # wait() walks every future it is given: all n jobs handed over at once cost O(n) per completion
-    # (issue 53 item 7: seconds of CPU at SimpleQA's 4,326 items)
-    from concurrent.futures import wait as real_wait
+    # every job handed over at once would be n futures held, n contexts run late and n to cancel on a
+    # failure (issue 53 item 7: SimpleQA's 4,326 items); two per worker are enough to keep each busy
+    from concurrent.futures import ThreadPoolExecutor
 
     import roma_lab._concurrent as module
 
-    given = []
+    done, outstanding = [], []
 
-    def counted(futures, **kwargs):
-        given.append(len(futures))
-        return real_wait(futures, **kwargs)
+    class Counted(ThreadPoolExecutor):
+        submitted = 0
 
-    monkeypatch.setattr(module, "wait", counted)
-    done = []
+        def submit(self, *args, **kwargs):
+            Counted.submitted += 1
+            outstanding.append(Counted.submitted - len(done))  # handed over and not yet done, this one included
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(module, "ThreadPoolExecutor", Counted)
     results = concurrent_map(lambda x: x * 2, list(range(300)), workers=4, on_done=lambda i, r: done.append(i))
     assert results == [2 * x for x in range(300)]
     assert sorted(done) == list(range(300))  # every job once, none lost between the hand-overs
-    assert given and max(given) <= 8  # two per worker at most, however long the map
+    assert Counted.submitted == 300 and max(outstanding) <= 8  # two per worker at most, however long the map
+
+
+
+def test_while_jobs_overlap_full_collections_are_rarer_and_the_setting_is_put_back():
+    # a full collection walks the whole heap holding the GIL; a run's heap only grows (issue 53 item 7)
+    import gc
+
+    from roma_lab._concurrent import FULL_COLLECTION_EVERY
+
+    before = gc.get_threshold()
+    seen = []
+
+    def job(x):
+        seen.append(gc.get_threshold())
+        if x == 0:  # a map inside a job: the outer map's setting holds until the outer map ends
+            concurrent_map(lambda y: seen.append(gc.get_threshold()), [1, 2], workers=2)
+            seen.append(gc.get_threshold())
+        return x
+
+    try:
+        assert concurrent_map(job, list(range(6)), workers=3) == list(range(6))
+        assert gc.get_threshold() == before
+        assert seen and all(t[:2] == before[:2] and t[2] == max(before[2], FULL_COLLECTION_EVERY) for t in seen)
+        assert gc.get_threshold()[2] < FULL_COLLECTION_EVERY  # the test ran on the default, not on ours
+
+        def failing(x):
+            raise RuntimeError("no answer")
+
+        with pytest.raises(RuntimeError):
+            concurrent_map(failing, [1, 2, 3], workers=2)
+        assert gc.get_threshold() == before  # put back after a failure too
+
+        concurrent_map(lambda x: x, [1, 2], workers=1)  # one worker: a plain loop, the setting untouched
+        assert gc.get_threshold() == before
+
+        def resetting(x):  # someone sets their own while the map runs: theirs stands after it
+            gc.set_threshold(500, 5, 7)
+            return x
+
+        concurrent_map(resetting, [1, 2], workers=2)
+        assert gc.get_threshold() == (500, 5, 7)
+    finally:
+        gc.set_threshold(*before)

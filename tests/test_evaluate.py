@@ -612,3 +612,30 @@ def test_roma_states_its_final_answer_in_the_short_form_when_the_tasks_ask_for_i
         assert run.usage().input_tokens == row.input_tokens  # the row counts the final call too
     for row in plain.rows.itertuples():
         assert all(c.role != FINAL_ANSWER_ROLE for n in plain.trace("roma", row.task_id).nodes for c in n.calls)
+
+
+def test_a_run_holds_full_collections_rarer_through_its_calls_and_tables_and_puts_the_setting_back(tmp_path,
+                                                                                                    monkeypatch):
+    # issue 53 item 7: full collections of a run's growing heap held the GIL from every call in flight
+    import gc
+
+    import roma_lab.evaluate._evaluate as module
+    from roma_lab._concurrent import FULL_COLLECTION_EVERY
+
+    before, seen = gc.get_threshold(), {}
+    write = module._write
+
+    def tables(*args, **kwargs):
+        seen["tables"] = gc.get_threshold()
+        return write(*args, **kwargs)
+
+    def answer(question):
+        seen["call"] = gc.get_threshold()
+        return "4"
+
+    monkeypatch.setattr(module, "_write", tables)
+    evaluate([function(answer, label="f")], [{"question": "2+2?", "answer": "4"}], "exact", out=tmp_path / "e",
+             progress=False)
+    rarer = (*before[:2], max(before[2], FULL_COLLECTION_EVERY))
+    assert seen == {"call": rarer, "tables": rarer}
+    assert gc.get_threshold() == before

@@ -30,6 +30,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from roma_lab._concurrent import fewer_full_collections
 from roma_lab.stats import DEFAULT_STATS, StatsSettings
 
 from ._budget import BUDGET_ENV, BudgetReport, BudgetUnknownCostError, Spending, budget_usd_from_env, check_budget
@@ -81,7 +82,9 @@ def evaluate(systems: Sequence[Any], tasks: Any, grader: Any = None, *, runs: in
     # fails here, once
     answers = [system.bind(task_set) for system in chosen]
     out_dir = Path(out)
-    with folder_lock(out_dir, LOCK_FILE, "evaluate"):
+    # the run keeps its rows and the LM its replies: full collections of that growing heap would hold the
+    # GIL from every call in flight and from the tables after (roma_lab._concurrent)
+    with folder_lock(out_dir, LOCK_FILE, "evaluate"), fewer_full_collections():
         check_layout(out_dir)
         record = check_record(out_dir, task_set, grading.name, chosen)
         spending = None if cap is None else Spending(cap, _folder_costs(out_dir))
