@@ -12,7 +12,7 @@ While jobs overlap, the garbage collector walks its oldest generation (the whole
 as often as by default: a run keeps most of what it allocates (cached replies, rows, the LM's history),
 so each full collection walks a heap that only grows, holding the GIL every thread needs to take in its
 reply. At 4,326 single calls in flight 64 at a time, full collections cost about 2 ms of CPU a call and
-7% of the run's wall (``speed/bench_harness.py``; design/evaluate.md). The young generations are
+6-7% of the run's wall (``speed/bench_harness.py``; design/evaluate.md). The young generations are
 collected as always, so short-lived cycles go as soon as ever.
 """
 
