@@ -28,9 +28,8 @@ from roma_lab.lm import SPEED_LOG_ENV
 from roma_lab.results import ProvenanceError, default_repo_root, read_provenance
 
 from ._key import experiment_status, run_key
-from . import _plan as _rules  # its RESERVE as it stands (a test sets it)
 from ._plan import (StudyPlan, check_target_mde, parse_budget, plan_budget, plan_study, predicted_seconds,
-                    task_sized, write_plan)
+                    run_drift, task_sized, write_plan)
 from ._plan_text import plan_lines
 from ._probe import PROBE_FILE, PROBE_RUNS, read_probe, run_probe
 from ._runner import run_experiments
@@ -43,7 +42,7 @@ from ._spec import (
     parse_overrides,
     scan_specs,
 )
-from ._times import SPEED_LOG, format_seconds, read_run_time, run_times, times_markdown
+from ._times import SPEED_LOG, agreement_line, format_seconds, read_run_time, run_times, times_markdown
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -280,8 +279,8 @@ def _plan(selected: list[ExperimentSpec], results_root: Path, args: argparse.Nam
                                     spent_s=args.before_s, **options)
         went = (f"{format_seconds(args.before_s)} of it went before this command (--budget-since: set-up, the "
                 f"speed probe); " if args.before_s else "")
-        keeps = (f"{_rules.RESERVE:.0%} of it is kept for the machine's drift in speed" if reserve else
-                 f"its {_rules.RESERVE:.0%} reserve for the machine's drift is spent, to pay a comparison a pilot "
+        keeps = (f"{plan.reserve:.0%} of it is kept for the machine's drift in speed" if reserve else
+                 f"its {plan.reserve:.0%} reserve for the machine's drift is spent, to pay a comparison a pilot "
                  f"expects to detect")
         print(f"the {format_seconds(args.budget_s)} budget: {went}{keeps}; the plan sizes {format_seconds(plan.budget_s)}")
     for line in plan_lines(plan):
@@ -296,25 +295,45 @@ _clock = time.monotonic
 _now = time.time
 
 
-def _replan(spec: ExperimentSpec, rest: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
-            spent_s: float, records: dict[str, dict], kept: dict[str, _Kept]
+def _replan(group: list[ExperimentSpec], rest: list[ExperimentSpec], results_root: Path, args: argparse.Namespace,
+            spent_s: float, records: dict[str, dict], kept: dict[str, _Kept], drift: float = 1.0
             ) -> tuple[dict[str, ParamValue], dict[str, dict]]:
-    """Before a sized notebook runs under ``--budget``: the notebooks not yet run (``rest``, ``spec``
-    among them, the ``kept`` ones at their n) planned again with what is left of the budget once
+    """Before a group of notebooks runs under ``--budget``: the notebooks not yet run (``rest``, the
+    group among them, the ``kept`` ones at their n) planned again with what is left of the budget once
     ``spent_s`` went (less the reserve, ``sizable_s``), so what the finished ones did not spend goes to
-    the rest (and what they overspent comes out of it). ``spec``'s sizes and the plan records with its
-    new entry; a line says so when its n changes."""
+    the rest (and what they overspent comes out of it), every unit cost times ``drift`` (``run_drift``
+    of the notebooks this run finished). The sizes of a sized notebook's group (empty for the notebooks
+    that run at their own sizes), and the plan records with the group's new entries; a line says so
+    when its n changes."""
     import warnings
 
     with warnings.catch_warnings():  # the first plan warned of every file it left out
         warnings.simplefilter("ignore")
         plan, _ = plan_budget(rest, results_root=results_root, budget_s=args.budget_s, spent_s=spent_s,
-                              kept={stem: k.sizes for stem, k in kept.items()}, **_plan_options(args))
-    entry = _records(plan, args.budget_s)[spec.stem]
-    if entry["n"] != records[spec.stem]["n"]:
-        print(f"re-plan with {format_seconds(max(args.budget_s - spent_s, 0.0))} of the budget left: {spec.stem}: "
-              f"n = {records[spec.stem]['n']} -> {entry['n']}", flush=True)
-    return plan.overrides()[spec.stem], {**records, spec.stem: entry}
+                              kept={stem: k.sizes for stem, k in kept.items()}, drift=drift, **_plan_options(args))
+    entries = _records(plan, args.budget_s)
+    stem = group[0].stem
+    if entries[stem]["n"] != records[stem]["n"]:
+        print(f"re-plan with {format_seconds(max(args.budget_s - spent_s, 0.0))} of the budget left: {stem}: "
+              f"n = {records[stem]['n']} -> {entries[stem]['n']}", flush=True)
+    return plan.overrides().get(stem, {}), {**records, **{s.stem: entries[s.stem] for s in group}}
+
+
+def _drift_line(finished: list[tuple[float, float]], factor: float) -> str:
+    took, priced = (sum(pair[i] for pair in finished) for i in (0, 1))
+    return (f"re-plan: the {len(finished)} notebooks this run finished took {format_seconds(took)} where their prices "
+            f"said {format_seconds(priced)}: what is left is priced x{factor:.2f}")
+
+
+def _measured(group: list[ExperimentSpec], ran: list, where: Path, kept: dict[str, _Kept], took: float
+              ) -> float | None:
+    """``took``, the seconds a sized notebook's run took, as a measure of the machine's speed for the
+    rest of the run; None when it is none: not one sized notebook run whole (a group of the rest, a kept
+    run resumed or skipped), not completed, or a replay from the completion cache (seconds for minutes)."""
+    if len(group) != 1 or group[0].stem in kept or len(ran) != 1 or ran[0].status != "completed":
+        return None
+    calls = read_run_time(where, group[0].stem).calls
+    return None if calls is not None and calls.replayed else took
 
 
 def _check_values(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
@@ -418,6 +437,8 @@ def main(argv: list[str] | None = None) -> int:
         predicted = {row.stem: guess for row in rows if row.stem in by_stem
                      and (guess := predicted_seconds(by_stem[row.stem], row, probe)) is not None}
         print(times_markdown(rows, predicted))
+        if line := agreement_line(rows, predicted):
+            print(f"\n{line}")
         return 0
     known = {s.stem: s for s in specs}
     unknown = [stem for stem in args.stems if stem not in known]
@@ -459,27 +480,37 @@ def main(argv: list[str] | None = None) -> int:
         groups.append((rest, overrides))
     outcomes, records, started = [], _records(planned, args.budget_s) if planned else None, _clock()
     batch_started_at = datetime.now(UTC)  # what the completion cache recorded since is this batch's, no replay
+    finished: list[tuple[float, float]] = []  # (took, priced at x1) of each sized notebook this run finished
+    factor = 1.0
     try:
         for i, (group, values) in enumerate(groups):
             # the first ran on the plan just made; a kept one keeps its n
-            if i and records is not None and group[0].stem in sized and group[0].stem not in kept:
+            if i and records is not None and group[0].stem not in kept:
                 done = {s.stem for earlier, _ in groups[:i] for s in earlier}
                 # spent: what went before this command (--budget-since), this run's time, and what the kept
                 # ones it has passed took before it
                 spent = (args.before_s + _clock() - started
                          + sum(k.seconds for stem, k in kept.items() if stem in done))
-                size, records = _replan(group[0], [s for s in selected if s.stem not in done], results_root, args,
+                if (now := run_drift(finished)) != factor:
+                    factor = now
+                    print(_drift_line(finished, factor), flush=True)
+                size, records = _replan(group, [s for s in selected if s.stem not in done], results_root, args,
                                         spent, records,
-                                        {stem: k for stem, k in kept.items() if stem not in done})
-                values = {**overrides, **size}
+                                        {stem: k for stem, k in kept.items() if stem not in done}, factor)
+                values = {**overrides, **size} if group[0].stem in sized else values
             # by the --set values alone: what the plan sets (27's narrowed LEVELS too) sizes the run
             where = results_root if args.results else _own_folder(results_root, group, overrides)
             if where != results_root:
                 print(f"--set changes what the notebook does, not only its size: its run goes to {_shown(where)}/;\n"
                       f"the default run in {_shown(results_root)}/ stays as it is (--results names another folder)")
-            outcomes += run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
-                                        force=args.force, cluster=args.cluster, per=args.per, overrides=values,
-                                        budget_usd=args.budget_usd, plans=records, batch_started_at=batch_started_at)
+            began = _clock()
+            ran = run_experiments(group, results_root=where, smoke=args.smoke, lm=args.lm,
+                                  force=args.force, cluster=args.cluster, per=args.per, overrides=values,
+                                  budget_usd=args.budget_usd, plans=records, batch_started_at=batch_started_at)
+            outcomes += ran
+            if records is not None and (took := _measured(group, ran, where, kept, _clock() - began)) is not None:
+                entry = records[group[0].stem]
+                finished.append((took, entry["seconds"] / entry.get("drift", 1.0)))
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,8 @@ a measured run, design/runner.md), and it is labelled with its source. A named r
 tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list price; unknown stays
 unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is reported as the n it buys at that
 price per task; where no price per task is known the line says so (the cap itself is kept at run
-time by ``roma_lab.evaluate``, whatever the plan predicted).
+time by ``roma_lab.evaluate``, whatever the plan predicted). A run's re-plans multiply every unit cost
+by how long the notebooks it finished took against their prices (:func:`run_drift`, ``drift``).
 
 **The budget rule** (never from a score): notebooks without a size cost their measured or estimated
 time, and every sized notebook its first 2 tasks a comparison; then the comparisons a spec's pilot
@@ -61,13 +62,19 @@ from ._probe import SpeedProbe, read_probe, speed_ratio
 from ._spec import ExperimentSpec, ParamValue, Pilot, work_units
 from ._times import RunTime, read_run_time, read_speed_log
 
-__all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_budget", "plan_study", "sizable_s"]
+__all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_budget", "plan_study",
+           "run_drift", "sizable_s"]
 
 PLAN_FILE = "plan.json"
 #: The share of a time budget no plan sizes: the machine's speed drifts within a run, which a probe at
 #: its start cannot see (two timed 2-hour runs here ended x0.91 and x1.11 of their plans); the
 #: notebooks that run last at their own sizes have no re-plan to absorb it (design/planning.md).
 RESERVE = 0.08
+#: A run prices what is left by how long its finished notebooks took against their prices (``run_drift``), once
+#: they were priced at this many seconds together: less is mostly one notebook's own items (design/planning.md).
+DRIFT_EVIDENCE_S = 600.0
+#: The factor a run's drift is held within: a notebook that hangs to its timeout prices no others at x10.
+DRIFT_BOUNDS = (0.5, 2.0)
 #: Each spec's timeouts are 3x a measured run (design/runner.md): their per-unit part over this is that rate.
 SPEC_MARGIN = 3.0
 MIN_N = 2
@@ -153,6 +160,7 @@ class NotebookPlan:
     replay: str = ""  # why its last run here is no cost: a replay from the completion cache ("" if none)
     kept: bool = False  # n is that of its run an earlier plan of this budget started (``plan_study``'s kept)
     sets: tuple[tuple[str, ParamValue], ...] = ()  # what it runs with besides n (27 narrowed: its LEVELS)
+    drift: float = 1.0  # the factor its unit cost carries: its run's finished notebooks' time over their prices
 
 
 def narrowed(sets: Sequence[tuple[str, ParamValue]]) -> tuple[list[ParamValue], tuple[tuple[str, ParamValue], ...]]:
@@ -175,6 +183,7 @@ class StudyPlan:
     quote_lm: str = PRICED_MODEL  # the remote model its studies' own sizes are also priced with
     quote_concurrency: int = 1  # the units it runs at once
     busy_probe: str = ""  # what else ran while the probe it scaled by was taken ("" when quiet or unknown)
+    reserve: float = 0.0  # the share of its budget ``plan_budget`` keeps back (0: no budget rule applied)
 
     def not_afforded(self) -> tuple[NotebookPlan, ...]:
         """The task-sized notebooks the budget shrinks below their own (protocol) size."""
@@ -360,6 +369,19 @@ def expectation(pilot: Pilot, *, alpha: float = DEFAULT_STATS.alpha,
     return Expectation(pilot.name, ci.estimate, ci.low, ci.high, psi, needs)
 
 
+def run_drift(finished: Sequence[tuple[float, float]]) -> float:
+    """The factor that prices the rest of a run: the seconds its finished notebooks took over the seconds
+    their prices said (``finished``: (measured, priced) each, priced without a drift), to two decimals,
+    within ``DRIFT_BOUNDS``; 1 until they were priced at ``DRIFT_EVIDENCE_S`` together. A probe at the
+    start of a run sees the model alone, and the machine's speed moves within a run (design/planning.md):
+    these are the run's own notebooks, on this machine, now."""
+    measured, priced = (sum(pair[i] for pair in finished) for i in (0, 1))
+    if priced < DRIFT_EVIDENCE_S or not math.isfinite(measured):
+        return 1.0
+    low, high = DRIFT_BOUNDS
+    return round(min(max(measured / priced, low), high), 2)
+
+
 def sizable_s(budget_s: float, spent_s: float) -> float:
     """What a plan sizes of ``budget_s`` once ``spent_s`` of it went: the rest, less the reserve (never < 0)."""
     return max(budget_s * (1 - RESERVE) - spent_s, 0.0)
@@ -370,9 +392,10 @@ def plan_budget(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bu
     """The plan of ``budget_s`` once ``spent_s`` of it went, less the reserve (``sizable_s``); unless the
     reserve is what keeps the budget from paying a comparison a pilot expects to detect: then the plan
     of all that is left, so a reserve never costs a finding the budget can pay (a probe that reads the
-    machine slow had priced notebook 27 out of the 2-hour plan, design/planning.md). The plan, and
-    whether it keeps the reserve."""
-    kept = plan_study(specs, results_root=results_root, budget_s=sizable_s(budget_s, spent_s), **options)
+    machine slow had priced notebook 27 out of the 2-hour plan, design/planning.md). The plan (its
+    ``reserve`` the share), and whether it keeps the reserve."""
+    kept = replace(plan_study(specs, results_root=results_root, budget_s=sizable_s(budget_s, spent_s), **options),
+                   reserve=RESERVE)
     whole = max(budget_s - spent_s, 0.0)
     funded = sum(len(p.expected) for p in kept.notebooks)
     if whole <= kept.budget_s or funded == sum(len(p.pilots) for p in kept.notebooks):
@@ -381,18 +404,21 @@ def plan_budget(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bu
         warnings.simplefilter("ignore")
         all_in = plan_study(specs, results_root=results_root, budget_s=whole, **options)
     if sum(len(p.expected) for p in all_in.notebooks) > funded:
-        return all_in, False
+        return replace(all_in, reserve=RESERVE), False
     return kept, True
 
 
 def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, budget_s: float | None = None,
                target_mde: float | None = None, lm: str | None = None, concurrency: int = 1,
                alpha: float = DEFAULT_STATS.alpha, power: float = DEFAULT_STATS.power, budget_usd: float | None = None,
-               kept: Mapping[str, Mapping[str, ParamValue]] | None = None) -> StudyPlan:
+               kept: Mapping[str, Mapping[str, ParamValue]] | None = None, drift: float = 1.0) -> StudyPlan:
     """The plan of ``specs`` under the budget rule of the module docstring. ``kept``: per task-sized
     notebook, the sizes its run under an earlier plan of this budget started with (its n, and its
     groups when the plan narrowed them; a resumed run skips it, or resumes its rows, at them): the
-    budget pays for it at them and sizes only the others."""
+    budget pays for it at them and sizes only the others. ``drift``: the factor every unit cost is
+    multiplied by (a run's re-plan: :func:`run_drift`)."""
+    if not (math.isfinite(drift) and drift > 0):
+        raise ValueError(f"drift is a positive factor, got {drift!r}")
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     if target_mde is not None:
@@ -408,6 +434,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     runs = {s.stem: read_run_time(root, s.stem, speeds) for s in specs}  # a record with impossible times: "unreadable"
     probe = read_probe(root)
     costs = {s.stem: _cost(s, runs[s.stem], root / s.stem / PROVENANCE_FILE, probe) for s in specs}
+    costs = {stem: (per_unit * drift, *rest) for stem, (per_unit, *rest) in costs.items()}
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
         units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
@@ -454,7 +481,8 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 stem=spec.stem, unit=None, default_n=None, seconds_per_unit=seconds, cost_source=source, n=None,
                 seconds=seconds, dollars=None, mde=None, mde_worst=None, discordance=None, discordance_source="",
                 target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
-                detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}", replay=_replay(runs[spec.stem])))
+                detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}", replay=_replay(runs[spec.stem]),
+                drift=drift))
             continue
         z, run = sized[spec.stem], chosen[spec.stem]  # z: its own; run: as it runs (in one group, or whole)
         n = z.own_n if budget_n is None else budget_n[spec.stem]
@@ -515,7 +543,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             quote_seconds=z.own_n * z.per_task_s * (1 if remote else concurrency / quote_concurrency),
             quote_dollars=(None if quote_price is None or tokens is None
                            else z.own_n * z.others * tokens * quote_price), replay=_replay(runs[spec.stem]),
-            kept=spec.stem in kept, sets=run.sets))
+            kept=spec.stem in kept, drift=drift, sets=run.sets))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency,
                      busy_probe=probe.busy() if probe is not None else "")
 

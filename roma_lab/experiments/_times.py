@@ -38,6 +38,8 @@ from roma_lab.results import (
 )
 
 SPEED_LOG = "lm_speed.jsonl"
+#: How near its prediction a run's time should be, either way (issue 54): ``agreement_line`` counts them.
+WITHIN = 1.25
 #: A run that served more than this share of its model calls from completion cache entries recorded before
 #: its batch began is a replay:
 #: its time is no cost of the notebook (the model did not run), and ``times`` says so.
@@ -253,3 +255,24 @@ def times_markdown(rows: Sequence[RunTime], predicted: Mapping[str, tuple[float,
                  "—" if guess is None else f"{format_seconds(guess)} ({source})", ratio, calls]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def agreement_line(rows: Sequence[RunTime], predicted: Mapping[str, tuple[float, str]]) -> str | None:
+    """How many runs took within ``WITHIN`` of their prediction either way, the median ratio, and the runs
+    outside, faster and slower, each with its ratio and seconds; None when no run has a prediction. A
+    replay is left out: its time is the cache's, no measure of its prediction."""
+    import statistics
+
+    ratios = {row.stem: (row.seconds / predicted[row.stem][0], row.seconds) for row in rows
+              if row.stem in predicted and row.seconds is not None and predicted[row.stem][0] > 0
+              and not (row.calls is not None and row.calls.replayed)}
+    if not ratios:
+        return None
+    inside = sum(1 / WITHIN <= r <= WITHIN for r, _ in ratios.values())
+
+    def outside(beyond) -> str:
+        return ", ".join(f"{stem} x{r:.2f} ({format_seconds(s)})" for stem, (r, s) in ratios.items() if beyond(r)) or "none"
+
+    return (f"measured / predicted within x{WITHIN:g} either way: {inside} of {len(ratios)} runs, median "
+            f"x{statistics.median(r for r, _ in ratios.values()):.2f}; faster: {outside(lambda r: r < 1 / WITHIN)}; "
+            f"slower: {outside(lambda r: r > WITHIN)}")
