@@ -760,6 +760,17 @@ def test_the_kernel_gets_the_timeout_of_the_sizes_asked(project, tmp_path):
          "gives no units of work"),
         ('measured_s = 9\ntimeout_per_unit_s = 5\ntimeout_units = ["N_ROWS"]\nmeasured_sizes = {{ N_ROWS = 1.5 }}',
          "N_ROWS = 1.5 counts units of work"),
+
+        ('measured_runs = [{{ s = 9 }}]', "'measured_runs' are runs besides the one 'measured_s' times"),
+        ('measured_s = 9\nmeasured_runs = [{{ s = 0 }}]', "entry 1: 's' must be a positive number"),
+        ('measured_s = 9\nmeasured_runs = [{{ s = 8 }}, {{ s = 7, seconds = 7 }}]', "entry 2: unknown keys \\['seconds'\\]"),
+        ('measured_s = 9\nmeasured_runs = [{{ s = 8, tps = [90.0] }}]', "entry 1: 'tps' must be \\[prompt, generation\\]"),
+        ('measured_s = 9\ntimeout_per_unit_s = 5\ntimeout_units = ["N_ROWS"]\nmeasured_runs = [{{ s = 8, sizes = {{ SLEEP_S = 2 }} }}]',
+         "entry 1: sizes \\['SLEEP_S'\\] are not 'timeout_units'"),
+        ('measured_s = 9\ntimeout_per_unit_s = 5\ntimeout_units = ["N_ROWS"]\nmeasured_runs = [{{ s = 8, sizes = {{ N_ROWS = 0 }} }}]',
+         "a 'measured_runs' entry's sizes give no units of work"),
+        ('measured_s = 9\ntimeout_per_unit_s = 5\ntimeout_units = ["N_ROWS"]\nmeasured_runs = [{{ s = 8, sizes = {{ N_ROWS = "two" }} }}]',
+         "N_ROWS = 'two' counts units of work"),
     ],
 )
 def test_bad_timeout_keys_raise_naming_the_file(project, keys, message):

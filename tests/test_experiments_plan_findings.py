@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from roma_lab.experiments import SpecError, load_spec
-from roma_lab.experiments._plan import RESERVE, expectation, plan_budget, plan_study, sizable_s
+from roma_lab.experiments._plan import RESERVE, expectation, plan_budget, plan_study, sizable_s, timed_seconds
 from roma_lab.experiments._spec import Pilot
 from roma_lab.stats import n_for_mde, paired_ci, plan_paired
 
@@ -556,7 +556,7 @@ def test_a_run_prices_what_is_left_by_how_long_its_finished_notebooks_took_again
     at_x1 = plan_study([second, audit], results_root=tmp_path, budget_s=left).notebooks
     at_drift = plan_study([second, audit], results_root=tmp_path, budget_s=left, drift=0.6).notebooks
     assert plans[1][second.stem]["n"] == at_drift[0].n > at_x1[0].n
-    assert plans[2][audit.stem]["seconds"] == pytest.approx(0.6 * audit.measured_s)
+    assert plans[2][audit.stem]["seconds"] == pytest.approx(0.6 * timed_seconds(audit, {}))
     out = capsys.readouterr().out
     assert "re-plan: the 1 notebooks this run finished took" in out and "what is left is priced x0.60" in out
 
@@ -696,7 +696,7 @@ def test_the_plan_scales_a_spec_s_figure_by_the_probe_and_only_where_the_spec_na
     from roma_lab.experiments._plan_text import plan_lines
     from roma_lab.experiments._probe import PROBE_FILE, run_probe, speed_ratio
 
-    quick = load_spec(REPO / "experiments" / "01_run_quickstart.toml")
+    quick = dataclasses.replace(load_spec(REPO / "experiments" / "01_run_quickstart.toml"), measured_runs=())
     named = dataclasses.replace(quick, measured_tps=(120.0, 48.0))  # a machine twice as fast as the probe's
     run_probe(tmp_path, command=fake_probe())  # 60 / 24 tok/s
     quick = dataclasses.replace(quick, measured_tps=None)  # a spec that names no machine
@@ -712,6 +712,44 @@ def test_the_plan_scales_a_spec_s_figure_by_the_probe_and_only_where_the_spec_na
     (tmp_path / PROBE_FILE).write_text('{"model": "x", "prompt_tps": -1}')
     with pytest.warns(UserWarning, match="not a speed probe"):
         assert plan_study([named], results_root=tmp_path).notebooks[0].seconds == quick.measured_s
+
+
+def test_a_run_at_sizes_its_spec_timed_is_priced_by_those_runs_and_other_sizes_by_the_price_per_unit(tmp_path):
+    # the items a notebook draws depend on its n, so at an n its spec's runs ran at, what they took is
+    # the price (their mean, each scaled by its own machine's probe); elsewhere measured_s per unit
+    from types import MappingProxyType
+
+    from roma_lab.experiments._plan import predicted_seconds
+    from roma_lab.experiments._probe import run_probe
+    from roma_lab.experiments._spec import TimedRun
+    from roma_lab.experiments._times import read_run_time, read_speed_log
+
+    base = load_spec(REPO / "experiments" / "29_evaluate_browsecomp_table8.toml")
+    unit = base.timeout_units[0]
+
+    def at(n, runs, **kw):
+        spec = dataclasses.replace(base, parameters=MappingProxyType({unit: n}), measured_s=100.0,
+                                   measured_sizes=MappingProxyType({unit: 2}), measured_tps=None, measured_runs=runs)
+        return spec, plan_study([spec], results_root=tmp_path, **kw).notebooks[0]
+
+    three = (TimedRun(60.0, MappingProxyType({unit: 3}), None), TimedRun(90.0, MappingProxyType({unit: 3}), None))
+    for n, seconds in ((3, 75.0), (2, 100.0), (4, 200.0)):  # 3: their mean, not 3 x 50; 2: measured_s itself
+        spec, entry = at(n, three)
+        assert (entry.n, entry.seconds, entry.seconds_per_unit) == (n, seconds, 50.0)
+        assert f"n = {n}, {format_seconds(seconds)};" in entry.line
+    assert at(3, (), drift=0.5)[1].seconds == 75.0  # no run at 3: 3 x 50, the drift applied
+    assert at(3, three, drift=0.5)[1].seconds == 37.5
+    # each run scaled by its own machine's probe: this one twice as fast as the probe (60 / 24 tok/s)
+    run_probe(tmp_path, command=fake_probe())
+    fast = (TimedRun(60.0, MappingProxyType({unit: 3}), (120.0, 48.0)), TimedRun(90.0, MappingProxyType({unit: 3}), None))
+    assert at(3, fast)[1].seconds == pytest.approx((120.0 + 90.0) / 2)
+    # a record without a plan line is predicted the same way; a run of its own here is its price, not the spec's
+    spec, _ = at(3, three)
+    record_run(tmp_path, spec.stem, minutes=3, extra={"overrides": {unit: 3}})
+    ran = read_run_time(tmp_path, spec.stem, read_speed_log(tmp_path))
+    own = plan_study([spec], results_root=tmp_path).notebooks[0]
+    assert own.seconds == pytest.approx(180, abs=2) and own.cost_source.startswith("measured")
+    assert predicted_seconds(spec, dataclasses.replace(ran, planned_s=None), None) == (75.0, "spec")
 
 
 @pytest.mark.parametrize(("line", "message"), [

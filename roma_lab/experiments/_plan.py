@@ -9,7 +9,8 @@ that n costs in time and dollars.
 wall time over its units of work, so fixed costs count against the units: an over-estimate) unless it
 was a replay from the completion cache (``_times.ModelCalls``), else the spec's ``measured_s`` (a run
 on a machine of this kind; scaled to this one by its speed probe where the spec names that machine's
-``measured_tps``, ``_probe.py``), else the spec's per-unit timeout over 3 (each spec's timeout is 3x
+``measured_tps``, ``_probe.py``; at sizes the spec's ``measured_s`` or ``measured_runs`` ran at, the
+mean of what those runs took, :func:`timed_seconds`), else the spec's per-unit timeout over 3 (each spec's timeout is 3x
 a measured run, design/runner.md), and it is labelled with its source. A named remote model runs
 ``concurrency`` units at once; its dollars are its tokens per unit (the embedded model's counted
 tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list price; unknown stays
@@ -59,7 +60,7 @@ from roma_lab.results import PROVENANCE_FILE, open_regular
 from roma_lab.stats import DEFAULT_STATS, n_for_mde, plan_paired
 
 from ._probe import SpeedProbe, read_probe, speed_ratio
-from ._spec import ExperimentSpec, ParamValue, Pilot, work_units
+from ._spec import ExperimentSpec, ParamValue, Pilot, TimedRun, work_units
 from ._times import RunTime, read_run_time, read_speed_log
 
 __all__ = ["NotebookPlan", "StudyPlan", "check_target_mde", "parse_budget", "plan_budget", "plan_study",
@@ -260,7 +261,27 @@ def predicted_seconds(spec: ExperimentSpec, ran: RunTime, probe: SpeedProbe | No
     if ran.smoke is not False or units is None:
         return None
     per_unit, source, _ = _spec_cost(spec, probe)
-    return per_unit * units, "probe" if source == SPEC_PROBED else "spec"
+    at = timed_seconds(spec, dict(ran.overrides), probe)
+    return per_unit * units if at is None else at, "probe" if source == SPEC_PROBED else "spec"
+
+
+def timed_seconds(spec: ExperimentSpec, asked: Mapping[str, ParamValue], probe: SpeedProbe | None = None
+                  ) -> float | None:
+    """The mean of what the spec's whole runs at the very units of a run with ``asked`` on top of its
+    sizes took (``measured_s`` and each of ``measured_runs``; each scaled to this machine when a probe
+    of it and its own are known); None when none ran there. The items a notebook draws depend on its
+    sizes, so a run at another n did other items: only the per-unit price of ``measured_s`` speaks for it."""
+    if spec.measured_s is None:
+        return None
+    own = {**spec.defaults, **spec.parameters}
+    runs = [TimedRun(spec.measured_s, spec.measured_sizes, spec.measured_tps), *spec.measured_runs]
+
+    def units(sizes: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
+        return {name: {**own, **sizes}[name] for name in spec.timeout_units}
+
+    there = [r.seconds * (speed_ratio(probe, r.tps) if probe is not None and r.tps is not None else 1.0)
+             for r in runs if units(r.sizes) == units(asked)]
+    return sum(there) / len(there) if there else None
 
 
 def _units_run(spec: ExperimentSpec, asked: Mapping[str, ParamValue]) -> int | None:
@@ -436,9 +457,16 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     costs = {s.stem: _cost(s, runs[s.stem], root / s.stem / PROVENANCE_FILE, probe) for s in specs}
     costs = {stem: (per_unit * drift, *rest) for stem, (per_unit, *rest) in costs.items()}
 
+    def timed(spec: ExperimentSpec, asked: Mapping[str, ParamValue]) -> float | None:
+        """What its spec's runs at these very sizes took (when its price is the spec's): the items it
+        draws depend on its sizes, so a price per unit from other sizes is a guess where these are known."""
+        at = timed_seconds(spec, asked, probe) if costs[spec.stem][1] in (SPEC_PROBED, SPEC_RUN) else None
+        return None if at is None else at * drift / concurrency
+
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
         units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
-        return costs[spec.stem][0] * units / concurrency
+        at = timed(spec, {})
+        return costs[spec.stem][0] * units / concurrency if at is None else at
 
     sized = {s.stem: _Sized.of(s, costs[s.stem][0] / concurrency, alpha, power) for s in specs if task_sized(s)}
     fixed_s = sum(fixed_seconds(s) for s in specs if not task_sized(s))
@@ -451,7 +479,13 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     budget_n = None
     if budget_s is not None:  # the kept notebooks paid for at their n, the others sized by what is left
         kept_n = {stem: sizes[sized[stem].unit] for stem, sizes in kept.items()}
-        left = budget_s - fixed_s - sum(n * chosen[stem].per_task_s for stem, n in kept_n.items())
+        by_stem = {s.stem: s for s in specs}
+
+        def kept_seconds(stem: str, n: int) -> float:
+            at = None if chosen[stem].sets else timed(by_stem[stem], {chosen[stem].unit: n})
+            return n * chosen[stem].per_task_s if at is None else at
+
+        left = budget_s - fixed_s - sum(kept_seconds(stem, n) for stem, n in kept_n.items())
 
         def allocate(runs: Mapping[str, _Sized]) -> dict[str, int]:
             return _allocate({stem: (z.own_k, z.step_s) for stem, z in runs.items()}, left,
@@ -487,6 +521,8 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         z, run = sized[spec.stem], chosen[spec.stem]  # z: its own; run: as it runs (in one group, or whole)
         n = z.own_n if budget_n is None else budget_n[spec.stem]
         k = n // run.strata  # the n of each comparison
+        at = None if run.sets else timed(spec, {z.unit: n})  # narrowed: its runs name no groups
+        seconds = n * run.per_task_s if at is None else at
         psi, psi_source = z.discordance if z.discordance[0] is not None else _discordance(root, spec.stem)
         at_n = plan_paired(max(k, 1), discordance=psi, alpha=alpha, power=power)
         target = None if target_mde is None else n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power)
@@ -529,13 +565,13 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 detects += f"; ${budget_usd:,.2f} buys n = {dollars_n} (${money:,.4f} a task)"
         plans.append(NotebookPlan(
             stem=spec.stem, unit=z.unit, default_n=z.own_n, seconds_per_unit=run.per_task_s, cost_source=source, n=n,
-            seconds=n * run.per_task_s, dollars=None if money is None else n * money, mde=at_n.mde,
+            seconds=seconds, dollars=None if money is None else n * money, mde=at_n.mde,
             mde_worst=at_n.mde_worst, discordance=psi, discordance_source=psi_source, target_mde=target_mde,
             target_n=None if target is None else target.n * run.strata,
             target_seconds=None if target is None else target.n * run.strata * z.per_task_s,
             target_dollars=None if target is None or money is None else target.n * run.strata * money,
             dollars_n=dollars_n, detects=detects,
-            line=f"{spec.stem}: n = {n}{KEPT if spec.stem in kept else ''}, {_time(n * run.per_task_s)}; detects {detects}{why}",
+            line=f"{spec.stem}: n = {n}{KEPT if spec.stem in kept else ''}, {_time(seconds)}; detects {detects}{why}",
             strata=run.strata, stratum=run.stratum, comparison_n=k, dollars_per_task=money,
             expected=funded,
             pilots=z.expected, own_seconds=z.own_n * z.per_task_s,

@@ -22,7 +22,7 @@ REQUIRED_PARAMETERS = ("OUT_DIR", "SEED")
 
 _REQUIRED_KEYS = ("notebook", "paper", "table", "description")
 _OPTIONAL_KEYS = ("timeout_s", "timeout_per_unit_s", "timeout_units", "measured_s", "measured_sizes", "measured_tps",
-                  "inputs", "outputs", "parameters", "smoke", "plan")
+                  "measured_runs", "inputs", "outputs", "parameters", "smoke", "plan")
 _PLAN_KEYS = ("per", "source", "pilot", "alone")
 # Parameters a command line cannot set (--set), and what sets them instead.
 RUNNER_OWNED = {"OUT_DIR": "the runner sets it to results/<stem>", "LM": "name the model with --lm (lm=)"}
@@ -48,6 +48,16 @@ class Pilot:
     wins: int
     losses: int
     n: int
+
+
+@dataclass(frozen=True, slots=True)
+class TimedRun:
+    """One more whole run a spec's ``measured_runs`` names (besides ``measured_s``): its seconds, the
+    sizes it ran at (over the spec's own) and the probe of the machine it ran on (None: not known)."""
+
+    seconds: float
+    sizes: Mapping[str, ParamValue]
+    tps: tuple[float, float] | None
 
 
 class OverrideError(ValueError):
@@ -94,6 +104,9 @@ class ExperimentSpec:
     # the prompt and generation tok/s of the machine measured_s was timed on (None: not known): the plan
     # scales measured_s to this machine by its speed probe (experiments/_probe.py)
     measured_tps: tuple[float, float] | None = None
+    # more whole runs, at sizes of their own: a run at sizes one of them (or measured_s's) ran at is priced
+    # by what those took, since the items a notebook draws depend on its sizes (design/planning.md)
+    measured_runs: tuple[TimedRun, ...] = ()
 
     def strata(self, parameters: Mapping[str, object] | None = None) -> int:
         """How many groups ``per`` splits the tasks into at the spec's sizes (1: no ``per``)."""
@@ -280,16 +293,59 @@ def _parameter_table(data: dict, key: str, problems: list[str]) -> dict[str, Par
     return table
 
 
+def _tps(value: object) -> bool:
+    """Whether ``value`` is a probe's [prompt, generation] tokens per second: two positive numbers."""
+    return isinstance(value, list) and len(value) == 2 and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and _is_literal(v) and v > 0 for v in value)
+
+
+def _measured_runs(data: dict, measured_s: object, units: list[str], problems: list[str]) -> tuple[TimedRun, ...]:
+    """``measured_runs``: a list of {s = seconds, sizes = {unit = value}, tps = [prompt, generation]}
+    (sizes and tps optional), each a whole run besides ``measured_s``, which they need (it prices
+    the sizes none of them ran at)."""
+    entries = data.get("measured_runs", [])
+    if not entries:
+        return ()
+    if measured_s is None:
+        problems.append("'measured_runs' are runs besides the one 'measured_s' times: it needs 'measured_s'")
+    if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+        problems.append(f"'measured_runs' must be a list of {{ s = seconds, sizes = {{...}}, tps = [...] }}, got {entries!r}")
+        return ()
+    runs = []
+    for i, entry in enumerate(entries):
+        where = f"'measured_runs' entry {i + 1}"
+        seconds, sizes, tps = entry.get("s"), entry.get("sizes", {}), entry.get("tps")
+        unknown = sorted(set(entry) - {"s", "sizes", "tps"})
+        if unknown:
+            problems.append(f"{where}: unknown keys {unknown}; allowed: ['s', 'sizes', 'tps']")
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or not _is_literal(seconds) or seconds <= 0:
+            problems.append(f"{where}: 's' must be a positive number of seconds (a measured run), got {seconds!r}")
+            continue
+        if not isinstance(sizes, dict) or not all(_is_literal(v) for v in sizes.values()):
+            problems.append(f"{where}: 'sizes' must be a table of plain literals, got {sizes!r}")
+            continue
+        if strange := sorted(set(sizes) - set(units)):
+            problems.append(f"{where}: sizes {strange} are not 'timeout_units': only the units of work set a run's size")
+            continue
+        if tps is not None and not _tps(tps):
+            problems.append(f"{where}: 'tps' must be [prompt, generation] tokens per second, two positive numbers, "
+                            f"got {tps!r}")
+            continue
+        runs.append(TimedRun(float(seconds), MappingProxyType(dict(sizes)),
+                             None if tps is None else (float(tps[0]), float(tps[1]))))
+    return tuple(runs)
+
+
 def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], defaults: Mapping[str, ParamValue],
                       parameters: Mapping[str, ParamValue], smoke: Mapping[str, ParamValue],
-                      measured_sizes: Mapping[str, ParamValue]) -> list[str]:
+                      measured_sizes: Mapping[str, ParamValue], *timed: Mapping[str, ParamValue]) -> list[str]:
     """The timeout units must be declared parameters counting work at every size the spec names, and
     ``timeout_s`` must leave a positive timeout for no work at all (it holds the units at the spec's
     own sizes)."""
     undeclared = [u for u in units if u not in defaults]
     if undeclared:
         return [f"'timeout_units' {undeclared} are not declared in the notebook's 'parameters' cell"]
-    problems = [problem for values in (defaults, parameters, smoke, measured_sizes) for name, value in values.items()
+    problems = [problem for values in (defaults, parameters, smoke, measured_sizes, *timed) for name, value in values.items()
                 if name in units and (problem := _unit_problem(name, value))]
     if units and not problems and isinstance(timeout_s, int):
         own = work_units(tuple(units), {**defaults, **parameters})
@@ -298,6 +354,8 @@ def _timeout_problems(timeout_s: object, per_unit_s: float, units: list[str], de
                             f"{own} units of work: it must exceed timeout_per_unit_s x {own} = {per_unit_s * own:g}")
         if measured_sizes and not work_units(tuple(units), {**defaults, **parameters, **measured_sizes}):
             problems.append("'measured_sizes' gives no units of work: a measured run did some")
+        if any(not work_units(tuple(units), {**defaults, **parameters, **sizes}) for sizes in timed):
+            problems.append("a 'measured_runs' entry's sizes give no units of work: a measured run did some")
     return problems
 
 
@@ -424,8 +482,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         measured_s = None
     measured_tps = data.get("measured_tps")
     if measured_tps is not None:
-        if not (isinstance(measured_tps, list) and len(measured_tps) == 2 and all(
-                isinstance(v, int | float) and not isinstance(v, bool) and _is_literal(v) and v > 0 for v in measured_tps)):
+        if not _tps(measured_tps):
             problems.append(f"'measured_tps' must be [prompt, generation] tokens per second, two positive numbers, "
                             f"got {measured_tps!r}")
             measured_tps = None
@@ -437,6 +494,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
     strange = sorted(set(measured_sizes) - set(units if isinstance(units, list) else []))
     if strange:
         problems.append(f"'measured_sizes' {strange} are not 'timeout_units': only the units of work set a run's size")
+    measured_runs = _measured_runs(data, measured_s, units if isinstance(units, list) else [], problems)
     file_lists = {}
     for key in ("inputs", "outputs"):
         items = data.get(key, [])
@@ -481,7 +539,8 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
             repeated = sorted(k for k, v in parameters.items() if k in defaults and defaults[k] == v)
             if repeated:
                 problems.append(f"[parameters] {repeated} repeat the notebook's defaults; a spec holds overrides only")
-            problems += _timeout_problems(timeout_s, per_unit_s, units, defaults, parameters, smoke, measured_sizes)
+            problems += _timeout_problems(timeout_s, per_unit_s, units, defaults, parameters, smoke, measured_sizes,
+                                          *(r.sizes for r in measured_runs))
             per, pilots, pilot_source, alone, alone_share = _plan_table(
                 data, defaults, (parameters, {**parameters, **smoke}), units, problems)
     if problems:
@@ -511,6 +570,7 @@ def load_spec(spec_path: str | Path) -> ExperimentSpec:
         alone=MappingProxyType(dict(alone)),
         alone_share=alone_share,
         measured_tps=None if measured_tps is None else (float(measured_tps[0]), float(measured_tps[1])),
+        measured_runs=measured_runs,
     )
 
 
