@@ -474,6 +474,15 @@ def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
     assert capsys.readouterr().out.splitlines()[-1] == (
         "measured / predicted within x1.25 either way: 1 of 3 runs, median x1.20; faster: 01_run_quickstart x0.60 "
         "(60 s); slower: 02_measure_structure x1.50 (60 s)")
+    # a re-plan priced 02 at half its unit cost (drift 0.5): the count as predicted, then had it not been
+    record_run(tmp_path, "02_measure_structure", minutes=1, extra={"plan": {"seconds": 40.0, "drift": 0.5}})
+    assert main(["--root", str(REPO), "times", "--results", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.splitlines()[-2:] == [
+        "measured / predicted within x1.25 either way: 1 of 3 runs, median x1.20; faster: 01_run_quickstart x0.60 "
+        "(60 s); slower: 02_measure_structure x1.50 (60 s)",
+        "without the run's drift (each plan line over its factor): measured / predicted within x1.25 either way: "
+        "1 of 3 runs, median x0.75; faster: 01_run_quickstart x0.60 (60 s), 02_measure_structure x0.75 (60 s); "
+        "slower: none"]
 
 
 # --- re-planned as the run goes ---
@@ -519,14 +528,16 @@ def test_a_run_prices_what_is_left_by_how_long_its_finished_notebooks_took_again
         tmp_path, monkeypatch, capsys):
     """Twice a probe at a run's start read the machine 9-10% off the speed its notebooks then ran at: a
     re-plan prices what is left by the run's own notebooks (``run_drift``), once they were priced at 10
-    minutes together. 21 finishing at 0.6 of its price makes 22 cheaper (a larger n) and 20, which runs
-    at its own sizes last, predicted at 0.6 of its spec; its record says the factor."""
+    minutes together. 21 finishing at 0.6 of its price makes 22 cheaper (a larger n) and 43, which runs
+    at its own sizes last, predicted at 0.6 of its spec; its record says the factor. 20 calls no model:
+    the model's speed misread is no measure of it, and it keeps its price."""
     from roma_lab.experiments import _cli
     from roma_lab.experiments._plan import DRIFT_EVIDENCE_S
     from roma_lab.experiments._runner import RunOutcome
 
     first, second = (load_spec(path) for path in STUDIES_21_26[:2])
     audit = load_spec(REPO / "experiments" / "20_audit_paper_numbers.toml")
+    flags = load_spec(REPO / "experiments" / "43_measure_evidence_flags.toml")
     runs, clock, status, pace = [], [0.0], {}, 1.0
 
     def fake_run(specs, **kwargs):  # each takes ``pace`` of its price at x1
@@ -540,23 +551,24 @@ def test_a_run_prices_what_is_left_by_how_long_its_finished_notebooks_took_again
 
     def run_all() -> list[dict]:
         runs.clear()
-        code = _cli.main(["--root", str(REPO), "run", first.stem, second.stem, audit.stem, "--budget", "3h",
+        code = _cli.main(["--root", str(REPO), "run", first.stem, second.stem, audit.stem, flags.stem, "--budget", "3h",
                           "--results", str(tmp_path)])
         assert code == (1 if status else 0)
         return [entries for entries, _ in runs]
 
-    plan = plan_study([first, second, audit], results_root=tmp_path, budget_s=sizable_s(3 * 3600, 0))
+    plan = plan_study([first, second, audit, flags], results_root=tmp_path, budget_s=sizable_s(3 * 3600, 0))
     one = plan.notebooks[0]
     assert one.seconds >= DRIFT_EVIDENCE_S and one.drift == 1.0
     pace = 0.6
     plans = run_all()
     assert plans[0][first.stem]["drift"] == 1.0
-    assert plans[1][second.stem]["drift"] == plans[2][audit.stem]["drift"] == 0.6
+    assert plans[1][second.stem]["drift"] == plans[2][flags.stem]["drift"] == 0.6
     left = sizable_s(3 * 3600, 0.6 * one.seconds)
-    at_x1 = plan_study([second, audit], results_root=tmp_path, budget_s=left).notebooks
-    at_drift = plan_study([second, audit], results_root=tmp_path, budget_s=left, drift=0.6).notebooks
+    at_x1 = plan_study([second, audit, flags], results_root=tmp_path, budget_s=left).notebooks
+    at_drift = plan_study([second, audit, flags], results_root=tmp_path, budget_s=left, drift=0.6).notebooks
     assert plans[1][second.stem]["n"] == at_drift[0].n > at_x1[0].n
-    assert plans[2][audit.stem]["seconds"] == pytest.approx(0.6 * timed_seconds(audit, {}))
+    assert plans[2][flags.stem]["seconds"] == pytest.approx(0.6 * timed_seconds(flags, {}))
+    assert plans[2][audit.stem]["drift"] == 1.0 and plans[2][audit.stem]["seconds"] == pytest.approx(timed_seconds(audit, {}))
     out = capsys.readouterr().out
     assert "re-plan: the 1 notebooks this run finished took" in out and "what is left is priced x0.60" in out
 
@@ -727,9 +739,9 @@ def test_a_run_at_sizes_its_spec_timed_is_priced_by_those_runs_and_other_sizes_b
     base = load_spec(REPO / "experiments" / "29_evaluate_browsecomp_table8.toml")
     unit = base.timeout_units[0]
 
-    def at(n, runs, **kw):
+    def at(n, runs, tps=None, **kw):
         spec = dataclasses.replace(base, parameters=MappingProxyType({unit: n}), measured_s=100.0,
-                                   measured_sizes=MappingProxyType({unit: 2}), measured_tps=None, measured_runs=runs)
+                                   measured_sizes=MappingProxyType({unit: 2}), measured_tps=tps, measured_runs=runs)
         return spec, plan_study([spec], results_root=tmp_path, **kw).notebooks[0]
 
     three = (TimedRun(60.0, MappingProxyType({unit: 3}), None), TimedRun(90.0, MappingProxyType({unit: 3}), None))
@@ -737,8 +749,10 @@ def test_a_run_at_sizes_its_spec_timed_is_priced_by_those_runs_and_other_sizes_b
         spec, entry = at(n, three)
         assert (entry.n, entry.seconds, entry.seconds_per_unit) == (n, seconds, 50.0)
         assert f"n = {n}, {format_seconds(seconds)};" in entry.line
-    assert at(3, (), drift=0.5)[1].seconds == 75.0  # no run at 3: 3 x 50, the drift applied
-    assert at(3, three, drift=0.5)[1].seconds == 37.5
+    # a notebook that calls the model (its spec names that machine's speed; no probe here yet) carries the drift
+    assert at(3, (), tps=(60.0, 24.0), drift=0.5)[1].seconds == 75.0  # no run at 3: 3 x 50, the drift applied
+    assert at(3, three, tps=(60.0, 24.0), drift=0.5)[1].seconds == 37.5
+    assert at(3, three, drift=0.5)[1].seconds == 75.0  # one that calls none keeps its price
     # each run scaled by its own machine's probe: this one twice as fast as the probe (60 / 24 tok/s)
     run_probe(tmp_path, command=fake_probe())
     fast = (TimedRun(60.0, MappingProxyType({unit: 3}), (120.0, 48.0)), TimedRun(90.0, MappingProxyType({unit: 3}), None))

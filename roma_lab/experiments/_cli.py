@@ -439,6 +439,12 @@ def main(argv: list[str] | None = None) -> int:
         print(times_markdown(rows, predicted))
         if line := agreement_line(rows, predicted):
             print(f"\n{line}")
+        # the same count had no re-plan priced by the run's drift: each plan line over its factor
+        carried = {row.stem: row.planned_drift for row in rows if row.stem in predicted
+                   and predicted[row.stem][1] == "plan" and row.planned_drift != 1.0}
+        at_x1 = {stem: (seconds / carried.get(stem, 1.0), source) for stem, (seconds, source) in predicted.items()}
+        if carried and (line := agreement_line(rows, at_x1)):
+            print(f"without the run's drift (each plan line over its factor): {line}")
         return 0
     known = {s.stem: s for s in specs}
     unknown = [stem for stem in args.stems if stem not in known]

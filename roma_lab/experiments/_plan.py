@@ -17,7 +17,8 @@ tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list price
 unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is reported as the n it buys at that
 price per task; where no price per task is known the line says so (the cap itself is kept at run
 time by ``roma_lab.evaluate``, whatever the plan predicted). A run's re-plans multiply every unit cost
-by how long the notebooks it finished took against their prices (:func:`run_drift`, ``drift``).
+by how long the notebooks it finished took against their prices (:func:`run_drift`, ``drift``), those
+of the notebooks that call the model.
 
 **The budget rule** (never from a score): notebooks without a size cost their measured or estimated
 time, and every sized notebook its first 2 tasks a comparison; then the comparisons a spec's pilot
@@ -436,8 +437,9 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     """The plan of ``specs`` under the budget rule of the module docstring. ``kept``: per task-sized
     notebook, the sizes its run under an earlier plan of this budget started with (its n, and its
     groups when the plan narrowed them; a resumed run skips it, or resumes its rows, at them): the
-    budget pays for it at them and sizes only the others. ``drift``: the factor every unit cost is
-    multiplied by (a run's re-plan: :func:`run_drift`)."""
+    budget pays for it at them and sizes only the others. ``drift``: the factor the unit cost of every
+    notebook that calls the model (its spec names ``measured_tps``) is multiplied by (a run's re-plan:
+    :func:`run_drift`)."""
     if not (math.isfinite(drift) and drift > 0):
         raise ValueError(f"drift is a positive factor, got {drift!r}")
     if concurrency < 1:
@@ -455,13 +457,17 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     runs = {s.stem: read_run_time(root, s.stem, speeds) for s in specs}  # a record with impossible times: "unreadable"
     probe = read_probe(root)
     costs = {s.stem: _cost(s, runs[s.stem], root / s.stem / PROVENANCE_FILE, probe) for s in specs}
-    costs = {stem: (per_unit * drift, *rest) for stem, (per_unit, *rest) in costs.items()}
+    # the drift is the model's speed misread (the probe times the model alone): a notebook that calls
+    # none (its spec names no model speed) keeps its price; in the sixth run those ran at theirs, x1.26-1.40
+    # of them times the model notebooks' x0.76 (design/planning.md)
+    drifts = {s.stem: drift if s.measured_tps is not None else 1.0 for s in specs}
+    costs = {stem: (per_unit * drifts[stem], *rest) for stem, (per_unit, *rest) in costs.items()}
 
     def timed(spec: ExperimentSpec, asked: Mapping[str, ParamValue]) -> float | None:
         """What its spec's runs at these very sizes took (when its price is the spec's): the items it
         draws depend on its sizes, so a price per unit from other sizes is a guess where these are known."""
         at = timed_seconds(spec, asked, probe) if costs[spec.stem][1] in (SPEC_PROBED, SPEC_RUN) else None
-        return None if at is None else at * drift / concurrency
+        return None if at is None else at * drifts[spec.stem] / concurrency
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
         units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
@@ -516,7 +522,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
                 seconds=seconds, dollars=None, mde=None, mde_worst=None, discordance=None, discordance_source="",
                 target_mde=None, target_n=None, target_seconds=None, target_dollars=None, dollars_n=None,
                 detects="", line=f"{spec.stem}: at its own sizes, {_time(seconds)}", replay=_replay(runs[spec.stem]),
-                drift=drift))
+                drift=drifts[spec.stem]))
             continue
         z, run = sized[spec.stem], chosen[spec.stem]  # z: its own; run: as it runs (in one group, or whole)
         n = z.own_n if budget_n is None else budget_n[spec.stem]
@@ -579,7 +585,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
             quote_seconds=z.own_n * z.per_task_s * (1 if remote else concurrency / quote_concurrency),
             quote_dollars=(None if quote_price is None or tokens is None
                            else z.own_n * z.others * tokens * quote_price), replay=_replay(runs[spec.stem]),
-            kept=spec.stem in kept, drift=drift, sets=run.sets))
+            kept=spec.stem in kept, drift=drifts[spec.stem], sets=run.sets))
     return StudyPlan(budget_s, lm, concurrency, tuple(plans), budget_usd, quote_lm, quote_concurrency,
                      busy_probe=probe.busy() if probe is not None else "")
 

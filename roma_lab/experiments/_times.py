@@ -102,6 +102,7 @@ class RunTime:
     overrides: tuple[tuple[str, object], ...] = ()  # the sizes asked with --set, as the record lists them
     speeds: tuple[ModelSpeed, ...] = ()  # the embedded models its kernel loaded
     planned_s: float | None = None  # the seconds the plan predicted before it ran (extra.plan), if any
+    planned_drift: float = 1.0  # the factor that plan line's unit costs carried (a run's re-plan: _plan.run_drift)
     calls: ModelCalls | None = None  # its model requests and how many the cache served
 
     @property
@@ -151,7 +152,7 @@ def read_run_time(results_root: str | Path, stem: str, speeds: Sequence[ModelSpe
     ran = RunTime(stem, record.status, record.started_at, record.finished_at, record.model,
                   smoke if isinstance(smoke, bool) else None,
                   tuple(overrides.items()) if isinstance(overrides, dict) else (),
-                  planned_s=_planned(record.extra.get("plan")),
+                  planned_s=_planned(record.extra.get("plan")), planned_drift=_planned_drift(record.extra.get("plan")),
                   calls=_calls(record.extra.get("model_calls")) or count_model_calls(Path(results_root) / stem))
     # a run killed hard ("running") recorded no end: its window is empty, so nothing is attributed to it
     within = tuple(s for s in speeds if ran.started <= s.loaded_at and s.closed_at <= ran.finished)
@@ -163,6 +164,13 @@ def _planned(plan: object) -> float | None:
     seconds = plan.get("seconds") if isinstance(plan, Mapping) else None
     ok = isinstance(seconds, int | float) and not isinstance(seconds, bool) and 0 < seconds < float("inf")
     return float(seconds) if ok else None
+
+
+def _planned_drift(plan: object) -> float:
+    """The drift a record's plan line carried (1: none recorded, or no finite positive factor)."""
+    drift = plan.get("drift") if isinstance(plan, Mapping) else None
+    ok = isinstance(drift, int | float) and not isinstance(drift, bool) and 0 < drift < float("inf")
+    return float(drift) if ok else 1.0
 
 
 def _calls(counted: object) -> ModelCalls | None:
