@@ -457,9 +457,8 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     runs = {s.stem: read_run_time(root, s.stem, speeds) for s in specs}  # a record with impossible times: "unreadable"
     probe = read_probe(root)
     costs = {s.stem: _cost(s, runs[s.stem], root / s.stem / PROVENANCE_FILE, probe) for s in specs}
-    # the drift is the model's speed misread (the probe times the model alone): a notebook that calls
-    # none (its spec names no model speed) keeps its price; in the sixth run those ran at theirs, x1.26-1.40
-    # of them times the model notebooks' x0.76 (design/planning.md)
+    # the drift corrects the model's speed as the probe read it: a notebook that calls no model (its spec
+    # names no model speed) keeps its price (design/planning.md)
     drifts = {s.stem: drift if s.measured_tps is not None else 1.0 for s in specs}
     costs = {stem: (per_unit * drifts[stem], *rest) for stem, (per_unit, *rest) in costs.items()}
 
@@ -468,6 +467,12 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         draws depend on its sizes, so a price per unit from other sizes is a guess where these are known."""
         at = timed_seconds(spec, asked, probe) if costs[spec.stem][1] in (SPEC_PROBED, SPEC_RUN) else None
         return None if at is None else at * drifts[spec.stem] / concurrency
+
+    def sized_seconds(spec: ExperimentSpec, run: _Sized, n: int) -> float:
+        """A sized notebook's seconds at ``n`` as it runs: its spec's runs at that n, else n tasks' price
+        (narrowed to a group, per task: its spec's runs name no groups)."""
+        at = None if run.sets else timed(spec, {run.unit: n})
+        return n * run.per_task_s if at is None else at
 
     def fixed_seconds(spec: ExperimentSpec) -> float:  # at the spec's own sizes
         units = work_units(spec.timeout_units, {**spec.defaults, **spec.parameters}) if spec.timeout_units else 1
@@ -486,12 +491,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
     if budget_s is not None:  # the kept notebooks paid for at their n, the others sized by what is left
         kept_n = {stem: sizes[sized[stem].unit] for stem, sizes in kept.items()}
         by_stem = {s.stem: s for s in specs}
-
-        def kept_seconds(stem: str, n: int) -> float:
-            at = None if chosen[stem].sets else timed(by_stem[stem], {chosen[stem].unit: n})
-            return n * chosen[stem].per_task_s if at is None else at
-
-        left = budget_s - fixed_s - sum(kept_seconds(stem, n) for stem, n in kept_n.items())
+        left = budget_s - fixed_s - sum(sized_seconds(by_stem[stem], chosen[stem], n) for stem, n in kept_n.items())
 
         def allocate(runs: Mapping[str, _Sized]) -> dict[str, int]:
             return _allocate({stem: (z.own_k, z.step_s) for stem, z in runs.items()}, left,
@@ -527,8 +527,7 @@ def plan_study(specs: Sequence[ExperimentSpec], *, results_root: str | Path, bud
         z, run = sized[spec.stem], chosen[spec.stem]  # z: its own; run: as it runs (in one group, or whole)
         n = z.own_n if budget_n is None else budget_n[spec.stem]
         k = n // run.strata  # the n of each comparison
-        at = None if run.sets else timed(spec, {z.unit: n})  # narrowed: its runs name no groups
-        seconds = n * run.per_task_s if at is None else at
+        seconds = sized_seconds(spec, run, n)
         psi, psi_source = z.discordance if z.discordance[0] is not None else _discordance(root, spec.stem)
         at_n = plan_paired(max(k, 1), discordance=psi, alpha=alpha, power=power)
         target = None if target_mde is None else n_for_mde(target_mde, discordance=psi, alpha=alpha, power=power)
