@@ -463,7 +463,8 @@ def test_times_prints_predicted_against_measured_per_notebook(tmp_path, capsys):
     # the count the issue's x1.25 is judged by: 42 is within; 44, a replay, is no measure of its prediction
     assert out.splitlines()[-1] == ("measured / predicted within x1.25 either way: 1 of 1 runs, median x1.20; "
                                     "faster: none; slower: none")
-    spec_guess = guard.measured_s / guard.measured_sizes["N_TASKS"] * 30  # its spec's figure at this run's 30 tasks
+    runs = [(guard.measured_s, guard.measured_sizes), *((r.seconds, r.sizes) for r in guard.measured_runs)]
+    spec_guess = sum(s / sizes["N_TASKS"] for s, sizes in runs) / len(runs) * 30  # its spec's runs' price at 30 tasks
     assert rows[guard.stem][-3] == f"{format_seconds(spec_guess)} (spec)"
     assert rows[guard.stem][-2] == f"{12 / spec_guess:.2f} (a replay)"
     assert rows[guard.stem][-1] == "300 of 300, 300 recorded before its batch"
@@ -728,7 +729,8 @@ def test_the_plan_scales_a_spec_s_figure_by_the_probe_and_only_where_the_spec_na
 
 def test_a_run_at_sizes_its_spec_timed_is_priced_by_those_runs_and_other_sizes_by_the_price_per_unit(tmp_path):
     # the items a notebook draws depend on its n, so at an n its spec's runs ran at, what they took is
-    # the price (their mean, each scaled by its own machine's probe); elsewhere measured_s per unit
+    # the price (their mean, each scaled by its own machine's probe); elsewhere the mean of every run's
+    # price per unit (measured_s's and each named run's, each scaled by its own probe)
     from types import MappingProxyType
 
     from roma_lab.experiments._plan import predicted_seconds
@@ -745,9 +747,10 @@ def test_a_run_at_sizes_its_spec_timed_is_priced_by_those_runs_and_other_sizes_b
         return spec, plan_study([spec], results_root=tmp_path, **kw).notebooks[0]
 
     three = (TimedRun(60.0, MappingProxyType({unit: 3}), None), TimedRun(90.0, MappingProxyType({unit: 3}), None))
-    for n, seconds in ((3, 75.0), (2, 100.0), (4, 200.0)):  # 3: their mean, not 3 x 50; 2: measured_s itself
+    per_unit = (100.0 / 2 + 60.0 / 3 + 90.0 / 3) / 3  # every run's price per unit, not measured_s's 50 alone
+    for n, seconds in ((3, 75.0), (2, 100.0), (4, 4 * per_unit)):  # 3: their mean; 2: measured_s itself
         spec, entry = at(n, three)
-        assert (entry.n, entry.seconds, entry.seconds_per_unit) == (n, seconds, 50.0)
+        assert (entry.n, entry.seconds, entry.seconds_per_unit) == (n, pytest.approx(seconds), pytest.approx(per_unit))
         assert f"n = {n}, {format_seconds(seconds)};" in entry.line
     # a notebook that calls the model (its spec names that machine's speed; no probe here yet) carries the drift
     assert at(3, (), tps=(60.0, 24.0), drift=0.5)[1].seconds == 75.0  # no run at 3: 3 x 50, the drift applied
@@ -757,6 +760,7 @@ def test_a_run_at_sizes_its_spec_timed_is_priced_by_those_runs_and_other_sizes_b
     run_probe(tmp_path, command=fake_probe())
     fast = (TimedRun(60.0, MappingProxyType({unit: 3}), (120.0, 48.0)), TimedRun(90.0, MappingProxyType({unit: 3}), None))
     assert at(3, fast)[1].seconds == pytest.approx((120.0 + 90.0) / 2)
+    assert at(4, fast)[1].seconds == pytest.approx(4 * (100.0 / 2 + 120.0 / 3 + 90.0 / 3) / 3)  # per unit, scaled
     # a record without a plan line is predicted the same way; a run of its own here is its price, not the spec's
     spec, _ = at(3, three)
     record_run(tmp_path, spec.stem, minutes=3, extra={"overrides": {unit: 3}})

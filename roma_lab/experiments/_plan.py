@@ -10,7 +10,7 @@ wall time over its units of work, so fixed costs count against the units: an ove
 was a replay from the completion cache (``_times.ModelCalls``), else the spec's ``measured_s`` (a run
 on a machine of this kind; scaled to this one by its speed probe where the spec names that machine's
 ``measured_tps``, ``_probe.py``; at sizes the spec's ``measured_s`` or ``measured_runs`` ran at, the
-mean of what those runs took, :func:`timed_seconds`), else the spec's per-unit timeout over 3 (each spec's timeout is 3x
+mean of what those runs took, :func:`timed_seconds`; elsewhere the mean of their prices per unit), else the spec's per-unit timeout over 3 (each spec's timeout is 3x
 a measured run, design/runner.md), and it is labelled with its source. A named remote model runs
 ``concurrency`` units at once; its dollars are its tokens per unit (the embedded model's counted
 tokens on the measured run) at ``roma_lab.lm.token_price`` (LiteLLM's list price; unknown stays
@@ -239,14 +239,21 @@ def _replay(ran: RunTime) -> str:
 
 
 def _spec_cost(spec: ExperimentSpec, probe: SpeedProbe | None = None) -> tuple[float, str, None]:
-    """The spec's figure for a unit: its measured run over that run's units (scaled to this machine
-    when a probe of it and the speed of the machine that ran it are known), else its timeout over 3."""
-    if spec.measured_s is not None:  # what a run took on a machine like this one, at the sizes it names
-        sizes = {**spec.defaults, **spec.parameters, **spec.measured_sizes}
-        units = work_units(spec.timeout_units, sizes) if spec.timeout_units else 1
-        if probe is not None and spec.measured_tps is not None:
-            return spec.measured_s / units * speed_ratio(probe, spec.measured_tps), SPEC_PROBED, None
-        return spec.measured_s / units, SPEC_RUN, None
+    """The spec's figure for a unit: the mean over its whole runs (``measured_s`` and each of
+    ``measured_runs``) of a run's seconds over its units, each scaled to this machine when a probe of it
+    and the speed of the machine that ran it are known; else its timeout over 3. Every run counts, not
+    only ``measured_s``'s: at a size none of them ran at, each run's items are as like the ones drawn."""
+    if spec.measured_s is not None:  # what runs took on a machine like this one, at the sizes they name
+        own = {**spec.defaults, **spec.parameters}
+        runs = [TimedRun(spec.measured_s, spec.measured_sizes, spec.measured_tps), *spec.measured_runs]
+        probed = probe is not None and spec.measured_tps is not None
+
+        def per_unit(run: TimedRun) -> float:
+            units = work_units(spec.timeout_units, {**own, **run.sizes}) if spec.timeout_units else 1
+            scale = speed_ratio(probe, run.tps) if probe is not None and run.tps is not None else 1.0
+            return run.seconds / units * scale
+
+        return sum(map(per_unit, runs)) / len(runs), SPEC_PROBED if probed else SPEC_RUN, None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, SPEC_TIMEOUT, None
 
@@ -271,7 +278,7 @@ def timed_seconds(spec: ExperimentSpec, asked: Mapping[str, ParamValue], probe: 
     """The mean of what the spec's whole runs at the very units of a run with ``asked`` on top of its
     sizes took (``measured_s`` and each of ``measured_runs``; each scaled to this machine when a probe
     of it and its own are known); None when none ran there. The items a notebook draws depend on its
-    sizes, so a run at another n did other items: only the per-unit price of ``measured_s`` speaks for it."""
+    sizes, so a run at another n did other items: only the runs' mean price per unit speaks for it."""
     if spec.measured_s is None:
         return None
     own = {**spec.defaults, **spec.parameters}
