@@ -239,21 +239,15 @@ def _replay(ran: RunTime) -> str:
 
 
 def _spec_cost(spec: ExperimentSpec, probe: SpeedProbe | None = None) -> tuple[float, str, None]:
-    """The spec's figure for a unit: the mean over its whole runs (``measured_s`` and each of
-    ``measured_runs``) of a run's seconds over its units, each scaled to this machine when a probe of it
-    and the speed of the machine that ran it are known; else its timeout over 3. Every run counts, not
-    only ``measured_s``'s: at a size none of them ran at, each run's items are as like the ones drawn."""
+    """The spec's figure for a unit: the mean over its whole runs (``measured_s``, ``measured_runs``:
+    at a size none ran at, each one's items are as like those drawn) of a run's seconds over its units,
+    each scaled to this machine when a probe of it and its own are known; else its timeout over 3."""
     if spec.measured_s is not None:  # what runs took on a machine like this one, at the sizes they name
         own = {**spec.defaults, **spec.parameters}
-        runs = [TimedRun(spec.measured_s, spec.measured_sizes, spec.measured_tps), *spec.measured_runs]
-        probed = probe is not None and spec.measured_tps is not None
-
-        def per_unit(run: TimedRun) -> float:
-            units = work_units(spec.timeout_units, {**own, **run.sizes}) if spec.timeout_units else 1
-            scale = speed_ratio(probe, run.tps) if probe is not None and run.tps is not None else 1.0
-            return run.seconds / units * scale
-
-        return sum(map(per_unit, runs)) / len(runs), SPEC_PROBED if probed else SPEC_RUN, None
+        prices = [r.seconds / (work_units(spec.timeout_units, {**own, **r.sizes}) if spec.timeout_units else 1)
+                  * (speed_ratio(probe, r.tps) if probe is not None and r.tps is not None else 1.0)
+                  for r in (TimedRun(spec.measured_s, spec.measured_sizes, spec.measured_tps), *spec.measured_runs)]
+        return sum(prices) / len(prices), SPEC_PROBED if probe and spec.measured_tps is not None else SPEC_RUN, None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, SPEC_TIMEOUT, None
 
