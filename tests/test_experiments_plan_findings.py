@@ -12,7 +12,7 @@ import pytest
 
 from roma_lab.experiments import SpecError, load_spec
 from roma_lab.experiments._plan import RESERVE, expectation, plan_budget, plan_study, sizable_s, timed_seconds
-from roma_lab.experiments._spec import Pilot
+from roma_lab.experiments._spec import Pilot, TimedRun
 from roma_lab.stats import n_for_mde, paired_ci, plan_paired
 
 REPO = Path(__file__).resolve().parents[1]
@@ -531,7 +531,8 @@ def test_a_run_prices_what_is_left_by_how_long_its_finished_notebooks_took_again
     re-plan prices what is left by the run's own notebooks (``run_drift``), once they were priced at 10
     minutes together. 21 finishing at 0.6 of its price makes 22 cheaper (a larger n) and 43, which runs
     at its own sizes last, predicted at 0.6 of its spec; its record says the factor. 20 calls no model:
-    the model's speed misread is no measure of it, and it keeps its price."""
+    the model's speed misread is no measure of it, and it keeps its price. Only a notebook run at sizes
+    a run its spec names timed measures the machine: elsewhere its items are others (03, 04 draw by n)."""
     from roma_lab.experiments import _cli
     from roma_lab.experiments._plan import DRIFT_EVIDENCE_S
     from roma_lab.experiments._runner import RunOutcome
@@ -549,6 +550,8 @@ def test_a_run_prices_what_is_left_by_how_long_its_finished_notebooks_took_again
 
     monkeypatch.setattr(_cli, "run_experiments", fake_run)
     monkeypatch.setattr(_cli, "_clock", lambda: clock[0])
+    specs = [first, second, audit, flags]
+    monkeypatch.setattr(_cli, "scan_specs", lambda root: (specs, []))
 
     def run_all() -> list[dict]:
         runs.clear()
@@ -561,6 +564,13 @@ def test_a_run_prices_what_is_left_by_how_long_its_finished_notebooks_took_again
     one = plan.notebooks[0]
     assert one.seconds >= DRIFT_EVIDENCE_S and one.drift == 1.0
     pace = 0.6
+    assert timed_seconds(first, {"N_TASKS": one.n}) is None  # no run of 21's timed it at this n
+    assert run_all()[1][second.stem]["drift"] == 1.0
+    # a run at that n, at its price there: the plan is the same, and 21's time now measures the machine
+    specs[0] = dataclasses.replace(first, measured_runs=(*first.measured_runs, TimedRun(
+        one.seconds, {"N_TASKS": one.n}, first.measured_tps)))
+    again = plan_study(specs, results_root=tmp_path, budget_s=sizable_s(3 * 3600, 0)).notebooks[0]
+    assert again.n == one.n and again.seconds == pytest.approx(one.seconds)
     plans = run_all()
     assert plans[0][first.stem]["drift"] == 1.0
     assert plans[1][second.stem]["drift"] == plans[2][flags.stem]["drift"] == 0.6

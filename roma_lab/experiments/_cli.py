@@ -13,6 +13,7 @@ import math
 import os
 import sys
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,7 +30,7 @@ from roma_lab.results import ProvenanceError, default_repo_root, read_provenance
 
 from ._key import experiment_status, run_key
 from ._plan import (StudyPlan, check_target_mde, parse_budget, plan_budget, plan_study, predicted_seconds,
-                    run_drift, task_sized, write_plan)
+                    run_drift, task_sized, timed_seconds, write_plan)
 from ._plan_text import plan_lines
 from ._probe import PROBE_FILE, PROBE_RUNS, read_probe, run_probe
 from ._runner import run_experiments
@@ -325,12 +326,16 @@ def _drift_line(finished: list[tuple[float, float]], factor: float) -> str:
             f"said {format_seconds(priced)}: what is left is priced x{factor:.2f}")
 
 
-def _measured(group: list[ExperimentSpec], ran: list, where: Path, kept: dict[str, _Kept], took: float
-              ) -> float | None:
+def _measured(group: list[ExperimentSpec], ran: list, where: Path, kept: dict[str, _Kept], took: float,
+              sizes: Mapping[str, ParamValue]) -> float | None:
     """``took``, the seconds a sized notebook's run took, as a measure of the machine's speed for the
     rest of the run; None when it is none: not one sized notebook run whole (a group of the rest, a kept
-    run resumed or skipped), not completed, or a replay from the completion cache (seconds for minutes)."""
+    run resumed or skipped), not completed, a replay from the completion cache (seconds for minutes), or
+    run at ``sizes`` none of its spec's named runs timed: there a notebook that draws its items by n
+    (03, 04) did other items than those runs, and its misprice is mostly theirs (design/planning.md)."""
     if len(group) != 1 or group[0].stem in kept or len(ran) != 1 or ran[0].status != "completed":
+        return None
+    if timed_seconds(group[0], sizes) is None:
         return None
     calls = read_run_time(where, group[0].stem).calls
     return None if calls is not None and calls.replayed else took
@@ -514,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
                                   force=args.force, cluster=args.cluster, per=args.per, overrides=values,
                                   budget_usd=args.budget_usd, plans=records, batch_started_at=batch_started_at)
             outcomes += ran
-            if records is not None and (took := _measured(group, ran, where, kept, _clock() - began)) is not None:
+            if records is not None and (took := _measured(group, ran, where, kept, _clock() - began, values)) is not None:
                 entry = records[group[0].stem]
                 finished.append((took, entry["seconds"] / entry.get("drift", 1.0)))
     except (ClusterConnectError, WorkerEnvironmentError) as exc:  # no scheduler, or a worker that differs
