@@ -18,7 +18,7 @@ unknown, never 0). A dollar cap (``--budget-usd``, per notebook) is reported as 
 price per task; where no price per task is known the line says so (the cap itself is kept at run
 time by ``roma_lab.evaluate``, whatever the plan predicted). A run's re-plans multiply every unit cost
 by how long the notebooks it finished took against their prices (:func:`run_drift`, ``drift``), those
-of the notebooks that call the model.
+of the notebooks that call the model run at sizes a run their spec names timed (``_cli._measured``).
 
 **The budget rule** (never from a score): notebooks without a size cost their measured or estimated
 time, and every sized notebook its first 2 tasks a comparison; then the comparisons a spec's pilot
@@ -238,15 +238,19 @@ def _replay(ran: RunTime) -> str:
     return "" if calls is None or not calls.replayed else f"{calls.earlier} of {calls.requests} calls from the cache, recorded before its batch"
 
 
+def _here(run: TimedRun, probe: SpeedProbe | None) -> float:
+    """A run a spec names, in seconds on this machine: scaled by its probe and this one's when both are known."""
+    return run.seconds * (speed_ratio(probe, run.tps) if probe is not None and run.tps is not None else 1.0)
+
+
 def _spec_cost(spec: ExperimentSpec, probe: SpeedProbe | None = None) -> tuple[float, str, None]:
     """The spec's figure for a unit: the mean over its whole runs (``measured_s``, ``measured_runs``:
     at a size none ran at, each one's items are as like those drawn) of a run's seconds over its units,
     each scaled to this machine when a probe of it and its own are known; else its timeout over 3."""
     if spec.measured_s is not None:  # what runs took on a machine like this one, at the sizes they name
         own = {**spec.defaults, **spec.parameters}
-        prices = [r.seconds / (work_units(spec.timeout_units, {**own, **r.sizes}) if spec.timeout_units else 1)
-                  * (speed_ratio(probe, r.tps) if probe is not None and r.tps is not None else 1.0)
-                  for r in (TimedRun(spec.measured_s, spec.measured_sizes, spec.measured_tps), *spec.measured_runs)]
+        prices = [_here(r, probe) / (work_units(spec.timeout_units, {**own, **r.sizes}) if spec.timeout_units else 1)
+                  for r in spec.timed_runs()]
         return sum(prices) / len(prices), SPEC_PROBED if probe and spec.measured_tps is not None else SPEC_RUN, None
     base = spec.timeout_per_unit_s if spec.timeout_units else spec.timeout_s
     return base / SPEC_MARGIN, SPEC_TIMEOUT, None
@@ -273,16 +277,12 @@ def timed_seconds(spec: ExperimentSpec, asked: Mapping[str, ParamValue], probe: 
     sizes took (``measured_s`` and each of ``measured_runs``; each scaled to this machine when a probe
     of it and its own are known); None when none ran there. The items a notebook draws depend on its
     sizes, so a run at another n did other items: only the runs' mean price per unit speaks for it."""
-    if spec.measured_s is None:
-        return None
     own = {**spec.defaults, **spec.parameters}
-    runs = [TimedRun(spec.measured_s, spec.measured_sizes, spec.measured_tps), *spec.measured_runs]
 
     def units(sizes: Mapping[str, ParamValue]) -> dict[str, ParamValue]:
         return {name: {**own, **sizes}[name] for name in spec.timeout_units}
 
-    there = [r.seconds * (speed_ratio(probe, r.tps) if probe is not None and r.tps is not None else 1.0)
-             for r in runs if units(r.sizes) == units(asked)]
+    there = [_here(r, probe) for r in spec.timed_runs() if units(r.sizes) == units(asked)]
     return sum(there) / len(there) if there else None
 
 

@@ -108,6 +108,13 @@ class ExperimentSpec:
     # by what those took, since the items a notebook draws depend on its sizes (design/planning.md)
     measured_runs: tuple[TimedRun, ...] = ()
 
+    def timed_runs(self) -> tuple[TimedRun, ...]:
+        """Every whole run the spec names: ``measured_s``'s (at ``measured_sizes``), then ``measured_runs``;
+        none without ``measured_s``."""
+        if self.measured_s is None:
+            return ()
+        return (TimedRun(self.measured_s, self.measured_sizes, self.measured_tps), *self.measured_runs)
+
     def strata(self, parameters: Mapping[str, object] | None = None) -> int:
         """How many groups ``per`` splits the tasks into at the spec's sizes (1: no ``per``)."""
         if self.per is None:
