@@ -196,7 +196,8 @@ def test_a_changed_guard_row_changes_the_recomputed_figures():
 LEVELS = FINDINGS / "27_measure_levels_table1"
 # the same comparison in five fresh clones' 2-hour make reproduce, at the n each plan bought (L1 alone: 22, 29, 18, 25, 23)
 LEVELS_2H = (FINDINGS / "27_reproduce_2h", FINDINGS / "27_reproduce_2h_run2", FINDINGS / "27_reproduce_2h_run3",
-             FINDINGS / "27_reproduce_2h_run6", FINDINGS / "27_reproduce_2h_run7", FINDINGS / "27_reproduce_2h_run8")
+             FINDINGS / "27_reproduce_2h_run6", FINDINGS / "27_reproduce_2h_run7", FINDINGS / "27_reproduce_2h_run8",
+             FINDINGS / "27_reproduce_2h_run9")
 
 
 def levels_recomputed(agent_rows: pd.DataFrame, system_rows: pd.DataFrame, record: dict, folder: Path = LEVELS) -> dict:
